@@ -1,0 +1,1 @@
+"""Collectors: poll Kafka, ZooKeeper and KRaft into snapshot records, evaluate alert rules."""

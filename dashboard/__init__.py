@@ -1,0 +1,1 @@
+"""Streamlit dashboard over the latest state files and the Parquet history."""

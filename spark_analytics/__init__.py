@@ -1,0 +1,1 @@
+"""Weekly reliability report: PySpark aggregations over the collected history."""
