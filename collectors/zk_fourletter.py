@@ -1,0 +1,254 @@
+"""ZooKeeper four-letter-word (4lw) client and parsers.
+
+The 4lw interface is what an operator can still reach when a ZooKeeper node is
+sick: it needs no session, no client library and no quorum.  That makes it the
+right probe for a reliability monitor, but only if the probe itself cannot
+wedge: a node that is SIGSTOPped, swapping or stuck in a GC pause accepts TCP
+connections (the kernel completes the handshake) and then never answers.  So
+every call here runs against one total deadline rather than per-operation
+timeouts, and every failure mode an alert rule needs to tell apart gets its own
+exception class.
+
+The parsers are pure functions so that they can be tested on captured texts and
+reused on answers obtained by other means (e.g. through an SSH tunnel).
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import time
+from typing import ClassVar, TypedDict
+
+__all__ = [
+    "NOT_SERVING_MARKER",
+    "NOT_WHITELISTED_MARKER",
+    "FourLetterError",
+    "FourLetterNotServing",
+    "FourLetterNotWhitelisted",
+    "FourLetterTimeout",
+    "FourLetterUnreachable",
+    "SrvrStats",
+    "parse_mntr",
+    "parse_srvr",
+    "send_four_letter",
+    "split_zxid",
+]
+
+# Exact phrases ZooKeeper (3.4 - 3.9) writes instead of the command's answer.
+NOT_WHITELISTED_MARKER = "is not executed because it is not in the whitelist"
+NOT_SERVING_MARKER = "This ZooKeeper instance is not currently serving requests"
+
+_COMMAND_RE = re.compile(r"^[a-z]{4}$")
+_MAX_RESPONSE_BYTES = 16 * 1024 * 1024  # a runaway peer must not exhaust our memory
+
+
+class FourLetterError(Exception):
+    """A 4lw probe did not yield a usable answer.
+
+    ``kind`` lets callers (alert rules, dashboards) branch on the failure mode
+    without an isinstance ladder; the subclasses let ``except`` clauses do the
+    same.  ``kind == "io"`` is an unexpected I/O failure after the connection
+    was established (e.g. a reset mid-answer).
+    """
+
+    kind: ClassVar[str] = "io"
+
+    def __init__(self, message: str, *, host: str, port: int, command: str, response: str = "") -> None:
+        super().__init__(message)
+        self.host = host
+        self.port = port
+        self.command = command
+        self.response = response
+
+
+class FourLetterUnreachable(FourLetterError):
+    """Nothing accepted the connection: process dead, port wrong or filtered."""
+
+    kind: ClassVar[str] = "unreachable"
+
+
+class FourLetterTimeout(FourLetterError):
+    """The deadline passed: the process exists but does not answer (stopped, paused, overloaded)."""
+
+    kind: ClassVar[str] = "timeout"
+
+
+class FourLetterNotWhitelisted(FourLetterError):
+    """The server is up but refuses this command; a config problem, not an outage."""
+
+    kind: ClassVar[str] = "not_whitelisted"
+
+
+class FourLetterNotServing(FourLetterError):
+    """The JVM answers but has no quorum (LOOKING / electing / syncing)."""
+
+    kind: ClassVar[str] = "not_serving"
+
+
+def send_four_letter(host: str, port: int, command: str, timeout: float = 2.0) -> str:
+    """Send one 4lw command and return the server's full answer.
+
+    ZooKeeper closes the connection after answering, so EOF is the only
+    reliable end-of-answer marker; ``timeout`` bounds connect + send + the
+    whole read, so a server that accepts but never answers costs at most
+    ``timeout`` seconds.
+    """
+    if not _COMMAND_RE.match(command):
+        raise ValueError(f"a four-letter word is 4 lowercase ASCII letters, got {command!r}")
+    if timeout <= 0:
+        raise ValueError(f"timeout must be positive, got {timeout!r}")
+
+    where = f"{command} @ {host}:{port}"
+    ctx = {"host": host, "port": port, "command": command}
+    deadline = time.monotonic() + timeout
+
+    def remaining() -> float:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise FourLetterTimeout(f"{where}: no complete answer within {timeout:g}s", **ctx)
+        return left
+
+    try:
+        sock = socket.create_connection((host, port), timeout=remaining())
+    except TimeoutError as exc:
+        raise FourLetterTimeout(f"{where}: connect timed out after {timeout:g}s", **ctx) from exc
+    except OSError as exc:
+        # ECONNREFUSED, EHOSTUNREACH, name resolution failures...: nobody to talk to.
+        raise FourLetterUnreachable(f"{where}: unreachable ({exc})", **ctx) from exc
+
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        with sock:
+            sock.settimeout(remaining())
+            sock.sendall(command.encode("ascii"))
+            while True:
+                sock.settimeout(remaining())
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > _MAX_RESPONSE_BYTES:
+                    raise FourLetterError(f"{where}: answer exceeds {_MAX_RESPONSE_BYTES} bytes", **ctx)
+    except TimeoutError as exc:
+        raise FourLetterTimeout(f"{where}: no complete answer within {timeout:g}s", **ctx) from exc
+    except FourLetterError:
+        raise
+    except OSError as exc:
+        raise FourLetterError(f"{where}: I/O error ({exc})", **ctx) from exc
+
+    text = b"".join(chunks).decode("utf-8", errors="replace")
+    if NOT_WHITELISTED_MARKER in text:
+        raise FourLetterNotWhitelisted(f"{where}: {text.strip()}", response=text, **ctx)
+    if NOT_SERVING_MARKER in text:
+        raise FourLetterNotServing(f"{where}: {text.strip()}", response=text, **ctx)
+    return text
+
+
+class SrvrStats(TypedDict):
+    """Typed so a misspelt key in an alert rule is a type error rather than a silent KeyError at 3 am."""
+
+    version: str
+    latency_min: float
+    latency_avg: float
+    latency_max: float
+    received: int
+    sent: int
+    connections: int
+    outstanding: int
+    zxid: int
+    mode: str
+    node_count: int
+
+
+_SRVR_INT_FIELDS = {
+    "received": "received",
+    "sent": "sent",
+    "connections": "connections",
+    "outstanding": "outstanding",
+    "node count": "node_count",
+}
+
+
+def parse_srvr(text: str) -> SrvrStats:
+    """Parse a ``srvr`` answer.
+
+    Lines we do not know (e.g. ``Proposal sizes last/min/max`` on leaders) are
+    ignored so a newer server does not break the monitor; a missing field we
+    rely on is an error, because a silently defaulted zxid or mode would make
+    the monitor lie.
+    """
+    found: dict[str, object] = {}
+    for raw in text.splitlines():
+        label, sep, value = raw.partition(":")
+        if not sep:
+            continue
+        key = label.strip().lower()
+        value = value.strip()
+        try:
+            if key == "zookeeper version":
+                found["version"] = value
+            elif key == "latency min/avg/max":
+                lo, avg, hi = (float(v) for v in value.split("/"))
+                found.update(latency_min=lo, latency_avg=avg, latency_max=hi)
+            elif key in _SRVR_INT_FIELDS:
+                found[_SRVR_INT_FIELDS[key]] = int(value)
+            elif key == "zxid":
+                found["zxid"] = int(value, 16) if value.lower().startswith("0x") else int(value)
+            elif key == "mode":
+                found["mode"] = value.lower()
+        except ValueError as exc:
+            raise ValueError(f"srvr: bad value for {label.strip()!r}: {value!r}") from exc
+
+    missing = [k for k in SrvrStats.__annotations__ if k not in found]
+    if missing:
+        snippet = text.strip()[:200]
+        raise ValueError(f"srvr: answer lacks {', '.join(missing)}: {snippet!r}")
+    return SrvrStats(**found)  # type: ignore[typeddict-item]
+
+
+_INT_RE = re.compile(r"^[-+]?\d+$")
+_FLOAT_RE = re.compile(r"^[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?$")
+
+
+def _mntr_value(value: str) -> int | float | str:
+    # Regexes rather than try/float(): "NaN", "inf" and "1_000" must stay strings
+    # instead of becoming numbers that poison averages.
+    if _INT_RE.match(value):
+        return int(value)
+    if _FLOAT_RE.match(value):
+        return float(value)
+    return value
+
+
+def parse_mntr(text: str) -> dict[str, int | float | str]:
+    """Parse a ``mntr`` answer (one ``key<TAB>value`` per line).
+
+    Keys are kept verbatim (``zk_...``) so they match ZooKeeper's documentation
+    and the Prometheus names operators already know.
+    """
+    result: dict[str, int | float | str] = {}
+    for raw in text.splitlines():
+        key, sep, value = raw.partition("\t")
+        key = key.strip()
+        if not sep or not key:
+            continue
+        result[key] = _mntr_value(value.strip())
+    if not result:
+        raise ValueError(f"mntr: no key/value lines in answer: {text.strip()[:200]!r}")
+    return result
+
+
+def split_zxid(zxid: int) -> tuple[int, int]:
+    """Split a zxid into (epoch, counter).
+
+    The epoch (high 32 bits) increases with every successful leader election,
+    which is how the monitor detects elections between two polls even when it
+    never saw a LOOKING state; the counter (low 32 bits) counts transactions
+    within that epoch.
+    """
+    if not 0 <= zxid < 1 << 64:
+        raise ValueError(f"zxid must be an unsigned 64-bit integer, got {zxid!r}")
+    return zxid >> 32, zxid & 0xFFFFFFFF

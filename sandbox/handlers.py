@@ -1,0 +1,465 @@
+"""Answers to the admin requests the collectors (and real admin tools) send.
+
+Each handler turns the model's state into the plain-dict form of a response;
+`sandbox.protocol.build` turns that into kafka-python's generated classes.
+Only read APIs are implemented: the monitor is read-only, and a client asking
+for anything else gets UNSUPPORTED_VERSION rather than a silent drop.
+Error codes are Kafka's (see kafka.errors).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from sandbox import kafka_defaults as kd
+from sandbox.model import Cluster, Partition
+from sandbox.protocol import APIS, Request
+from sandbox.server import UnsupportedRequest
+
+NONE = 0
+UNKNOWN_TOPIC_OR_PARTITION = 3
+LEADER_NOT_AVAILABLE = 5
+NOT_LEADER_OR_FOLLOWER = 6
+COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
+INVALID_REQUEST = 42
+GROUP_ID_NOT_FOUND = 69
+TRANSACTIONAL_ID_NOT_FOUND = 105
+UNKNOWN_SERVER_ERROR = -1
+
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+
+LIST_OFFSETS_LATEST = -1
+LIST_OFFSETS_EARLIEST = -2
+LIST_OFFSETS_MAX_TIMESTAMP = -3
+
+IMPLEMENTED = {18, 3, 60, 32, 16, 15, 10, 9, 2, 66, 65, 61, 55}
+KRAFT_ONLY = {55}
+
+
+def supported_api_versions(mode: str = "zookeeper") -> list[dict[str, int]]:
+    """What ApiVersions advertises: implemented keys only, in the schemas' version ranges."""
+    out = []
+    for key in sorted(IMPLEMENTED):
+        if key in KRAFT_ONLY and mode != "kraft":
+            continue
+        pair = APIS[key]
+        out.append({"api_key": key, "min_version": pair.min_version, "max_version": pair.max_version})
+    return out
+
+
+class Handlers:
+    """Dispatch by API key; `__call__` is the server's handler callable."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.c = cluster
+        self._by_key: dict[int, Callable[[int, Request], Mapping[str, Any]]] = {
+            18: self.api_versions,
+            3: self.metadata,
+            60: self.describe_cluster,
+            32: self.describe_configs,
+            16: self.list_groups,
+            15: self.describe_groups,
+            10: self.find_coordinator,
+            9: self.offset_fetch,
+            2: self.list_offsets,
+            66: self.list_transactions,
+            65: self.describe_transactions,
+            61: self.describe_producers,
+            55: self.describe_quorum,
+        }
+
+    def __call__(self, node_id: int, req: Request) -> Mapping[str, Any]:
+        fn = self._by_key.get(req.api_key)
+        if fn is None or (req.api_key in KRAFT_ONLY and self.c.mode != "kraft"):
+            raise UnsupportedRequest(req.api_key)
+        return fn(node_id, req)
+
+    # ------------------------------------------------------------------ cluster
+    def api_versions(self, node_id: int, req: Request) -> Mapping[str, Any]:
+        return {"error_code": NONE, "api_keys": supported_api_versions(self.c.mode), "throttle_time_ms": 0}
+
+    def _broker_list(self) -> list[dict[str, Any]]:
+        return [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+                for b in self.c.brokers.values() if b.registered]
+
+    def _controller_for_clients(self) -> int:
+        return self.c.controller_id if self.c.controller_id in self.c.alive_brokers() else -1
+
+    def metadata(self, node_id: int, req: Request) -> Mapping[str, Any]:
+        body = req.body
+        wanted: list[str] | None
+        if body.topics is None or (req.api_version == 0 and not body.topics):
+            wanted = None
+        else:
+            wanted = []
+            for t in body.topics:
+                name = t.name
+                if name is None and getattr(t, "topic_id", None) is not None:
+                    name = next((x.name for x in self.c.topics.values() if x.topic_id == t.topic_id), None)
+                if name is not None:
+                    wanted.append(name)
+        names = list(self.c.topics) if wanted is None else wanted
+        topics = []
+        for name in names:
+            t = self.c.topics.get(name)
+            if t is None:
+                topics.append({"error_code": UNKNOWN_TOPIC_OR_PARTITION, "name": name, "partitions": []})
+                continue
+            topics.append({
+                "error_code": NONE, "name": t.name, "topic_id": t.topic_id, "is_internal": t.internal,
+                "partitions": [self._partition_metadata(p) for p in t.partitions],
+            })
+        return {
+            "throttle_time_ms": 0, "brokers": self._broker_list(), "cluster_id": self.c.cluster_id,
+            "controller_id": self._controller_for_clients(), "topics": topics, "error_code": NONE,
+        }
+
+    def _partition_metadata(self, p: Partition) -> dict[str, Any]:
+        offline = [r for r in p.replicas if not self.c.brokers[r].registered]
+        return {
+            "error_code": NONE if p.online else LEADER_NOT_AVAILABLE,
+            "partition_index": p.index, "leader_id": p.leader, "leader_epoch": p.leader_epoch,
+            "replica_nodes": list(p.replicas), "isr_nodes": list(p.isr), "offline_replicas": offline,
+        }
+
+    def describe_cluster(self, node_id: int, req: Request) -> Mapping[str, Any]:
+        include_fenced = bool(getattr(req.body, "include_fenced_brokers", False))
+        brokers = []
+        for b in self.c.brokers.values():
+            if b.registered or include_fenced:
+                brokers.append({"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack,
+                                "is_fenced": not b.registered})
+        return {"throttle_time_ms": 0, "error_code": NONE, "error_message": None, "endpoint_type": 1,
+                "cluster_id": self.c.cluster_id, "controller_id": self._controller_for_clients(),
+                "brokers": brokers}
+
+    # ------------------------------------------------------------------ configs
+    def describe_configs(self, node_id: int, req: Request) -> Mapping[str, Any]:
+        body = req.body
+        synonyms = bool(getattr(body, "include_synonyms", False))
+        results = []
+        for res in body.resources:
+            keys = res.configuration_keys
+            if res.resource_type == RESOURCE_TOPIC:
+                if res.resource_name not in self.c.topics:
+                    results.append({"error_code": UNKNOWN_TOPIC_OR_PARTITION,
+                                    "error_message": f"Topic {res.resource_name} does not exist",
+                                    "resource_type": res.resource_type, "resource_name": res.resource_name,
+                                    "configs": []})
+                    continue
+                configs = self._topic_configs(res.resource_name, keys, synonyms)
+            elif res.resource_type == RESOURCE_BROKER:
+                configs = self._broker_configs(keys, synonyms)
+            else:
+                results.append({"error_code": INVALID_REQUEST, "error_message": "unsupported resource type",
+                                "resource_type": res.resource_type, "resource_name": res.resource_name,
+                                "configs": []})
+                continue
+            results.append({"error_code": NONE, "error_message": None, "resource_type": res.resource_type,
+                            "resource_name": res.resource_name, "configs": configs})
+        return {"throttle_time_ms": 0, "results": results}
+
+    def _topic_configs(self, topic: str, keys: list[str] | None, synonyms: bool) -> list[dict[str, Any]]:
+        out = []
+        for key, (synonym, default, ctype) in kd.TOPIC_CONFIGS.items():
+            if keys and key not in keys:
+                continue
+            value, source = self.c.topic_config(topic, key)
+            syn = []
+            if synonyms:
+                if key in self.c.topics[topic].configs:
+                    syn.append({"name": key, "value": value, "source": kd.SOURCE_DYNAMIC_TOPIC})
+                if synonym in self.c.broker_config:
+                    syn.append({"name": synonym, "value": self.c.broker_config[synonym],
+                                "source": kd.SOURCE_STATIC_BROKER})
+                syn.append({"name": synonym, "value": default, "source": kd.SOURCE_DEFAULT})
+            out.append({"name": key, "value": value, "read_only": False, "config_source": source,
+                        "is_default": source == kd.SOURCE_DEFAULT, "is_sensitive": False, "synonyms": syn,
+                        "config_type": ctype, "documentation": None})
+        return out
+
+    def _broker_configs(self, keys: list[str] | None, synonyms: bool) -> list[dict[str, Any]]:
+        out = []
+        for key, (default, ctype) in kd.BROKER_DEFAULTS.items():
+            if keys and key not in keys:
+                continue
+            static = key in self.c.broker_config
+            sensitive = key in kd.SENSITIVE_BROKER_CONFIGS
+            value = None if sensitive else (self.c.broker_config[key] if static else default)
+            source = kd.SOURCE_STATIC_BROKER if static else kd.SOURCE_DEFAULT
+            syn = [{"name": key, "value": value, "source": source}] if synonyms else []
+            out.append({"name": key, "value": value, "read_only": True, "config_source": source,
+                        "is_default": not static, "is_sensitive": sensitive, "synonyms": syn,
+                        "config_type": ctype, "documentation": None})
+        return out
+
+    # ------------------------------------------------------------------ groups
+    def _coordinator_error(self, node_id: int, key: str, key_type: int) -> int:
+        """NOT_COORDINATOR unless this broker leads the key's internal partition."""
+        injected = self.c.coordinator_errors.get(node_id)
+        if injected:
+            return injected
+        coord = self.c.coordinator_for(key, key_type)
+        if coord < 0:
+            return COORDINATOR_NOT_AVAILABLE
+        return NONE if coord == node_id else NOT_COORDINATOR
+
+    def _groups_led_by(self, node_id: int) -> list[Any]:
+        return [g for g in self.c.groups.values()
+                if not g.deleted and self.c.coordinator_for(g.group_id, 0) == node_id]
+
+    def list_groups(self, node_id: int, req: Request) -> Mapping[str, Any]:
+        states = set(getattr(req.body, "states_filter", None) or [])
+        types = {t.lower() for t in (getattr(req.body, "types_filter", None) or [])}
+        groups = []
+        if types and "classic" not in types:
+            return {"throttle_time_ms": 0, "error_code": NONE, "groups": []}
+        for g in self._groups_led_by(node_id):
+            if states and g.state not in states:
+                continue
+            groups.append({"group_id": g.group_id, "protocol_type": "consumer", "group_state": g.state,
+                           "group_type": "classic"})
+        return {"throttle_time_ms": 0, "error_code": NONE, "groups": groups}
+
+    def describe_groups(self, node_id: int, req: Request) -> Mapping[str, Any]:
+        out = []
+        for gid in req.body.groups:
+            err = self._coordinator_error(node_id, gid, 0)
+            g = self.c.groups.get(gid)
+            if err:
+                out.append({"error_code": err, "group_id": gid, "group_state": "", "protocol_type": "",
+                            "protocol_data": "", "members": []})
+                continue
+            if g is None or g.deleted:
+                code = GROUP_ID_NOT_FOUND if req.api_version >= 6 else NONE
+                out.append({"error_code": code, "error_message": None, "group_id": gid, "group_state": "Dead",
+                            "protocol_type": "", "protocol_data": "", "members": []})
+                continue
+            members = [{
+                "member_id": f"{g.group_id}-consumer-{i}-{g.generation:04d}", "group_instance_id": None,
+                "client_id": f"{g.group_id}-consumer-{i}", "client_host": f"/127.0.0.{i + 10}",
+                "member_metadata": b"", "member_assignment": b"",
+            } for i in range(g.members)]
+            out.append({"error_code": NONE, "error_message": None, "group_id": gid, "group_state": g.state,
+                        "protocol_type": "consumer", "protocol_data": "range" if g.members else "",
+                        "members": members})
+        return {"throttle_time_ms": 0, "groups": out}
+
+    def find_coordinator(self, node_id: int, req: Request) -> Mapping[str, Any]:
+        body = req.body
+        key_type = getattr(body, "key_type", 0) or 0
+        if req.api_version >= 4:
+            coords = [self._coordinator_entry(k, key_type) for k in body.coordinator_keys]
+            return {"throttle_time_ms": 0, "coordinators": coords}
+        entry = self._coordinator_entry(body.key, key_type)
+        return {"throttle_time_ms": 0, "error_code": entry["error_code"], "error_message": None,
+                "node_id": entry["node_id"], "host": entry["host"], "port": entry["port"]}
+
+    def _coordinator_entry(self, key: str, key_type: int) -> dict[str, Any]:
+        node = self.c.coordinator_for(key, key_type)
+        if node < 0:
+            return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": COORDINATOR_NOT_AVAILABLE,
+                    "error_message": "The coordinator is not available."}
+        b = self.c.brokers[node]
+        return {"key": key, "node_id": node, "host": b.host, "port": b.port, "error_code": NONE,
+                "error_message": None}
+
+    def offset_fetch(self, node_id: int, req: Request) -> Mapping[str, Any]:
+        body = req.body
+        if req.api_version >= 8:
+            groups = []
+            for rg in body.groups:
+                topics_req = None
+                if rg.topics is not None:
+                    topics_req = []
+                    for t in rg.topics:
+                        name = getattr(t, "name", None)
+                        if req.api_version >= 10:
+                            name = next((x.name for x in self.c.topics.values()
+                                         if x.topic_id == t.topic_id), None)
+                        topics_req.append((name, t, list(t.partition_indexes)))
+                err, topics = self._fetch_group_offsets(node_id, rg.group_id, topics_req, req.api_version)
+                groups.append({"group_id": rg.group_id, "topics": topics, "error_code": err})
+            return {"throttle_time_ms": 0, "groups": groups}
+        topics_req = None
+        if body.topics is not None:
+            topics_req = [(t.name, t, list(t.partition_indexes)) for t in body.topics]
+        err, topics = self._fetch_group_offsets(node_id, body.group_id, topics_req, req.api_version)
+        return {"throttle_time_ms": 0, "topics": topics, "error_code": err}
+
+    def _fetch_group_offsets(self, node_id: int, group_id: str, topics_req: list[Any] | None,
+                             version: int) -> tuple[int, list[dict[str, Any]]]:
+        err = self._coordinator_error(node_id, group_id, 0)
+        if err:
+            return err, []
+        g = self.c.groups.get(group_id)
+        committed = {} if g is None or g.deleted else g.committed
+        by_topic: dict[str, dict[int, int]] = {}
+        for (topic, idx), off in committed.items():
+            by_topic.setdefault(topic, {})[idx] = off
+        if topics_req is None:
+            topics_req = [(t, None, sorted(parts)) for t, parts in by_topic.items()]
+        topics = []
+        for name, _, parts in topics_req:
+            t = self.c.topics.get(name) if name else None
+            plist = []
+            for idx in parts:
+                off = by_topic.get(name, {}).get(idx, -1) if name else -1
+                p = self.c.partition(name, idx) if name else None
+                plist.append({"partition_index": idx, "committed_offset": off,
+                              "committed_leader_epoch": p.leader_epoch if (p and off >= 0) else -1,
+                              "metadata": "", "error_code": NONE if p else UNKNOWN_TOPIC_OR_PARTITION})
+            entry: dict[str, Any] = {"partitions": plist}
+            if version >= 10:
+                entry["topic_id"] = t.topic_id if t else None
+            else:
+                entry["name"] = name
+            topics.append(entry)
+        return NONE, topics
+
+    # ------------------------------------------------------------------ offsets
+    def list_offsets(self, node_id: int, req: Request) -> Mapping[str, Any]:
+        body = req.body
+        read_committed = (getattr(body, "isolation_level", 0) or 0) == 1
+        topics = []
+        for t in body.topics:
+            parts = []
+            for rp in t.partitions:
+                parts.append(self._offset_for(node_id, t.name, rp.partition_index, rp.timestamp,
+                                              read_committed))
+            topics.append({"name": t.name, "partitions": parts})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    def _offset_for(self, node_id: int, topic: str, idx: int, ts: int, read_committed: bool) -> dict[str, Any]:
+        p = self.c.partition(topic, idx)
+        base = {"partition_index": idx, "timestamp": -1, "offset": -1, "leader_epoch": -1}
+        if p is None:
+            return {**base, "error_code": UNKNOWN_TOPIC_OR_PARTITION}
+        if not p.online:
+            return {**base, "error_code": LEADER_NOT_AVAILABLE}
+        if p.leader != node_id:
+            return {**base, "error_code": NOT_LEADER_OR_FOLLOWER}
+        if ts == LIST_OFFSETS_LATEST:
+            off = p.lso if read_committed else p.hwm
+        elif ts == LIST_OFFSETS_EARLIEST or ts == -4:
+            off = p.log_start
+        elif ts == LIST_OFFSETS_MAX_TIMESTAMP:
+            off = max(p.hwm - 1, p.log_start)
+        elif ts >= 0:
+            off = self._offset_at_time(p, ts / 1000.0)
+        else:
+            off = p.hwm
+        return {**base, "error_code": NONE, "offset": off, "leader_epoch": p.leader_epoch,
+                "timestamp": ts if ts >= 0 else -1}
+
+    def _offset_at_time(self, p: Partition, when: float) -> int:
+        """Earliest offset whose timestamp is >= `when`, from the segment roll points."""
+        if when > self.c.now:
+            return p.hwm
+        prev_t, prev_o = None, p.log_start
+        for t, o in p.segments:
+            if t >= when:
+                if prev_t is None:
+                    return max(o, p.log_start)
+                frac = (when - prev_t) / max(t - prev_t, 1e-9)
+                return max(p.log_start, int(prev_o + frac * (o - prev_o)))
+            prev_t, prev_o = t, o
+        if prev_t is None:
+            return p.log_start
+        frac = (when - prev_t) / max(self.c.now - prev_t, 1e-9)
+        return min(p.hwm, max(p.log_start, int(prev_o + frac * (p.hwm - prev_o))))
+
+    # ------------------------------------------------------------------ transactions
+    def list_transactions(self, node_id: int, req: Request) -> Mapping[str, Any]:
+        body = req.body
+        states = set(body.state_filters or [])
+        pids = set(body.producer_id_filters or [])
+        min_duration = getattr(body, "duration_filter", -1)
+        known = {"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort",
+                 "Dead", "PrepareEpochFence"}
+        out = []
+        for tp in self.c.txn_producers.values():
+            if self.c.coordinator_for(tp.transactional_id, 1) != node_id:
+                continue
+            if states and tp.state not in states:
+                continue
+            if pids and tp.producer_id not in pids:
+                continue
+            if min_duration is not None and min_duration >= 0 and (
+                    tp.state != "Ongoing" or (self.c.now - tp.txn_start) * 1000 < min_duration):
+                continue
+            out.append({"transactional_id": tp.transactional_id, "producer_id": tp.producer_id,
+                        "transaction_state": tp.state})
+        return {"throttle_time_ms": 0, "error_code": NONE,
+                "unknown_state_filters": sorted(states - known), "transaction_states": out}
+
+    def describe_transactions(self, node_id: int, req: Request) -> Mapping[str, Any]:
+        out = []
+        for tid in req.body.transactional_ids:
+            err = self._coordinator_error(node_id, tid, 1)
+            tp = self.c.txn_producers.get(tid)
+            if not err and tp is None:
+                err = TRANSACTIONAL_ID_NOT_FOUND
+            if err:
+                out.append({"error_code": err, "transactional_id": tid, "transaction_state": "",
+                            "transaction_timeout_ms": 0, "transaction_start_time_ms": -1, "producer_id": -1,
+                            "producer_epoch": -1, "topics": []})
+                continue
+            topics: dict[str, list[int]] = {}
+            for topic, idx in sorted(tp.partitions):
+                topics.setdefault(topic, []).append(idx)
+            open_states = ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence")
+            start = int(tp.txn_start * 1000) if tp.state in open_states else -1
+            out.append({"error_code": NONE, "transactional_id": tid, "transaction_state": tp.state,
+                        "transaction_timeout_ms": tp.timeout_ms, "transaction_start_time_ms": start,
+                        "producer_id": tp.producer_id, "producer_epoch": tp.epoch,
+                        "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]})
+        return {"throttle_time_ms": 0, "transaction_states": out}
+
+    def describe_producers(self, node_id: int, req: Request) -> Mapping[str, Any]:
+        topics = []
+        for t in req.body.topics:
+            parts = []
+            for idx in t.partition_indexes:
+                p = self.c.partition(t.name, idx)
+                if p is None:
+                    parts.append({"partition_index": idx, "error_code": UNKNOWN_TOPIC_OR_PARTITION,
+                                  "error_message": None, "active_producers": []})
+                    continue
+                if p.leader != node_id:
+                    parts.append({"partition_index": idx, "error_code": NOT_LEADER_OR_FOLLOWER,
+                                  "error_message": None, "active_producers": []})
+                    continue
+                producers = [{"producer_id": e.producer_id, "producer_epoch": e.epoch,
+                              "last_sequence": e.last_sequence, "last_timestamp": e.last_timestamp_ms,
+                              "coordinator_epoch": e.coordinator_epoch,
+                              "current_txn_start_offset": e.txn_start_offset}
+                             for e in p.producers.values()]
+                parts.append({"partition_index": idx, "error_code": NONE, "error_message": None,
+                              "active_producers": producers})
+            topics.append({"name": t.name, "partitions": parts})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    # ------------------------------------------------------------------ KRaft
+    def describe_quorum(self, node_id: int, req: Request) -> Mapping[str, Any]:
+        c = self.c
+        leader_up = c.quorum_leader in c.brokers and c.brokers[c.quorum_leader].process_up
+        voters = [{"replica_id": v.node_id, "replica_directory_id": None, "log_end_offset": int(v.leo),
+                   "last_fetch_timestamp": int(v.last_fetch * 1000),
+                   "last_caught_up_timestamp": int(v.last_caught_up * 1000)} for v in c.voters.values()]
+        observers = [{"replica_id": b.node_id, "replica_directory_id": None,
+                      "log_end_offset": int(c.metadata_hwm) if b.process_up else -1,
+                      "last_fetch_timestamp": int(c.now * 1000) if b.process_up else -1,
+                      "last_caught_up_timestamp": int(c.now * 1000) if b.process_up else -1}
+                     for b in c.brokers.values() if b.node_id not in c.voters]
+        part = {"partition_index": 0, "error_code": NONE, "error_message": None,
+                "leader_id": c.quorum_leader if leader_up else -1, "leader_epoch": c.quorum_epoch,
+                "high_watermark": int(c.metadata_hwm), "current_voters": voters, "observers": observers}
+        nodes = [{"node_id": v.node_id, "listeners": [{"name": "CONTROLLER", "host": c.brokers[v.node_id].host,
+                                                       "port": c.brokers[v.node_id].port}]}
+                 for v in c.voters.values()]
+        return {"error_code": NONE, "error_message": None,
+                "topics": [{"topic_name": "__cluster_metadata", "partitions": [part]}], "nodes": nodes}

@@ -1,0 +1,100 @@
+"""What each incident does to the sandbox when it starts and when it ends.
+
+Model changes happen directly (we run on the sandbox loop); changes to the
+real ZooKeeper processes block, so they are returned as a callable that the
+runner executes on a worker thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from sandbox.spec import IncidentSpec
+
+if TYPE_CHECKING:
+    from sandbox.runner import Sandbox
+
+Blocking = Callable[[], None] | None
+
+
+def _first(items: list[str] | dict[str, object]) -> str:
+    return next(iter(items))
+
+
+def apply(sb: Sandbox, inc: IncidentSpec, starting: bool) -> Blocking:
+    c = sb.cluster
+    kind = inc.type
+    broker = inc.broker or (max(c.brokers) if c.brokers else 1)
+    group = inc.group or (_first(c.groups) if c.groups else None)
+    producer = inc.transactional_id or (_first(c.txn_producers) if c.txn_producers else None)
+    user_topics = [t for t in c.topics.values() if not t.internal]
+    topic = inc.topic or (user_topics[0].name if user_topics else None)
+
+    if kind == "broker_crash":
+        (c.crash_broker if starting else c.restart_broker)(broker)
+    elif kind == "broker_slow":
+        c.set_broker_delay(broker, (inc.delay_s if inc.delay_s is not None else 5.0) if starting else 0.0)
+    elif kind == "slow_follower":
+        c.set_slow_follower(broker, starting)
+    elif kind in ("consumer_stall", "consumer_stop") and group:
+        c.set_group_mode(group, ("stalled" if kind == "consumer_stall" else "stopped") if starting else "running")
+    elif kind == "consumer_rewind" and group and starting:
+        c.rewind_group(group, inc.messages or 1000)
+    elif kind == "consumer_behind_retention" and group:
+        target = inc.topic or c.groups[group].spec.topics[0]
+        c.set_group_mode(group, "stopped" if starting else "running")
+        c.set_topic_config(target, "retention.ms", str(inc.retention_ms or 60_000) if starting else None)
+    elif kind == "producer_crash_in_txn" and producer:
+        if starting:
+            c.crash_producer(producer)
+        else:
+            c.restart_producer(producer)
+    elif kind == "producer_restart" and producer and starting:
+        c.restart_producer(producer)
+    elif kind == "hanging_transaction" and topic:
+        part = inc.partition or 0
+        if starting:
+            c.inject_hanging_transaction(topic, part)
+        else:
+            c.abort_hanging_transactions(topic, part)
+    elif kind == "controller_failover" and starting:
+        c.controller_failover()
+    elif kind == "zk_leader_kill" and sb.ensemble is not None:
+        return _zk_leader_kill(sb, starting)
+    elif kind == "zk_follower_pause" and sb.ensemble is not None:
+        return _zk_follower_pause(sb, inc, starting)
+    return None
+
+
+def _zk_leader_kill(sb: Sandbox, starting: bool) -> Blocking:
+    ens = sb.ensemble
+    state = sb.__dict__.setdefault("_zk_killed", [])
+
+    def start() -> None:
+        state.append(ens.kill_leader())
+
+    def end() -> None:
+        while state:
+            ens.start_node(state.pop())
+
+    return start if starting else end
+
+
+def _zk_follower_pause(sb: Sandbox, inc: IncidentSpec, starting: bool) -> Blocking:
+    ens = sb.ensemble
+    state = sb.__dict__.setdefault("_zk_paused", [])
+
+    def start() -> None:
+        sid = inc.zk_server
+        if sid is None:
+            leader = ens.leader_sid()
+            sid = next(n.sid for n in ens.nodes if n.sid != leader and n.alive and not n.paused)
+        ens.pause(sid)
+        state.append(sid)
+
+    def end() -> None:
+        while state:
+            ens.resume(state.pop())
+
+    return start if starting else end

@@ -1,0 +1,123 @@
+"""Kafka wire-protocol plumbing over kafka-python 3.x's generated message classes.
+
+The classes are generated from Kafka's own JSON schemas, so encoding through
+them keeps the sandbox byte-compatible with real clients without a hand-written
+codec. This module holds only the mechanics (framing, header parsing, building
+nested responses from plain dicts); what to answer lives in `handlers`.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import kafka.protocol.admin
+import kafka.protocol.consumer
+import kafka.protocol.metadata
+import kafka.protocol.producer  # noqa: F401  (imported for class registration)
+from kafka.protocol.api_message import ApiMessage
+from kafka.protocol.schemas.fields import StructArrayField, StructField
+
+UNSUPPORTED_VERSION = 35
+INVALID_REQUEST = 42
+
+
+def _all_message_classes() -> list[type[ApiMessage]]:
+    out: list[type[ApiMessage]] = []
+    stack = list(ApiMessage.__subclasses__())
+    while stack:
+        cls = stack.pop()
+        stack.extend(cls.__subclasses__())
+        if getattr(cls, "_class_version", None) is None:
+            out.append(cls)
+    return out
+
+
+@dataclass(frozen=True)
+class ApiPair:
+    """Request and response classes for one API key, with the schema's version range."""
+
+    key: int
+    name: str
+    request: type[ApiMessage]
+    response: type[ApiMessage]
+    min_version: int
+    max_version: int
+
+
+def _registry() -> dict[int, ApiPair]:
+    requests: dict[int, type[ApiMessage]] = {}
+    responses: dict[int, type[ApiMessage]] = {}
+    for cls in _all_message_classes():
+        (requests if cls.is_request() else responses)[cls.API_KEY] = cls
+    pairs = {}
+    for key, req in requests.items():
+        if key in responses:
+            # The JSON schema's validVersions, not the class's relaxed minimum of 0.
+            lo, hi = req.valid_versions
+            pairs[key] = ApiPair(key, req.name.removesuffix("Request"), req, responses[key], lo, hi)
+    return pairs
+
+
+APIS: dict[int, ApiPair] = _registry()
+
+
+@dataclass
+class Request:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: ApiMessage | None
+
+
+def peek_header(frame: bytes) -> tuple[int, int, int]:
+    """Api key, version and correlation id: the first 8 bytes of every request header."""
+    return struct.unpack(">hhi", frame[:8])
+
+
+def decode_request(frame: bytes) -> Request:
+    """Decode one unframed request; body is None when the key or version is not known."""
+    api_key, api_version, correlation_id = peek_header(frame)
+    pair = APIS.get(api_key)
+    if pair is None or not 0 <= api_version <= pair.request.max_version:
+        return Request(api_key, api_version, correlation_id, None, None)
+    body = pair.request.decode(frame, version=api_version, header=True)
+    client_id = getattr(body.header, "client_id", None) if body.header is not None else None
+    return Request(api_key, api_version, correlation_id, client_id, body)
+
+
+def build(cls: Any, version: int, fields: Mapping[str, Any]) -> Any:
+    """Instantiate a (nested) message class from a plain dict, recursing into struct arrays.
+
+    The handlers describe answers as dicts; building the generated nested classes
+    here keeps the encoding right for every version without handler code caring.
+    """
+    kwargs: dict[str, Any] = {}
+    by_name = {f.name: f for f in cls._struct._fields}
+    for name, value in fields.items():
+        field = by_name.get(name)
+        if field is None:
+            raise KeyError(f"{cls.__name__} has no field {name!r}")
+        if isinstance(field, StructArrayField) and value is not None:
+            nested = getattr(cls, field._type_str[2:])
+            value = [build(nested, version, v) if isinstance(v, Mapping) else v for v in value]
+        elif isinstance(field, StructField) and isinstance(value, Mapping):
+            nested = getattr(cls, field._type_str)
+            value = build(nested, version, value)
+        kwargs[name] = value
+    return cls(version=version, **kwargs)
+
+
+def encode_response(api_key: int, version: int, correlation_id: int, fields: Mapping[str, Any]) -> bytes:
+    """Encode a framed response with its header."""
+    pair = APIS[api_key]
+    msg = build(pair.response, version, fields)
+    msg.with_header(correlation_id=correlation_id)
+    return bytes(msg.encode(header=True, framed=True))
+
+
+def response_field_names(api_key: int) -> set[str]:
+    return {f.name for f in APIS[api_key].response._struct._fields}

@@ -1,0 +1,223 @@
+"""Runs a sandbox: the model, one listener per broker, the incident timeline, and ZooKeeper.
+
+The model and the listeners share one asyncio loop on a background thread, so
+the CLI, the demo and the tests drive a sandbox the same way: start it, read
+its bootstrap servers, and reach into the model only through `call`, which
+runs on the loop and therefore sees a consistent state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from sandbox.clock import SimClock
+from sandbox.handlers import Handlers
+from sandbox.model import Cluster
+from sandbox.server import BrokerListener
+from sandbox.spec import Scenario
+from sandbox.timeline import Timeline
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class Sandbox:
+    def __init__(self, scenario: Scenario, speed: float = 1.0, zookeeper: bool | None = None,
+                 tick_s: float = 0.2, host: str = "127.0.0.1", clock: SimClock | None = None) -> None:
+        self.scenario = scenario
+        self.clock = clock or SimClock(speed)
+        self.tick_s = tick_s
+        self.host = host
+        self.cluster = Cluster(scenario.cluster, self.clock.now(), host)
+        self.handlers = Handlers(self.cluster)
+        self.listeners: dict[int, BrokerListener] = {
+            i: BrokerListener(i, self.handlers, host) for i in self.cluster.brokers}
+        self.want_zookeeper = scenario.cluster.mode == "zookeeper" if zookeeper is None else zookeeper
+        self.ensemble: Any = None
+        self.mirror: Any = None
+        self.timeline = Timeline(scenario.incidents, scenario.repeat_every)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._blocking = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="sandbox-io")
+        self._ticks = 0
+        self._zk_write: concurrent.futures.Future[None] | None = None
+
+    # ----------------------------------------------------------------- lifecycle
+    def start(self) -> Sandbox:
+        if self.want_zookeeper:
+            from sandbox.znodes import ZnodeMirror
+            from sandbox.zookeeper import ZooKeeperEnsemble
+
+            self.ensemble = ZooKeeperEnsemble(size=3)
+            self.ensemble.start()
+            self.mirror = ZnodeMirror(self.ensemble.connect_string)
+        ready = threading.Event()
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(self._open_listeners())
+            except BaseException as e:  # surfaced to start()'s caller
+                errors.append(e)
+                ready.set()
+                return
+            ready.set()
+            loop.run_until_complete(self._tick_forever())
+            loop.run_until_complete(self._close_listeners())
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="sandbox-loop", daemon=True)
+        self._thread.start()
+        ready.wait(30)
+        if errors:
+            self.stop()
+            raise errors[0]
+        self._sync_zookeeper_now()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+        self._blocking.shutdown(wait=False, cancel_futures=True)
+        if self.mirror is not None:
+            self.mirror.close()
+            self.mirror = None
+        if self.ensemble is not None:
+            self.ensemble.stop()
+            self.ensemble = None
+
+    def __enter__(self) -> Sandbox:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ----------------------------------------------------------------- accessors
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"{self.host}:{ln.port}" for ln in self.listeners.values())
+
+    @property
+    def zk_connect(self) -> str | None:
+        return self.ensemble.connect_string if self.ensemble is not None else None
+
+    def call(self, fn: Callable[[Cluster], T], timeout: float = 10.0) -> T:
+        """Run fn(cluster) on the sandbox loop and return its result."""
+        if self._loop is None or self._thread is None:
+            return fn(self.cluster)
+        fut: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def job() -> None:
+            try:
+                fut.set_result(fn(self.cluster))
+            except BaseException as e:
+                fut.set_exception(e)
+
+        self._loop.call_soon_threadsafe(job)
+        return fut.result(timeout)
+
+    def advance_to(self, sim_time: float) -> None:
+        """Wait (in real time) until the simulated clock has reached `sim_time` and a tick ran."""
+        import time
+
+        while self.clock.now() < sim_time:
+            time.sleep(min(0.05, max(0.0, self.clock.real_seconds(sim_time - self.clock.now()))))
+        target = self._ticks + 2
+        while self._ticks < target:
+            time.sleep(0.01)
+
+    def wait_for(self, predicate: Callable[[Cluster], bool], timeout: float = 30.0) -> bool:
+        """Poll a predicate over the model (on the loop) until true or `timeout` real seconds pass."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.call(predicate):
+                return True
+            time.sleep(0.05)
+        return False
+
+    # ----------------------------------------------------------------- the loop
+    async def _open_listeners(self) -> None:
+        for node_id, ln in self.listeners.items():
+            await ln.start()
+            self.cluster.brokers[node_id].port = ln.port
+
+    async def _close_listeners(self) -> None:
+        for ln in self.listeners.values():
+            await ln.stop()
+
+    async def _tick_forever(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                await self._tick()
+            except Exception:
+                log.exception("sandbox tick failed")
+            await asyncio.sleep(self.tick_s)
+
+    async def _tick(self) -> None:
+        now = self.clock.now()
+        for action in self.timeline.due(now - self.cluster.start):
+            await self._run_incident_action(action)
+        self.cluster.advance(now)
+        await self._apply_process_state()
+        self._push_zookeeper()
+        self._ticks += 1
+
+    async def _run_incident_action(self, action: Any) -> None:
+        from sandbox import incidents
+
+        log.info("incident %s: %s", "start" if action.starting else "end", action.spec.type)
+        blocking = incidents.apply(self, action.spec, action.starting)
+        if blocking is not None:
+            await asyncio.get_running_loop().run_in_executor(self._blocking, blocking)
+
+    async def _apply_process_state(self) -> None:
+        """Open or close listeners to match broker processes; apply response delays."""
+        for node_id, b in self.cluster.brokers.items():
+            ln = self.listeners[node_id]
+            ln.response_delay_s = b.response_delay_s
+            if b.process_up and not ln.running:
+                await ln.start()
+            elif not b.process_up and ln.running:
+                await ln.stop()
+
+    def _push_zookeeper(self) -> None:
+        if self.mirror is None:
+            self.cluster.changes.drain()
+            return
+        if self._zk_write is not None and not self._zk_write.done():
+            return  # one write at a time; changes keep accumulating in the model's change log
+        changes = self.cluster.changes.drain()
+        if self.mirror.needs_full:
+            snapshot = self.mirror.full_snapshot(self.cluster)
+        elif changes.partitions or changes.brokers or changes.controller:
+            snapshot = self.mirror.snapshot_of(self.cluster, changes)
+        else:
+            return
+        self._zk_write = self._blocking.submit(self.mirror.apply, snapshot)
+
+    def _sync_zookeeper_now(self) -> None:
+        if self.mirror is not None:
+            self.mirror.apply(self.call(lambda c: self.mirror.full_snapshot(c)))
+
+    def request_counts(self) -> dict[int, dict[str, int]]:
+        return self.call(lambda c: {i: dict(ln.request_counts) for i, ln in self.listeners.items()})
+
+    def reset_request_counts(self) -> None:
+        def reset(_: Cluster) -> None:
+            for ln in self.listeners.values():
+                ln.request_counts.clear()
+
+        self.call(reset)

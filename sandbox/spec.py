@@ -1,0 +1,151 @@
+"""The shape of a sandbox cluster and its incident timeline, as typed models.
+
+A scenario file (YAML or JSON) is validated against these, so a typo in an
+incident or a negative rate is reported with its field and line instead of
+turning into a silently different rehearsal.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+INCIDENT_TYPES: dict[str, str] = {
+    "broker_crash": "a broker process dies (connection refused) and returns after `duration`",
+    "broker_slow": "a broker answers requests late by `delay_s` (past client timeouts when large)",
+    "slow_follower": "a broker's replica fetching falls behind (leaves ISR after replica.lag.time.max.ms)",
+    "consumer_stall": "a group keeps committing the same offset (members present, no progress)",
+    "consumer_stop": "a group's members leave; the group goes Empty and stops committing",
+    "consumer_rewind": "a group's committed offsets jump back by `messages`",
+    "consumer_behind_retention": "a group stops while the topic's retention.ms drops to `retention_ms`",
+    "producer_crash_in_txn": "a transactional producer dies with its transaction Ongoing",
+    "producer_restart": "a transactional producer restarts (InitProducerId bumps its epoch, fences)",
+    "hanging_transaction": "an open transaction on a partition that its coordinator does not know",
+    "controller_failover": "the active controller moves to another broker (new controller epoch)",
+    "zk_leader_kill": "the ZooKeeper leader is killed (SIGKILL) and restarted after `duration`",
+    "zk_follower_pause": "a ZooKeeper follower is paused (SIGSTOP) and resumed (SIGCONT) after `duration`",
+}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TopicSpec(_Strict):
+    name: str = Field(min_length=1, max_length=249, pattern=r"^[A-Za-z0-9._-]+$")
+    partitions: int = Field(3, ge=0, le=100_000)
+    replication_factor: int = Field(3, ge=1)
+    configs: dict[str, str] = Field(default_factory=dict)
+    produce_rate: float = Field(10.0, ge=0, description="messages per second across the topic")
+
+    @field_validator("configs", mode="before")
+    @classmethod
+    def _stringify(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: (str(x).lower() if isinstance(x, bool) else str(x)) for k, x in v.items()}
+        return v
+
+
+class GroupSpec(_Strict):
+    group_id: str = Field(min_length=1)
+    topics: list[str] = Field(min_length=1)
+    consume_rate: float | None = Field(None, ge=0, description="messages/s per partition; default 3x produce")
+    commit_interval_s: float = Field(5.0, gt=0)
+    isolation_level: Literal["read_uncommitted", "read_committed"] = "read_uncommitted"
+    members: int = Field(2, ge=0)
+
+
+class TxnProducerSpec(_Strict):
+    transactional_id: str = Field(min_length=1)
+    topics: list[str] = Field(min_length=1)
+    rate: float = Field(5.0, ge=0, description="messages per second while a transaction is open")
+    transaction_duration_s: float = Field(2.0, gt=0)
+    pause_between_s: float = Field(1.0, ge=0)
+    timeout_ms: int = Field(60_000, gt=0, description="transaction.timeout.ms of the producer")
+
+
+class ClusterSpec(_Strict):
+    brokers: int = Field(3, ge=1, le=64)
+    mode: Literal["zookeeper", "kraft"] = "zookeeper"
+    cluster_id: str = "sandbox-cluster-0001"
+    racks: int = Field(0, ge=0, description="spread brokers over this many racks (0 = no rack)")
+    broker_config: dict[str, str] = Field(default_factory=dict)
+    internal_topic_partitions: int = Field(10, ge=1, le=50)
+    topics: list[TopicSpec] = Field(default_factory=list)
+    groups: list[GroupSpec] = Field(default_factory=list)
+    transactional_producers: list[TxnProducerSpec] = Field(default_factory=list)
+
+    @field_validator("broker_config", mode="before")
+    @classmethod
+    def _stringify(cls, v: Any) -> Any:
+        return TopicSpec._stringify(v)
+
+    @model_validator(mode="after")
+    def _cross_check(self) -> ClusterSpec:
+        names = [t.name for t in self.topics]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"duplicate topic names: {sorted(dup)}")
+        known = set(names)
+        for t in self.topics:
+            if t.replication_factor > self.brokers:
+                raise ValueError(
+                    f"topic {t.name!r}: replication_factor {t.replication_factor} > brokers {self.brokers}")
+        for g in self.groups:
+            missing = [x for x in g.topics if x not in known]
+            if missing:
+                raise ValueError(f"group {g.group_id!r} reads unknown topics {missing}")
+        for p in self.transactional_producers:
+            missing = [x for x in p.topics if x not in known]
+            if missing:
+                raise ValueError(f"producer {p.transactional_id!r} writes unknown topics {missing}")
+        return self
+
+
+class IncidentSpec(_Strict):
+    type: str
+    at: float = Field(ge=0, description="simulated seconds after start")
+    duration: float | None = Field(None, gt=0, description="simulated seconds; none = until the end")
+    broker: int | None = None
+    group: str | None = None
+    topic: str | None = None
+    partition: int | None = None
+    transactional_id: str | None = None
+    delay_s: float | None = Field(None, ge=0)
+    messages: int | None = Field(None, ge=1)
+    retention_ms: int | None = Field(None, ge=1)
+    zk_server: int | None = None
+
+    @field_validator("type")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        if v not in INCIDENT_TYPES:
+            raise ValueError(f"unknown incident {v!r}; valid incidents: {', '.join(sorted(INCIDENT_TYPES))}")
+        return v
+
+
+class Scenario(_Strict):
+    cluster: ClusterSpec = Field(default_factory=ClusterSpec)
+    incidents: list[IncidentSpec] = Field(default_factory=list)
+    repeat_every: float | None = Field(None, gt=0, description="replay the timeline every N simulated s")
+
+    @model_validator(mode="after")
+    def _targets_exist(self) -> Scenario:
+        c = self.cluster
+        topics = {t.name: t for t in c.topics}
+        groups = {g.group_id for g in c.groups}
+        producers = {p.transactional_id for p in c.transactional_producers}
+        for i, inc in enumerate(self.incidents):
+            where = f"incidents[{i}] ({inc.type})"
+            if inc.broker is not None and not 1 <= inc.broker <= c.brokers:
+                raise ValueError(f"{where}: broker {inc.broker} not in 1..{c.brokers}")
+            if inc.group is not None and inc.group not in groups:
+                raise ValueError(f"{where}: unknown group {inc.group!r}")
+            if inc.topic is not None and inc.topic not in topics:
+                raise ValueError(f"{where}: unknown topic {inc.topic!r}")
+            if inc.transactional_id is not None and inc.transactional_id not in producers:
+                raise ValueError(f"{where}: unknown transactional_id {inc.transactional_id!r}")
+            if inc.type.startswith("zk_") and c.mode != "zookeeper":
+                raise ValueError(f"{where}: ZooKeeper incidents need cluster.mode zookeeper")
+        return self
