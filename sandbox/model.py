@@ -414,6 +414,9 @@ class Cluster:
                 if self._accepts_acks_all(p, min_isr):
                     p.leo[p.leader] += per_partition
 
+    def _leader_up(self, p: Partition) -> bool:
+        return p.online and self.brokers[p.leader].process_up
+
     def _accepts_acks_all(self, p: Partition, min_isr: int) -> bool:
         return p.online and self.brokers[p.leader].process_up and len(p.isr) >= min_isr
 
@@ -523,6 +526,10 @@ class Cluster:
                 self._set_txn_state(tp, "PrepareAbort")
                 return
             if tp.alive:
+                if any(not self._leader_up(self.topics[t].partitions[i]) for t, i in tp.partitions):
+                    self.log(f"transaction {tp.transactional_id}: a partition went offline; producer aborts")
+                    self._set_txn_state(tp, "PrepareAbort")
+                    return
                 if now - tp.txn_start >= tp.spec.transaction_duration_s:
                     self._set_txn_state(tp, "PrepareCommit")
                     return
@@ -542,7 +549,10 @@ class Cluster:
                         entry.txn_start_offset = p.open_txn_start[tp.producer_id]
             return
         if tp.state in ("PrepareCommit", "PrepareAbort", "PrepareEpochFence"):
-            if now - tp.state_since >= TXN_PREPARE_S:
+            # Markers go to every partition of the transaction: the coordinator retries until each
+            # partition has a leader again, so an offline partition leaves the transaction lingering.
+            markers_writable = all(self._leader_up(self.topics[t].partitions[i]) for t, i in tp.partitions)
+            if markers_writable and now - tp.state_since >= TXN_PREPARE_S:
                 self._write_markers(tp)
                 if tp.state == "PrepareCommit":
                     tp.commits += 1
@@ -601,6 +611,10 @@ class Cluster:
         if self.now - last < interval:
             return
         self._last_rebalance = self.now
+        self.elect_preferred_leaders()
+
+    def elect_preferred_leaders(self) -> None:
+        """Move leadership back to the first replica wherever it is in sync (kafka-leader-election)."""
         for p in self.all_partitions():
             pref = p.replicas[0]
             if p.online and p.leader != pref and pref in p.isr and self.brokers[pref].registered:

@@ -14,7 +14,8 @@ TEST_CLUSTER: dict[str, Any] = {
     "broker_config": {"min.insync.replicas": "2"},
     "topics": [
         {"name": "orders", "partitions": 3, "replication_factor": 3, "produce_rate": 30},
-        {"name": "single", "partitions": 3, "replication_factor": 1, "produce_rate": 3},
+        {"name": "single", "partitions": 3, "replication_factor": 1, "produce_rate": 3,
+             "configs": {"min.insync.replicas": 1}},
     ],
     "groups": [
         {"group_id": "billing", "topics": ["orders"], "commit_interval_s": 1},

@@ -17,7 +17,8 @@ def make(**overrides: object) -> Cluster:
         "broker_config": {"min.insync.replicas": "2"},
         "topics": [
             {"name": "orders", "partitions": 3, "replication_factor": 3, "produce_rate": 30},
-            {"name": "single", "partitions": 3, "replication_factor": 1, "produce_rate": 3},
+            {"name": "single", "partitions": 3, "replication_factor": 1, "produce_rate": 3,
+             "configs": {"min.insync.replicas": 1}},
         ],
         "groups": [{"group_id": "billing", "topics": ["orders"], "commit_interval_s": 1}],
         "transactional_producers": [{"transactional_id": "tx", "topics": ["orders"], "timeout_ms": 20_000,
@@ -209,3 +210,19 @@ def test_cluster_spec_rejects_bad_topics(bad: dict[str, object]) -> None:
     topic = {"name": "t", "partitions": 1, "replication_factor": 1, **bad}
     with pytest.raises(ValueError):
         ClusterSpec.model_validate({"brokers": 3, "topics": [topic]})
+
+
+def test_transaction_lingers_in_prepare_while_a_partition_is_offline() -> None:
+    c = make(transactional_producers=[{"transactional_id": "tx", "topics": ["single"], "timeout_ms": 60_000,
+                                       "transaction_duration_s": 60}])
+    run(c, 2)
+    tp = c.txn_producers["tx"]
+    assert tp.state == "Ongoing" and tp.partitions
+    c.crash_broker(2)
+    run(c, 30)  # single-1 (only replica on broker 2) goes offline after the session timeout
+    assert tp.state == "PrepareAbort"
+    run(c, 60)
+    assert tp.state == "PrepareAbort"
+    c.restart_broker(2)
+    run(c, 1)
+    assert tp.state in ("CompleteAbort", "Ongoing")

@@ -1,0 +1,55 @@
+"""Alert lifecycle: one alert per (cluster, rule, subject) while its condition holds.
+
+Rules are stateless and re-evaluated every poll; this tracker gives their
+output identity and history: the first-seen time survives across polls, an
+alert whose condition is gone is resolved exactly once (an event for history
+and notifiers), and something that no longer exists (a deleted group) simply
+stops producing candidates and resolves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from collectors.records import AlertRecord
+from collectors.rules import Candidate
+
+SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
+
+
+class AlertTracker:
+    def __init__(self) -> None:
+        self.open: dict[tuple[str, str, str], AlertRecord] = {}
+
+    def update(self, cluster: str, candidates: Iterable[Candidate], now: float, keep_rules: frozenset[str] = frozenset()
+               ) -> tuple[list[AlertRecord], list[AlertRecord], list[AlertRecord]]:
+        """Apply one poll's candidates for a cluster: returns (open alerts, newly opened, newly resolved).
+
+        `keep_rules` are rules whose inputs could not be refreshed this poll (stale data):
+        their open alerts are kept as they are rather than resolved on missing evidence.
+        """
+        seen: set[tuple[str, str, str]] = set()
+        opened: list[AlertRecord] = []
+        for c in candidates:
+            key = (cluster, c.rule, c.subject)
+            if key in seen:
+                continue
+            seen.add(key)
+            rec = self.open.get(key)
+            if rec is None:
+                rec = AlertRecord(rule=c.rule, severity=c.severity, cluster=cluster, subject=c.subject,
+                                  summary=c.summary, first_seen=now, last_seen=now, value=c.value)
+                self.open[key] = rec
+                opened.append(rec)
+            else:
+                rec.last_seen, rec.summary, rec.value, rec.severity = now, c.summary, c.value, c.severity
+        resolved: list[AlertRecord] = []
+        for key in [k for k in self.open if k[0] == cluster and k not in seen]:
+            if key[1] in keep_rules:
+                continue
+            rec = self.open.pop(key)
+            rec.resolved_at = now
+            resolved.append(rec)
+        current = sorted((r for k, r in self.open.items() if k[0] == cluster),
+                         key=lambda r: (SEVERITY_ORDER.get(r.severity, 9), r.first_seen, r.rule, r.subject))
+        return current, opened, resolved

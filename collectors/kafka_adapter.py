@@ -1,0 +1,449 @@
+"""One poll of a Kafka cluster's admin APIs, batched, concurrent, and failing piecewise.
+
+Which client does what, and why:
+
+* kafka-python's protocol classes (through `KafkaTransport`) for everything
+  whose batching we must control or that librdkafka does not offer: Metadata
+  (librdkafka hides leader epochs and offline replicas), ListOffsets (one
+  request per leader per kind: earliest, latest, read_committed latest),
+  FindCoordinator (batched, v4+), DescribeGroups and OffsetFetch (one request
+  per coordinator for many groups; librdkafka fetches offsets one group at a
+  time), ListTransactions / DescribeTransactions, DescribeProducers (500
+  partitions a request, like Kafka's own `find-hanging`), DescribeQuorum.
+* confluent-kafka's AdminClient for DescribeConfigs (all topics in one request,
+  effective values with their sources). ListGroups goes through kafka-python
+  too, to exactly the brokers the fresh metadata lists: librdkafka keeps asking
+  a broker that left the metadata and times out, which would make every poll
+  during a broker outage slow and mark all groups stale.
+
+Request count per poll, with B brokers, C coordinators in use, G groups,
+P partitions with an open transaction: 1 Metadata + 3B ListOffsets + B
+ListTransactions + B ListGroups + 2 DescribeConfigs + ≤2·ceil(keys/1000)
+FindCoordinator + C·ceil(G_c/500)·2 DescribeGroups/OffsetFetch + C
+DescribeTransactions + ceil(P/500)+B DescribeProducers + 1 DescribeQuorum —
+linear in brokers and groups, never their product.
+
+Every step's failure is recorded (errors, stale sections) and the rest goes on:
+a dead broker costs the partitions it leads their offsets, not the poll.
+Only read APIs are ever sent.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka.protocol.admin import (
+    DescribeGroupsRequest,
+    DescribeProducersRequest,
+    DescribeQuorumRequest,
+    DescribeTransactionsRequest,
+    ListGroupsRequest,
+    ListTransactionsRequest,
+)
+from kafka.protocol.consumer import ListOffsetsRequest, OffsetFetchRequest
+from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
+
+log = logging.getLogger(__name__)
+
+GROUPS_PER_REQUEST = 500
+PRODUCER_PARTITIONS_PER_REQUEST = 500
+COORDINATOR_KEYS_PER_REQUEST = 1000
+EARLIEST, LATEST = -2, -1
+ERROR_NAMES = {
+    3: "UNKNOWN_TOPIC_OR_PARTITION", 5: "LEADER_NOT_AVAILABLE", 6: "NOT_LEADER_OR_FOLLOWER",
+    7: "REQUEST_TIMED_OUT", 14: "COORDINATOR_LOAD_IN_PROGRESS", 15: "COORDINATOR_NOT_AVAILABLE",
+    16: "NOT_COORDINATOR", 35: "UNSUPPORTED_VERSION", 69: "GROUP_ID_NOT_FOUND",
+}
+
+
+def error_name(code: int) -> str:
+    return ERROR_NAMES.get(code, f"error {code}")
+
+
+@dataclass
+class PartitionMeta:
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int | None
+    replicas: list[int]
+    isr: list[int]
+    offline: list[int]
+
+
+@dataclass
+class KafkaObservation:
+    """What one poll learned, before any interpretation (records are built from this)."""
+
+    time: float
+    reachable: bool = True
+    cluster_id: str | None = None
+    controller_id: int | None = None
+    brokers: list[tuple[int, str, int, str | None]] = field(default_factory=list)
+    partitions: list[PartitionMeta] = field(default_factory=list)
+    internal_topics: set[str] = field(default_factory=set)
+    topic_names: dict[Any, str] = field(default_factory=dict)  # topic id → name (OffsetFetch v10 speaks ids)
+    topic_configs: dict[str, dict[str, str | None]] = field(default_factory=dict)
+    broker_configs: dict[str, str | None] = field(default_factory=dict)
+    log_start: dict[tuple[str, int], int] = field(default_factory=dict)
+    high_watermark: dict[tuple[str, int], int] = field(default_factory=dict)
+    last_stable: dict[tuple[str, int], int] = field(default_factory=dict)
+    groups: dict[str, dict[str, Any]] = field(default_factory=dict)  # state, members, coordinator, protocol_type
+    commits: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
+    transactions: list[dict[str, Any]] = field(default_factory=list)
+    producers: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
+    quorum: dict[str, Any] | None = None
+    kraft: bool | None = None
+    listed_transactions: dict[str, int] = field(default_factory=dict)  # transactional id → producer id
+    unreachable_brokers: set[int] = field(default_factory=set)
+    errors: list[str] = field(default_factory=list)
+    stale_sections: set[str] = field(default_factory=set)
+    requests: int = 0
+
+    def fail(self, section: str, message: str) -> None:
+        self.stale_sections.add(section)
+        if message not in self.errors:
+            self.errors.append(message)
+
+
+def _chunks(items: list[Any], size: int) -> list[list[Any]]:
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+class KafkaAdapter:
+    """Owns the two clients of one cluster; `observe` never raises for cluster trouble."""
+
+    def __init__(self, name: str, confluent_settings: dict[str, Any], kafka_python_settings: dict[str, Any],
+                 request_timeout_s: float, kraft: bool | None = None) -> None:
+        self.name = name
+        self._ck_settings = confluent_settings
+        self._kp_settings = kafka_python_settings
+        self.timeout_s = request_timeout_s
+        self.kraft_hint = kraft
+        self._transport: Any = None
+        self._ck: Any = None
+
+    # ----------------------------------------------------------------- clients
+    def _kp(self) -> Any:
+        if self._transport is None:
+            from collectors.kafka_transport import KafkaTransport
+
+            self._transport = KafkaTransport(
+                {**self._kp_settings, "max_in_flight_requests_per_connection": 256}, self.timeout_s)
+        return self._transport
+
+    def _confluent(self) -> Any:
+        if self._ck is None:
+            from confluent_kafka.admin import AdminClient
+
+            self._ck = AdminClient({**self._ck_settings, "logger": logging.getLogger("librdkafka")})
+        return self._ck
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None
+        self._ck = None
+
+    # ----------------------------------------------------------------- the poll
+    def observe(self, now: float | None = None) -> KafkaObservation:
+        obs = KafkaObservation(time=now if now is not None else time.time())
+        try:
+            kp = self._kp()
+        except Exception as e:
+            obs.reachable = False
+            obs.fail("cluster", f"cluster unreachable: {type(e).__name__}: {e}")
+            self.close()
+            return obs
+        sent_before = kp.sent
+        if not self._metadata(kp, obs):
+            obs.requests = kp.sent - sent_before
+            return obs
+        ck_configs = self._start_configs(obs)
+        self._offsets_and_listings(kp, obs)
+        self._groups_and_transactions(kp, obs)
+        self._producers(kp, obs)
+        self._finish_configs(ck_configs, obs)
+        obs.requests = kp.sent - sent_before + (2 if ck_configs else 0)
+        return obs
+
+    def _metadata(self, kp: Any, obs: KafkaObservation) -> bool:
+        out = kp.send_one(None, MetadataRequest(topics=None, allow_auto_topic_creation=False))
+        if not out.ok:
+            obs.reachable = False
+            obs.fail("cluster", f"cluster unreachable: Metadata failed: {out.error}")
+            return False
+        md = out.response
+        kp.refresh_brokers(md)
+        obs.cluster_id = md.cluster_id
+        obs.controller_id = md.controller_id if md.controller_id is not None and md.controller_id >= 0 else None
+        obs.brokers = [(b.node_id, b.host, b.port, b.rack) for b in md.brokers]
+        for t in md.topics:
+            if t.error_code not in (0, 5):
+                obs.fail("partitions", f"metadata for topic {t.name}: {error_name(t.error_code)}")
+                continue
+            if t.is_internal:
+                obs.internal_topics.add(t.name)
+            if getattr(t, "topic_id", None) is not None:
+                obs.topic_names[t.topic_id] = t.name
+            for p in t.partitions:
+                obs.partitions.append(PartitionMeta(
+                    t.name, p.partition_index, p.leader_id,
+                    p.leader_epoch if getattr(p, "leader_epoch", -1) not in (None, -1) else None,
+                    list(p.replica_nodes), list(p.isr_nodes), list(getattr(p, "offline_replicas", None) or [])))
+        return True
+
+    def _offsets_and_listings(self, kp: Any, obs: KafkaObservation) -> None:
+        by_leader: dict[int, list[PartitionMeta]] = defaultdict(list)
+        for p in obs.partitions:
+            if p.leader >= 0:
+                by_leader[p.leader].append(p)
+        requests: list[tuple[int | None, Any]] = []
+        kinds: list[tuple[str, int]] = []
+        for leader, parts in sorted(by_leader.items()):
+            for kind, ts, isolation in (("earliest", EARLIEST, 0), ("latest", LATEST, 0), ("lso", LATEST, 1)):
+                topics: dict[str, list[dict[str, Any]]] = defaultdict(list)
+                for p in parts:
+                    topics[p.topic].append({"partition_index": p.partition, "timestamp": ts,
+                                            "current_leader_epoch": -1})
+                req = ListOffsetsRequest(
+                    replica_id=-1, isolation_level=isolation, timeout_ms=int(self.timeout_s * 1000),
+                    topics=[ListOffsetsRequest.ListOffsetsTopic(
+                        name=name, partitions=[ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(**x)
+                                               for x in plist]) for name, plist in topics.items()])
+                requests.append((leader, req))
+                kinds.append((kind, leader))
+        broker_ids = [b[0] for b in obs.brokers]
+        for b in broker_ids:
+            requests.append((b, ListTransactionsRequest(state_filters=[], producer_id_filters=[])))
+            kinds.append(("txn_list", b))
+            requests.append((b, ListGroupsRequest(states_filter=[], types_filter=[])))
+            kinds.append(("group_list", b))
+        if self.kraft_hint is not False:
+            requests.append((None, DescribeQuorumRequest(topics=[DescribeQuorumRequest.TopicData(
+                topic_name="__cluster_metadata", partitions=[
+                    DescribeQuorumRequest.TopicData.PartitionData(partition_index=0)])])))
+            kinds.append(("quorum", -1))
+        targets = {"earliest": obs.log_start, "latest": obs.high_watermark, "lso": obs.last_stable}
+        for (kind, node), out in zip(kinds, kp.send_many(requests), strict=True):
+            if kind in targets:
+                if not out.ok:
+                    obs.unreachable_brokers.add(node)
+                    obs.fail("offsets", f"ListOffsets to broker {node} failed: {type(out.error).__name__}")
+                    continue
+                for t in out.response.topics:
+                    for p in t.partitions:
+                        if p.error_code == 0 and p.offset >= 0:
+                            targets[kind][(t.name, p.partition_index)] = p.offset
+                        elif p.error_code:
+                            obs.fail("offsets", f"ListOffsets {t.name}-{p.partition_index}: "
+                                                f"{error_name(p.error_code)}")
+            elif kind == "txn_list":
+                if not out.ok or out.response.error_code:
+                    why = type(out.error).__name__ if not out.ok else error_name(out.response.error_code)
+                    obs.fail("transactions", f"ListTransactions to broker {node} failed: {why}")
+                    if not out.ok:
+                        obs.unreachable_brokers.add(node)
+                    continue
+                for ts in out.response.transaction_states:
+                    obs.listed_transactions[ts.transactional_id] = ts.producer_id
+            elif kind == "group_list":
+                if not out.ok or out.response.error_code:
+                    why = type(out.error).__name__ if not out.ok else error_name(out.response.error_code)
+                    obs.fail("groups", f"ListGroups to broker {node} failed: {why}")
+                    continue
+                for g in out.response.groups:
+                    if g.protocol_type not in ("consumer", ""):
+                        continue  # connect workers and other group types have no offsets to lag
+                    obs.groups[g.group_id] = {"state": getattr(g, "group_state", None) or "Unknown", "members": 0,
+                                              "coordinator": node, "protocol_type": g.protocol_type}
+            elif kind == "quorum":
+                self._parse_quorum(out, obs)
+
+    def _parse_quorum(self, out: Any, obs: KafkaObservation) -> None:
+        if not out.ok:
+            # UnsupportedVersion from a ZooKeeper-mode cluster means "no KRaft quorum to watch".
+            name = type(out.error).__name__
+            if "Unsupported" in name or "IncompatibleBroker" in name:
+                obs.kraft = False
+            else:
+                obs.fail("quorum", f"DescribeQuorum failed: {name}")
+            return
+        r = out.response
+        if r.error_code:
+            obs.kraft = r.error_code != 35 and None
+            if r.error_code != 35:
+                obs.fail("quorum", f"DescribeQuorum: {error_name(r.error_code)}")
+            return
+        part = r.topics[0].partitions[0]
+
+        def replicas(items: Any) -> list[dict[str, Any]]:
+            return [{"replica_id": v.replica_id, "log_end_offset": v.log_end_offset,
+                     "last_fetch_timestamp": getattr(v, "last_fetch_timestamp", -1),
+                     "last_caught_up_timestamp": getattr(v, "last_caught_up_timestamp", -1)} for v in items]
+
+        obs.kraft = True
+        obs.quorum = {"leader_id": part.leader_id, "leader_epoch": part.leader_epoch,
+                      "high_watermark": part.high_watermark, "voters": replicas(part.current_voters),
+                      "observers": replicas(part.observers)}
+
+    # ----------------------------------------------------------------- groups and transactions
+    def _find_coordinators(self, kp: Any, keys: list[str], key_type: int, obs: KafkaObservation,
+                           section: str) -> dict[str, int]:
+        requests = [(None, FindCoordinatorRequest(key_type=key_type, coordinator_keys=chunk, min_version=4))
+                    for chunk in _chunks(keys, COORDINATOR_KEYS_PER_REQUEST)]
+        found: dict[str, int] = {}
+        for out in kp.send_many(requests):
+            if not out.ok:
+                obs.fail(section, f"FindCoordinator failed: {type(out.error).__name__}")
+                continue
+            for c in out.response.coordinators:
+                if c.error_code == 0 and c.node_id >= 0:
+                    found[c.key] = c.node_id
+                else:
+                    obs.fail(section, f"FindCoordinator {c.key}: {error_name(c.error_code)}")
+        return found
+
+    def _groups_and_transactions(self, kp: Any, obs: KafkaObservation) -> None:
+        group_ids = sorted(obs.groups)
+        txn_ids = sorted(obs.listed_transactions)
+        coords = self._find_coordinators(kp, group_ids, 0, obs, "groups") if group_ids else {}
+        txn_coords = self._find_coordinators(kp, txn_ids, 1, obs, "transactions") if txn_ids else {}
+        by_coord: dict[int, list[str]] = defaultdict(list)
+        for gid, node in coords.items():
+            by_coord[node].append(gid)
+            obs.groups[gid]["coordinator"] = node
+        requests: list[tuple[int | None, Any]] = []
+        kinds: list[str] = []
+        OG = OffsetFetchRequest.OffsetFetchRequestGroup
+        for node, gids in sorted(by_coord.items()):
+            for chunk in _chunks(sorted(gids), GROUPS_PER_REQUEST):
+                requests.append((node, DescribeGroupsRequest(groups=chunk, include_authorized_operations=False)))
+                kinds.append("describe")
+                requests.append((node, OffsetFetchRequest(
+                    groups=[OG(group_id=g, member_id=None, member_epoch=-1, topics=None) for g in chunk],
+                    require_stable=False, min_version=8)))
+                kinds.append("offsets")
+        txn_by_coord: dict[int, list[str]] = defaultdict(list)
+        for tid, node in txn_coords.items():
+            txn_by_coord[node].append(tid)
+        for node, tids in sorted(txn_by_coord.items()):
+            requests.append((node, DescribeTransactionsRequest(transactional_ids=sorted(tids))))
+            kinds.append("txn")
+        for kind, out in zip(kinds, kp.send_many(requests), strict=True):
+            section = "transactions" if kind == "txn" else "groups"
+            if not out.ok:
+                obs.fail(section, f"{type(out.request).__name__} to broker {out.node_id} failed: "
+                                  f"{type(out.error).__name__}")
+                continue
+            if kind == "describe":
+                for g in out.response.groups:
+                    if g.error_code:
+                        obs.fail("groups", f"DescribeGroups {g.group_id}: {error_name(g.error_code)}")
+                        continue
+                    info = obs.groups.setdefault(g.group_id, {})
+                    info.update(state=g.group_state, members=len(g.members), protocol_type=g.protocol_type,
+                                coordinator=out.node_id)
+            elif kind == "offsets":
+                for g in out.response.groups:
+                    if g.error_code:
+                        obs.fail("groups", f"OffsetFetch {g.group_id}: {error_name(g.error_code)}")
+                        continue
+                    commits = obs.commits.setdefault(g.group_id, {})
+                    for t in g.topics:
+                        name = getattr(t, "name", None) or obs.topic_names.get(getattr(t, "topic_id", None))
+                        if not name:
+                            continue  # a topic deleted since the metadata request
+                        for p in t.partitions:
+                            if p.error_code == 0 and p.committed_offset >= 0:
+                                commits[(name, p.partition_index)] = p.committed_offset
+            else:
+                for ts in out.response.transaction_states:
+                    if ts.error_code:
+                        obs.fail("transactions", f"DescribeTransactions {ts.transactional_id}: "
+                                                 f"{error_name(ts.error_code)}")
+                        continue
+                    obs.transactions.append({
+                        "transactional_id": ts.transactional_id, "coordinator": out.node_id,
+                        "state": ts.transaction_state, "producer_id": ts.producer_id,
+                        "producer_epoch": ts.producer_epoch, "timeout_ms": ts.transaction_timeout_ms,
+                        "start_time_ms": ts.transaction_start_time_ms,
+                        "partitions": [(t.topic, p) for t in ts.topics for p in t.partitions]})
+
+    def _producers(self, kp: Any, obs: KafkaObservation) -> None:
+        """DescribeProducers where a transaction is open: LSO behind the HW, or a known open transaction."""
+        wanted: set[tuple[str, int]] = set()
+        for key, hw in obs.high_watermark.items():
+            lso = obs.last_stable.get(key)
+            if lso is not None and lso < hw:
+                wanted.add(key)
+        leaders = {(p.topic, p.partition): p.leader for p in obs.partitions}
+        by_leader: dict[int, list[tuple[str, int]]] = defaultdict(list)
+        for key in sorted(wanted):
+            if leaders.get(key, -1) >= 0:
+                by_leader[leaders[key]].append(key)
+        requests: list[tuple[int | None, Any]] = []
+        TR = DescribeProducersRequest.TopicRequest
+        for leader, keys in sorted(by_leader.items()):
+            for chunk in _chunks(keys, PRODUCER_PARTITIONS_PER_REQUEST):
+                topics: dict[str, list[int]] = defaultdict(list)
+                for t, p in chunk:
+                    topics[t].append(p)
+                requests.append((leader, DescribeProducersRequest(
+                    topics=[TR(name=t, partition_indexes=ps) for t, ps in topics.items()])))
+        for out in kp.send_many(requests):
+            if not out.ok:
+                obs.fail("producers", f"DescribeProducers to broker {out.node_id} failed: {type(out.error).__name__}")
+                continue
+            for t in out.response.topics:
+                for p in t.partitions:
+                    if p.error_code:
+                        obs.fail("producers", f"DescribeProducers {t.name}-{p.partition_index}: "
+                                              f"{error_name(p.error_code)}")
+                        continue
+                    obs.producers[(t.name, p.partition_index)] = [
+                        {"producer_id": s.producer_id, "producer_epoch": s.producer_epoch,
+                         "last_timestamp": s.last_timestamp, "txn_start_offset": s.current_txn_start_offset}
+                        for s in p.active_producers]
+
+    # ----------------------------------------------------------------- configs
+    def _start_configs(self, obs: KafkaObservation) -> dict[Any, Any] | None:
+        from confluent_kafka.admin import ConfigResource
+
+        topics = sorted({p.topic for p in obs.partitions})
+        resources = [ConfigResource("TOPIC", t) for t in topics]
+        try:
+            ck = self._confluent()
+            futs = dict(ck.describe_configs(resources, request_timeout=self.timeout_s)) if resources else {}
+            broker = obs.controller_id
+            if broker is None and obs.brokers:
+                broker = obs.brokers[0][0]
+            if broker is not None:
+                futs.update(ck.describe_configs([ConfigResource("BROKER", str(broker))],
+                                                request_timeout=self.timeout_s))
+            return futs
+        except Exception as e:
+            obs.fail("configs", f"DescribeConfigs failed: {type(e).__name__}: {e}")
+            return None
+
+    def _finish_configs(self, futs: dict[Any, Any] | None, obs: KafkaObservation) -> None:
+        if not futs:
+            return
+        concurrent.futures.wait(list(futs.values()), timeout=self.timeout_s + 2)
+        for res, fut in futs.items():
+            try:
+                entries = fut.result(timeout=0)
+            except Exception as e:
+                obs.fail("configs", f"DescribeConfigs {res.name}: {type(e).__name__}")
+                continue
+            values = {k: (None if v.is_sensitive else v.value) for k, v in entries.items()}
+            if getattr(res.restype, "name", "") == "TOPIC":
+                obs.topic_configs[res.name] = values
+            else:
+                obs.broker_configs = values
+

@@ -1,0 +1,131 @@
+"""The poll: observe every cluster (Kafka and ZooKeeper side by side), build the snapshot, run the rules.
+
+Clusters are polled concurrently and independently: one unreachable cluster
+or ZooKeeper server delays nothing else beyond its own request timeout. What
+could not be refreshed is marked stale, and alerts that depend on it are kept
+open rather than resolved on missing evidence.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from collectors.alerts import AlertTracker
+from collectors.kafka_adapter import KafkaAdapter, KafkaObservation
+from collectors.records import AlertRecord, ClusterSnapshot
+from collectors.rules import evaluate
+from collectors.snapshot import build_snapshot
+from collectors.state import ClusterState
+
+log = logging.getLogger(__name__)
+
+# Stale section → rules whose open alerts are kept (not resolved) while it is stale.
+KEEP_WHEN_STALE: dict[str, frozenset[str]] = {
+    "cluster": frozenset({
+        "offline_partition", "under_min_isr", "at_min_isr", "under_replicated", "isr_flapping",
+        "preferred_leader_imbalance", "unsafe_durability", "broker_down", "broker_unreachable", "no_controller",
+        "consumer_lag_status", "consumer_lag_seconds", "retention_data_loss", "retention_risk",
+        "stuck_transaction", "hanging_transaction", "lso_gap", "producer_epoch_bumps", "zk_isr_mismatch",
+        "controller_mismatch", "kraft_no_leader", "kraft_voter_lagging", "kraft_leader_election"}),
+    "partitions": frozenset({"offline_partition", "under_min_isr", "at_min_isr", "under_replicated"}),
+    "offsets": frozenset({"consumer_lag_status", "consumer_lag_seconds", "retention_data_loss", "retention_risk",
+                          "lso_gap"}),
+    "groups": frozenset({"consumer_lag_status", "consumer_lag_seconds", "retention_data_loss", "retention_risk"}),
+    "transactions": frozenset({"stuck_transaction", "hanging_transaction", "producer_epoch_bumps"}),
+    "producers": frozenset({"hanging_transaction"}),
+    "configs": frozenset({"unsafe_durability"}),
+    "znodes": frozenset({"zk_isr_mismatch", "controller_mismatch"}),
+    "zookeeper": frozenset({"zk_follower_behind", "zk_leader_election"}),
+    "quorum": frozenset({"kraft_no_leader", "kraft_voter_lagging", "kraft_leader_election"}),
+}
+
+
+@dataclass
+class PollResult:
+    snapshot: ClusterSnapshot
+    opened: list[AlertRecord] = field(default_factory=list)
+    resolved: list[AlertRecord] = field(default_factory=list)
+
+    @property
+    def node_unreachable(self) -> bool:
+        """Exit-code 1 material: we could not talk to the cluster, a broker or a ZooKeeper server."""
+        s = self.snapshot
+        return (not s.reachable or any(b.alive and b.reachable is False for b in s.brokers)
+                or any(not z.serving for z in s.zookeeper))
+
+
+class ClusterPoller:
+    def __init__(self, cluster: Any, config: Any) -> None:
+        from collectors import config as cfgmod
+
+        self.name: str = cluster.name
+        self.config = config
+        self.thresholds = config.thresholds
+        self.kafka = KafkaAdapter(cluster.name, cfgmod.confluent_settings(cluster, config.request_timeout_s),
+                                  cfgmod.kafka_python_settings(cluster, config.request_timeout_s),
+                                  config.request_timeout_s, kraft=cluster.kraft)
+        self.zk: Any = None
+        if cluster.zookeeper is not None:
+            from collectors.zk_adapter import ZkAdapter
+
+            zk = cluster.zookeeper
+            self.zk = ZkAdapter(cluster.name, zk.connect, cfgmod.kazoo_settings(zk),
+                                four_letter_words=zk.four_letter_words, timeout_s=config.request_timeout_s)
+        self.state = ClusterState(window_size=self.thresholds.lag_window_points)
+        self.alerts = AlertTracker()
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"poll-{self.name}")
+
+    def close(self) -> None:
+        self.kafka.close()
+        if self.zk is not None:
+            self.zk.close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def poll(self, now: float | None = None) -> PollResult:
+        started = time.monotonic()
+        now = time.time() if now is None else now
+        kafka_f = self._pool.submit(self._observe_kafka, now)
+        zk_f = self._pool.submit(self.zk.observe) if self.zk is not None else None
+        obs = kafka_f.result()
+        zk_obs = zk_f.result() if zk_f is not None else None
+        snap = build_snapshot(self.name, obs, zk_obs, self.state, self.thresholds, now)
+        candidates = evaluate(snap, self.state, self.thresholds, now)
+        keep: set[str] = set()
+        for section in snap.stale_sections:
+            keep |= KEEP_WHEN_STALE.get(section, frozenset())
+        current, opened, resolved = self.alerts.update(self.name, candidates, now, frozenset(keep))
+        snap.alerts = current
+        snap.poll_duration_s = time.monotonic() - started
+        return PollResult(snap, opened, resolved)
+
+    def _observe_kafka(self, now: float) -> KafkaObservation:
+        try:
+            return self.kafka.observe(now)
+        except Exception as e:  # an adapter bug must not take the monitor down
+            log.exception("cluster %s: Kafka observation failed", self.name)
+            obs = KafkaObservation(time=now, reachable=False)
+            obs.fail("cluster", f"observation failed: {type(e).__name__}: {e}")
+            return obs
+
+
+class Monitor:
+    """All configured clusters; `poll_once` polls them concurrently."""
+
+    def __init__(self, config: Any) -> None:
+        self.config = config
+        self.pollers = [ClusterPoller(c, config) for c in config.clusters]
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(self.pollers)),
+                                                           thread_name_prefix="monitor")
+
+    def poll_once(self, now: float | None = None) -> list[PollResult]:
+        futures = [self._pool.submit(p.poll, now) for p in self.pollers]
+        return [f.result() for f in futures]
+
+    def close(self) -> None:
+        for p in self.pollers:
+            p.close()
+        self._pool.shutdown(wait=False, cancel_futures=True)

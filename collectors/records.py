@@ -1,0 +1,273 @@
+"""The snapshot records: the one vocabulary shared by collectors, exporter, dashboard and Spark job.
+
+Every record is a flat dataclass of plain values (ints, floats, strings, bools,
+lists of ints), so the same shape serialises to JSON for `--once --json`, to
+Parquet rows for history and to Prometheus samples, without per-consumer
+translation. Optional numbers are None when unknown — never -1 or NaN — so
+sums and charts downstream cannot be poisoned by sentinels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+# Lag status per partition (Burrow's vocabulary) and its group roll-up.
+PARTITION_STATUSES = ("OK", "WARN", "STALL", "STOP", "REWIND")
+GROUP_STATUSES = ("OK", "WARN", "ERR")
+SEVERITIES = ("info", "warning", "critical")
+
+
+@dataclass(slots=True)
+class BrokerRecord:
+    cluster: str
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None = None
+    alive: bool = True  # present in metadata (registered with the controller)
+    in_zookeeper: bool | None = None  # /brokers/ids/<id> exists; None without ZooKeeper
+    is_controller: bool = False
+    reachable: bool | None = None  # answered our requests this poll; None when not contacted
+
+
+@dataclass(slots=True)
+class PartitionRecord:
+    cluster: str
+    topic: str
+    partition: int
+    leader: int  # -1 when the partition has no leader
+    leader_epoch: int | None
+    replicas: list[int]
+    isr: list[int]
+    offline_replicas: list[int]
+    min_insync_replicas: int
+    log_start_offset: int | None = None
+    high_watermark: int | None = None
+    last_stable_offset: int | None = None
+    zk_leader: int | None = None  # from /brokers/topics/<t>/partitions/<p>/state
+    zk_isr: list[int] | None = None
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.replicas)
+
+    @property
+    def offline(self) -> bool:
+        return self.leader < 0
+
+    @property
+    def under_replicated(self) -> bool:
+        return len(self.isr) < len(self.replicas)
+
+    @property
+    def under_min_isr(self) -> bool:
+        return len(self.isr) < self.min_insync_replicas
+
+    @property
+    def at_min_isr(self) -> bool:
+        return len(self.isr) == self.min_insync_replicas
+
+    @property
+    def leader_is_preferred(self) -> bool:
+        return bool(self.replicas) and self.leader == self.replicas[0]
+
+    @property
+    def lso_gap(self) -> int | None:
+        if self.high_watermark is None or self.last_stable_offset is None:
+            return None
+        return max(0, self.high_watermark - self.last_stable_offset)
+
+    @property
+    def zk_isr_mismatch(self) -> bool:
+        return self.zk_isr is not None and sorted(self.zk_isr) != sorted(self.isr)
+
+
+@dataclass(slots=True)
+class TopicRecord:
+    """Per-topic configuration and health roll-up, including the durability posture."""
+
+    cluster: str
+    topic: str
+    internal: bool
+    partitions: int
+    replication_factor: int
+    min_insync_replicas: int
+    unclean_leader_election: bool
+    retention_ms: int | None  # None = infinite (-1 in Kafka)
+    cleanup_policy: str
+    under_replicated: int = 0
+    under_min_isr: int = 0
+    at_min_isr: int = 0
+    offline: int = 0
+    preferred_leader_imbalance: int = 0
+    # Broker failures the worst partition can still take before acks=all writes stop / data can be lost.
+    failures_before_write_stop: int = 0
+    failures_before_data_loss: int = 0
+
+
+@dataclass(slots=True)
+class GroupPartitionRecord:
+    cluster: str
+    group_id: str
+    topic: str
+    partition: int
+    committed_offset: int | None
+    log_start_offset: int | None
+    high_watermark: int | None
+    last_stable_offset: int | None
+    lag: int | None  # high watermark - committed, never negative; None without a commit
+    lag_seconds: float | None  # None = unknown (not enough history yet)
+    status: str = "OK"
+    last_commit_time: float | None = None  # when we last saw the committed offset move (epoch s)
+    below_log_start: bool = False  # retention already deleted messages this group never read
+    seconds_to_retention: float | None = None  # estimate of time until unread data is deleted
+
+
+@dataclass(slots=True)
+class GroupRecord:
+    cluster: str
+    group_id: str
+    state: str
+    members: int
+    coordinator: int | None
+    protocol_type: str = "consumer"
+    status: str = "OK"  # OK / WARN / ERR (worst partition)
+    worst_partition_status: str = "OK"
+    lag_sum: int | None = None
+    lag_max: int | None = None
+    lag_seconds_max: float | None = None
+    partitions: int = 0
+    topics: list[str] = field(default_factory=list)
+    last_commit_time: float | None = None
+
+
+@dataclass(slots=True)
+class TransactionRecord:
+    cluster: str
+    transactional_id: str
+    coordinator: int | None
+    state: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    start_time: float | None  # epoch seconds of the open transaction; None when none is open
+    age_seconds: float | None
+    partitions: list[str] = field(default_factory=list)  # "topic-partition"
+
+
+@dataclass(slots=True)
+class ProducerRecord:
+    """A producer with an open transaction on a partition (from DescribeProducers)."""
+
+    cluster: str
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    txn_start_offset: int
+    last_timestamp: float | None
+    transactional_id: str | None  # None when no coordinator knows the producer
+    hanging: bool = False
+
+
+@dataclass(slots=True)
+class ZkServerRecord:
+    cluster: str
+    server: str  # host:port
+    serving: bool
+    mode: str | None = None  # leader / follower / standalone / observer
+    zxid: int | None = None
+    zxid_epoch: int | None = None
+    zxid_counter: int | None = None
+    lag_behind_leader: int | None = None  # zxid counter distance to the leader (same epoch)
+    latency_avg_ms: float | None = None
+    latency_max_ms: float | None = None
+    outstanding_requests: int | None = None
+    connections: int | None = None
+    znode_count: int | None = None
+    learners: int | None = None
+    synced_followers: int | None = None
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class KRaftVoterRecord:
+    cluster: str
+    node_id: int
+    role: str  # leader / voter / observer
+    log_end_offset: int | None
+    lag: int | None  # leader's high watermark - this replica's log end offset
+    last_fetch_time: float | None
+    last_caught_up_time: float | None
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+
+
+@dataclass(slots=True)
+class AlertRecord:
+    rule: str
+    severity: str
+    cluster: str
+    subject: str  # what it is about: topic-partition, group, transactional id, server…
+    summary: str
+    first_seen: float
+    last_seen: float
+    value: float | None = None
+    resolved_at: float | None = None
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.cluster, self.rule, self.subject)
+
+
+@dataclass(slots=True)
+class ClusterSnapshot:
+    cluster: str
+    time: float
+    mode: str | None = None  # zookeeper / kraft / None when it cannot be told
+    cluster_id: str | None = None
+    controller_id: int | None = None
+    reachable: bool = True
+    stale: bool = False  # some section could not be refreshed this poll
+    stale_sections: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    poll_duration_s: float = 0.0
+    requests: int = 0
+    brokers: list[BrokerRecord] = field(default_factory=list)
+    topics: list[TopicRecord] = field(default_factory=list)
+    partitions: list[PartitionRecord] = field(default_factory=list)
+    groups: list[GroupRecord] = field(default_factory=list)
+    group_partitions: list[GroupPartitionRecord] = field(default_factory=list)
+    transactions: list[TransactionRecord] = field(default_factory=list)
+    producers: list[ProducerRecord] = field(default_factory=list)
+    zookeeper: list[ZkServerRecord] = field(default_factory=list)
+    kraft_voters: list[KRaftVoterRecord] = field(default_factory=list)
+    alerts: list[AlertRecord] = field(default_factory=list)
+
+
+DERIVED_PARTITION_FIELDS = ("replication_factor", "offline", "under_replicated", "under_min_isr", "at_min_isr",
+                            "leader_is_preferred", "lso_gap", "zk_isr_mismatch")
+
+
+def record_to_dict(rec: Any) -> dict[str, Any]:
+    """A record as a plain dict, with PartitionRecord's derived flags included for readers."""
+    out = {f.name: getattr(rec, f.name) for f in fields(rec)}
+    if isinstance(rec, PartitionRecord):
+        for name in DERIVED_PARTITION_FIELDS:
+            out[name] = getattr(rec, name)
+    return out
+
+
+def snapshot_to_dict(snap: ClusterSnapshot) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in fields(snap):
+        value = getattr(snap, f.name)
+        if isinstance(value, list) and value and hasattr(value[0], "__dataclass_fields__"):
+            out[f.name] = [record_to_dict(r) for r in value]
+        else:
+            out[f.name] = value if not hasattr(value, "__dataclass_fields__") else asdict(value)
+    return out

@@ -1,0 +1,290 @@
+"""Alert rules: pure functions from a snapshot (plus the poller's short memory) to alert candidates.
+
+Each rule names a condition on-call can act on; thresholds come from config.
+A rule that needs "for how long" asks `state.since(...)`, which only records
+when a condition started holding. Candidates carry no times: `alerts.py`
+turns them into alerts that stay one alert while the condition holds.
+
+The catalogue (rule → meaning) is `RULES`; the README's alert table and the
+Prometheus rules in deploy/ mirror it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from collectors.records import ClusterSnapshot
+from collectors.state import ClusterState
+
+CRITICAL, WARNING, INFO = "critical", "warning", "info"
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    rule: str
+    severity: str
+    subject: str
+    summary: str
+    value: float | None = None
+
+
+RULES: dict[str, str] = {
+    "cluster_unreachable": "no broker answered the poll; everything shown is stale",
+    "data_stale": "part of the poll failed (named sections); those figures are from earlier or missing",
+    "offline_partition": "a partition has no leader: reads and writes fail",
+    "under_min_isr": "ISR below min.insync.replicas: acks=all producers get NOT_ENOUGH_REPLICAS",
+    "at_min_isr": "ISR at min.insync.replicas: one more failure stops acks=all writes",
+    "under_replicated": "ISR smaller than the replica set for longer than the grace period",
+    "isr_flapping": "a partition's ISR changed many times within the window",
+    "preferred_leader_imbalance": "many partitions are led by a non-preferred replica",
+    "unsafe_durability": "topic settings that can lose acknowledged data or stop writes on one failure",
+    "broker_down": "a broker that holds replicas is not registered",
+    "broker_unreachable": "a registered broker does not answer requests",
+    "no_controller": "no active controller",
+    "controller_mismatch": "ZooKeeper's /controller and the metadata disagree on the controller",
+    "consumer_lag_status": "a group's lag status is WARN or ERR (stalled, stopped, rewound)",
+    "consumer_lag_seconds": "a group's oldest unread message is older than the lag SLO",
+    "retention_data_loss": "committed offset below log start: retention deleted messages the group never read",
+    "retention_risk": "retention will delete unread messages soon at the current pace",
+    "stuck_transaction": "a transaction open past its timeout, or lingering in PrepareCommit/PrepareAbort",
+    "hanging_transaction": "an open transaction on a partition that no coordinator knows",
+    "lso_gap": "open transactions hold read_committed consumers far behind the high watermark",
+    "producer_epoch_bumps": "a transactional producer's epoch keeps rising (fencing, zombie restarts)",
+    "zk_quorum_lost": "fewer than a majority of ZooKeeper servers serve",
+    "zk_no_leader": "no ZooKeeper server reports itself leader",
+    "zk_multiple_leaders": "more than one ZooKeeper server reports itself leader",
+    "zk_node_not_serving": "a ZooKeeper server does not answer or is not serving",
+    "zk_follower_behind": "a ZooKeeper follower's zxid is behind the leader for longer than the threshold",
+    "zk_leader_election": "the ZooKeeper leader changed (zxid epoch went up) recently",
+    "zk_isr_mismatch": "the ISR in ZooKeeper differs from the ISR in metadata for two polls",
+    "kraft_no_leader": "the KRaft quorum has no leader",
+    "kraft_voter_lagging": "a KRaft voter's log end is far behind the quorum high watermark",
+    "kraft_leader_election": "the KRaft quorum leader changed recently",
+}
+
+ELECTION_ALERT_S = 600.0  # how long an election stays visible as an alert
+
+
+Rule = Callable[[ClusterSnapshot, ClusterState, Any, float], Iterator[Candidate]]
+
+
+def _tp(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def cluster_health(s: ClusterSnapshot, st: ClusterState, th: Any, now: float) -> Iterator[Candidate]:
+    if not s.reachable:
+        yield Candidate("cluster_unreachable", CRITICAL, s.cluster,
+                        f"cluster {s.cluster} unreachable: {s.errors[0] if s.errors else 'no answer'}")
+    elif s.stale_sections:
+        yield Candidate("data_stale", WARNING, s.cluster,
+                        f"stale sections: {', '.join(s.stale_sections)}", float(len(s.stale_sections)))
+
+
+def partitions(s: ClusterSnapshot, st: ClusterState, th: Any, now: float) -> Iterator[Candidate]:
+    for p in s.partitions:
+        subj = _tp(p.topic, p.partition)
+        isr, rf, mi = len(p.isr), p.replication_factor, p.min_insync_replicas
+        if p.offline:
+            yield Candidate("offline_partition", CRITICAL, subj,
+                            f"{subj} has no leader (replicas {p.replicas}, ISR {p.isr})")
+            continue
+        if p.under_min_isr:
+            yield Candidate("under_min_isr", CRITICAL, subj,
+                            f"{subj} ISR {p.isr} below min.insync.replicas={mi}: acks=all writes fail", float(isr))
+        elif p.at_min_isr and rf > mi:
+            yield Candidate("at_min_isr", WARNING, subj,
+                            f"{subj} ISR {p.isr} at min.insync.replicas={mi}: one more failure stops writes",
+                            float(isr))
+        since = st.since("under_replicated", subj, p.under_replicated, now)
+        if since is not None and now - since >= th.under_replicated_grace_s:
+            yield Candidate("under_replicated", WARNING, subj,
+                            f"{subj} under-replicated for {now - since:.0f}s: ISR {p.isr} of {p.replicas}",
+                            float(rf - isr))
+        changes = st.isr_changes.get((p.topic, p.partition))
+        if changes:
+            recent = sum(1 for t in changes if t >= now - th.isr_flap_window_s)
+            if recent >= th.isr_flap_changes:
+                yield Candidate("isr_flapping", WARNING, subj,
+                                f"{subj} ISR changed {recent} times in {th.isr_flap_window_s:.0f}s", float(recent))
+        if p.zk_isr is not None:
+            since = st.since("zk_isr_mismatch", subj, p.zk_isr_mismatch, now)
+            if since is not None and now > since:
+                yield Candidate("zk_isr_mismatch", WARNING, subj,
+                                f"{subj} ISR in ZooKeeper {p.zk_isr} differs from metadata {p.isr}")
+    online = [p for p in s.partitions if not p.offline]
+    if online:
+        off = sum(1 for p in online if not p.leader_is_preferred)
+        ratio = off / len(online)
+        since = st.since("preferred_leader_imbalance", s.cluster, ratio > th.preferred_leader_imbalance_ratio, now)
+        if since is not None and now - since >= th.under_replicated_grace_s:
+            yield Candidate("preferred_leader_imbalance", INFO, s.cluster,
+                            f"{off} of {len(online)} partitions ({ratio:.0%}) led by a non-preferred replica", ratio)
+
+
+def topics(s: ClusterSnapshot, st: ClusterState, th: Any, now: float) -> Iterator[Candidate]:
+    for t in s.topics:
+        if t.internal and t.topic == "__consumer_offsets":
+            continue  # its durability is the broker's offsets.topic.* business, checked by the broker
+        problems, severity = [], WARNING
+        if t.unclean_leader_election:
+            problems.append("unclean.leader.election.enable=true (acknowledged writes can be lost)")
+        if t.min_insync_replicas > t.replication_factor:
+            problems.append(f"min.insync.replicas={t.min_insync_replicas} > RF {t.replication_factor} "
+                            "(acks=all writes always fail)")
+            severity = CRITICAL
+        elif t.min_insync_replicas == t.replication_factor and t.replication_factor > 1:
+            problems.append(f"min.insync.replicas={t.min_insync_replicas} = RF (one failure stops acks=all writes)")
+        if t.replication_factor >= 3 and t.min_insync_replicas < 2:
+            problems.append(f"min.insync.replicas={t.min_insync_replicas} with RF {t.replication_factor} "
+                            "(acks=all acknowledged by one replica)")
+        if problems:
+            yield Candidate("unsafe_durability", severity, t.topic, f"{t.topic}: " + "; ".join(problems))
+
+
+def brokers(s: ClusterSnapshot, st: ClusterState, th: Any, now: float) -> Iterator[Candidate]:
+    for b in s.brokers:
+        subj = f"broker-{b.broker_id}"
+        if not b.alive:
+            yield Candidate("broker_down", CRITICAL, subj, f"broker {b.broker_id} is not registered")
+        elif b.reachable is False:
+            yield Candidate("broker_unreachable", CRITICAL, subj,
+                            f"broker {b.broker_id} ({b.host}:{b.port}) is registered but did not answer")
+    if s.controller_id is None:
+        yield Candidate("no_controller", CRITICAL, s.cluster, "metadata reports no active controller")
+
+
+def groups(s: ClusterSnapshot, st: ClusterState, th: Any, now: float) -> Iterator[Candidate]:
+    by_group: dict[str, list[Any]] = {}
+    for gp in s.group_partitions:
+        by_group.setdefault(gp.group_id, []).append(gp)
+    for g in s.groups:
+        parts = by_group.get(g.group_id, [])
+        if g.status in ("WARN", "ERR"):
+            bad = [f"{p.topic}-{p.partition}:{p.status}" for p in parts if p.status != "OK"]
+            yield Candidate("consumer_lag_status", CRITICAL if g.status == "ERR" else WARNING, g.group_id,
+                            f"group {g.group_id} {g.status} ({g.worst_partition_status}; state {g.state}, "
+                            f"{g.members} members): {', '.join(bad[:5])}{' …' if len(bad) > 5 else ''}",
+                            float(g.lag_sum or 0))
+        if g.lag_seconds_max is not None and g.lag_seconds_max > th.lag_seconds_slo:
+            yield Candidate("consumer_lag_seconds", WARNING, g.group_id,
+                            f"group {g.group_id} is {g.lag_seconds_max:.0f}s behind (SLO {th.lag_seconds_slo:.0f}s)",
+                            g.lag_seconds_max)
+        lost = [p for p in parts if p.below_log_start]
+        if lost:
+            yield Candidate("retention_data_loss", CRITICAL, g.group_id,
+                            f"group {g.group_id}: retention deleted unread messages on "
+                            f"{', '.join(_tp(p.topic, p.partition) for p in lost[:5])}", float(len(lost)))
+        at_risk = [p for p in parts if not p.below_log_start and p.seconds_to_retention is not None
+                   and p.lag and p.seconds_to_retention < th.retention_risk_s]
+        if at_risk:
+            worst = min(p.seconds_to_retention for p in at_risk if p.seconds_to_retention is not None)
+            yield Candidate("retention_risk", WARNING, g.group_id,
+                            f"group {g.group_id}: unread messages deleted by retention in about {worst:.0f}s",
+                            worst)
+
+
+def transactions(s: ClusterSnapshot, st: ClusterState, th: Any, now: float) -> Iterator[Candidate]:
+    for t in s.transactions:
+        if t.state == "Ongoing" and t.age_seconds is not None and \
+                t.age_seconds > t.timeout_ms / 1000.0 + th.txn_timeout_grace_s:
+            yield Candidate("stuck_transaction", CRITICAL, t.transactional_id,
+                            f"transaction {t.transactional_id} Ongoing for {t.age_seconds:.0f}s "
+                            f"(timeout {t.timeout_ms / 1000:.0f}s)", t.age_seconds)
+        elif t.state in ("PrepareCommit", "PrepareAbort", "PrepareEpochFence"):
+            _, since = st.txn_state_since.get(t.transactional_id, (t.state, now))
+            if now - since > th.txn_prepare_stuck_s:
+                yield Candidate("stuck_transaction", CRITICAL, t.transactional_id,
+                                f"transaction {t.transactional_id} in {t.state} for {now - since:.0f}s",
+                                now - since)
+        epochs = st.producer_epochs.get(t.transactional_id)
+        if epochs:
+            recent = [e for when, e in epochs if when >= now - th.producer_epoch_window_s]
+            bumps = len(recent) - 1
+            if bumps >= th.producer_epoch_bumps:
+                yield Candidate("producer_epoch_bumps", WARNING, t.transactional_id,
+                                f"producer {t.transactional_id} epoch rose {bumps} times in "
+                                f"{th.producer_epoch_window_s:.0f}s (now {t.producer_epoch})", float(bumps))
+    for p in s.producers:
+        if p.hanging:
+            yield Candidate("hanging_transaction", CRITICAL, _tp(p.topic, p.partition),
+                            f"{_tp(p.topic, p.partition)}: producer {p.producer_id} has a transaction open since "
+                            f"offset {p.txn_start_offset} that no coordinator knows (LSO held back)")
+    for part in s.partitions:
+        gap = part.lso_gap
+        if gap is not None and gap > th.lso_gap_messages:
+            yield Candidate("lso_gap", WARNING, _tp(part.topic, part.partition),
+                            f"{_tp(part.topic, part.partition)}: LSO {gap} messages behind the high watermark",
+                            float(gap))
+
+
+def zookeeper(s: ClusterSnapshot, st: ClusterState, th: Any, now: float) -> Iterator[Candidate]:
+    servers = s.zookeeper
+    if not servers:
+        return
+    serving = [z for z in servers if z.serving]
+    leaders = [z for z in serving if z.mode == "leader"]
+    standalone = len(servers) == 1 and serving and serving[0].mode == "standalone"
+    if len(serving) <= len(servers) // 2:
+        yield Candidate("zk_quorum_lost", CRITICAL, s.cluster,
+                        f"only {len(serving)} of {len(servers)} ZooKeeper servers serve", float(len(serving)))
+    elif not leaders and not standalone:
+        yield Candidate("zk_no_leader", CRITICAL, s.cluster, "no ZooKeeper server reports mode leader")
+    if len(leaders) > 1:
+        yield Candidate("zk_multiple_leaders", CRITICAL, s.cluster,
+                        f"{len(leaders)} ZooKeeper servers report leader: {', '.join(z.server for z in leaders)}")
+    for z in servers:
+        if not z.serving:
+            yield Candidate("zk_node_not_serving", WARNING, z.server,
+                            f"ZooKeeper {z.server} not serving: {z.error or 'no answer'}")
+        behind = z.lag_behind_leader is not None and z.lag_behind_leader > 0
+        since = st.since("zk_follower_behind", z.server, behind, now)
+        if since is not None and now - since >= th.zk_follower_behind_s:
+            yield Candidate("zk_follower_behind", WARNING, z.server,
+                            f"ZooKeeper {z.server} {z.lag_behind_leader} transactions behind the leader for "
+                            f"{now - since:.0f}s", float(z.lag_behind_leader or 0))
+    if st.zk_election_at is not None and now - st.zk_election_at < ELECTION_ALERT_S:
+        yield Candidate("zk_leader_election", INFO, s.cluster,
+                        f"ZooKeeper elected a new leader (epoch {st.zk_leader_epoch}) "
+                        f"{now - st.zk_election_at:.0f}s ago", float(st.zk_leader_epoch or 0))
+    controllers = {b.broker_id for b in s.brokers if b.is_controller}
+    zk_controller = st.zk_controller
+    if zk_controller is not None and controllers and zk_controller not in controllers:
+        since = st.since("controller_mismatch", s.cluster, True, now)
+        if since is not None and now > since:
+            yield Candidate("controller_mismatch", CRITICAL, s.cluster,
+                            f"/controller says {zk_controller}, metadata says {sorted(controllers)}")
+    else:
+        st.since("controller_mismatch", s.cluster, False, now)
+
+
+def kraft(s: ClusterSnapshot, st: ClusterState, th: Any, now: float) -> Iterator[Candidate]:
+    voters = [v for v in s.kraft_voters if v.role in ("leader", "voter")]
+    if not voters:
+        return
+    if voters[0].leader_id < 0:
+        yield Candidate("kraft_no_leader", CRITICAL, s.cluster, "the KRaft quorum has no leader")
+    for v in voters:
+        if v.lag is None or v.lag > th.kraft_voter_lag_records:
+            yield Candidate("kraft_voter_lagging", WARNING, f"voter-{v.node_id}",
+                            f"KRaft voter {v.node_id} is {v.lag if v.lag is not None else 'an unknown number of'} "
+                            f"records behind the high watermark {v.high_watermark}",
+                            float(v.lag) if v.lag is not None else None)
+    if st.kraft_election_at is not None and now - st.kraft_election_at < ELECTION_ALERT_S:
+        yield Candidate("kraft_leader_election", INFO, s.cluster,
+                        f"KRaft leader changed to {voters[0].leader_id} (epoch {voters[0].leader_epoch}) "
+                        f"{now - st.kraft_election_at:.0f}s ago")
+
+
+ALL_RULES: tuple[Rule, ...] = (cluster_health, partitions, topics, brokers, groups, transactions, zookeeper, kraft)
+
+
+def evaluate(s: ClusterSnapshot, st: ClusterState, th: Any, now: float) -> list[Candidate]:
+    if not s.reachable:
+        return list(cluster_health(s, st, th, now)) + list(zookeeper(s, st, th, now))
+    out: list[Candidate] = []
+    for rule in ALL_RULES:
+        out.extend(rule(s, st, th, now))
+    return out

@@ -1,0 +1,280 @@
+"""From raw observations to snapshot records (no I/O; the poller's state is the only memory).
+
+Interpretation lives here so the adapters stay thin: effective topic configs,
+lag in messages and seconds, Burrow-style status with our idle-partition fix,
+retention risk, durability posture, the ZooKeeper view of ISR beside the
+metadata view, transaction ages, and which open transactions no coordinator
+knows (hanging).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from typing import Any
+
+from collectors.durability import topic_posture
+from collectors.kafka_adapter import KafkaObservation
+from collectors.lag import (
+    evaluate_partition,
+    group_status,
+    lag_messages,
+    lag_seconds,
+    seconds_to_retention,
+    worst_partition_status,
+)
+from collectors.records import (
+    BrokerRecord,
+    ClusterSnapshot,
+    GroupPartitionRecord,
+    GroupRecord,
+    KRaftVoterRecord,
+    PartitionRecord,
+    ProducerRecord,
+    TopicRecord,
+    TransactionRecord,
+)
+from collectors.state import ClusterState
+
+OPEN_TXN_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"})
+
+
+def _int(value: str | None, default: int) -> int:
+    try:
+        return int(value) if value is not None else default
+    except ValueError:
+        return default
+
+
+def _bool(value: str | None) -> bool:
+    return (value or "").strip().lower() == "true"
+
+
+def build_snapshot(name: str, obs: KafkaObservation, zk: Any | None, state: ClusterState,
+                   thresholds: Any, now: float) -> ClusterSnapshot:
+    snap = ClusterSnapshot(cluster=name, time=now, reachable=obs.reachable, cluster_id=obs.cluster_id,
+                           controller_id=obs.controller_id, errors=list(obs.errors), requests=obs.requests)
+    if zk is not None:
+        snap.mode = "zookeeper"
+    elif obs.kraft:
+        snap.mode = "kraft"
+    snap.stale_sections = sorted(obs.stale_sections | (set(zk.stale_sections) if zk is not None else set()))
+    if zk is not None:
+        snap.errors.extend(e for e in zk.errors if e not in snap.errors)
+        snap.zookeeper = list(zk.servers)
+        state.zk_controller = zk.controller_id
+        _zookeeper_elections(snap, state, now)
+    if not obs.reachable:
+        snap.stale = True
+        return snap
+    _brokers(snap, obs, zk, state, now)
+    _partitions_and_topics(snap, obs, zk, state, now)
+    _groups(snap, obs, state, thresholds, now)
+    _transactions(snap, obs, state, now)
+    _kraft(snap, obs, state, now)
+    snap.stale = bool(snap.stale_sections)
+    state.prune({(p.topic, p.partition) for p in snap.partitions},
+                {(g.group_id, g.topic, g.partition) for g in snap.group_partitions})
+    state.polls += 1
+    state.last_good = now
+    return snap
+
+
+def _brokers(snap: ClusterSnapshot, obs: KafkaObservation, zk: Any | None, state: ClusterState, now: float) -> None:
+    alive = {b[0] for b in obs.brokers}
+    zk_ids = zk.broker_ids if zk is not None else None
+    for node_id, host, port, rack in obs.brokers:
+        state.known_brokers[node_id] = now
+        snap.brokers.append(BrokerRecord(
+            cluster=snap.cluster, broker_id=node_id, host=host, port=port, rack=rack, alive=True,
+            in_zookeeper=(node_id in zk_ids) if zk_ids is not None else None,
+            is_controller=node_id == obs.controller_id, reachable=node_id not in obs.unreachable_brokers))
+    # Brokers that hold replicas (or that we saw before) but are not registered: down.
+    expected = set(state.known_brokers)
+    for p in obs.partitions:
+        expected.update(p.replicas)
+    for node_id in sorted(expected - alive):
+        snap.brokers.append(BrokerRecord(
+            cluster=snap.cluster, broker_id=node_id, host="", port=0, alive=False,
+            in_zookeeper=(node_id in zk_ids) if zk_ids is not None else None, reachable=False))
+
+
+def _partitions_and_topics(snap: ClusterSnapshot, obs: KafkaObservation, zk: Any | None, state: ClusterState,
+                           now: float) -> None:
+    broker_min_isr = _int(obs.broker_configs.get("min.insync.replicas"), 1)
+    zk_states = zk.partition_states if zk is not None else {}
+    by_topic: dict[str, list[PartitionRecord]] = defaultdict(list)
+    flap_window = 3600.0
+    for p in obs.partitions:
+        key = (p.topic, p.partition)
+        cfg = obs.topic_configs.get(p.topic, {})
+        zk_state = zk_states.get(key)
+        rec = PartitionRecord(
+            cluster=snap.cluster, topic=p.topic, partition=p.partition, leader=p.leader,
+            leader_epoch=p.leader_epoch, replicas=p.replicas, isr=p.isr, offline_replicas=p.offline,
+            min_insync_replicas=_int(cfg.get("min.insync.replicas"), broker_min_isr),
+            log_start_offset=obs.log_start.get(key), high_watermark=obs.high_watermark.get(key),
+            last_stable_offset=obs.last_stable.get(key),
+            zk_leader=zk_state.get("leader") if zk_state else None,
+            zk_isr=list(zk_state["isr"]) if zk_state and "isr" in zk_state else None)
+        snap.partitions.append(rec)
+        by_topic[p.topic].append(rec)
+        if rec.high_watermark is not None:
+            state.history(key).add(rec.high_watermark, now)
+        view = (p.leader, tuple(sorted(p.isr)))
+        before = state.partition_view.get(key)
+        if before is not None and before[1] != view[1]:
+            changes = state.isr_changes.setdefault(key, deque(maxlen=64))
+            changes.append(now)
+        state.partition_view[key] = view
+        changes = state.isr_changes.get(key)
+        while changes and changes[0] < now - flap_window:
+            changes.popleft()
+    for topic, parts in sorted(by_topic.items()):
+        cfg = obs.topic_configs.get(topic, {})
+        retention = _int(cfg.get("retention.ms"), 604_800_000)
+        write_stop, data_loss = topic_posture(parts)
+        snap.topics.append(TopicRecord(
+            cluster=snap.cluster, topic=topic, internal=topic in obs.internal_topics, partitions=len(parts),
+            replication_factor=max((p.replication_factor for p in parts), default=0),
+            min_insync_replicas=parts[0].min_insync_replicas if parts else broker_min_isr,
+            unclean_leader_election=_bool(cfg.get("unclean.leader.election.enable")),
+            retention_ms=retention if retention >= 0 else None,
+            cleanup_policy=cfg.get("cleanup.policy") or "delete",
+            under_replicated=sum(p.under_replicated for p in parts),
+            under_min_isr=sum(p.under_min_isr and not p.offline for p in parts),
+            at_min_isr=sum(p.at_min_isr and not p.offline for p in parts),
+            offline=sum(p.offline for p in parts),
+            preferred_leader_imbalance=sum(not p.leader_is_preferred and not p.offline for p in parts),
+            failures_before_write_stop=write_stop, failures_before_data_loss=data_loss))
+
+
+def _groups(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, th: Any, now: float) -> None:
+    topics = {t.topic: t for t in snap.topics}
+    for gid in sorted(obs.groups):
+        info = obs.groups[gid]
+        commits = obs.commits.get(gid, {})
+        if info.get("state") == "Dead" and not commits:
+            continue  # a deleted group: nothing to report
+        members = int(info.get("members") or 0)
+        statuses, lags, lag_secs, last_commits = [], [], [], []
+        for (topic, partition), committed in sorted(commits.items()):
+            key = (topic, partition)
+            hw, start = obs.high_watermark.get(key), obs.log_start.get(key)
+            lso = obs.last_stable.get(key)
+            lag = lag_messages(hw, committed)
+            history = state.hw_history.get(key)
+            secs = lag_seconds(history, committed, now) if history is not None else None
+            window = state.window((gid, topic, partition))
+            if lag is not None:
+                window.observe(committed, now, lag)
+            status = evaluate_partition(window, now, has_members=members > 0,
+                                        allowed_lag=th.lag_allowed_messages, min_points=th.lag_min_points,
+                                        stop_after_s=th.consumer_stop_after_s)
+            t = topics.get(topic)
+            retention = t.retention_ms if t is not None and "delete" in t.cleanup_policy else None
+            below = start is not None and committed < start
+            to_retention = (seconds_to_retention(history, committed, start, retention, now)
+                            if history is not None else (0.0 if below else None))
+            rec = GroupPartitionRecord(
+                cluster=snap.cluster, group_id=gid, topic=topic, partition=partition, committed_offset=committed,
+                log_start_offset=start, high_watermark=hw, last_stable_offset=lso, lag=lag, lag_seconds=secs,
+                status=status, last_commit_time=window.last_change_time, below_log_start=below,
+                seconds_to_retention=to_retention)
+            snap.group_partitions.append(rec)
+            statuses.append(status)
+            if lag is not None:
+                lags.append(lag)
+            if secs is not None:
+                lag_secs.append(secs)
+            if window.last_change_time is not None:
+                last_commits.append(window.last_change_time)
+        snap.groups.append(GroupRecord(
+            cluster=snap.cluster, group_id=gid, state=str(info.get("state") or "Unknown"), members=members,
+            coordinator=info.get("coordinator"), protocol_type=str(info.get("protocol_type") or ""),
+            status=group_status(statuses), worst_partition_status=worst_partition_status(statuses),
+            lag_sum=sum(lags) if lags else None, lag_max=max(lags) if lags else None,
+            lag_seconds_max=max(lag_secs) if lag_secs else None, partitions=len(commits),
+            topics=sorted({t for t, _ in commits}), last_commit_time=max(last_commits) if last_commits else None))
+
+
+def _transactions(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, now: float) -> None:
+    open_pids: set[int] = set()
+    pid_to_txn: dict[int, str] = {}
+    for t in obs.transactions:
+        tid = t["transactional_id"]
+        pid_to_txn[t["producer_id"]] = tid
+        start = t["start_time_ms"] / 1000.0 if t.get("start_time_ms", -1) and t["start_time_ms"] > 0 else None
+        is_open = t["state"] in OPEN_TXN_STATES
+        if is_open:
+            open_pids.add(t["producer_id"])
+        prev = state.txn_state_since.get(tid)
+        if prev is None or prev[0] != t["state"]:
+            state.txn_state_since[tid] = (t["state"], now)
+        epochs = state.producer_epochs.setdefault(tid, deque(maxlen=64))
+        if not epochs or epochs[-1][1] != t["producer_epoch"]:
+            epochs.append((now, t["producer_epoch"]))
+        snap.transactions.append(TransactionRecord(
+            cluster=snap.cluster, transactional_id=tid, coordinator=t.get("coordinator"), state=t["state"],
+            producer_id=t["producer_id"], producer_epoch=t["producer_epoch"], timeout_ms=t["timeout_ms"],
+            start_time=start if is_open else None,
+            age_seconds=max(0.0, now - start) if (is_open and start is not None) else None,
+            partitions=[f"{topic}-{p}" for topic, p in t.get("partitions", [])]))
+    for tid in [k for k in state.txn_state_since if k not in obs.listed_transactions and
+                k not in pid_to_txn.values()]:
+        state.txn_state_since.pop(tid, None)
+        state.producer_epochs.pop(tid, None)
+    # Producers with a transaction open on a partition: hanging when no coordinator knows it as open
+    # in two consecutive polls (one poll could race a transaction that is just starting).
+    seen_unknown: dict[tuple[str, int, int], int] = {}
+    transactions_complete = "transactions" not in obs.stale_sections
+    for (topic, partition), producers in sorted(obs.producers.items()):
+        for pr in producers:
+            if pr["txn_start_offset"] < 0:
+                continue
+            pid = pr["producer_id"]
+            hanging = False
+            if transactions_complete and pid not in open_pids:
+                key = (topic, partition, pid)
+                seen_unknown[key] = state.unknown_open_txns.get(key, 0) + 1
+                hanging = seen_unknown[key] >= 2
+            ts = pr.get("last_timestamp", -1)
+            snap.producers.append(ProducerRecord(
+                cluster=snap.cluster, topic=topic, partition=partition, producer_id=pid,
+                producer_epoch=pr["producer_epoch"], txn_start_offset=pr["txn_start_offset"],
+                last_timestamp=ts / 1000.0 if ts and ts > 0 else None, transactional_id=pid_to_txn.get(pid),
+                hanging=hanging))
+    state.unknown_open_txns = seen_unknown
+
+
+def _zookeeper_elections(snap: ClusterSnapshot, state: ClusterState, now: float) -> None:
+    """A higher zxid epoch on the leader than last poll means an election happened in between."""
+    epochs = [z.zxid_epoch for z in snap.zookeeper if z.serving and z.mode == "leader" and z.zxid_epoch]
+    if not epochs:
+        return
+    epoch = max(epochs)
+    if state.zk_leader_epoch is not None and epoch > state.zk_leader_epoch:
+        state.zk_election_at = now
+    state.zk_leader_epoch = max(epoch, state.zk_leader_epoch or 0)
+
+
+def _kraft(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, now: float) -> None:
+    q = obs.quorum
+    if not q:
+        return
+    hw = int(q["high_watermark"])
+    leader = (int(q["leader_id"]), int(q["leader_epoch"]))
+    if state.kraft_leader is not None and leader[1] > state.kraft_leader[1]:
+        state.kraft_election_at = now
+    state.kraft_leader = leader
+    for role, items in (("voter", q["voters"]), ("observer", q["observers"])):
+        for v in items:
+            leo = v["log_end_offset"] if v["log_end_offset"] >= 0 else None
+            fetch = v.get("last_fetch_timestamp", -1)
+            caught = v.get("last_caught_up_timestamp", -1)
+            snap.kraft_voters.append(KRaftVoterRecord(
+                cluster=snap.cluster, node_id=v["replica_id"],
+                role="leader" if v["replica_id"] == leader[0] and role == "voter" else role,
+                log_end_offset=leo, lag=max(0, hw - leo) if leo is not None else None,
+                last_fetch_time=fetch / 1000.0 if fetch and fetch > 0 else None,
+                last_caught_up_time=caught / 1000.0 if caught and caught > 0 else None,
+                leader_id=leader[0], leader_epoch=leader[1], high_watermark=hw))

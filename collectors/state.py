@@ -1,0 +1,70 @@
+"""What a poller remembers between polls, per cluster, with bounded memory.
+
+Lag in seconds needs a history of log-end offsets, lag status needs a window
+of commits, flapping needs ISR change times, elections need the last zxid
+epoch. Everything is keyed by things that exist now and pruned when they stop
+existing, so deleted topics and groups cost nothing after one poll (Burrow
+kept alerting on deleted groups until a restart; we forget them).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from collectors.lag import CommitWindow, OffsetHistory
+
+
+@dataclass
+class ClusterState:
+    lag_points: int = 60
+    window_size: int = 10
+    hw_history: dict[tuple[str, int], OffsetHistory] = field(default_factory=dict)
+    commit_windows: dict[tuple[str, str, int], CommitWindow] = field(default_factory=dict)
+    partition_view: dict[tuple[str, int], tuple[int, tuple[int, ...]]] = field(default_factory=dict)
+    isr_changes: dict[tuple[str, int], deque[float]] = field(default_factory=dict)
+    condition_since: dict[tuple[str, str], float] = field(default_factory=dict)  # (rule, subject) → since
+    producer_epochs: dict[str, deque[tuple[float, int]]] = field(default_factory=dict)
+    txn_state_since: dict[str, tuple[str, float]] = field(default_factory=dict)
+    unknown_open_txns: dict[tuple[str, int, int], int] = field(default_factory=dict)  # seen-count
+    zk_controller: int | None = None  # /controller brokerid at the last poll
+    zk_leader_epoch: int | None = None
+    zk_election_at: float | None = None
+    kraft_leader: tuple[int, int] | None = None  # (leader id, epoch)
+    kraft_election_at: float | None = None
+    known_brokers: dict[int, float] = field(default_factory=dict)  # broker id → last seen alive
+    _touched: set[tuple[str, str]] = field(default_factory=set)
+    last_good: float | None = None
+    polls: int = 0
+
+    def history(self, key: tuple[str, int]) -> OffsetHistory:
+        h = self.hw_history.get(key)
+        if h is None:
+            h = self.hw_history[key] = OffsetHistory(self.lag_points)
+        return h
+
+    def window(self, key: tuple[str, str, int]) -> CommitWindow:
+        w = self.commit_windows.get(key)
+        if w is None:
+            w = self.commit_windows[key] = CommitWindow(self.window_size)
+        return w
+
+    def since(self, rule: str, subject: str, holds: bool, now: float) -> float | None:
+        """Track how long a condition has held continuously; None when it does not hold."""
+        key = (rule, subject)
+        self._touched.add(key)
+        if not holds:
+            self.condition_since.pop(key, None)
+            return None
+        return self.condition_since.setdefault(key, now)
+
+    def prune(self, partitions: set[tuple[str, int]], group_partitions: set[tuple[str, str, int]]) -> None:
+        """Forget what no longer exists, and conditions no rule looked at this poll."""
+        for d, keep in ((self.hw_history, partitions), (self.partition_view, partitions),
+                        (self.isr_changes, partitions), (self.commit_windows, group_partitions)):
+            if len(d) > len(keep) or any(k not in keep for k in d):
+                for k in [k for k in d if k not in keep]:
+                    del d[k]
+        for k in [k for k in self.condition_since if k not in self._touched]:
+            del self.condition_since[k]
+        self._touched = set()

@@ -1,0 +1,243 @@
+"""Alert rules, the alert lifecycle and the durability posture, table-driven on hand-made records."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from collectors.alerts import AlertTracker
+from collectors.config import Thresholds
+from collectors.durability import failures_before_data_loss, failures_before_write_stop
+from collectors.records import (
+    BrokerRecord,
+    ClusterSnapshot,
+    GroupPartitionRecord,
+    GroupRecord,
+    KRaftVoterRecord,
+    PartitionRecord,
+    ProducerRecord,
+    TopicRecord,
+    TransactionRecord,
+    ZkServerRecord,
+)
+from collectors.rules import RULES, evaluate
+from collectors.state import ClusterState
+
+NOW = 1_800_000_000.0
+TH = Thresholds()
+
+
+def part(topic: str = "t", p: int = 0, leader: int = 1, replicas: tuple[int, ...] = (1, 2, 3),
+         isr: tuple[int, ...] = (1, 2, 3), min_isr: int = 2, **kw: Any) -> PartitionRecord:
+    return PartitionRecord("c", topic, p, leader, 1, list(replicas), list(isr), [], min_isr, **kw)
+
+
+def topic(name: str = "t", rf: int = 3, min_isr: int = 2, unclean: bool = False) -> TopicRecord:
+    return TopicRecord("c", name, False, 1, rf, min_isr, unclean, 604_800_000, "delete")
+
+
+def snap(**kw: Any) -> ClusterSnapshot:
+    s = ClusterSnapshot(cluster="c", time=NOW, controller_id=1)
+    s.brokers = [BrokerRecord("c", i, "h", 9092, is_controller=i == 1, reachable=True) for i in (1, 2, 3)]
+    for k, v in kw.items():
+        setattr(s, k, v)
+    return s
+
+
+def rules(s: ClusterSnapshot, st: ClusterState | None = None, now: float = NOW) -> set[tuple[str, str]]:
+    return {(c.rule, c.subject) for c in evaluate(s, st or ClusterState(), TH, now)}
+
+
+@pytest.mark.parametrize(("partition", "expected"), [
+    (part(), set()),
+    (part(leader=-1, isr=(1,)), {("offline_partition", "t-0")}),
+    (part(isr=(1,)), {("under_min_isr", "t-0")}),
+    (part(isr=(1, 2)), {("at_min_isr", "t-0")}),
+    (part(replicas=(1, 2), isr=(1, 2), min_isr=2), set()),  # RF == min ISR: a config risk, not an ISR alert
+    (part(isr=(1, 2), min_isr=1), set()),  # under-replicated but inside the grace period
+])
+def test_partition_rules(partition: PartitionRecord, expected: set[tuple[str, str]]) -> None:
+    assert rules(snap(partitions=[partition])) == expected
+
+
+def test_under_replicated_needs_the_grace_period() -> None:
+    st = ClusterState()
+    s = snap(partitions=[part(isr=(1, 2), min_isr=1)])
+    assert ("under_replicated", "t-0") not in rules(s, st, NOW)
+    assert ("under_replicated", "t-0") not in rules(s, st, NOW + TH.under_replicated_grace_s - 1)
+    assert ("under_replicated", "t-0") in rules(s, st, NOW + TH.under_replicated_grace_s)
+    healthy = snap(partitions=[part()])
+    rules(healthy, st, NOW + 100)
+    assert ("under_replicated", "t-0") not in rules(s, st, NOW + 101)  # the clock restarts
+
+
+@pytest.mark.parametrize(("t", "flagged"), [
+    (topic(), False),
+    (topic(unclean=True), True),
+    (topic(min_isr=1), True),
+    (topic(min_isr=3), True),
+    (topic(min_isr=4), True),
+    (topic(rf=1, min_isr=1), False),
+    (topic(rf=2, min_isr=1), False),
+])
+def test_unsafe_durability(t: TopicRecord, flagged: bool) -> None:
+    assert (("unsafe_durability", "t") in rules(snap(topics=[t]))) is flagged
+
+
+def test_minisr_above_rf_is_critical() -> None:
+    c = [c for c in evaluate(snap(topics=[topic(min_isr=4)]), ClusterState(), TH, NOW)]
+    assert c[0].severity == "critical" and "always fail" in c[0].summary
+
+
+def test_broker_down_unreachable_and_controller() -> None:
+    s = snap()
+    s.brokers[1].alive = False
+    s.brokers[2].reachable = False
+    s.controller_id = None
+    got = rules(s)
+    assert {("broker_down", "broker-2"), ("broker_unreachable", "broker-3"), ("no_controller", "c")} <= got
+
+
+def gp(group: str = "g", lag: int | None = 10, secs: float | None = 5.0, status: str = "OK", below: bool = False,
+       to_ret: float | None = None) -> GroupPartitionRecord:
+    return GroupPartitionRecord("c", group, "t", 0, 100, 0, 110, 110, lag, secs, status, NOW, below, to_ret)
+
+
+def grp(status: str = "OK", secs: float | None = 5.0, worst: str = "OK") -> GroupRecord:
+    return GroupRecord("c", "g", "Stable", 2, 1, status=status, worst_partition_status=worst, lag_sum=10,
+                       lag_seconds_max=secs)
+
+
+@pytest.mark.parametrize(("g", "gps", "expected"), [
+    (grp(), [gp()], set()),
+    (grp("WARN", worst="WARN"), [gp(status="WARN")], {"consumer_lag_status"}),
+    (grp("ERR", worst="STALL"), [gp(status="STALL")], {"consumer_lag_status"}),
+    (grp(secs=TH.lag_seconds_slo + 1), [gp()], {"consumer_lag_seconds"}),
+    (grp(), [gp(below=True)], {"retention_data_loss"}),
+    (grp(), [gp(to_ret=TH.retention_risk_s - 1)], {"retention_risk"}),
+    (grp(), [gp(lag=0, to_ret=1.0)], set()),  # caught up: nothing unread to lose
+])
+def test_group_rules(g: GroupRecord, gps: list[GroupPartitionRecord], expected: set[str]) -> None:
+    assert {r for r, _ in rules(snap(groups=[g], group_partitions=gps))} == expected
+
+
+def test_lag_status_severity() -> None:
+    cands = evaluate(snap(groups=[grp("ERR", worst="STOP")], group_partitions=[gp(status="STOP")]),
+                     ClusterState(), TH, NOW)
+    assert [c.severity for c in cands if c.rule == "consumer_lag_status"] == ["critical"]
+
+
+def txn(state: str = "Ongoing", age: float | None = 10.0, timeout_ms: int = 60_000, epoch: int = 0,
+        tid: str = "tx") -> TransactionRecord:
+    return TransactionRecord("c", tid, 1, state, 7, epoch, timeout_ms, NOW - (age or 0), age, ["t-0"])
+
+
+def test_transaction_rules() -> None:
+    assert rules(snap(transactions=[txn()])) == set()
+    assert ("stuck_transaction", "tx") in rules(snap(transactions=[txn(age=60 + TH.txn_timeout_grace_s + 1)]))
+    st = ClusterState()
+    st.txn_state_since["tx"] = ("PrepareCommit", NOW - TH.txn_prepare_stuck_s - 1)
+    assert ("stuck_transaction", "tx") in rules(snap(transactions=[txn("PrepareCommit", None)]), st)
+    st.txn_state_since["tx"] = ("PrepareCommit", NOW - 1)
+    assert ("stuck_transaction", "tx") not in rules(snap(transactions=[txn("PrepareCommit", None)]), st)
+
+
+def test_hanging_and_lso_gap() -> None:
+    prod = ProducerRecord("c", "t", 0, 99, 0, 50, NOW, None, hanging=True)
+    p = part(high_watermark=100 + TH.lso_gap_messages + 1, last_stable_offset=100)
+    got = rules(snap(producers=[prod], partitions=[p]))
+    assert {("hanging_transaction", "t-0"), ("lso_gap", "t-0")} <= got
+
+
+def test_producer_epoch_bumps_counted_in_window() -> None:
+    st = ClusterState()
+    from collections import deque
+
+    st.producer_epochs["tx"] = deque([(NOW - 10 * i, 10 - i) for i in range(TH.producer_epoch_bumps + 1)][::-1])
+    assert ("producer_epoch_bumps", "tx") in rules(snap(transactions=[txn(epoch=10)]), st)
+    st.producer_epochs["tx"] = deque([(NOW - TH.producer_epoch_window_s - 100, 1), (NOW, 2)])
+    assert ("producer_epoch_bumps", "tx") not in rules(snap(transactions=[txn(epoch=2)]), st)
+
+
+def zk(server: str, mode: str | None, serving: bool = True, lag: int | None = 0) -> ZkServerRecord:
+    return ZkServerRecord("c", server, serving, mode, lag_behind_leader=lag if mode == "follower" else None)
+
+
+@pytest.mark.parametrize(("servers", "expected"), [
+    ([zk("a", "leader"), zk("b", "follower"), zk("c", "follower")], set()),
+    ([zk("a", "leader"), zk("b", "follower"), zk("c", None, False)], {("zk_node_not_serving", "c")}),
+    ([zk("a", None, False), zk("b", None, False), zk("c", "follower")],
+     {("zk_quorum_lost", "c"), ("zk_node_not_serving", "a"), ("zk_node_not_serving", "b")}),
+    ([zk("a", "follower"), zk("b", "follower"), zk("c", "follower")], {("zk_no_leader", "c")}),
+    ([zk("a", "leader"), zk("b", "leader"), zk("c", "follower")], {("zk_multiple_leaders", "c")}),
+    ([zk("a", "standalone")], set()),
+])
+def test_zookeeper_rules(servers: list[ZkServerRecord], expected: set[tuple[str, str]]) -> None:
+    assert rules(snap(zookeeper=servers)) == expected
+
+
+def test_follower_behind_needs_duration_and_election_is_visible() -> None:
+    st = ClusterState()
+    servers = [zk("a", "leader"), zk("b", "follower", lag=5), zk("c", "follower")]
+    assert ("zk_follower_behind", "b") not in rules(snap(zookeeper=servers), st, NOW)
+    assert ("zk_follower_behind", "b") in rules(snap(zookeeper=servers), st, NOW + TH.zk_follower_behind_s)
+    st.zk_election_at, st.zk_leader_epoch = NOW, 4
+    assert ("zk_leader_election", "c") in rules(snap(zookeeper=servers[:1]), st, NOW + 60)
+
+
+def test_kraft_rules() -> None:
+    voters = [KRaftVoterRecord("c", i, "leader" if i == 1 else "voter", 1000 - (5000 if i == 3 else 0) * (i == 3),
+                               None, NOW, NOW, 1, 3, 1000) for i in (1, 2, 3)]
+    voters[2].log_end_offset, voters[2].lag = 0, 1000
+    got = rules(snap(kraft_voters=voters))
+    assert ("kraft_voter_lagging", "voter-3") not in got  # 1000 records: at the default threshold, not over
+    voters[2].lag = TH.kraft_voter_lag_records + 1
+    assert ("kraft_voter_lagging", "voter-3") in rules(snap(kraft_voters=voters))
+    for v in voters:
+        v.leader_id = -1
+    assert ("kraft_no_leader", "c") in rules(snap(kraft_voters=voters))
+
+
+def test_unreachable_cluster_only_reports_that() -> None:
+    s = snap(partitions=[part(leader=-1)])
+    s.reachable = False
+    s.errors = ["Metadata failed"]
+    assert rules(s) == {("cluster_unreachable", "c")}
+
+
+def test_every_rule_in_the_catalogue_is_documented() -> None:
+    assert all(RULES.values())
+
+
+def test_alert_lifecycle_keeps_first_seen_and_resolves_once() -> None:
+    from collectors.rules import Candidate
+
+    tr = AlertTracker()
+    c = Candidate("offline_partition", "critical", "t-0", "down")
+    current, opened, resolved = tr.update("c", [c], NOW)
+    assert [a.first_seen for a in current] == [NOW] and len(opened) == 1 and not resolved
+    current, opened, resolved = tr.update("c", [c], NOW + 30)
+    assert current[0].first_seen == NOW and current[0].last_seen == NOW + 30 and not opened
+    current, opened, resolved = tr.update("c", [], NOW + 60, keep_rules=frozenset({"offline_partition"}))
+    assert len(current) == 1 and not resolved  # stale data: kept, not resolved on missing evidence
+    current, opened, resolved = tr.update("c", [], NOW + 90)
+    assert not current and [(r.rule, r.resolved_at) for r in resolved] == [("offline_partition", NOW + 90)]
+    assert tr.update("c", [], NOW + 120)[2] == []
+
+
+def test_alerts_sorted_by_severity_then_age() -> None:
+    from collectors.rules import Candidate
+
+    tr = AlertTracker()
+    tr.update("c", [Candidate("a", "info", "x", "")], NOW)
+    current, _, _ = tr.update("c", [Candidate("a", "info", "x", ""), Candidate("b", "critical", "y", "")], NOW + 1)
+    assert [a.rule for a in current] == ["b", "a"]
+
+
+@pytest.mark.parametrize(("isr", "min_isr", "online", "write", "loss"), [
+    (3, 2, True, 1, 2), (2, 2, True, 0, 1), (1, 2, True, 0, 0), (3, 1, True, 2, 2), (0, 2, False, 0, 0),
+])
+def test_durability_posture(isr: int, min_isr: int, online: bool, write: int, loss: int) -> None:
+    assert failures_before_write_stop(isr, min_isr, online) == write
+    assert failures_before_data_loss(isr, online) == loss
