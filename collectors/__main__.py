@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Any
 
-from collectors.records import SCHEMA_VERSION, snapshot_to_dict
+from collectors.loop import document
 
 log = logging.getLogger("collectors")
 
@@ -35,11 +35,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the snapshot(s) as JSON on stdout")
     p.add_argument("--log-level", help="override the config's log_level")
     return p
-
-
-def document(results: list[Any], now: float) -> dict[str, Any]:
-    return {"schema_version": SCHEMA_VERSION, "generated_at": now,
-            "clusters": [snapshot_to_dict(r.snapshot) for r in results]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,45 +79,19 @@ def _print_summary(r: Any) -> None:
 
 
 def _run_forever(monitor: Any, config: Any, as_json: bool) -> int:
+    from collectors.loop import run_loop
+    from collectors.outputs import build_sinks
+
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    sinks = _sinks(config)
-    while not stop.is_set():
-        started = time.monotonic()
-        now = time.time()
-        try:
-            results = monitor.poll_once(now)
-        except Exception:
-            log.exception("poll failed")
-            results = []
-        for r in results:
-            for a in r.opened:
-                log.warning("alert opened [%s] %s %s: %s", a.severity, a.rule, a.subject, a.summary)
-            for a in r.resolved:
-                log.info("alert resolved %s %s", a.rule, a.subject)
-        for sink in sinks:
-            try:
-                sink(results, now)
-            except Exception:
-                log.exception("output %s failed", getattr(sink, "__name__", sink))
-        if as_json:
-            print(json.dumps(document(results, now), default=str), flush=True)
-        stop.wait(max(0.0, config.poll_interval_s - (time.monotonic() - started)))
-    for sink in sinks:
-        close = getattr(sink, "close", None)
-        if close:
-            close()
-    return 0
-
-
-def _sinks(config: Any) -> list[Any]:
-    """Outputs fed after every poll (exporter, history, latest state) — see collectors.outputs."""
     try:
-        from collectors.outputs import build_sinks
-    except ImportError:
-        return []
-    return build_sinks(config)
+        sinks = build_sinks(config)
+    except OSError as e:
+        print(f"error: cannot start outputs: {e}", file=sys.stderr)
+        return 1
+    run_loop(monitor, config.poll_interval_s, sinks, stop, as_json=as_json)
+    return 0
 
 
 if __name__ == "__main__":

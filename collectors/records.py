@@ -86,6 +86,21 @@ class PartitionRecord:
 
 
 @dataclass(slots=True)
+class PartitionChangeRecord:
+    """A leader or ISR change seen between two polls (history keeps these as events)."""
+
+    cluster: str
+    time: float
+    topic: str
+    partition: int
+    kind: str  # isr_shrink / isr_expand / isr_change / leader_change
+    leader_before: int
+    leader_after: int
+    isr_before: list[int]
+    isr_after: list[int]
+
+
+@dataclass(slots=True)
 class TopicRecord:
     """Per-topic configuration and health roll-up, including the durability posture."""
 
@@ -246,6 +261,7 @@ class ClusterSnapshot:
     producers: list[ProducerRecord] = field(default_factory=list)
     zookeeper: list[ZkServerRecord] = field(default_factory=list)
     kraft_voters: list[KRaftVoterRecord] = field(default_factory=list)
+    partition_changes: list[PartitionChangeRecord] = field(default_factory=list)
     alerts: list[AlertRecord] = field(default_factory=list)
 
 
@@ -271,3 +287,26 @@ def snapshot_to_dict(snap: ClusterSnapshot) -> dict[str, Any]:
         else:
             out[f.name] = value if not hasattr(value, "__dataclass_fields__") else asdict(value)
     return out
+
+
+RECORD_TYPES: tuple[type, ...] = (
+    ClusterSnapshot, BrokerRecord, TopicRecord, PartitionRecord, PartitionChangeRecord, GroupRecord,
+    GroupPartitionRecord, TransactionRecord, ProducerRecord, ZkServerRecord, KRaftVoterRecord, AlertRecord)
+
+
+def schema_markdown() -> str:
+    """Field tables of every record (docs/snapshot-schema.md embeds this; a test keeps them in sync)."""
+    out = []
+    for cls in RECORD_TYPES:
+        out.append(f"### {cls.__name__}\n")
+        doc = (cls.__doc__ or "").strip().splitlines()
+        if doc and not doc[0].startswith(cls.__name__ + "("):
+            out.append(doc[0] + "\n")
+        out.append("| field | type |")
+        out.append("| --- | --- |")
+        for f in fields(cls):
+            out.append(f"| `{f.name}` | `{f.type}` |")
+        if cls is PartitionRecord:
+            out.append("\nDerived fields included in JSON: " + ", ".join(f"`{n}`" for n in DERIVED_PARTITION_FIELDS))
+        out.append("")
+    return "\n".join(out)

@@ -28,6 +28,7 @@ from collectors.records import (
     GroupPartitionRecord,
     GroupRecord,
     KRaftVoterRecord,
+    PartitionChangeRecord,
     PartitionRecord,
     ProducerRecord,
     TopicRecord,
@@ -122,9 +123,12 @@ def _partitions_and_topics(snap: ClusterSnapshot, obs: KafkaObservation, zk: Any
             state.history(key).add(rec.high_watermark, now)
         view = (p.leader, tuple(sorted(p.isr)))
         before = state.partition_view.get(key)
-        if before is not None and before[1] != view[1]:
-            changes = state.isr_changes.setdefault(key, deque(maxlen=64))
-            changes.append(now)
+        if before is not None and before != view:
+            if before[1] != view[1]:
+                state.isr_changes.setdefault(key, deque(maxlen=64)).append(now)
+            snap.partition_changes.append(PartitionChangeRecord(
+                cluster=snap.cluster, time=now, topic=p.topic, partition=p.partition, kind=_change_kind(before, view),
+                leader_before=before[0], leader_after=view[0], isr_before=list(before[1]), isr_after=list(view[1])))
         state.partition_view[key] = view
         changes = state.isr_changes.get(key)
         while changes and changes[0] < now - flap_window:
@@ -146,6 +150,17 @@ def _partitions_and_topics(snap: ClusterSnapshot, obs: KafkaObservation, zk: Any
             offline=sum(p.offline for p in parts),
             preferred_leader_imbalance=sum(not p.leader_is_preferred and not p.offline for p in parts),
             failures_before_write_stop=write_stop, failures_before_data_loss=data_loss))
+
+
+def _change_kind(before: tuple[int, tuple[int, ...]], after: tuple[int, tuple[int, ...]]) -> str:
+    b, a = set(before[1]), set(after[1])
+    if a < b:
+        return "isr_shrink"
+    if a > b:
+        return "isr_expand"
+    if a != b:
+        return "isr_change"
+    return "leader_change"
 
 
 def _groups(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, th: Any, now: float) -> None:

@@ -1,0 +1,55 @@
+"""The poll loop shared by `python -m collectors` and the demo: poll, log alert changes, feed outputs."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from collectors.records import SCHEMA_VERSION, snapshot_to_dict
+
+log = logging.getLogger("collectors")
+
+
+def document(results: list[Any], now: float) -> dict[str, Any]:
+    """The JSON document of `--json`: schema version, time, one snapshot per cluster (docs/snapshot-schema.md)."""
+    return {"schema_version": SCHEMA_VERSION, "generated_at": now,
+            "clusters": [snapshot_to_dict(r.snapshot) for r in results]}
+
+
+def run_loop(monitor: Any, interval_s: float, sinks: list[Any], stop: threading.Event,
+             clock: Callable[[], float] = time.time, as_json: bool = False) -> None:
+    """Poll every `interval_s` until `stop` is set; outputs failing never stop the polling."""
+    while not stop.is_set():
+        started = time.monotonic()
+        now = clock()
+        try:
+            results = monitor.poll_once(now)
+        except Exception:
+            log.exception("poll failed")
+            results = []
+        for r in results:
+            for a in r.opened:
+                log.warning("alert opened [%s] %s %s: %s", a.severity, a.rule, a.subject, a.summary)
+            for a in r.resolved:
+                log.info("alert resolved %s %s", a.rule, a.subject)
+        for sink in sinks:
+            try:
+                sink(results, now)
+            except Exception:
+                log.exception("output %s failed", type(sink).__name__)
+        if as_json:
+            sys.stdout.write(json.dumps(document(results, now), default=str) + "\n")
+            sys.stdout.flush()
+        stop.wait(max(0.0, interval_s - (time.monotonic() - started)))
+    for sink in sinks:
+        close = getattr(sink, "close", None)
+        if close is not None:
+            try:
+                close()
+            except Exception:
+                log.exception("closing output %s failed", type(sink).__name__)

@@ -1,0 +1,77 @@
+"""What the poll loop feeds after every poll: /metrics, the Parquet history, the latest state files.
+
+Each output is a callable `sink(results, now)` with an optional `close()`.
+A failing output is logged by the loop and never stops polling; a history
+that cannot be written shows up as `kafka_monitor_history_write_errors` and a
+`history_write_failed` alert rather than a crash.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from collectors.exporter import MetricsEndpoint, MetricsServer
+from collectors.records import snapshot_to_dict
+
+log = logging.getLogger(__name__)
+
+
+class ExporterSink:
+    def __init__(self, host: str, port: int, partition_series: bool) -> None:
+        self.endpoint = MetricsEndpoint(partition_series)
+        self.server = MetricsServer(self.endpoint, host, port).start()
+
+    def __call__(self, results: list[Any], now: float) -> None:
+        self.endpoint.update([r.snapshot for r in results])
+
+    def close(self) -> None:
+        self.server.close()
+
+
+class HistorySink:
+    def __init__(self, cfg: Any, exporter: ExporterSink | None) -> None:
+        from collectors.history import HistoryWriter
+
+        self.writer = HistoryWriter(Path(cfg.root), flush_interval_s=cfg.flush_interval_s,
+                                    partition_detail=cfg.partition_detail, retention_days=cfg.retention_days,
+                                    compact_min_files=cfg.compact_min_files)
+        self.exporter = exporter
+
+    def __call__(self, results: list[Any], now: float) -> None:
+        for r in results:
+            self.writer.add(r)
+        self.writer.maybe_flush(now)
+        failed = self.writer.last_error is not None
+        if self.exporter is not None:
+            self.exporter.endpoint.collector.history_error = failed
+        if failed:
+            log.error("history flush failed: %s (rows kept in memory, %d dropped)", self.writer.last_error,
+                      self.writer.dropped_rows)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class LatestStateSink:
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+
+    def __call__(self, results: list[Any], now: float) -> None:
+        from collectors.latest_state import write_latest
+
+        for r in results:
+            write_latest(self.state_dir, snapshot_to_dict(r.snapshot))
+
+
+def build_sinks(config: Any) -> list[Any]:
+    sinks: list[Any] = []
+    exporter = None
+    if config.exporter.enabled:
+        exporter = ExporterSink(config.exporter.host, config.exporter.port, config.exporter.partition_series)
+        sinks.append(exporter)
+    if config.history.enabled:
+        sinks.append(HistorySink(config.history, exporter))
+    sinks.append(LatestStateSink(Path(config.state_dir)))
+    return sinks
