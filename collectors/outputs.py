@@ -62,7 +62,10 @@ class LatestStateSink:
         from collectors.latest_state import write_latest
 
         for r in results:
-            write_latest(self.state_dir, snapshot_to_dict(r.snapshot))
+            try:
+                write_latest(self.state_dir, snapshot_to_dict(r.snapshot), now=r.snapshot.time)
+            except OSError as e:  # one cluster's file failing must not starve the others
+                log.error("latest state for %s not written: %s", r.snapshot.cluster, e)
 
 
 def build_sinks(config: Any) -> list[Any]:

@@ -1,18 +1,188 @@
-"""`./run.sh demo`: the sandbox cluster with its default incident timeline.
+"""`./run.sh demo`: everything at once, on the sandbox unless a real cluster is configured.
 
-Grows with the product: as the collector, exporter and dashboard land they are
-started from here too, so the README's first command always shows everything.
+Starts the sandbox cluster with its incident timeline and a real ZooKeeper
+ensemble, the collector (polling, alerts, /metrics, Parquet history, latest
+state files) and the Streamlit dashboard, prints where to look, and stops
+every process it started on Ctrl-C or SIGTERM. With `--config FILE` (or
+KMON_CONFIG) it monitors that cluster instead and starts no sandbox.
+
+The collector runs in this process and reads time from the sandbox clock, so
+`--speed 10` compresses incidents without confusing lag-in-seconds.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
 import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
 
-from sandbox.__main__ import main as sandbox_main
+ROOT = Path(__file__).resolve().parents[1]
+log = logging.getLogger("demo")
+
+
+def port_free(host: str, port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def say(msg: str) -> None:
+    print(f"[demo] {msg}", flush=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="./run.sh demo", description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", default=os.environ.get("KMON_CONFIG"),
+                   help="monitor this cluster config instead of the sandbox (also KMON_CONFIG)")
+    p.add_argument("--scenario", help="sandbox scenario file (default: the built-in timeline)")
+    p.add_argument("--speed", type=float, default=1.0, help="sandbox simulated seconds per real second")
+    p.add_argument("--data-dir", default=str(ROOT / "data" / "demo"), help="history and state (default data/demo)")
+    p.add_argument("--metrics-port", type=int, default=9308)
+    p.add_argument("--dashboard-port", type=int, default=8501)
+    p.add_argument("--poll-interval", type=float, default=10.0, help="seconds between polls (real time)")
+    p.add_argument("--no-dashboard", action="store_true")
+    p.add_argument("--duration", type=float, help="stop by itself after this many seconds")
+    return p
+
+
+def monitor_config(args: argparse.Namespace, sb: Any) -> Any:
+    from collectors.config import MonitorConfig, load_config
+
+    data = Path(args.data_dir)
+    if args.config:
+        cfg = load_config(args.config)
+        return cfg
+    cluster: dict[str, Any] = {"name": "sandbox", "bootstrap_servers": sb.bootstrap_servers}
+    if sb.zk_connect:
+        cluster["zookeeper"] = {"connect": sb.zk_connect}
+    return MonitorConfig.model_validate({
+        "clusters": [cluster], "poll_interval_s": args.poll_interval, "request_timeout_s": 5,
+        "exporter": {"host": "127.0.0.1", "port": args.metrics_port},
+        "history": {"root": str(data / "history"), "flush_interval_s": 60},
+        "state_dir": str(data / "state"),
+        # a compressed timeline makes minutes pass in seconds: scale the time thresholds with it
+        "thresholds": {"under_replicated_grace_s": 30, "consumer_stop_after_s": 120, "lag_seconds_slo": 120}})
+
+
+def start_dashboard(args: argparse.Namespace, cfg: Any) -> subprocess.Popen[bytes] | None:
+    app = ROOT / "dashboard" / "app.py"
+    if args.no_dashboard or not app.exists():
+        return None
+    cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.address", "127.0.0.1",
+           "--server.port", str(args.dashboard_port), "--server.headless", "true",
+           "--browser.gatherUsageStats", "false", "--", "--state-dir", str(cfg.state_dir),
+           "--history", str(cfg.history.root)]
+    log_path = Path(args.data_dir) / "dashboard.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen(cmd, cwd=ROOT, stdout=log_path.open("wb"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
 
 
 def main(argv: list[str] | None = None) -> int:
-    return sandbox_main(argv if argv is not None else sys.argv[1:])
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kafka").setLevel(logging.CRITICAL)
+    logging.getLogger("kazoo").setLevel(logging.CRITICAL)
+    for what, port in (("metrics", args.metrics_port), ("dashboard", args.dashboard_port)):
+        if not port_free("127.0.0.1", port):
+            say(f"error: port {port} for the {what} is already in use on 127.0.0.1; "
+                f"free it or pass --{what}-port N")
+            return 1
+    if not args.config and shutil.which("java") is None:
+        say("error: java not found: run ./run.sh setup (installs openjdk-17-jre-headless)")
+        return 1
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    sb = None
+    dashboard = None
+    monitor = None
+    clock = time.time
+    try:
+        if not args.config:
+            from sandbox.runner import Sandbox
+            from sandbox.scenario import ScenarioError, load_scenario
+
+            try:
+                scenario = load_scenario(args.scenario)
+            except ScenarioError as e:
+                say(f"error: {e}")
+                return 2
+            say("starting the sandbox cluster and a real 3-node ZooKeeper ensemble ...")
+            sb = Sandbox(scenario, speed=args.speed).start()
+            clock = sb.clock.now
+            say(f"sandbox: bootstrap {sb.bootstrap_servers}; ZooKeeper {sb.zk_connect}; "
+                f"{len(scenario.incidents)} incidents every {scenario.repeat_every or 0:g}s (speed x{args.speed:g})")
+        from collectors.config import ConfigError
+        from collectors.loop import run_loop
+        from collectors.outputs import build_sinks
+        from collectors.poller import Monitor
+
+        try:
+            cfg = monitor_config(args, sb)
+        except ConfigError as e:
+            say(f"error: {e}")
+            return 2
+        monitor = Monitor(cfg)
+        sinks = build_sinks(cfg)
+        say(f"collector: polling every {cfg.poll_interval_s:g}s; metrics on "
+            f"http://{cfg.exporter.host}:{cfg.exporter.port}/metrics; history under {cfg.history.root}")
+        dashboard = start_dashboard(args, cfg)
+        if dashboard is not None:
+            say(f"dashboard: http://127.0.0.1:{args.dashboard_port}  (log: {Path(args.data_dir) / 'dashboard.log'})")
+        say("Ctrl-C stops everything.")
+        if args.duration:
+            threading.Timer(args.duration, stop.set).start()
+        events = threading.Thread(target=_print_events, args=(sb, stop), daemon=True)
+        if sb is not None:
+            events.start()
+        run_loop(monitor, cfg.poll_interval_s, sinks, stop, clock=clock)
+    finally:
+        say("stopping ...")
+        if dashboard is not None:
+            _stop_process(dashboard)
+        if monitor is not None:
+            monitor.close()
+        if sb is not None:
+            sb.stop()
+        say("stopped; nothing left running.")
+    return 0
+
+
+def _print_events(sb: Any, stop: threading.Event) -> None:
+    seen = 0
+    while not stop.wait(1.0):
+        try:
+            events = sb.call(lambda c, after=seen: [e for e in c.events if e[0] > after])
+        except Exception:
+            return
+        for seq, when, what in events:
+            print(f"  [sandbox t+{when - sb.cluster.start:7.1f}s] {what}", flush=True)
+            seen = seq
+
+
+def _stop_process(p: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(p.pid, signal.SIGTERM)
+        p.wait(timeout=10)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
 
 
 if __name__ == "__main__":

@@ -422,6 +422,8 @@ class Cluster:
 
     def _replicate(self, dt: float) -> None:
         lag_max = int(self.broker_setting("replica.lag.time.max.ms")) / 1000.0
+        shrinks: dict[int, list[str]] = {}
+        expands: dict[int, list[str]] = {}
         for t in self.topics.values():
             for p in t.partitions:
                 if not p.online:
@@ -444,18 +446,22 @@ class Cluster:
                     if in_isr and b.registered and self.now - p.caught_up_at[r] > lag_max and leader_up:
                         p.isr.remove(r)
                         changed = True
-                        self.log(f"ISR shrink {p.topic}-{p.index}: {r} left")
+                        shrinks.setdefault(r, []).append(f"{p.topic}-{p.index}")
                     elif not in_isr and b.registered and b.process_up and leader_up \
                             and p.leo[r] >= p.hwm and p.leo[r] >= target:
                         p.isr.append(r)
                         p.isr.sort(key=p.replicas.index)
                         changed = True
-                        self.log(f"ISR expand {p.topic}-{p.index}: {r} joined")
+                        expands.setdefault(r, []).append(f"{p.topic}-{p.index}")
                 if leader_up:
                     p.hwm = max(p.hwm, int(min(p.leo[r] for r in p.isr)))
                 if changed:
                     p.partition_epoch += 1
                     self.changes.partitions.add((p.topic, p.index))
+        for what, per_broker in (("left", shrinks), ("rejoined", expands)):
+            for broker, parts in sorted(per_broker.items()):
+                sample = ", ".join(parts[:3]) + (f" and {len(parts) - 3} more" if len(parts) > 3 else "")
+                self.log(f"broker {broker} {what} the ISR of {len(parts)} partitions ({sample})")
 
     def _retain(self) -> None:
         for t in self.topics.values():

@@ -1,0 +1,136 @@
+"""The latest snapshot per cluster as one JSON file each, for the dashboard's "now" view.
+
+``<state_dir>/<safe name>.json`` holds ``collectors.records.snapshot_to_dict(snapshot)`` plus
+``written_at`` (epoch seconds). Each poll replaces the file atomically: write a hidden temp file in the same
+directory, fsync, ``os.replace``, fsync the directory; a reader therefore sees the previous or the new
+document, never a mix. `read_latest` still tolerates a corrupt or foreign file (skipped with a warning),
+since a disk can be full or a file edited by hand.
+
+The file name is the cluster name percent-encoded (only ``A-Z a-z 0-9 - _ .`` kept, a leading ``.``
+encoded too), so '/', '..', NUL or unicode can neither escape the directory nor hide the file; names whose
+encoding would be too long for a file system are cut and suffixed with a hash. The name is not decoded
+back: the document itself carries ``cluster``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+log = logging.getLogger(__name__)
+
+SUFFIX = ".json"
+TEMP_SUFFIX = ".tmp"
+MAX_STEM = 180  # well under the usual 255-byte limit for a file name
+
+
+def safe_name(cluster: str) -> str:
+    """A file-name-safe, collision-free encoding of a cluster name (without the ``.json`` suffix)."""
+    stem = quote(cluster, safe="-_.", errors="surrogatepass").replace("~", "%7E")  # "~" marks hashed names only
+    if stem.startswith("."):
+        stem = "%2E" + stem[1:]
+    if not stem:
+        stem = "~empty"
+    if len(stem) > MAX_STEM:
+        digest = hashlib.sha256(cluster.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        stem = f"{stem[: MAX_STEM - 18]}~~{digest}"
+    return stem
+
+
+def latest_path(state_dir: Path, cluster: str) -> Path:
+    return Path(state_dir) / f"{safe_name(cluster)}{SUFFIX}"
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        log.warning("latest state: fsync of directory %s failed: %s", path, e)
+
+
+def write_latest(state_dir: Path, snapshot_dict: Any, now: float | None = None) -> Path:
+    """Replace the cluster's latest-state file with `snapshot_dict` (a dict or a ClusterSnapshot).
+
+    Raises OSError when the file cannot be written (the previous file is then left intact).
+    """
+    if not isinstance(snapshot_dict, dict):
+        from collectors.records import snapshot_to_dict
+
+        snapshot_dict = snapshot_to_dict(snapshot_dict)
+    cluster = snapshot_dict.get("cluster")
+    if not isinstance(cluster, str):
+        raise ValueError("snapshot has no 'cluster' name")
+    state_dir = Path(state_dir)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    doc = dict(snapshot_dict)
+    doc["written_at"] = time.time() if now is None else now
+    data = json.dumps(doc, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8")
+    target = latest_path(state_dir, cluster)
+    prefix = f".{target.name}."
+    tmp = state_dir / f"{prefix}{uuid.uuid4().hex}{TEMP_SUFFIX}"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(state_dir)
+    _remove_stale_temps(state_dir, prefix)
+    return target
+
+
+def _remove_stale_temps(state_dir: Path, prefix: str, older_than_s: float = 60.0) -> None:
+    """Temp files of this cluster left by a killed process (old enough not to be another writer's)."""
+    cutoff = time.time() - older_than_s
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(state_dir):
+            if entry.name.startswith(prefix) and entry.name.endswith(TEMP_SUFFIX):
+                with contextlib.suppress(OSError):
+                    if entry.stat().st_mtime < cutoff:
+                        os.unlink(entry.path)
+
+
+def read_latest(state_dir: Path) -> dict[str, dict[str, Any]]:
+    """``{cluster: snapshot dict + written_at}`` from every latest-state file; unreadable ones are skipped.
+
+    JSON files of other shapes (other components may keep state in the same directory) are ignored.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    try:
+        entries = sorted(os.scandir(state_dir), key=lambda e: e.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return out
+    for entry in entries:
+        if entry.name.startswith(".") or not entry.name.endswith(SUFFIX) or not entry.is_file():
+            continue
+        try:
+            with open(entry.path, "rb") as f:
+                doc = json.loads(f.read().decode("utf-8"))
+        except (OSError, ValueError) as e:
+            log.warning("latest state: skipping unreadable file %s: %s", entry.path, e)
+            continue
+        if not (isinstance(doc, dict) and isinstance(doc.get("cluster"), str) and "written_at" in doc):
+            log.debug("latest state: %s is not a latest-state document; ignored", entry.path)
+            continue
+        if entry.name != f"{safe_name(doc['cluster'])}{SUFFIX}":
+            log.warning("latest state: %s holds cluster %r, which belongs in another file; skipped", entry.path,
+                        doc["cluster"])
+            continue
+        out[doc["cluster"]] = doc
+    return out
