@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import signal
 import sys
 import threading
 import time
@@ -79,12 +78,11 @@ def _print_summary(r: Any) -> None:
 
 
 def _run_forever(monitor: Any, config: Any, as_json: bool) -> int:
-    from collectors.loop import run_loop
+    from collectors.loop import install_stop_handlers, run_loop
     from collectors.outputs import build_sinks
 
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    install_stop_handlers(stop)
     try:
         sinks = build_sinks(config)
     except OSError as e:

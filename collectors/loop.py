@@ -21,6 +21,23 @@ def document(results: list[Any], now: float) -> dict[str, Any]:
             "clusters": [snapshot_to_dict(r.snapshot) for r in results]}
 
 
+def install_stop_handlers(stop: threading.Event) -> None:
+    """SIGTERM/SIGINT set `stop` from a helper thread.
+
+    Setting an Event inside a signal handler can deadlock: the handler runs in the
+    main thread, possibly while that thread holds the Event's lock inside
+    `stop.wait()`, and the lock is not reentrant. A short-lived thread takes the
+    lock instead, once the main thread lets go of it.
+    """
+    import signal
+
+    def handler(signum: int, frame: object) -> None:
+        threading.Thread(target=stop.set, name="stop", daemon=True).start()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
 def run_loop(monitor: Any, interval_s: float, sinks: list[Any], stop: threading.Event,
              clock: Callable[[], float] = time.time, as_json: bool = False) -> None:
     """Poll every `interval_s` until `stop` is set; outputs failing never stop the polling."""

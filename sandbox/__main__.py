@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import signal
 import sys
 import threading
 from pathlib import Path
@@ -75,11 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     except ScenarioError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    from collectors.loop import install_stop_handlers
     from sandbox.runner import Sandbox
 
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    install_stop_handlers(stop)
     zookeeper = False if args.no_zookeeper else None
     sb = Sandbox(scenario, speed=args.speed, zookeeper=zookeeper)
     try:

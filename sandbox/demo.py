@@ -106,9 +106,10 @@ def main(argv: list[str] | None = None) -> int:
         say("error: java not found: run ./run.sh setup (installs openjdk-17-jre-headless)")
         return 1
 
+    from collectors.loop import install_stop_handlers
+
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    install_stop_handlers(stop)
     sb = None
     dashboard = None
     monitor = None

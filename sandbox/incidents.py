@@ -47,7 +47,7 @@ def apply(sb: Sandbox, inc: IncidentSpec, starting: bool) -> Blocking:
         c.set_topic_config(target, "retention.ms", str(inc.retention_ms or 60_000) if starting else None)
     elif kind == "producer_crash_in_txn" and producer:
         if starting:
-            c.crash_producer(producer)
+            c.crash_producer(producer, inside_transaction=True)
         else:
             c.restart_producer(producer)
     elif kind == "producer_restart" and producer and starting:

@@ -154,6 +154,7 @@ class TxnProducer:
     timeout_ms: int = 60_000
     commits: int = 0
     aborts: int = 0
+    crash_in_txn: bool = False  # crash at the next write inside a transaction
 
     @property
     def transactional_id(self) -> str:
@@ -553,6 +554,8 @@ class Cluster:
                         entry.last_sequence += max(1, int(per))
                         entry.last_timestamp_ms = int(now * 1000)
                         entry.txn_start_offset = p.open_txn_start[tp.producer_id]
+                    if tp.crash_in_txn:
+                        self.crash_producer(tp.transactional_id)
             return
         if tp.state in ("PrepareCommit", "PrepareAbort", "PrepareEpochFence"):
             # Markers go to every partition of the transaction: the coordinator retries until each
@@ -717,9 +720,14 @@ class Cluster:
         else:
             self.topics[topic].configs[key] = value
 
-    def crash_producer(self, transactional_id: str) -> None:
+    def crash_producer(self, transactional_id: str, inside_transaction: bool = False) -> None:
+        """Kill the producer process; with `inside_transaction`, at its next write inside a transaction."""
         tp = self.txn_producers[transactional_id]
+        if inside_transaction and tp.state != "Ongoing":
+            tp.crash_in_txn = True
+            return
         tp.alive = False
+        tp.crash_in_txn = False
         self.log(f"producer {transactional_id} crashed in state {tp.state}")
 
     def restart_producer(self, transactional_id: str) -> None:

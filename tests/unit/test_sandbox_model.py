@@ -226,3 +226,12 @@ def test_transaction_lingers_in_prepare_while_a_partition_is_offline() -> None:
     c.restart_broker(2)
     run(c, 1)
     assert tp.state in ("CompleteAbort", "Ongoing")
+
+
+def test_crash_inside_transaction_waits_for_an_open_transaction() -> None:
+    c = make()
+    tp = c.txn_producers["tx"]
+    run(c, 2.5)  # the first transaction (2 s) is committing or done
+    c.crash_producer("tx", inside_transaction=True)
+    run(c, 5)
+    assert not tp.alive and tp.state == "Ongoing" and tp.partitions
