@@ -84,7 +84,7 @@ def _run_forever(monitor: Any, config: Any, as_json: bool) -> int:
     stop = threading.Event()
     install_stop_handlers(stop)
     try:
-        sinks = build_sinks(config)
+        sinks = build_sinks(config, monitor)
     except OSError as e:
         print(f"error: cannot start outputs: {e}", file=sys.stderr)
         return 1

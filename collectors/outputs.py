@@ -31,24 +31,34 @@ class ExporterSink:
 
 
 class HistorySink:
-    def __init__(self, cfg: Any, exporter: ExporterSink | None) -> None:
+    def __init__(self, cfg: Any, exporter: ExporterSink | None, monitor: Any = None) -> None:
         from collectors.history import HistoryWriter
 
         self.writer = HistoryWriter(Path(cfg.root), flush_interval_s=cfg.flush_interval_s,
                                     partition_detail=cfg.partition_detail, retention_days=cfg.retention_days,
                                     compact_min_files=cfg.compact_min_files)
         self.exporter = exporter
+        self.monitor = monitor
 
     def __call__(self, results: list[Any], now: float) -> None:
         for r in results:
             self.writer.add(r)
         self.writer.maybe_flush(now)
-        failed = self.writer.last_error is not None
+        error = self.writer.last_error
         if self.exporter is not None:
-            self.exporter.endpoint.collector.history_error = failed
-        if failed:
-            log.error("history flush failed: %s (rows kept in memory, %d dropped)", self.writer.last_error,
-                      self.writer.dropped_rows)
+            self.exporter.endpoint.collector.history_error = error is not None
+        if self.monitor is not None:
+            if error is None:
+                self.monitor.conditions.pop("history_write_failed", None)
+            else:
+                from collectors.rules import Candidate
+
+                self.monitor.conditions["history_write_failed"] = Candidate(
+                    "history_write_failed", "warning", "history",
+                    f"history not written: {error} ({self.writer.buffered_rows} rows waiting, "
+                    f"{self.writer.dropped_rows} dropped)")
+        if error is not None:
+            log.error("history flush failed: %s (rows kept in memory, %d dropped)", error, self.writer.dropped_rows)
 
     def close(self) -> None:
         self.writer.close()
@@ -68,13 +78,13 @@ class LatestStateSink:
                 log.error("latest state for %s not written: %s", r.snapshot.cluster, e)
 
 
-def build_sinks(config: Any) -> list[Any]:
+def build_sinks(config: Any, monitor: Any = None) -> list[Any]:
     sinks: list[Any] = []
     exporter = None
     if config.exporter.enabled:
         exporter = ExporterSink(config.exporter.host, config.exporter.port, config.exporter.partition_series)
         sinks.append(exporter)
     if config.history.enabled:
-        sinks.append(HistorySink(config.history, exporter))
+        sinks.append(HistorySink(config.history, exporter, monitor))
     sinks.append(LatestStateSink(Path(config.state_dir)))
     return sinks

@@ -17,7 +17,7 @@ from typing import Any
 from collectors.alerts import AlertTracker
 from collectors.kafka_adapter import KafkaAdapter, KafkaObservation
 from collectors.records import AlertRecord, ClusterSnapshot
-from collectors.rules import evaluate
+from collectors.rules import Candidate, evaluate
 from collectors.snapshot import build_snapshot
 from collectors.state import ClusterState
 
@@ -85,7 +85,8 @@ class ClusterPoller:
             self.zk.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    def poll(self, now: float | None = None) -> PollResult:
+    def poll(self, now: float | None = None, extra: list[Candidate] | None = None) -> PollResult:
+        """One poll; `extra` are monitor-level conditions (e.g. history not writable) shown on every cluster."""
         started = time.monotonic()
         now = time.time() if now is None else now
         kafka_f = self._pool.submit(self._observe_kafka, now)
@@ -93,7 +94,7 @@ class ClusterPoller:
         obs = kafka_f.result()
         zk_obs = zk_f.result() if zk_f is not None else None
         snap = build_snapshot(self.name, obs, zk_obs, self.state, self.thresholds, now)
-        candidates = evaluate(snap, self.state, self.thresholds, now)
+        candidates = evaluate(snap, self.state, self.thresholds, now) + list(extra or [])
         keep: set[str] = set()
         for section in snap.stale_sections:
             keep |= KEEP_WHEN_STALE.get(section, frozenset())
@@ -118,11 +119,14 @@ class Monitor:
     def __init__(self, config: Any) -> None:
         self.config = config
         self.pollers = [ClusterPoller(c, config) for c in config.clusters]
+        # conditions of the monitor itself, raised as alerts on every cluster while they hold
+        self.conditions: dict[str, Candidate] = {}
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(self.pollers)),
                                                            thread_name_prefix="monitor")
 
     def poll_once(self, now: float | None = None) -> list[PollResult]:
-        futures = [self._pool.submit(p.poll, now) for p in self.pollers]
+        extra = list(self.conditions.values())
+        futures = [self._pool.submit(p.poll, now, extra) for p in self.pollers]
         return [f.result() for f in futures]
 
     def close(self) -> None:

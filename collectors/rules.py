@@ -62,6 +62,7 @@ RULES: dict[str, str] = {
     "kraft_no_leader": "the KRaft quorum has no leader",
     "kraft_voter_lagging": "a KRaft voter's log end is far behind the quorum high watermark",
     "kraft_leader_election": "the KRaft quorum leader changed recently",
+    "history_write_failed": "the Parquet history could not be written (disk full, read-only); rows wait in memory",
 }
 
 ELECTION_ALERT_S = 600.0  # how long an election stays visible as an alert

@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
             say(f"error: {e}")
             return 2
         monitor = Monitor(cfg)
-        sinks = build_sinks(cfg)
+        sinks = build_sinks(cfg, monitor)
         say(f"collector: polling every {cfg.poll_interval_s:g}s; metrics on "
             f"http://{cfg.exporter.host}:{cfg.exporter.port}/metrics; history under {cfg.history.root}")
         dashboard = start_dashboard(args, cfg)

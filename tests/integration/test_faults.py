@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -76,3 +77,54 @@ def test_all_brokers_down_then_back(sb: Sandbox, poller: ClusterPoller) -> None:
     r = poll_until(poller, sb, lambda r: r.snapshot.reachable and alert(r, "cluster_unreachable") is None,
                    timeout=40)
     assert r.snapshot.partitions
+
+
+def test_unwritable_history_raises_an_alert_and_metrics_keep_serving(sb: Sandbox, tmp_path: Path) -> None:
+    import urllib.request
+
+    from collectors.config import MonitorConfig
+    from collectors.outputs import build_sinks
+    from collectors.poller import Monitor
+
+    def free_port() -> int:
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return int(s.getsockname()[1])
+
+    blocked = tmp_path / "history"
+    blocked.write_text("a file where the history directory should be")  # writes fail even as root
+    cfg = MonitorConfig.model_validate({
+        "clusters": [{"name": "sandbox", "bootstrap_servers": sb.bootstrap_servers}], "request_timeout_s": 3,
+        "exporter": {"port": free_port()}, "history": {"root": str(blocked), "flush_interval_s": 0.001},
+        "state_dir": str(tmp_path / "state")})
+    monitor = Monitor(cfg)
+    sinks = build_sinks(cfg, monitor)
+    port = sinks[0].server.port
+
+    def cycle() -> list:  # type: ignore[type-arg]
+        now = sb.clock.now()
+        results = monitor.poll_once(now)
+        for sink in sinks:
+            sink(results, now)
+        return results
+
+    try:
+        cycle()
+        (r,) = cycle()
+        assert alert(r, "history_write_failed", "history") is not None
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        assert 'kafka_monitor_history_write_errors{cluster="sandbox"} 1' in body
+        assert "kafka_topic_partition_in_sync_replica" in body
+        blocked.unlink()  # the operator frees the path
+        cycle()
+        (r,) = cycle()
+        assert alert(r, "history_write_failed") is None
+        from collectors.history import read_table
+
+        assert len(read_table(blocked, "cluster")) >= 3  # the rows kept in memory were written after all
+    finally:
+        for sink in sinks:
+            getattr(sink, "close", lambda: None)()
+        monitor.close()
