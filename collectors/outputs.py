@@ -43,7 +43,7 @@ class HistorySink:
     def __call__(self, results: list[Any], now: float) -> None:
         for r in results:
             self.writer.add(r)
-        self.writer.maybe_flush(now)
+        self.writer.maybe_flush()  # the writer times flushes on the wall clock; `now` may be simulated
         error = self.writer.last_error
         if self.exporter is not None:
             self.exporter.endpoint.collector.history_error = error is not None

@@ -23,3 +23,12 @@ def zk_ensemble(tmp_path: Path) -> Iterator[ZooKeeperEnsemble]:
         yield ensemble
     finally:
         ensemble.stop()
+
+
+@pytest.fixture(scope="session")
+def dashboard_data(tmp_path_factory: pytest.TempPathFactory):  # -> tests.support.history_fixture.DataDir
+    """A dashboard data dir (latest state + Parquet history) made by a real collector polling the sandbox
+    through an incident timeline (see tests/support/history_fixture.py); built once per session (~20 s)."""
+    from tests.support.history_fixture import build_data_dir
+
+    return build_data_dir(tmp_path_factory.mktemp("dashboard-data"))

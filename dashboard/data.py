@@ -1,0 +1,212 @@
+"""The dashboard's I/O: settings, the latest state files, the Parquet history and the weekly reports.
+
+The dashboard never talks to Kafka. It reads what the collector writes:
+
+- ``--state-dir`` (``KMON_STATE_DIR``, default ``data/demo/state``): one JSON file per cluster, replaced
+  atomically after every poll (`collectors.latest_state`);
+- ``--history`` (``KMON_HISTORY``, default ``data/demo/history``): Parquet tables partitioned by date
+  (`collectors.history`), read with only the needed columns, clusters and days;
+- ``--reports`` (``KMON_REPORTS``, default ``data/reports``): ``<cluster>/<week>/report.html`` and
+  ``summary.json`` from the weekly Spark job.
+
+Caching: reads are cached with ``st.cache_resource`` keyed on a signature of the files involved (name, size,
+mtime), so a rerun that finds nothing new costs a directory listing, and new files are picked up at once.
+``cache_resource`` hands out the cached object itself (no copy): callers treat it as read-only. History
+windows are floored to the minute so that successive reruns share cache entries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from collectors import history as hist
+from collectors.latest_state import read_latest, safe_name
+
+log = logging.getLogger(__name__)
+
+DEFAULT_STATE_DIR = "data/demo/state"
+DEFAULT_HISTORY = "data/demo/history"
+DEFAULT_REPORTS = "data/reports"
+DEFAULT_REFRESH_S = 30.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    state_dir: Path
+    history_dir: Path
+    reports_dir: Path
+    refresh_s: float  # auto-refresh check interval; 0 = off
+    poll_interval_s: float | None  # None = inferred from the history's poll times
+
+
+def parse_settings(argv: Sequence[str] | None = None, environ: dict[str, str] | None = None) -> Settings:
+    """Settings from the arguments after ``--`` of ``streamlit run``, then environment, then defaults.
+
+    Unknown arguments are ignored (under AppTest, ``sys.argv`` belongs to pytest).
+    """
+    env = os.environ if environ is None else environ
+    p = argparse.ArgumentParser(prog="dashboard/app.py", add_help=False, allow_abbrev=False)
+    p.add_argument("--state-dir", default=env.get("KMON_STATE_DIR", DEFAULT_STATE_DIR))
+    p.add_argument("--history", default=env.get("KMON_HISTORY", DEFAULT_HISTORY))
+    p.add_argument("--reports", default=env.get("KMON_REPORTS", DEFAULT_REPORTS))
+    p.add_argument("--refresh", type=float, default=_float(env.get("KMON_REFRESH"), DEFAULT_REFRESH_S))
+    p.add_argument("--poll-interval", type=float, default=_float(env.get("KMON_POLL_INTERVAL"), None))
+    args, _ = p.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+    return Settings(Path(args.state_dir), Path(args.history), Path(args.reports), max(0.0, args.refresh),
+                    args.poll_interval)
+
+
+def _float(v: str | None, default: float | None) -> float | None:
+    try:
+        return float(v) if v not in (None, "") else default
+    except ValueError:
+        return default
+
+
+# ----- latest state
+
+
+def state_signature(state_dir: Path) -> tuple[tuple[str, int, int], ...]:
+    """(name, mtime_ns, size) of every latest-state file: changes whenever the collector writes."""
+    try:
+        entries = [e for e in os.scandir(state_dir) if e.name.endswith(".json") and not e.name.startswith(".")]
+    except (FileNotFoundError, NotADirectoryError):
+        return ()
+    out = []
+    for e in entries:
+        try:
+            stt = e.stat()
+        except FileNotFoundError:
+            continue
+        out.append((e.name, stt.st_mtime_ns, stt.st_size))
+    return tuple(sorted(out))
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _latest_cached(state_dir: str, signature: tuple[tuple[str, int, int], ...]) -> dict[str, dict[str, Any]]:
+    return read_latest(Path(state_dir))
+
+
+def load_latest(state_dir: Path) -> dict[str, dict[str, Any]]:
+    """``{cluster: snapshot dict + written_at}``, sorted by cluster name (read-only: shared by the cache)."""
+    docs = _latest_cached(str(state_dir), state_signature(state_dir))
+    return dict(sorted(docs.items()))
+
+
+# ----- history
+
+
+def history_signature(root: Path, table: str, start: float | None, end: float | None) -> tuple[Any, ...]:
+    files = hist.live_files(root, table, start, end)
+    out = []
+    for f in files:
+        try:
+            stt = f.stat()
+        except FileNotFoundError:
+            continue
+        out.append((f.name, stt.st_mtime_ns, stt.st_size))
+    return tuple(out)
+
+
+@st.cache_resource(max_entries=96, ttl=3600, show_spinner=False)
+def _history_cached(root: str, table: str, start: float | None, end: float | None, clusters: tuple[str, ...] | None,
+                    columns: tuple[str, ...] | None, signature: tuple[Any, ...]) -> pd.DataFrame:
+    if not signature:
+        return _empty(table, columns)
+    try:
+        return hist.read_table(Path(root), table, start, end, list(clusters) if clusters is not None else None,
+                               list(columns) if columns is not None else None)
+    except ValueError as e:  # a column this history does not have (older writer): show what we can
+        log.warning("history %s: %s", table, e)
+        return _empty(table, columns)
+
+
+def _empty(table: str, columns: Sequence[str] | None) -> pd.DataFrame:
+    schema = hist.TABLES.get(table)
+    names = list(columns) if columns is not None else (schema.names if schema is not None else [])
+    return pd.DataFrame({n: pd.Series(dtype="object") for n in names})
+
+
+def read_history(root: Path, table: str, start: float | None = None, end: float | None = None,
+                 clusters: Sequence[str] | None = None, columns: Sequence[str] | None = None) -> pd.DataFrame:
+    """Rows of a history table in [start, end) (epoch s), for `clusters`, with `columns`; sorted by time.
+
+    An absent root or table gives an empty frame with the requested columns. The frame is shared by the
+    cache: do not modify it in place.
+    """
+    if start is not None:
+        start = float(int(start // 60) * 60)
+    sig = history_signature(root, table, start, end)
+    return _history_cached(str(root), table, start, end, tuple(clusters) if clusters is not None else None,
+                           tuple(columns) if columns is not None else None, sig)
+
+
+def history_tables(root: Path) -> list[str]:
+    return hist.list_tables(root)
+
+
+def history_days(root: Path, table: str) -> list[str]:
+    return hist.available_dates(root, table)
+
+
+def poll_interval(settings: Settings, cluster: str | None, ref: float | None = None) -> float:
+    """The configured poll interval, else the median spacing of the cluster's recent polls, else 30 s."""
+    from dashboard.views.common import infer_poll_interval
+
+    if settings.poll_interval_s:
+        return settings.poll_interval_s
+    if cluster is None:
+        return 30.0
+    ref = time.time() if ref is None else ref
+    h = read_history(settings.history_dir, "cluster", ref - 6 * 3600, None, [cluster], ["time"])
+    return infer_poll_interval(h["time"].tolist() if not h.empty else [], 30.0)
+
+
+# ----- weekly reports
+
+
+@dataclass(frozen=True)
+class Report:
+    cluster: str
+    week: str
+    directory: Path
+    html: Path | None
+    summary: dict[str, Any] | None
+    summary_error: str | None = None
+
+
+def find_reports(reports_dir: Path, cluster: str) -> list[Report]:
+    """Weekly reports of a cluster, newest week first (``<reports>/<cluster>/<week>/``)."""
+    base = None
+    for name in (cluster, safe_name(cluster)):
+        if (reports_dir / name).is_dir():
+            base = reports_dir / name
+            break
+    if base is None:
+        return []
+    out = []
+    for week_dir in sorted((d for d in base.iterdir() if d.is_dir() and not d.name.startswith(".")),
+                           key=lambda d: d.name, reverse=True):
+        html = week_dir / "report.html"
+        summary_path = week_dir / "summary.json"
+        summary, err = None, None
+        if summary_path.is_file():
+            try:
+                summary = json.loads(summary_path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as e:
+                err = f"{summary_path.name}: {e}"
+        if html.is_file() or summary is not None or err:
+            out.append(Report(cluster, week_dir.name, week_dir, html if html.is_file() else None, summary, err))
+    return out

@@ -1,0 +1,233 @@
+"""Alerts: the open list (sorted by severity, then longest open), where each one leads, and the timeline.
+
+An alert's subject says what it is about (``topic-partition``, group id, transactional id, ``broker-N``,
+ZooKeeper server, cluster); `alert_target` turns it into the page and query parameters that show it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from dashboard.views.common import (
+    SEVERITY_COLORS,
+    SEVERITY_ORDER,
+    base_layout,
+    empty_figure,
+    epoch_to_axis,
+    epoch_to_local,
+    fmt_duration,
+    fmt_utc,
+    is_missing,
+)
+
+PARTITION_RULES = frozenset({"offline_partition", "under_min_isr", "at_min_isr", "under_replicated", "isr_flapping",
+                             "zk_isr_mismatch"})
+GROUP_RULES = frozenset({"consumer_lag_status", "consumer_lag_seconds", "retention_data_loss", "retention_risk"})
+TXN_RULES = frozenset({"stuck_transaction", "producer_epoch_bumps"})
+TXN_PARTITION_RULES = frozenset({"hanging_transaction", "lso_gap"})
+BROKER_RULES = frozenset({"broker_down", "broker_unreachable"})
+CONSENSUS_PREFIXES = ("zk_", "kraft_")
+
+ALERT_COLUMNS = ["severity", "rule", "subject", "open_for", "summary", "opened", "opened_utc", "cluster", "link",
+                 "open_for_s"]
+
+
+def split_topic_partition(subject: str) -> tuple[str, int | None]:
+    """``orders-1`` -> (``orders``, 1); topics may contain dashes, the partition is after the last one."""
+    topic, sep, part = subject.rpartition("-")
+    if sep and part.isdigit():
+        return topic, int(part)
+    return subject, None
+
+
+def alert_target(rule: str, subject: str, cluster: str | None = None) -> tuple[str, dict[str, str]]:
+    """(page slug, query parameters) of the page that shows what the alert is about."""
+    params: dict[str, str] = {"cluster": cluster} if cluster else {}
+    if rule in PARTITION_RULES:
+        page = "consensus" if rule == "zk_isr_mismatch" else "replication"
+        params["topic"] = split_topic_partition(subject)[0]
+    elif rule == "unsafe_durability":
+        page = "replication"
+        params["topic"] = subject
+    elif rule in BROKER_RULES:
+        page = "replication"
+        broker = subject.removeprefix("broker-")
+        if broker.isdigit():
+            params["broker"] = broker
+    elif rule in GROUP_RULES:
+        page = "consumers"
+        params["group"] = subject
+    elif rule in TXN_RULES:
+        page = "transactions"
+        params["txn"] = subject
+    elif rule in TXN_PARTITION_RULES:
+        page = "transactions"
+        params["topic"] = split_topic_partition(subject)[0]
+    elif rule.startswith(CONSENSUS_PREFIXES) or rule == "controller_mismatch":
+        page = "consensus"
+    elif rule in ("preferred_leader_imbalance", "no_controller"):
+        page = "replication"
+    else:  # cluster_unreachable, data_stale and rules this dashboard does not know yet
+        page = "history"
+    return page, params
+
+
+def target_url(page: str, params: dict[str, str]) -> str:
+    """A relative URL (works behind a path prefix) of a page with its query parameters."""
+    return f"./{page}" + (f"?{urlencode(params)}" if params else "")
+
+
+def open_alerts_frame(docs: dict[str, dict[str, Any]], tz: str | None = None,
+                      clusters: list[str] | None = None) -> pd.DataFrame:
+    """Open alerts of the latest snapshots: critical first, then the longest open first.
+
+    "Open for" is measured on the collector's clock (snapshot ``time`` - ``first_seen``), so it is right even
+    when the dashboard's clock differs from the collector's.
+    """
+    rows = []
+    for cluster, doc in docs.items():
+        if clusters is not None and cluster not in clusters:
+            continue
+        ref = doc.get("time")
+        for a in doc.get("alerts") or []:
+            if not is_missing(a.get("resolved_at")):
+                continue
+            first = a.get("first_seen")
+            age = (float(ref) - float(first)) if not (is_missing(ref) or is_missing(first)) else None
+            page, params = alert_target(str(a.get("rule", "")), str(a.get("subject", "")), cluster)
+            rows.append({"severity": a.get("severity", "info"), "cluster": cluster, "rule": a.get("rule"),
+                         "subject": a.get("subject"), "summary": a.get("summary"), "open_for_s": age,
+                         "first_seen": first, "link": target_url(page, params)})
+    if not rows:
+        return pd.DataFrame({c: pd.Series(dtype="object") for c in ALERT_COLUMNS})
+    df = pd.DataFrame(rows)
+    df["_sev"] = df["severity"].map(SEVERITY_ORDER).fillna(9)
+    df["_age"] = df["open_for_s"].astype("float64").fillna(-1.0)
+    df = df.sort_values(["_sev", "_age", "cluster", "rule", "subject"], ascending=[True, False, True, True, True])
+    df["open_for"] = [fmt_duration(v) for v in df["open_for_s"]]
+    df["opened"] = epoch_to_local(df["first_seen"], tz)
+    df["opened_utc"] = [fmt_utc(v) for v in df["first_seen"]]
+    return df[ALERT_COLUMNS].reset_index(drop=True)
+
+
+def alert_counts(docs: dict[str, dict[str, Any]]) -> dict[str, int]:
+    """Open alerts per severity over all clusters."""
+    out = {s: 0 for s in SEVERITY_ORDER}
+    for doc in docs.values():
+        for a in doc.get("alerts") or []:
+            if is_missing(a.get("resolved_at")):
+                sev = a.get("severity", "info")
+                out[sev] = out.get(sev, 0) + 1
+    return out
+
+
+# ----- timeline (history alert_events)
+
+
+def alert_intervals(events: pd.DataFrame, ref_time: float | dict[str, float]) -> pd.DataFrame:
+    """One row per alert occurrence: (cluster, rule, subject, severity, start, end, open, summary).
+
+    An occurrence is keyed by (cluster, rule, subject, first_seen); its end is the ``resolve`` event's
+    ``resolved_at``, or, while still open, `ref_time` (per cluster when a dict: the latest snapshot's time, the
+    last moment the alert is known to be open).
+    """
+    cols = ["cluster", "rule", "subject", "severity", "start", "end", "open", "summary"]
+    if events is None or events.empty:
+        return pd.DataFrame({c: pd.Series(dtype="object") for c in cols})
+    ev = pd.DataFrame({"cluster": events["cluster"].astype(object), "rule": events["rule"].astype(object),
+                       "subject": events["subject"].astype(object),
+                       "first_seen": events["first_seen"].astype("float64"),
+                       "resolved_at": events["resolved_at"].astype("float64"),
+                       "severity": events["severity"].astype(object), "summary": events["summary"].astype(object),
+                       "time": events["time"].astype("float64")}).sort_values("time", kind="stable")
+    ev = ev.dropna(subset=["first_seen"])
+    g = ev.groupby(["cluster", "rule", "subject", "first_seen"], sort=False).agg(
+        severity=("severity", "last"), summary=("summary", "last"), resolved=("resolved_at", "max")).reset_index()
+    if isinstance(ref_time, dict):
+        default = max(ref_time.values(), default=float(g["first_seen"].max()))
+        ref = g["cluster"].map(ref_time).astype("float64").fillna(default)
+    else:
+        ref = pd.Series(float(ref_time), index=g.index)
+    out = pd.DataFrame({"cluster": g["cluster"], "rule": g["rule"], "subject": g["subject"],
+                        "severity": g["severity"], "start": g["first_seen"],
+                        "end": g["resolved"].fillna(ref.combine(g["first_seen"], max)),
+                        "open": g["resolved"].isna(), "summary": g["summary"]}, columns=cols)
+    out["_sev"] = out["severity"].map(SEVERITY_ORDER).fillna(9)
+    out = out.sort_values(["start", "_sev"], ascending=[True, True]).drop(columns="_sev")
+    return out.reset_index(drop=True)
+
+
+def timeline_label(rule: str, subject: str, by_topic: bool) -> str:
+    if by_topic and (rule in PARTITION_RULES or rule in TXN_PARTITION_RULES):
+        return f"{rule}: {split_topic_partition(subject)[0]}"
+    return f"{rule}: {subject}"
+
+
+def alert_timeline_figure(intervals: pd.DataFrame, tz: str | None, max_rows: int = 60,
+                          by_topic: bool = True) -> go.Figure:
+    """Gantt-like bars from open to resolve (or to the latest snapshot, hatched, while still open).
+
+    One row per rule and subject; with `by_topic`, partition alerts share one row per rule and topic (labelled
+    with the number of partitions), so a broker failure does not take a hundred rows.
+    """
+    if intervals is None or intervals.empty:
+        return empty_figure("No alert opened or resolved in this time range.")
+    iv = intervals.copy()
+    iv["label"] = [timeline_label(str(r), str(s), by_topic) for r, s in zip(iv["rule"], iv["subject"], strict=False)]
+    n_subjects = iv.groupby("label")["subject"].nunique()
+    iv["label"] = [lb + (f" ({n_subjects[lb]} partitions)" if n_subjects[lb] > 1 else "") for lb in iv["label"]]
+    if iv["cluster"].nunique() > 1:
+        iv["label"] = iv["cluster"].astype(str) + " · " + iv["label"]
+    # keep the rows whose latest occurrence is most recent
+    latest = iv.groupby("label")["start"].max().sort_values(ascending=False)
+    keep = list(latest.index[:max_rows])
+    iv = iv[iv["label"].isin(keep)]
+    order = sorted(keep, key=lambda lb: (iv.loc[iv["label"] == lb, "start"].min(), lb))
+    fig = go.Figure()
+    for sev in ("critical", "warning", "info"):
+        for is_open in (False, True):
+            part = iv[(iv["severity"] == sev) & (iv["open"] == is_open)]
+            if part.empty:
+                continue
+            start = epoch_to_axis(part["start"], tz)
+            end = epoch_to_axis(part["end"], tz)
+            dur_ms = (end - start).dt.total_seconds().clip(lower=1.0) * 1000.0
+            custom = list(zip([fmt_utc(v) for v in part["start"]],
+                              [("still open" if o else fmt_utc(v)) for v, o in zip(part["end"], part["open"],
+                                                                                  strict=False)],
+                              [fmt_duration(e - s) for s, e in zip(part["start"], part["end"], strict=False)],
+                              part["summary"].astype(str), strict=False))
+            fig.add_trace(go.Bar(
+                base=start, x=dur_ms, y=part["label"], orientation="h", name=f"{sev}{' (open)' if is_open else ''}",
+                marker={"color": SEVERITY_COLORS.get(sev, "#999"),
+                        "pattern": {"shape": "/" if is_open else "", "fgcolor": "#ffffff", "solidity": 0.3},
+                        "line": {"color": "#333", "width": 0.5}},
+                customdata=custom, legendgroup=sev,
+                opacity=0.85,
+                hovertemplate=("%{y}<br>opened %{base|%Y-%m-%d %H:%M:%S} (local) = %{customdata[0]}<br>"
+                               "resolved %{customdata[1]}<br>open %{customdata[2]}<br>%{customdata[3]}<extra></extra>"),
+            ))
+    fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(order)), automargin=True)
+    fig.update_xaxes(type="date", title=None)
+    base_layout(fig, height=max(220, 26 * len(order) + 90))
+    fig.update_layout(barmode="overlay", bargap=0.3)
+    return fig
+
+
+def intervals_display(intervals: pd.DataFrame, tz: str | None) -> pd.DataFrame:
+    """Alert occurrences as a table: newest first, local times, duration; resolved empty while open."""
+    cols = ["severity", "cluster", "rule", "subject", "opened", "resolved", "duration", "summary"]
+    if intervals is None or intervals.empty:
+        return pd.DataFrame(columns=cols)
+    iv = intervals.sort_values("start", ascending=False)
+    return pd.DataFrame({
+        "severity": iv["severity"], "cluster": iv["cluster"], "rule": iv["rule"], "subject": iv["subject"],
+        "opened": epoch_to_local(iv["start"], tz),
+        "resolved": epoch_to_local([None if o else e for e, o in zip(iv["end"], iv["open"], strict=False)], tz),
+        "duration": [fmt_duration(e - s) + (" (open)" if o else "")
+                     for s, e, o in zip(iv["start"], iv["end"], iv["open"], strict=False)],
+        "summary": iv["summary"]}, columns=cols).reset_index(drop=True)

@@ -1,0 +1,165 @@
+"""Consumers: groups with status and lag (messages and seconds), lag over time, retention risk, partitions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from dashboard.views.common import (
+    OKABE_ITO,
+    SERIES_COLORS,
+    base_layout,
+    empty_figure,
+    epoch_to_axis,
+    epoch_to_local,
+    epoch_to_utc_text,
+    fmt_duration,
+    is_missing,
+    records_frame,
+)
+
+STATUS_RANK = {"OK": 0, "WARN": 1, "ERR": 2}
+PARTITION_STATUS_RANK = {"OK": 0, "WARN": 1, "REWIND": 2, "STALL": 3, "STOP": 4}
+GROUP_COLUMNS = ["group_id", "state", "members", "status", "worst_partition_status", "lag_sum", "lag_max",
+                 "lag_seconds_max", "partitions", "topics", "last_commit_time"]
+GP_COLUMNS = ["group_id", "topic", "partition", "committed_offset", "log_start_offset", "high_watermark",
+              "last_stable_offset", "lag", "lag_seconds", "status", "last_commit_time", "below_log_start",
+              "seconds_to_retention"]
+RETENTION_HORIZON_S = 24 * 3600.0
+
+
+def _retention_by_group(doc: dict[str, Any]) -> dict[str, tuple[float | None, int]]:
+    """group -> (smallest seconds to retention over partitions with lag, partitions already below log start)."""
+    out: dict[str, tuple[float | None, int]] = {}
+    for gp in doc.get("group_partitions") or []:
+        gid = gp.get("group_id")
+        best, lost = out.get(gid, (None, 0))
+        if gp.get("below_log_start"):
+            lost += 1
+        s = gp.get("seconds_to_retention")
+        if not is_missing(s) and gp.get("lag") and (best is None or s < best):
+            best = float(s)
+        out[gid] = (best, lost)
+    return out
+
+
+def groups_frame(doc: dict[str, Any], tz: str | None, groups: list[str] | None = None) -> pd.DataFrame:
+    """Groups worst first: status, state, lag in messages and seconds, last commit, retention risk."""
+    g = records_frame(doc.get("groups"), GROUP_COLUMNS)
+    if groups:
+        g = g[g["group_id"].isin(groups)]
+    cols = ["group", "status", "worst partition", "state", "members", "lag (messages)", "max partition lag",
+            "lag (seconds)", "lag", "partitions", "topics", "last commit", "time to data loss", "partitions lost"]
+    if g.empty:
+        return pd.DataFrame(columns=cols)
+    ret = _retention_by_group(doc)
+    g = g.assign(_rank=g["status"].map(STATUS_RANK).fillna(0),
+                 _lag=pd.to_numeric(g["lag_seconds_max"], errors="coerce").fillna(-1))
+    g = g.sort_values(["_rank", "_lag", "group_id"], ascending=[False, False, True])
+    to_loss, lost = [], []
+    for gid in g["group_id"]:
+        s, n = ret.get(gid, (None, 0))
+        to_loss.append("DATA LOST" if n else (fmt_duration(s) if s is not None else "—"))
+        lost.append(n)
+    out = pd.DataFrame({
+        "group": g["group_id"], "status": g["status"], "worst partition": g["worst_partition_status"],
+        "state": g["state"], "members": g["members"],
+        "lag (messages)": pd.array(g["lag_sum"], dtype="Int64"), "max partition lag": pd.array(g["lag_max"],
+                                                                                                 dtype="Int64"),
+        "lag (seconds)": pd.array(pd.to_numeric(g["lag_seconds_max"], errors="coerce"), dtype="Float64").round(1),
+        "lag": [fmt_duration(v) for v in g["lag_seconds_max"]], "partitions": g["partitions"],
+        "topics": [", ".join(t or []) for t in g["topics"]], "last commit": epoch_to_local(g["last_commit_time"], tz),
+        "time to data loss": to_loss, "partitions lost": lost,
+    }, columns=cols)
+    return out.reset_index(drop=True)
+
+
+def group_partitions_frame(doc: dict[str, Any], group: str, tz: str | None) -> pd.DataFrame:
+    """Drill-down: one group's partitions with offsets, lag, status, last commit time and time to data loss."""
+    gp = records_frame(doc.get("group_partitions"), GP_COLUMNS)
+    gp = gp[gp["group_id"] == group]
+    cols = ["topic", "partition", "status", "lag", "lag (seconds)", "committed", "log start", "high watermark",
+            "LSO", "last commit", "time to data loss"]
+    if gp.empty:
+        return pd.DataFrame(columns=cols)
+    gp = gp.sort_values(["topic", "partition"])
+    return pd.DataFrame({
+        "topic": gp["topic"], "partition": gp["partition"], "status": gp["status"],
+        "lag": pd.array(gp["lag"], dtype="Int64"),
+        "lag (seconds)": pd.array(pd.to_numeric(gp["lag_seconds"], errors="coerce"), dtype="Float64").round(1),
+        "committed": pd.array(gp["committed_offset"], dtype="Int64"),
+        "log start": pd.array(gp["log_start_offset"], dtype="Int64"),
+        "high watermark": pd.array(gp["high_watermark"], dtype="Int64"),
+        "LSO": pd.array(gp["last_stable_offset"], dtype="Int64"),
+        "last commit": epoch_to_local(gp["last_commit_time"], tz),
+        "time to data loss": ["DATA LOST (committed offset below log start)" if b else
+                              (fmt_duration(s) if not is_missing(s) and lag else "—")
+                              for b, s, lag in zip(gp["below_log_start"], gp["seconds_to_retention"], gp["lag"],
+                                                   strict=False)],
+    }, columns=cols).reset_index(drop=True)
+
+
+def retention_risk_frame(doc: dict[str, Any], horizon_s: float = RETENTION_HORIZON_S,
+                         groups: list[str] | None = None) -> pd.DataFrame:
+    """Partitions whose unread messages retention has deleted, or will delete within `horizon_s`, soonest first."""
+    rows = []
+    for gp in doc.get("group_partitions") or []:
+        if groups and gp.get("group_id") not in groups:
+            continue
+        s, lost = gp.get("seconds_to_retention"), bool(gp.get("below_log_start"))
+        if lost or (not is_missing(s) and gp.get("lag") and float(s) < horizon_s):
+            rows.append({"group": gp.get("group_id"), "topic": gp.get("topic"), "partition": gp.get("partition"),
+                         "lag": gp.get("lag"), "_s": -1.0 if lost else float(s),
+                         "time to data loss": "DATA LOST" if lost else fmt_duration(s)})
+    cols = ["group", "topic", "partition", "lag", "time to data loss"]
+    if not rows:
+        return pd.DataFrame(columns=cols)
+    return pd.DataFrame(rows).sort_values(["_s", "group"])[cols].reset_index(drop=True)
+
+
+def lag_figure(hist: pd.DataFrame, tz: str | None, metric: str = "lag_sum", groups: list[str] | None = None,
+               top_n: int = 8) -> go.Figure:
+    """Lag over time per group / topic from history ``group_lag`` (the `top_n` largest now, or `groups`)."""
+    label = "lag (messages)" if metric == "lag_sum" else "lag (seconds)"
+    if hist is None or hist.empty:
+        return empty_figure("No lag history yet — the collector writes it every flush interval.")
+    h = hist.dropna(subset=["topic"]) if "topic" in hist.columns else hist
+    if groups:
+        h = h[h["group_id"].isin(groups)]
+    h = h.dropna(subset=[metric])
+    if h.empty:
+        return empty_figure("No lag figures for these groups in this time range.")
+    h = h.assign(series=h["group_id"].astype(str) + " / " + h["topic"].astype(str),
+                 value=h[metric].astype("float64"))
+    last_t = h.groupby("series")["time"].transform("max")
+    latest = h[h["time"] == last_t].groupby("series")["value"].max().sort_values(ascending=False)
+    keep = list(latest.index[:top_n])
+    fig = go.Figure()
+    for i, s in enumerate(keep):
+        d = h[h["series"] == s].sort_values("time")
+        fig.add_trace(go.Scatter(
+            x=epoch_to_axis(d["time"], tz), y=d["value"], mode="lines", name=s,
+            line={"color": SERIES_COLORS[i % len(SERIES_COLORS)], "width": 2,
+                  "dash": ["solid", "dash", "dot", "dashdot"][(i // len(SERIES_COLORS)) % 4]},
+            customdata=[[u] for u in epoch_to_utc_text(d["time"])],
+            hovertemplate=f"%{{x|%Y-%m-%d %H:%M:%S}} (local)<br>%{{customdata[0]}}<br>{label}: %{{y:,.0f}}"
+                          "<extra>%{fullData.name}</extra>"))
+    fig.update_yaxes(title=label, rangemode="tozero")
+    fig.update_xaxes(title=None)
+    return base_layout(fig, height=340)
+
+
+def group_status_history(hist: pd.DataFrame, group: str) -> pd.DataFrame:
+    """Status changes of one group over time (time, status, worst partition status)."""
+    if hist is None or hist.empty:
+        return pd.DataFrame(columns=["time", "status", "worst_partition_status"])
+    h = hist[hist["group_id"] == group].sort_values("time")
+    h = h.groupby("time", as_index=False).agg(status=("status", "first"),
+                                              worst_partition_status=("worst_partition_status", "first"))
+    changed = h[["status", "worst_partition_status"]].ne(h[["status", "worst_partition_status"]].shift()).any(axis=1)
+    return h[changed].reset_index(drop=True)
+
+
+STATUS_COLORS = {"OK": OKABE_ITO["sky_blue"], "WARN": OKABE_ITO["orange"], "ERR": OKABE_ITO["vermillion"]}

@@ -1,0 +1,174 @@
+"""Weekly Spark reports: a ``summary.json`` into headline figures (with week-over-week deltas) and tables.
+
+The Spark job's format (`spark_analytics/weekly_report.py`: ``headline``, ``week_over_week``, ``worst_topics``,
+``open_incidents``, ``notes`` ...) is shown as designed; any other JSON is shown generically.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from dashboard.views.common import fmt_duration, is_missing
+
+SECRET_WORDS = ("password", "secret", "token", "credential", "sasl", "jaas", "keystore", "truststore", "api_key")
+
+
+def _label(key: str) -> str:
+    return key.replace("_", " ").strip()
+
+
+def _safe_key(key: str) -> bool:
+    k = key.lower()
+    return not any(w in k for w in SECRET_WORDS)
+
+
+def summary_figures(summary: dict[str, Any], max_metrics: int = 16) -> tuple[list[tuple[str, str]],
+                                                                                dict[str, pd.DataFrame]]:
+    """(headline (label, value) pairs, named tables) from a report summary.
+
+    Scalars become headline figures (nested dicts of scalars are flattened as ``parent · child``); lists of
+    dicts and dicts of dicts become tables. Keys that look like secrets are never shown.
+    """
+    metrics: list[tuple[str, str]] = []
+    tables: dict[str, pd.DataFrame] = {}
+
+    def scalar(v: Any) -> bool:
+        return v is None or isinstance(v, str | int | float | bool)
+
+    def fmt(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:,.4g}" if abs(v) < 1e6 else f"{v:,.0f}"
+        if isinstance(v, int) and not isinstance(v, bool):
+            return f"{v:,}"
+        return "—" if v is None else str(v)
+
+    def walk(prefix: str, obj: dict[str, Any]) -> None:
+        for k, v in obj.items():
+            if not _safe_key(str(k)):
+                continue
+            name = f"{prefix} · {_label(str(k))}" if prefix else _label(str(k))
+            if scalar(v):
+                metrics.append((name, fmt(v)))
+            elif isinstance(v, dict) and all(scalar(x) for x in v.values()):
+                if len(v) > 6:
+                    tables[name] = pd.DataFrame({"key": [str(x) for x in v], "value": [fmt(x) for x in v.values()]})
+                else:
+                    walk(name, v)
+            elif isinstance(v, dict):
+                if all(isinstance(x, dict) for x in v.values()):
+                    tables[name] = pd.DataFrame([{"": key, **{c: y for c, y in val.items() if _safe_key(str(c))}}
+                                                 for key, val in v.items()])
+                else:
+                    walk(name, v)
+            elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+                tables[name] = pd.DataFrame([{c: y for c, y in x.items() if _safe_key(str(c))} for x in v])
+            elif isinstance(v, list):
+                metrics.append((name, ", ".join(fmt(x) for x in v[:10]) + (" …" if len(v) > 10 else "")))
+
+    walk("", summary if isinstance(summary, dict) else {"value": summary})
+    return metrics[:max_metrics], tables
+
+
+# ----- the weekly Spark job's summary.json (spark_analytics/weekly_report.py)
+
+KEY_FIGURES = ("under_min_isr_minutes", "offline_minutes", "under_replicated_minutes", "incidents_opened",
+               "mttr_minutes", "min_broker_availability", "lag_slo_share", "worst_lag_seconds_p99",
+               "stuck_transactions", "hanging_transactions", "zk_elections", "coverage")
+
+
+@dataclass(frozen=True)
+class Figure:
+    label: str
+    value: str
+    delta: str | None = None
+    delta_color: str = "off"  # st.metric: "inverse" when higher is worse, "normal" when higher is better
+
+
+def is_spark_summary(summary: Any) -> bool:
+    return isinstance(summary, dict) and isinstance(summary.get("week_over_week"), list)
+
+
+def fmt_report_value(v: Any, unit: str) -> str:
+    """A figure with its unit, as the report page prints it."""
+    if is_missing(v):
+        return "n/a"
+    if unit == "share":
+        return f"{float(v) * 100:.2f} %"
+    if unit == "min":
+        return f"{float(v):,.1f} min"
+    if unit == "s":
+        return fmt_duration(v)
+    if unit == "/s":
+        return f"{float(v):,.2f}/s"
+    if isinstance(v, float) and not v.is_integer():
+        return f"{v:,.2f}" + (f" {unit}" if unit else "")
+    return f"{int(v):,}" + (f" {unit}" if unit else "")
+
+
+def _delta(row: dict[str, Any]) -> tuple[str | None, str]:
+    change, unit, pol = row.get("change"), row.get("unit") or "", row.get("polarity") or 0
+    if is_missing(change) or is_missing(row.get("last_week")):
+        return None, "off"
+    if unit == "share":
+        text = f"{float(change) * 100:+.2f} pts vs last week"
+    elif unit == "s":
+        text = ("+" if change >= 0 else "−") + f"{fmt_duration(abs(change))} vs last week"
+    else:
+        text = f"{float(change):+,.4g}{' ' + unit if unit else ''} vs last week"
+    return text, "inverse" if pol > 0 else ("normal" if pol < 0 else "off")
+
+
+TIME_COLUMNS = frozenset({"start", "end", "time", "start_time", "end_time"})
+
+
+def _readable(df: pd.DataFrame) -> pd.DataFrame:
+    """Epoch columns as (UTC, tz-aware) datetimes, ``*_s`` durations as text, ISO duplicates labelled UTC."""
+    out = df.copy()
+    names = {"at": "at (UTC)"}
+    for c in out.columns:
+        if c in TIME_COLUMNS and pd.api.types.is_numeric_dtype(out[c]):
+            out[c] = pd.to_datetime(out[c].astype("float64"), unit="s", utc=True)
+        elif c.endswith("_s") and pd.api.types.is_numeric_dtype(out[c]):
+            out[c] = [fmt_duration(v) for v in out[c]]
+            names[c] = c.removesuffix("_s").replace("_", " ")
+    return out.rename(columns=names)
+
+
+def weekly_summary(summary: dict[str, Any]) -> tuple[list[Figure], dict[str, pd.DataFrame], list[str]]:
+    """(headline figures with week-over-week deltas, tables, notes) of a weekly report summary.
+
+    Understands the Spark job's format (``headline``, ``week_over_week``, ``worst_topics``, ...); any other
+    JSON falls back to `summary_figures`.
+    """
+    if not is_spark_summary(summary):
+        metrics, tables = summary_figures(summary)
+        return [Figure(label, value) for label, value in metrics], tables, []
+    rows = {r.get("metric"): r for r in summary["week_over_week"] if isinstance(r, dict)}
+    figures = []
+    for name in KEY_FIGURES:
+        r = rows.get(name)
+        if r is None:
+            continue
+        delta, color = _delta(r)
+        figures.append(Figure(str(r.get("label", name)), fmt_report_value(r.get("this_week"), r.get("unit") or ""),
+                              delta, color))
+    tables: dict[str, pd.DataFrame] = {}
+    worse = set(summary.get("worse_than_last_week") or [])
+    wow = pd.DataFrame([{
+        "figure": r.get("label"), "this week": fmt_report_value(r.get("this_week"), r.get("unit") or ""),
+        "last week": fmt_report_value(r.get("last_week"), r.get("unit") or ""),
+        "worse": "WORSE" if r.get("metric") in worse else ""} for r in summary["week_over_week"]
+        if isinstance(r, dict)])
+    tables["Week over week"] = wow
+    for key, title in (("open_incidents", "Incidents still open at the end of the week"),
+                       ("worst_topics", "Worst topics"), ("worst_groups", "Worst consumer groups"),
+                       ("stuck_transactions", "Stuck transactions"), ("zk_elections", "ZooKeeper elections")):
+        items = summary.get(key)
+        if isinstance(items, list) and items and all(isinstance(x, dict) for x in items):
+            tables[title] = _readable(pd.DataFrame([{c: v for c, v in x.items() if _safe_key(str(c))}
+                                                    for x in items]))
+    notes = [str(n) for n in summary.get("notes") or []]
+    return figures, tables, notes

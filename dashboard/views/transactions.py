@@ -1,0 +1,171 @@
+"""Transactions: open transactions against their timeout, stuck and hanging ones, LSO gaps, producer epochs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from dashboard.views.common import (
+    SERIES_COLORS,
+    base_layout,
+    empty_figure,
+    epoch_to_axis,
+    epoch_to_local,
+    epoch_to_utc_text,
+    fmt_duration,
+    is_missing,
+)
+
+OPEN_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence")
+
+
+def _stuck_ids(doc: dict[str, Any]) -> set[str]:
+    return {str(a.get("subject")) for a in doc.get("alerts") or [] if a.get("rule") == "stuck_transaction"
+            and is_missing(a.get("resolved_at"))}
+
+
+def transactions_frame(doc: dict[str, Any], open_only: bool = True, txn: str | None = None,
+                       topics: list[str] | None = None) -> pd.DataFrame:
+    """Transactions with their age as a fraction of ``transaction.timeout.ms``; stuck ones first."""
+    cols = ["flag", "transactional id", "state", "age", "timeout", "age / timeout", "age (s)", "producer id",
+            "epoch", "coordinator", "partitions"]
+    stuck = _stuck_ids(doc)
+    rows = []
+    for t in doc.get("transactions") or []:
+        tid = str(t.get("transactional_id"))
+        is_open = t.get("state") in OPEN_STATES
+        if open_only and not is_open:
+            continue
+        if txn and tid != txn:
+            continue
+        parts = list(t.get("partitions") or [])
+        if topics and not any(p.rpartition("-")[0] in topics for p in parts):
+            continue
+        age, timeout_s = t.get("age_seconds"), (t.get("timeout_ms") or 0) / 1000.0
+        frac = (float(age) / timeout_s) if is_open and not is_missing(age) and timeout_s > 0 else None
+        over = t.get("state") == "Ongoing" and frac is not None and frac > 1.0
+        flag = "STUCK" if tid in stuck or over else ("open" if is_open else "")
+        rows.append({"flag": flag, "transactional id": tid, "state": t.get("state"),
+                     "age": fmt_duration(age) if is_open else "—", "timeout": fmt_duration(timeout_s),
+                     "age / timeout": frac, "age (s)": None if is_missing(age) else round(float(age), 1),
+                     "producer id": t.get("producer_id"), "epoch": t.get("producer_epoch"),
+                     "coordinator": t.get("coordinator"), "partitions": ", ".join(parts)})
+    if not rows:
+        return pd.DataFrame(columns=cols)
+    df = pd.DataFrame(rows, columns=cols)
+    df["_stuck"] = df["flag"] == "STUCK"
+    df["_frac"] = pd.to_numeric(df["age / timeout"], errors="coerce").fillna(-1)
+    return df.sort_values(["_stuck", "_frac"], ascending=[False, False]).drop(columns=["_stuck", "_frac"]) \
+        .reset_index(drop=True)
+
+
+def hanging_frame(doc: dict[str, Any], topics: list[str] | None = None, tz: str | None = None) -> pd.DataFrame:
+    """Open transactions on partitions that no coordinator knows (from DescribeProducers)."""
+    rows = [p for p in doc.get("producers") or [] if p.get("hanging") and (not topics or p.get("topic") in topics)]
+    cols = ["topic", "partition", "producer id", "epoch", "open since offset", "last write"]
+    if not rows:
+        return pd.DataFrame(columns=cols)
+    df = pd.DataFrame(rows)
+    return pd.DataFrame({"topic": df["topic"], "partition": df["partition"], "producer id": df["producer_id"],
+                         "epoch": df["producer_epoch"], "open since offset": df["txn_start_offset"],
+                         "last write": epoch_to_local(df["last_timestamp"], tz)}, columns=cols)
+
+
+def lso_gap_frame(doc: dict[str, Any], topics: list[str] | None = None) -> pd.DataFrame:
+    """Partitions whose last stable offset is behind the high watermark, and who holds them open."""
+    holders: dict[tuple[str, int], list[str]] = {}
+    for p in doc.get("producers") or []:
+        who = p.get("transactional_id") or f"producer {p.get('producer_id')} (HANGING)"
+        holders.setdefault((p.get("topic"), p.get("partition")), []).append(str(who))
+    rows = []
+    for p in doc.get("partitions") or []:
+        if topics and p.get("topic") not in topics:
+            continue
+        hw, lso = p.get("high_watermark"), p.get("last_stable_offset")
+        if is_missing(hw) or is_missing(lso):
+            continue
+        gap = max(0, int(hw) - int(lso))
+        if gap > 0:
+            rows.append({"partition": f"{p.get('topic')}-{p.get('partition')}", "topic": p.get("topic"),
+                         "LSO gap (messages)": gap, "high watermark": hw, "LSO": lso,
+                         "held by": ", ".join(holders.get((p.get("topic"), p.get("partition")), []))})
+    cols = ["partition", "topic", "LSO gap (messages)", "high watermark", "LSO", "held by"]
+    if not rows:
+        return pd.DataFrame(columns=cols)
+    return pd.DataFrame(rows, columns=cols).sort_values("LSO gap (messages)", ascending=False).reset_index(drop=True)
+
+
+def lso_gap_figure(hist: pd.DataFrame, tz: str | None, topics: list[str] | None = None, top_n: int = 8) -> go.Figure:
+    """LSO gap over time for the partitions with the largest gaps (history ``lso_gap``)."""
+    if hist is None or hist.empty:
+        return empty_figure("No LSO gap recorded in this time range (no open transaction held a partition back).")
+    h = hist if not topics else hist[hist["topic"].isin(topics)]
+    if h.empty:
+        return empty_figure("No LSO gap recorded for these topics in this time range.")
+    h = h.assign(series=h["topic"].astype(str) + "-" + h["partition"].astype(str), value=h["lso_gap"].astype("float64"))
+    keep = list(h.groupby("series")["value"].max().sort_values(ascending=False).index[:top_n])
+    fig = go.Figure()
+    for i, s in enumerate(keep):
+        d = h[h["series"] == s].sort_values("time")
+        fig.add_trace(go.Scatter(x=epoch_to_axis(d["time"], tz), y=d["value"], mode="lines+markers", name=s,
+                                 marker={"size": 4}, line={"color": SERIES_COLORS[i % len(SERIES_COLORS)]},
+                                 customdata=[[u] for u in epoch_to_utc_text(d["time"])],
+                                 hovertemplate="%{x|%Y-%m-%d %H:%M:%S} (local)<br>%{customdata[0]}<br>"
+                                               "LSO gap: %{y:,} messages<extra>%{fullData.name}</extra>"))
+    fig.update_yaxes(title="LSO gap (messages)", rangemode="tozero")
+    fig.update_xaxes(title=None)
+    return base_layout(fig, height=300)
+
+
+def epoch_changes(hist: pd.DataFrame) -> pd.DataFrame:
+    """Producer epoch bumps per transactional id (time, id, from, to) from history ``transactions``."""
+    cols = ["time", "transactional_id", "from", "to"]
+    if hist is None or hist.empty:
+        return pd.DataFrame(columns=cols)
+    rows = []
+    for tid, d in hist.sort_values("time").groupby("transactional_id"):
+        prev = None
+        for t, e in zip(d["time"], d["producer_epoch"], strict=False):
+            if is_missing(e):
+                continue
+            if prev is not None and int(e) != prev:
+                rows.append({"time": float(t), "transactional_id": tid, "from": prev, "to": int(e)})
+            prev = int(e)
+    return pd.DataFrame(rows, columns=cols)
+
+
+def producer_epoch_figure(hist: pd.DataFrame, tz: str | None, txns: list[str] | None = None,
+                          top_n: int = 8) -> go.Figure:
+    """Producer epoch per transactional id over time (steps up on fencing, restarts and timeouts)."""
+    if hist is None or hist.empty:
+        return empty_figure("No transactions seen in this time range.")
+    h = hist if not txns else hist[hist["transactional_id"].isin(txns)]
+    h = h.dropna(subset=["producer_epoch"])
+    if h.empty:
+        return empty_figure("No transactions seen for this selection in this time range.")
+    bumps = epoch_changes(h)
+    order = list(bumps.groupby("transactional_id").size().sort_values(ascending=False).index)
+    order += [t for t in sorted(h["transactional_id"].unique()) if t not in order]
+    fig = go.Figure()
+    for i, tid in enumerate(order[:top_n]):
+        d = h[h["transactional_id"] == tid].sort_values("time")
+        fig.add_trace(go.Scatter(x=epoch_to_axis(d["time"], tz), y=d["producer_epoch"].astype("float64"),
+                                 mode="lines+markers", line={"shape": "hv", "color": SERIES_COLORS[i % 8]},
+                                 marker={"size": 4}, name=str(tid),
+                                 customdata=[[u] for u in epoch_to_utc_text(d["time"])],
+                                 hovertemplate="%{x|%Y-%m-%d %H:%M:%S} (local)<br>%{customdata[0]}<br>"
+                                               "epoch %{y}<extra>%{fullData.name}</extra>"))
+    fig.update_yaxes(title="producer epoch", rangemode="tozero", dtick=1 if h["producer_epoch"].max() < 12 else None)
+    fig.update_xaxes(title=None)
+    return base_layout(fig, height=280)
+
+
+def epoch_changes_display(hist: pd.DataFrame, tz: str | None) -> pd.DataFrame:
+    ch = epoch_changes(hist)
+    if ch.empty:
+        return pd.DataFrame(columns=["time", "transactional id", "epoch"])
+    ch = ch.sort_values("time", ascending=False)
+    return pd.DataFrame({"time": epoch_to_local(ch["time"], tz), "transactional id": ch["transactional_id"],
+                         "epoch": [f"{a} → {b}" for a, b in zip(ch["from"], ch["to"], strict=False)]})
