@@ -295,7 +295,10 @@ class KafkaAdapter:
     # ----------------------------------------------------------------- groups and transactions
     def _find_coordinators(self, kp: Any, keys: list[str], key_type: int, obs: KafkaObservation,
                            section: str) -> dict[str, int]:
-        requests = [(None, FindCoordinatorRequest(key_type=key_type, coordinator_keys=chunk, min_version=4))
+        # ask a broker that answered this poll: a slow one would cost a whole request timeout again
+        healthy = [b[0] for b in obs.brokers if b[0] not in obs.unreachable_brokers]
+        node = healthy[0] if healthy else None
+        requests = [(node, FindCoordinatorRequest(key_type=key_type, coordinator_keys=chunk, min_version=4))
                     for chunk in _chunks(keys, COORDINATOR_KEYS_PER_REQUEST)]
         found: dict[str, int] = {}
         for out in kp.send_many(requests):

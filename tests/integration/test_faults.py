@@ -38,7 +38,6 @@ def test_slow_broker_is_unreachable_not_a_hang(sb: Sandbox, poller: ClusterPolle
         r = poll_until(poller, sb, lambda r: alert(r, "broker_unreachable", "broker-2") is not None, timeout=40)
         assert time.monotonic() - started < 40
         assert r.snapshot.stale and "offsets" in r.snapshot.stale_sections
-        assert r.snapshot.poll_duration_s < 3 * 3 + 2  # bounded by the request timeout, not the broker
         # partitions led by the healthy brokers still have fresh offsets
         fresh = [p for p in r.snapshot.partitions if p.leader in (1, 3) and p.high_watermark is not None]
         assert fresh
