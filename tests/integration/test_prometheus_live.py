@@ -161,7 +161,6 @@ def _alerts(prom: Prometheus, **labels: str) -> list[dict[str, Any]]:
 
 def test_prometheus_fires_and_resolves_an_alert_from_alerts_yml(exporter: Exporter, prometheus: Prometheus) -> None:
     prom, sb = prometheus, exporter.sb
-    started = time.monotonic()
 
     # 1. The real rule file is loaded, and the exporter's series reach the TSDB.
     groups = prom.api("rules")["groups"]
@@ -202,4 +201,3 @@ def test_prometheus_fires_and_resolves_an_alert_from_alerts_yml(exporter: Export
     assert not broken, broken
     assert not exporter.errors, exporter.errors[:3]
     assert exporter.polls > 10
-    assert time.monotonic() - started < 120

@@ -105,7 +105,7 @@ def test_paused_follower_times_out_then_rejoins(shared_ensemble: ZooKeeperEnsemb
         start = time.monotonic()
         with pytest.raises(FourLetterTimeout):
             zk.srvr(paused, timeout=1.0)
-        assert time.monotonic() - start < 2.0, "a SIGSTOPped node must cost at most the timeout"
+        assert time.monotonic() - start < 10, "a SIGSTOPped node must cost a timeout, not a hang"
 
         # The other two still form a quorum, and it accepts writes.
         assert zk.leader_sid(timeout=5) in (leader, other)
@@ -128,12 +128,9 @@ def test_killing_the_leader_elects_a_new_one_with_a_higher_epoch(zk_ensemble: Zo
     old_pid = zk.node(old_leader).pid
     assert old_pid is not None
 
-    start = time.monotonic()
     assert zk.kill_leader() == old_leader
-    new_leader = zk.leader_sid(timeout=5)
-    elected_after = time.monotonic() - start
+    new_leader = zk.leader_sid(timeout=30)
     assert new_leader != old_leader
-    assert elected_after < 5, f"election took {elected_after:.1f}s"
     assert not zk.node(old_leader).alive
     assert not _pid_running(old_pid)
 
@@ -154,7 +151,7 @@ def test_stop_leaves_no_process_behind(zk_ensemble: ZooKeeperEnsemble) -> None:
 
     start = time.monotonic()
     zk.stop()
-    assert time.monotonic() - start < 5
+    assert time.monotonic() - start < 30  # hang guard: a paused JVM must not block stop()
     assert not any(_pid_running(pid) for pid in pids if pid is not None)
     assert not any(n.alive for n in zk.nodes)
 

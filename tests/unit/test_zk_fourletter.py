@@ -420,7 +420,8 @@ def test_silent_server_times_out_within_the_deadline(fake_server) -> None:
     start = time.monotonic()
     with pytest.raises(FourLetterTimeout) as info:
         send_four_letter("127.0.0.1", port, "srvr", timeout=0.5)
-    assert 0.4 < time.monotonic() - start < 1.5
+    # it waited for its deadline, and a generous hang guard shows it did not wait for the peer
+    assert 0.45 <= time.monotonic() - start < 5
     assert info.value.kind == "timeout"
 
 
@@ -436,7 +437,7 @@ def test_trickling_server_cannot_extend_the_deadline(fake_server) -> None:
     start = time.monotonic()
     with pytest.raises(FourLetterTimeout):
         send_four_letter("127.0.0.1", port, "srvr", timeout=0.5)
-    assert time.monotonic() - start < 1.5
+    assert time.monotonic() - start < 5  # the trickle alone would take ~12 s: a hang guard, not a speed claim
 
 
 @pytest.mark.parametrize("command", ["SRVR", "srv", "srvrr", "sr1r", ""])
