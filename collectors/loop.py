@@ -38,6 +38,22 @@ def install_stop_handlers(stop: threading.Event) -> None:
     signal.signal(signal.SIGINT, handler)
 
 
+def _log_changes(cluster: str, opened: list[Any], resolved: list[Any], per_rule: int = 3) -> None:
+    """One line per alert, but one summary line per rule when a single event opens many (a broker crash)."""
+    for verb, alerts, level in (("opened", opened, logging.WARNING), ("resolved", resolved, logging.INFO)):
+        by_rule: dict[str, list[Any]] = {}
+        for a in alerts:
+            by_rule.setdefault(a.rule, []).append(a)
+        for rule, items in by_rule.items():
+            if len(items) <= per_rule:
+                for a in items:
+                    log.log(level, "%s: alert %s [%s] %s %s: %s", cluster, verb, a.severity, rule, a.subject, a.summary)
+            else:
+                subjects = ", ".join(a.subject for a in items[:per_rule])
+                log.log(level, "%s: alert %s [%s] %s on %d subjects (%s, ...)", cluster, verb, items[0].severity,
+                        rule, len(items), subjects)
+
+
 def run_loop(monitor: Any, interval_s: float, sinks: list[Any], stop: threading.Event,
              clock: Callable[[], float] = time.time, as_json: bool = False) -> None:
     """Poll every `interval_s` until `stop` is set; outputs failing never stop the polling."""
@@ -50,10 +66,7 @@ def run_loop(monitor: Any, interval_s: float, sinks: list[Any], stop: threading.
             log.exception("poll failed")
             results = []
         for r in results:
-            for a in r.opened:
-                log.warning("alert opened [%s] %s %s: %s", a.severity, a.rule, a.subject, a.summary)
-            for a in r.resolved:
-                log.info("alert resolved %s %s", a.rule, a.subject)
+            _log_changes(r.snapshot.cluster, r.opened, r.resolved)
         for sink in sinks:
             try:
                 sink(results, now)
