@@ -1,0 +1,280 @@
+"""The weekly report's aggregations at scale: PySpark local[2] against DuckDB on the same Parquet files.
+
+    .venv/bin/python -m bench.bench_spark [--dir DIR] [--week 2026-W40] [--runs 3] [--cores 2]
+
+A synthetic week (bench/synthetic_history.py: 5,000 partitions in 200 topics, 1,000 group-topics, polled
+every 30 s, with incidents; ~26 M rows) is generated into DIR unless it is already there. Then, median of
+`--runs`:
+
+* **Spark**: `spark_analytics.weekly_report.compute` — everything the report computes and collects for the
+  week and the week before (all tables, the headline, week over week, chart series), `local[2]`;
+* **DuckDB** (reference, same process, 2 threads): the headline aggregations in SQL over the same live files
+  (poll interval, minutes under-replicated / under min ISR / offline, ISR shrinks per broker, broker
+  availability, lag percentiles + SLO share + WARN/ERR minutes per group-topic, retention-loss episodes,
+  transactions seen / stuck, LSO gap p99, ZooKeeper elections, incidents and MTTR).
+
+It prints both times, their ratio, the rows in the week's files, peak memory (driver Python RSS, JVM RSS
+sampled every 0.2 s, the JVM's own peak from getrusage(RUSAGE_CHILDREN) once it has exited, DuckDB's RSS
+increase) and a cross-check of headline figures between the two engines. Timings are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import resource
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pyarrow.parquet as pq
+
+from bench.synthetic_history import generate
+from spark_analytics import aggregations as A
+from spark_analytics import io
+
+SLO_S = A.DEFAULT_LAG_SLO_S
+GRACE_S = A.DEFAULT_TXN_GRACE_S
+
+
+class Sampler:
+    """Peak RSS of this process and of its child processes (the Spark JVM), sampled in a thread."""
+
+    def __init__(self, every: float = 0.2) -> None:
+        self.every = every
+        self.me = psutil.Process()
+        self.peak_self = 0
+        self.peak_children = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            time.sleep(self.every)
+
+    def sample(self) -> None:
+        try:
+            self.peak_self = max(self.peak_self, self.me.memory_info().rss)
+            kids = 0
+            for c in self.me.children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    kids += c.memory_info().rss
+            self.peak_children = max(self.peak_children, kids)
+        except psutil.Error:
+            pass
+
+    def reset(self) -> None:
+        self.sample()
+        self.peak_self = self.me.memory_info().rss
+        self.peak_children = 0
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def timed(fn: Callable[[], Any], runs: int, label: str) -> tuple[list[float], Any]:
+    times, result = [], None
+    for i in range(runs):
+        t0 = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t0)
+        print(f"  {label} run {i + 1}: {times[-1]:.1f}s", flush=True)
+    return times, result
+
+
+def week_rows(root: Path, period: A.Period) -> dict[str, int]:
+    out = {}
+    for t in io.REPORT_TABLES:
+        files = io.list_live_files(None, str(root), t, period.start, period.end)
+        out[t] = sum(pq.read_metadata(f).num_rows for f in files)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- DuckDB
+
+
+def duckdb_headline(con: Any, root: Path, period: A.Period) -> dict[str, Any]:
+    """The headline figures in DuckDB SQL over the same live files (one cluster per row, first cluster kept)."""
+    s, e = period.start, period.end
+
+    def src(table: str) -> str:
+        files = io.list_live_files(None, str(root), table, s, e)
+        if not files:
+            cols = ", ".join(f"NULL::{_duck_type(f.type)} AS {f.name}" for f in io.TABLES[table])
+            return f"(SELECT {cols} WHERE false)"
+        lst = ", ".join(f"'{f}'" for f in files)
+        return f"(SELECT * FROM read_parquet([{lst}], union_by_name=true) WHERE time >= {s} AND time < {e})"
+
+    def one(sql: str) -> dict[str, Any]:
+        cur = con.execute(sql)
+        names = [d[0] for d in cur.description]
+        rows = cur.fetchall()
+        return dict(zip(names, rows[0], strict=True)) if rows else {}
+
+    out: dict[str, Any] = {}
+    out.update(one(f"""
+        WITH t AS (SELECT DISTINCT cluster, time FROM {src('cluster')}),
+             g AS (SELECT cluster, time - lag(time) OVER (PARTITION BY cluster ORDER BY time) AS gap FROM t)
+        SELECT cluster, count(*) AS polls, quantile_cont(gap, 0.5) AS poll_interval_s FROM g GROUP BY cluster"""))
+    iv = out["poll_interval_s"]
+    out.update(one(f"""
+        WITH p AS (SELECT cluster, time, sum(under_replicated) ur, sum(under_min_isr) umi, sum(offline) off
+                   FROM {src('topic_health')} GROUP BY ALL)
+        SELECT count_if(ur > 0) * {iv} / 60 AS under_replicated_minutes,
+               count_if(umi > 0) * {iv} / 60 AS under_min_isr_minutes,
+               count_if(off > 0) * {iv} / 60 AS offline_minutes FROM p"""))
+    out.update(one(f"""
+        SELECT count(DISTINCT topic) FILTER (WHERE under_min_isr > 0) AS topics_under_min_isr
+        FROM {src('topic_health')}"""))
+    out.update(one(f"""
+        WITH pc AS (SELECT coalesce(isr_before, []) b, coalesce(isr_after, []) a FROM {src('partition_changes')})
+        SELECT coalesce(sum(len(list_filter(b, lambda x: NOT list_contains(a, x)))), 0) AS isr_shrinks,
+               coalesce(sum(len(list_filter(a, lambda x: NOT list_contains(b, x)))), 0) AS isr_expands FROM pc"""))
+    out.update(one(f"""
+        WITH b AS (SELECT * FROM {src('brokers')}), n AS (SELECT count(DISTINCT time) n FROM b)
+        SELECT min(alive_polls / n) AS min_broker_availability FROM
+            (SELECT broker_id, count_if(alive) alive_polls FROM b GROUP BY ALL), n"""))
+    out.update(one(f"""
+        WITH g AS (SELECT group_id, topic,
+                          quantile_cont(lag_seconds_max, 0.99) p99s, quantile_cont(lag_max, 0.99) p99m,
+                          count_if(lag_seconds_max <= {SLO_S}) ok, count(lag_seconds_max) known,
+                          count_if(status = 'WARN') warn, count_if(status = 'ERR') err
+                   FROM {src('group_lag')} WHERE topic IS NOT NULL GROUP BY ALL)
+        SELECT sum(ok) / sum(known) AS lag_slo_share, max(p99s) AS worst_lag_seconds_p99,
+               max(p99m) AS worst_lag_messages_p99, count_if(ok < known) AS groups_breaching_slo,
+               sum(warn) * {iv} / 60 AS warn_minutes, sum(err) * {iv} / 60 AS err_minutes FROM g"""))
+    out.update(one(f"""
+        WITH f AS (SELECT group_id, topic, time FROM {src('group_lag')} WHERE below_log_start > 0),
+             p AS (SELECT time, row_number() OVER (ORDER BY time) idx
+                   FROM (SELECT DISTINCT time FROM {src('cluster')})),
+             x AS (SELECT group_id, topic, idx - row_number() OVER (PARTITION BY group_id, topic ORDER BY idx) isl
+                   FROM f JOIN p USING (time))
+        SELECT count(DISTINCT (group_id, topic, isl)) AS retention_loss_episodes FROM x"""))
+    out.update(one(f"""
+        WITH t AS (SELECT transactional_id, start_time, max(age_seconds) age, max(timeout_ms) tmo
+                   FROM {src('transactions')} WHERE start_time IS NOT NULL GROUP BY ALL)
+        SELECT count(*) AS transactions_seen, count_if(age > tmo / 1000 + {GRACE_S}) AS stuck_transactions,
+               max(age) AS longest_open_txn_s FROM t"""))
+    out.update(one(f"""
+        SELECT count(DISTINCT (topic, partition, producer_id)) AS hanging_transactions
+        FROM {src('producers')} WHERE hanging"""))
+    out.update(one(f"SELECT quantile_cont(lso_gap, 0.99) AS lso_gap_p99 FROM {src('lso_gap')}"))
+    out.update(one(f"""
+        WITH p AS (SELECT time, max(zxid_epoch) FILTER (WHERE serving AND zxid > 0) ep
+                   FROM {src('consensus')} WHERE kind = 'zookeeper' GROUP BY time),
+             c AS (SELECT ep, max(ep) OVER (ORDER BY time ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) prev
+                   FROM p WHERE ep IS NOT NULL)
+        SELECT count_if(ep > prev) AS zk_elections FROM c"""))
+    out.update(one(f"""
+        WITH a AS (SELECT rule, subject, first_seen, min(resolved_at) FILTER (WHERE event = 'resolve') res
+                   FROM {src('alert_events')} GROUP BY ALL)
+        SELECT count_if(first_seen >= {s}) AS incidents_opened,
+               avg(res - first_seen) FILTER (WHERE res >= {s}) / 60 AS mttr_minutes FROM a"""))
+    return out
+
+
+def _duck_type(t: Any) -> str:
+    s = str(t)
+    return {"string": "VARCHAR", "double": "DOUBLE", "int32": "INTEGER", "int64": "BIGINT", "bool": "BOOLEAN",
+            "list<item: int32>": "INTEGER[]", "list<item: string>": "VARCHAR[]"}.get(s, "VARCHAR")
+
+
+# ----------------------------------------------------------------------------------------------- main
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dir", type=Path, default=Path("data/bench-history"))
+    ap.add_argument("--week", default="2026-W40")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--cores", type=int, default=2)
+    ap.add_argument("--driver-memory", default="2g")
+    a = ap.parse_args()
+    period = A.Period.iso_week(a.week)
+    if not (a.dir / "group_lag").is_dir():
+        print(f"generating a synthetic week into {a.dir} ...", flush=True)
+        w = generate(a.dir, a.week)
+        print(f"generated {sum(w.rows.values()):,} rows in {w.files} files, {w.bytes / 1e6:.0f} MB, {w.seconds:.0f}s")
+    rows = week_rows(a.dir, period)
+    total = sum(rows.values())
+    size = sum(f.stat().st_size for f in a.dir.rglob("*.parquet"))
+    print(f"history {a.dir}: {total:,} rows in the week ({size / 1e6:.0f} MB on disk): "
+          + ", ".join(f"{k} {v:,}" for k, v in rows.items() if v))
+
+    with Sampler() as sampler:
+        # ---- Spark
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        from spark_analytics.weekly_report import build_session, compute
+
+        t0 = time.perf_counter()
+        spark = build_session(f"local[{a.cores}]", app_name="kmon-bench",
+                              conf={"spark.driver.memory": a.driver_memory})
+        startup = time.perf_counter() - t0
+        print(f"Spark session started in {startup:.1f}s (local[{a.cores}], driver memory {a.driver_memory})")
+        sampler.reset()
+        spark_times, c = timed(lambda: compute(spark, str(a.dir), period), a.runs, "spark")
+        jvm_rss = sampler.peak_children
+        driver_rss = sampler.peak_self
+        rt = spark._jvm.java.lang.Runtime.getRuntime()  # type: ignore[attr-defined]
+        heap_used, heap_max = rt.totalMemory() - rt.freeMemory(), rt.maxMemory()
+        spark_head = (c.headline.to_pylist() or [{}])[0]
+        spark.stop()
+        time.sleep(1.0)
+        jvm_rusage = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # KB on Linux
+        # ---- DuckDB
+        import duckdb
+
+        con = duckdb.connect()
+        con.execute(f"SET threads = {a.cores}")
+        sampler.reset()
+        base = sampler.me.memory_info().rss
+        duck_times, duck_head = timed(lambda: duckdb_headline(con, a.dir, period), a.runs, "duckdb")
+        duck_rss = sampler.peak_self - base
+
+    sm, dm = statistics.median(spark_times), statistics.median(duck_times)
+    mb = 1e6
+    print()
+    print(f"rows processed (the week's files): {total:,}  (+ the previous week: none in the synthetic history)")
+    print(f"Spark  local[{a.cores}] report aggregations: median {sm:.1f}s  "
+          f"(runs {', '.join(f'{x:.1f}' for x in spark_times)}; session start {startup:.1f}s not included)"
+          f" -> {total / sm / 1e6:.2f} M rows/s")
+    print(f"DuckDB {a.cores} threads headline aggregations: median {dm:.1f}s  "
+          f"(runs {', '.join(f'{x:.1f}' for x in duck_times)}) -> {total / dm / 1e6:.2f} M rows/s")
+    print(f"ratio Spark / DuckDB: {sm / dm:.1f}x")
+    print(f"peak memory: Spark driver (Python) RSS {driver_rss / mb:.0f} MB, JVM RSS {jvm_rss / mb:.0f} MB sampled "
+          f"({jvm_rusage / mb:.0f} MB getrusage children), JVM heap used {heap_used / mb:.0f} of "
+          f"{heap_max / mb:.0f} MB at the end; DuckDB RSS increase {duck_rss / mb:.0f} MB")
+    print()
+    print("cross-check of headline figures (Spark report vs DuckDB SQL):")
+    for k in ("polls", "poll_interval_s", "under_replicated_minutes", "under_min_isr_minutes", "offline_minutes",
+              "topics_under_min_isr", "isr_shrinks", "isr_expands", "min_broker_availability", "lag_slo_share",
+              "worst_lag_seconds_p99", "worst_lag_messages_p99", "groups_breaching_slo", "warn_minutes",
+              "err_minutes", "retention_loss_episodes", "transactions_seen", "stuck_transactions",
+              "longest_open_txn_s", "hanging_transactions", "lso_gap_p99", "zk_elections", "incidents_opened",
+              "mttr_minutes"):
+        sv, dv = spark_head.get(k), duck_head.get(k)
+        same = (sv is None and dv is None) or (sv is not None and dv is not None
+                                               and abs(float(sv) - float(dv)) <= 1e-6 * max(1.0, abs(float(dv))))
+        print(f"  {k:28s} spark {_fmt(sv):>16s}  duckdb {_fmt(dv):>16s}  {'ok' if same else 'DIFFERS'}")
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "null"
+    f = float(v)
+    return f"{int(f):,}" if f.is_integer() else f"{f:,.4f}"
+
+
+if __name__ == "__main__":
+    main()

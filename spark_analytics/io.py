@@ -1,0 +1,329 @@
+"""History in (Parquet -> Spark DataFrames), report files out.
+
+Reading follows the history contract of `collectors.history` (see its module doc):
+
+* only **live files** are read: hidden temp files (``.tmp-*``, ``.deleting-*``) are never listed and files
+  superseded by a compaction (named in a ``compact-*`` file's ``kmon.replaces`` footer key) are skipped, so
+  every row is read exactly once even while a compaction is half done. On a local path the list comes from
+  `collectors.history.live_files` itself; on HDFS / object storage (``hdfs://``, ``s3a://``, ``abfs://``...)
+  the same rules are applied through the Hadoop FileSystem API of the running Spark session;
+* only the ``date=YYYY-MM-DD`` directories of the requested range are listed (partition pruning by path,
+  before Spark sees a file), and rows are filtered on ``time`` as well;
+* every table is read with an **explicit schema** converted from `collectors.history.TABLES`: files written
+  by an older schema version simply lack some columns, which Spark reads as null; no schema inference or
+  merging runs over thousands of footers;
+* a table with no file in the range is an **empty DataFrame with the schema**, plus a note for the report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from collectors.history import DATE_PREFIX, DETAIL_TABLES, REPLACES_KEY, TABLES, live_files
+
+log = logging.getLogger(__name__)
+
+REPORT_TABLES: tuple[str, ...] = tuple(t for t in TABLES if t not in DETAIL_TABLES)
+"""Tables the report reads (per-partition consumer detail is optional in the history and not needed)."""
+
+SCHEMA_CHECK_MAX_FILES = 400
+
+_SCALARS: dict[pa.DataType, T.DataType] = {
+    pa.string(): T.StringType(), pa.large_string(): T.StringType(), pa.float64(): T.DoubleType(),
+    pa.float32(): T.FloatType(), pa.int64(): T.LongType(), pa.int32(): T.IntegerType(), pa.int16(): T.ShortType(),
+    pa.int8(): T.ByteType(), pa.bool_(): T.BooleanType(),
+}
+
+
+def spark_type(t: pa.DataType) -> T.DataType:
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return T.ArrayType(spark_type(t.value_type), True)
+    try:
+        return _SCALARS[t]
+    except KeyError:
+        raise TypeError(f"no Spark type for Arrow type {t}") from None
+
+
+def spark_schema(table: str) -> T.StructType:
+    """The Spark schema of a history table, from `collectors.history.TABLES` (every field nullable)."""
+    return T.StructType([T.StructField(f.name, spark_type(f.type), True) for f in TABLES[table]])
+
+
+def is_remote(path: str) -> bool:
+    """True for a URI with a scheme other than ``file`` (HDFS, S3A, ABFS, GCS...)."""
+    head, sep, _ = str(path).partition("://")
+    return bool(sep) and head.lower() != "file" and "/" not in head
+
+
+def _local(path: str) -> Path:
+    s = str(path)
+    return Path(s[len("file://"):]) if s.startswith("file://") else Path(s)
+
+
+def history_exists(spark: SparkSession | None, root: str) -> bool:
+    if not is_remote(root):
+        return _local(root).is_dir()
+    assert spark is not None
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    p = jvm.org.apache.hadoop.fs.Path(root)
+    fs = p.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
+    return bool(fs.exists(p)) and bool(fs.getFileStatus(p).isDirectory())
+
+
+# ----------------------------------------------------------------------------------------------- listing
+
+
+def _day(t: float) -> date:
+    return datetime.fromtimestamp(t, UTC).date()
+
+
+def list_live_files(spark: SparkSession | None, root: str, table: str, start: float, end: float,
+                    use_hadoop: bool | None = None) -> list[str]:
+    """Live files of `table` for rows with ``start <= time < end`` (whole UTC days), as paths Spark can read."""
+    last = end - 1e-3  # the day of the last instant inside the range (end itself is excluded)
+    if use_hadoop is None:
+        use_hadoop = is_remote(root)
+    if not use_hadoop:
+        return [str(p) for p in live_files(_local(root), table, start, last)]
+    assert spark is not None, "listing remote history needs a Spark session"
+    return _HadoopLister(spark).live_files(str(root), table, _day(start), _day(last))
+
+
+class _HadoopLister:
+    """`collectors.history.live_files` over the Hadoop FileSystem API (HDFS, object stores, file://)."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.jvm = spark._jvm  # type: ignore[attr-defined]
+        self.conf = spark._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
+
+    def live_files(self, root: str, table: str, lo: date, hi: date) -> list[str]:
+        table_path = self.jvm.org.apache.hadoop.fs.Path(root.rstrip("/") + "/" + table)
+        fs = table_path.getFileSystem(self.conf)
+        if not fs.exists(table_path):
+            return []
+        previous = self._listing(fs, table_path, lo, hi)
+        for _ in range(10):  # until two listings agree (a compaction may finish in between)
+            current = self._listing(fs, table_path, lo, hi)
+            if current == previous:
+                return current
+            previous = current
+        return previous
+
+    def _listing(self, fs: Any, table_path: Any, lo: date, hi: date) -> list[str]:
+        out: list[str] = []
+        for st in sorted(fs.listStatus(table_path), key=lambda s: s.getPath().getName()):
+            name = st.getPath().getName()
+            if not st.isDirectory() or not name.startswith(DATE_PREFIX):
+                continue
+            try:
+                day = date.fromisoformat(name[len(DATE_PREFIX):])
+            except ValueError:
+                continue
+            if day < lo or day > hi:
+                continue
+            try:
+                entries = fs.listStatus(st.getPath())
+            except Exception:  # the day was removed by retention after the first listing
+                continue
+            files = {e.getPath().getName(): e.getPath().toString() for e in entries
+                     if e.isFile() and e.getPath().getName().endswith(".parquet")
+                     and not e.getPath().getName().startswith((".", "_"))}
+            superseded: set[str] = set()
+            for n, p in files.items():
+                if n.startswith("compact-"):
+                    superseded |= self._replaces(p)
+            out.extend(files[n] for n in sorted(files) if n not in superseded)
+        return out
+
+    def _replaces(self, path: str) -> set[str]:
+        jvm = self.jvm
+        try:
+            hp = jvm.org.apache.hadoop.fs.Path(path)
+            infile = jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(hp, self.conf)
+            reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(infile)
+            try:
+                meta = reader.getFooter().getFileMetaData().getKeyValueMetaData()
+                raw = meta.get(REPLACES_KEY.decode())
+            finally:
+                reader.close()
+            return set(json.loads(raw)) if raw else set()
+        except Exception as e:  # unreadable footer: treat as superseding nothing (as collectors.history does)
+            log.warning("cannot read the footer of %s: %s", path, e)
+            return set()
+
+
+# ----------------------------------------------------------------------------------------------- reading
+
+
+@dataclass
+class TableData:
+    name: str
+    df: DataFrame
+    files: list[str] = field(default_factory=list)
+    days: list[str] = field(default_factory=list)  # YYYY-MM-DD with at least one live file
+    missing_columns: dict[str, int] = field(default_factory=dict)  # column -> files (of those checked) lacking it
+    checked_files: int = 0
+
+
+def _date_of_path(path: str) -> str | None:
+    for part in reversed(str(path).split("/")):
+        if part.startswith(DATE_PREFIX):
+            return part[len(DATE_PREFIX):]
+    return None
+
+
+def _schema_sample(files: Sequence[str]) -> list[str]:
+    """Every file when few; else the first and last live file of each day (writers change version over days)."""
+    if len(files) <= SCHEMA_CHECK_MAX_FILES:
+        return list(files)
+    by_day: dict[str | None, list[str]] = {}
+    for f in files:
+        by_day.setdefault(_date_of_path(f), []).append(f)
+    out: list[str] = []
+    for fs in by_day.values():
+        out.extend({fs[0], fs[-1]})
+    return out
+
+
+def missing_columns(table: str, files: Iterable[str]) -> tuple[dict[str, int], int]:
+    """Columns of `table`'s schema absent from local files (written by an older schema), with file counts."""
+    expected = TABLES[table].names
+    counts: dict[str, int] = {}
+    checked = 0
+    for f in files:
+        try:
+            names = set(pq.read_schema(f).names)
+        except (OSError, pa.ArrowException):
+            continue  # gone (compacted) or unreadable: Spark will say so if it matters
+        checked += 1
+        for c in expected:
+            if c not in names:
+                counts[c] = counts.get(c, 0) + 1
+    return counts, checked
+
+
+def empty_frame(spark: SparkSession, table: str) -> DataFrame:
+    return spark.createDataFrame([], spark_schema(table))
+
+
+def read_table(spark: SparkSession, root: str, table: str, start: float, end: float,
+               clusters: Sequence[str] | None = None, use_hadoop: bool | None = None,
+               check_schema: bool = True) -> TableData:
+    """One history table for ``start <= time < end`` as a DataFrame with the table's full schema."""
+    schema = spark_schema(table)
+    files = list_live_files(spark, root, table, start, end, use_hadoop)
+    if not files:
+        return TableData(table, empty_frame(spark, table))
+    df = spark.read.schema(schema).parquet(*files).select(*schema.names)
+    df = df.filter((F.col("time") >= F.lit(start)) & (F.col("time") < F.lit(end)))
+    if clusters:
+        df = df.filter(F.col("cluster").isin(list(clusters)))
+    days = sorted({d for f in files if (d := _date_of_path(f))})
+    missing: dict[str, int] = {}
+    checked = 0
+    if check_schema and not (use_hadoop if use_hadoop is not None else is_remote(root)):
+        missing, checked = missing_columns(table, _schema_sample(files))
+    return TableData(table, df, files, days, missing, checked)
+
+
+def read_history(spark: SparkSession, root: str, start: float, end: float, clusters: Sequence[str] | None = None,
+                 tables: Sequence[str] = REPORT_TABLES, use_hadoop: bool | None = None) -> dict[str, TableData]:
+    return {t: read_table(spark, root, t, start, end, clusters, use_hadoop) for t in tables}
+
+
+def table_notes(data: dict[str, TableData], days: Sequence[str]) -> list[str]:
+    """Plain-language notes about what the history lacks for `days` (missing tables, days, old-schema columns)."""
+    why = {
+        "cluster": "no polls recorded: nothing can be reported",
+        "brokers": "broker availability unknown",
+        "topic_health": "replication minutes unknown",
+        "partition_changes": "no ISR or leader change was recorded (normal for a quiet week)",
+        "alert_events": "no alert opened or resolved (normal for a quiet week)",
+        "group_lag": "no consumer groups were seen: consumer figures are n/a",
+        "transactions": "no open transaction was seen: transaction figures are 0 or n/a",
+        "producers": "no producer with an open transaction was seen",
+        "lso_gap": "no partition had its LSO held back by an open transaction",
+        "consensus": "no ZooKeeper or KRaft records (no ZooKeeper configured, 4lw disabled, or KRaft not "
+                     "reachable): consensus figures are n/a",
+    }
+    notes: list[str] = []
+    wanted = set(days)
+    polled = set(data["cluster"].days) & wanted if "cluster" in data else wanted
+    for name, td in data.items():
+        have = set(td.days) & wanted
+        if not have:
+            if name != "cluster":
+                notes.append(f"{name}: no data for {days[0]}..{days[-1]} — {why.get(name, 'figures are n/a')}.")
+        elif name in ("brokers", "topic_health") and polled - have:
+            notes.append(f"{name}: no files for {', '.join(sorted(polled - have))} although the cluster was "
+                         "polled (written by an older collector, or removed); figures from it miss those days.")
+        for col, n in sorted(td.missing_columns.items()):
+            notes.append(f"{name}: {n} of {td.checked_files} checked file(s) were written by an older schema "
+                         f"without column `{col}`; it reads as null there.")
+    return notes
+
+
+# ----------------------------------------------------------------------------------------------- writing
+
+
+def _clean(v: Any) -> Any:
+    """JSON-safe: NaN/inf -> null, numpy/pandas scalars -> Python, containers recursively."""
+    if v is None:
+        return None
+    if isinstance(v, dict):
+        return {str(k): _clean(x) for k, x in v.items()}
+    if isinstance(v, list | tuple | set):
+        return [_clean(x) for x in v]
+    if hasattr(v, "item") and not isinstance(v, str | bytes):
+        with contextlib.suppress(ValueError, AttributeError):
+            v = v.item()
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, bool | int | str):
+        return v
+    try:
+        import pandas as pd
+
+        if v is pd.NA or v is pd.NaT:
+            return None
+    except ImportError:  # pragma: no cover
+        pass
+    return str(v)
+
+
+def write_json(path: Path, doc: dict[str, Any]) -> None:
+    _atomic_write(path, (json.dumps(_clean(doc), indent=2, allow_nan=False, sort_keys=False) + "\n").encode())
+
+
+def write_parquet(path: Path, table: pa.Table) -> None:
+    tmp = path.with_name(f".tmp-{path.name}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, tmp, compression="zstd")
+    os.replace(tmp, path)
+
+
+def write_text(path: Path, text: str) -> None:
+    _atomic_write(path, text.encode())
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".tmp-{path.name}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)

@@ -1,0 +1,453 @@
+"""Weekly Kafka reliability report from the Parquet history.
+
+    spark-submit spark_analytics/weekly_report.py --history PATH --week 2026-W47 --out DIR
+    python -m spark_analytics.weekly_report --history PATH [--week YYYY-Www] [--out DIR] [--master local[*]]
+
+For every cluster with polls in the week it writes ``DIR/<cluster>/<week>/``:
+
+* ``report.html``: a self-contained page (plotly.js inlined once, works offline),
+* ``summary.json``: the headline figures beside last week's (numbers or null, never NaN),
+* ``tables/<name>.parquet``: every aggregate table behind the page.
+
+``--week`` defaults to the last complete ISO week (UTC). The previous ISO week is computed the same way for
+the week-over-week comparison. Exit codes: 0 report written, 1 nothing to report (no polls in the week) or
+the job failed, 2 bad arguments (named in the message). docs/weekly-report.md explains every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a file by spark-submit: make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from spark_analytics import aggregations as A
+from spark_analytics import io, render
+
+log = logging.getLogger("spark_analytics.weekly_report")
+
+WORST_N = 5
+LAG_SERIES_N = 6
+
+
+class ArgumentError(Exception):
+    """A bad command-line argument; the message names it. Exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise ArgumentError(message)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="weekly_report", description="Weekly Kafka reliability report (PySpark) from the history.")
+    p.add_argument("--history", default="data/history",
+                   help="history root (local path, or hdfs:// / s3a:// ... URI); default data/history")
+    p.add_argument("--week", default=None, help="ISO week YYYY-Www (UTC); default: the last complete week")
+    p.add_argument("--out", default="data/reports", help="output directory (driver-local); default data/reports")
+    p.add_argument("--master", default=None,
+                   help="Spark master; default local[*], or whatever spark-submit was given")
+    p.add_argument("--cluster", action="append", default=None, help="only this cluster (repeatable)")
+    p.add_argument("--lag-slo-seconds", type=float, default=A.DEFAULT_LAG_SLO_S,
+                   help="consumer lag SLO in seconds (default 300)")
+    p.add_argument("--txn-grace-seconds", type=float, default=A.DEFAULT_TXN_GRACE_S,
+                   help="a transaction is stuck when open longer than its timeout + this (default 10)")
+    p.add_argument("--poll-interval-seconds", type=float, default=None,
+                   help="override the poll interval derived from the data (median gap between polls)")
+    p.add_argument("--approx-percentiles", action="store_true",
+                   help="percentile_approx (accuracy 10,000) instead of exact interpolated percentiles")
+    p.add_argument("--bucket-seconds", type=int, default=None,
+                   help="time bucket of the charts; default: ~400 points over the data's time span")
+    p.add_argument("--verbose", action="store_true", help="Spark warnings and full tracebacks")
+    return p
+
+
+@dataclass
+class Args:
+    history: str
+    period: A.Period
+    out: Path
+    master: str | None
+    clusters: list[str] | None
+    opts: A.Options
+    verbose: bool
+
+
+def parse_args(argv: Sequence[str] | None, now: float | None = None) -> Args:
+    a = parser().parse_args(argv)
+    if a.week is None:
+        period = A.Period.last_complete_week(time.time() if now is None else now)
+    else:
+        try:
+            period = A.Period.iso_week(a.week)
+        except ValueError as e:
+            raise ArgumentError(f"argument --week: {e}") from None
+    if a.lag_slo_seconds < 0:
+        raise ArgumentError("argument --lag-slo-seconds: must be >= 0")
+    if a.txn_grace_seconds < 0:
+        raise ArgumentError("argument --txn-grace-seconds: must be >= 0")
+    if a.poll_interval_seconds is not None and a.poll_interval_seconds <= 0:
+        raise ArgumentError("argument --poll-interval-seconds: must be > 0")
+    if a.bucket_seconds is not None and a.bucket_seconds < 1:
+        raise ArgumentError("argument --bucket-seconds: must be >= 1")
+    if not io.is_remote(a.history) and not Path(a.history.removeprefix("file://")).is_dir():
+        raise ArgumentError(f"argument --history: {a.history!r} is not a directory")
+    out = Path(a.out)
+    if out.exists() and not out.is_dir():
+        raise ArgumentError(f"argument --out: {a.out!r} exists and is not a directory")
+    opts = A.Options(lag_slo_s=a.lag_slo_seconds, exact_percentiles=not a.approx_percentiles,
+                     txn_grace_s=a.txn_grace_seconds, poll_interval_s=a.poll_interval_seconds,
+                     bucket_s=a.bucket_seconds)
+    return Args(a.history, period, out, a.master, a.cluster, opts, a.verbose)
+
+
+# ----------------------------------------------------------------------------------------------- Spark
+
+
+def is_local_master(master: str | None) -> bool:
+    return master is None or master.startswith("local")
+
+
+def build_session(master: str | None = None, app_name: str = "kmon-weekly-report", verbose: bool = False,
+                  conf: dict[str, str] | None = None) -> Any:
+    """A SparkSession. Without `master`: local[*], unless spark-submit already chose one.
+
+    Local sessions bind the driver to 127.0.0.1 and run without the UI.
+    """
+    from pyspark.sql import SparkSession
+
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # launched by spark-submit: its --master/--conf rule
+    b = SparkSession.builder.appName(app_name)
+    if master is None and not submitted:
+        master = "local[*]"
+    if master is not None:
+        b = b.master(master)
+    if master is not None and master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        b = (b.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "16"))
+    b = (b.config("spark.sql.session.timeZone", "UTC").config("spark.ui.showConsoleProgress", "false")
+         .config("spark.sql.execution.arrow.pyspark.enabled", "true"))
+    for k, v in (conf or {}).items():
+        b = b.config(k, v)
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN" if verbose else "ERROR")
+    return spark
+
+
+# ----------------------------------------------------------------------------------------------- compute
+
+
+@dataclass
+class Computed:
+    period: A.Period
+    previous: A.Period
+    tables: dict[str, pa.Table]  # this week, all clusters
+    headline: pa.Table
+    previous_headline: pa.Table
+    week_over_week: pa.Table
+    series: dict[str, pa.Table]
+    data: dict[str, io.TableData]
+    rows_read: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+COLLECT_THREADS = 4
+
+
+def _collect(frames: dict[str, Any]) -> dict[str, pa.Table]:
+    """Run and collect every frame; a few at a time, since most are small jobs dominated by scheduling latency."""
+    with ThreadPoolExecutor(max_workers=COLLECT_THREADS, thread_name_prefix="collect") as pool:
+        futures = {name: pool.submit(df.toArrow) for name, df in frames.items()}
+        return {name: f.result() for name, f in futures.items()}
+
+
+def _small(spark: Any, tables: dict[str, pa.Table]) -> dict[str, Any]:
+    return {name: spark.createDataFrame(t) for name, t in tables.items()}
+
+
+def compute(spark: Any, history: str, period: A.Period, opts: A.Options | None = None,
+            clusters: Sequence[str] | None = None, use_hadoop: bool | None = None, charts: bool = True) -> Computed:
+    """Read the history for the week and the week before, compute and collect every table (small)."""
+    started = time.monotonic()
+    opts = opts or A.Options()
+    previous = period.previous()
+    data = io.read_history(spark, history, previous.start, period.end, clusters, use_hadoop=use_hadoop)
+    frames = {name: td.df for name, td in data.items()}
+
+    current = collect_week(spark, frames, period, opts)
+    cur_head = headline_table(spark, current)
+    prev_head = headline_table(spark, collect_week(spark, frames, previous, opts, A.HEADLINE_INPUTS))
+    wow = A.week_over_week(spark.createDataFrame(cur_head), spark.createDataFrame(prev_head)).toArrow()
+    series: dict[str, pa.Table] = {}
+    if charts:
+        worst = _worst_lag_keys(current["consumer_lag"])
+        keys = spark.createDataFrame(worst)
+        if opts.bucket_s is None:
+            opts = replace(opts, bucket_s=auto_bucket(current["polls"]))
+        series = _collect(A.chart_series(frames, period, keys, opts))
+    return Computed(period, previous, current, cur_head, prev_head, wow, series, data,
+                    seconds=time.monotonic() - started)
+
+
+def auto_bucket(polls: pa.Table) -> int:
+    rows = polls.to_pylist()
+    if not rows:
+        return 900
+    span = max(r["last_poll"] for r in rows) - min(r["first_poll"] for r in rows)
+    interval = max((r["poll_interval_s"] or 0.0) for r in rows)
+    return A.nice_bucket(span, interval)
+
+
+def collect_week(spark: Any, frames: dict[str, Any], period: A.Period, opts: A.Options,
+                 only: frozenset[str] | None = None) -> dict[str, pa.Table]:
+    """`aggregations.compute_tables` for one period, collected (the poll table first, reused as a literal)."""
+    polls = A.poll_intervals(frames["cluster"], period, opts.poll_interval_s).toArrow()
+    got = _collect(A.compute_tables(frames, period, opts, polls=spark.createDataFrame(polls), only=only))
+    got["polls"] = polls
+    return got
+
+
+def headline_table(spark: Any, tables: dict[str, pa.Table]) -> pa.Table:
+    """`aggregations.headline` over collected tables: a small plan over literals, instead of one huge plan that
+    recomputes every aggregate from the history."""
+    return A.headline(_small(spark, {k: v for k, v in tables.items() if k in A.HEADLINE_INPUTS})).toArrow()
+
+
+def _worst_lag_keys(lag: pa.Table, n: int = LAG_SERIES_N) -> pa.Table:
+    """Per cluster, the `n` group/topics with the highest p99 lag in seconds (for the lag-over-time chart)."""
+    cols = ["cluster", "group_id", "topic"]
+    if lag.num_rows == 0:
+        return lag.select(cols)
+    df = lag.select([*cols, "lag_seconds_p99"]).to_pandas()
+    df = df[df["lag_seconds_p99"].notna() & (df["lag_seconds_p99"] > 0)]
+    df = df.sort_values("lag_seconds_p99", ascending=False).groupby("cluster", sort=False).head(n)
+    return pa.Table.from_pandas(df[cols], schema=lag.select(cols).schema, preserve_index=False)
+
+
+def compute_with_retry(spark: Any, history: str, period: A.Period, opts: A.Options,
+                       clusters: Sequence[str] | None, attempts: int = 3) -> Computed:
+    """A compaction or retention run may delete a listed file before Spark opens it: list again and retry."""
+    for attempt in range(attempts):
+        try:
+            return compute(spark, history, period, opts, clusters)
+        except Exception as e:
+            text = str(e)
+            if attempt + 1 < attempts and ("FileNotFound" in text or "does not exist" in text
+                                           or "PATH_NOT_FOUND" in text):
+                log.warning("a history file vanished while reading (compaction?); listing again")
+                continue
+            raise
+    raise AssertionError("unreachable")
+
+
+# ----------------------------------------------------------------------------------------------- per cluster
+
+
+def _of(t: pa.Table, cluster: str) -> pa.Table:
+    if "cluster" not in t.column_names or t.num_rows == 0:
+        return t
+    return t.filter(pc.equal(t["cluster"], cluster))
+
+
+def _pd(t: pa.Table) -> Any:
+    return t.to_pandas()
+
+
+def safe_name(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", s).strip("._") or "cluster"
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _row(t: pa.Table) -> dict[str, Any] | None:
+    rows = t.to_pylist()
+    return rows[0] if rows else None
+
+
+def _as_number(v: Any, unit: str) -> Any:
+    if v is None or (isinstance(v, float) and v != v):
+        return None
+    if isinstance(v, float) and v.is_integer() and unit not in ("share", "/s"):
+        return int(v)
+    return v
+
+
+def cluster_notes(cluster: str, c: Computed, polls: dict[str, Any] | None) -> list[str]:
+    notes: list[str] = []
+    days = c.period.days()
+    if polls is None:
+        return [f"{cluster}: no polls in {c.period.label}."]
+    present = set(polls.get("days_with_polls") or [])
+    missing = [days[i] for i in range(len(days)) if i not in present]
+    if missing:
+        notes.append(f"No polls on {', '.join(missing)} (collector down, or history removed): minutes count only "
+                     "the polls that exist; coverage shows the share of the week the data speaks for.")
+    if polls.get("poll_interval_s") is None:
+        notes.append("Only one poll this week: the poll interval is unknown, so figures in minutes are n/a "
+                     "(use --poll-interval-seconds to set it).")
+    elif (polls.get("coverage") or 0) < 0.9 and not missing:
+        notes.append(f"Polls cover {polls['coverage'] * 100:.1f} % of the week (gaps in the data).")
+    return notes
+
+
+def cluster_doc(cluster: str, c: Computed, opts: A.Options, global_notes: list[str]) -> dict[str, Any]:
+    units = {n: u for n, _, _, u in A.HEADLINE}
+    head = _row(_of(c.headline, cluster)) or {}
+    prev = _row(_of(c.previous_headline, cluster))
+    polls = _row(_of(c.tables["polls"], cluster))
+    wow_rows = []
+    for r in _of(c.week_over_week, cluster).to_pylist():
+        r = dict(r)
+        for k in ("this_week", "last_week", "change"):
+            r[k] = _as_number(r[k], r["unit"])
+        wow_rows.append(r)
+    topics = _pd(_of(c.tables["topic_replication"], cluster))
+    worst_topics: list[dict[str, Any]] = []
+    if not topics.empty:
+        m = topics[["under_replicated_minutes", "under_min_isr_minutes", "offline_minutes"]].fillna(0).sum(axis=1) > 0
+        worst_topics = (topics[m].sort_values(["under_min_isr_minutes", "offline_minutes", "under_replicated_minutes"],
+                                              ascending=False).head(WORST_N)
+                        [["topic", "under_min_isr_minutes", "offline_minutes", "under_replicated_minutes"]]
+                        .to_dict("records"))
+    lag = _pd(_of(c.tables["consumer_lag"], cluster))
+    worst_groups: list[dict[str, Any]] = []
+    if not lag.empty:
+        bad = ((lag["slo_share"].fillna(1) < 1) | (lag["err_minutes"].fillna(0) > 0)
+               | (lag["warn_minutes"].fillna(0) > 0))
+        worst_groups = (lag[bad].sort_values(["slo_share", "lag_seconds_p99"], ascending=[True, False],
+                                             na_position="last").head(WORST_N)
+                        [["group_id", "topic", "lag_seconds_p99", "lag_p99", "slo_share", "warn_minutes",
+                          "err_minutes"]].to_dict("records"))
+    inc = _of(c.tables["incidents"], cluster).to_pylist()
+    elections = _of(c.tables["zk_elections"], cluster).to_pylist()
+    stuck = [r for r in _of(c.tables["transactions"], cluster).to_pylist() if r["stuck"]]
+    return {
+        "cluster": cluster,
+        "week": c.period.label,
+        "previous_week": c.previous.label,
+        "period": {"start": _iso(c.period.start), "end": _iso(c.period.end), "start_epoch": c.period.start,
+                   "end_epoch": c.period.end},
+        "generated_at": _iso(time.time()),
+        "as_of_epoch": min(c.period.end, polls["last_poll"]) if polls else None,
+        "poll_interval_s": polls.get("poll_interval_s") if polls else None,
+        "poll_interval_rule": "median gap between consecutive polls of the cluster table in the week"
+                              if opts.poll_interval_s is None else "set with --poll-interval-seconds",
+        "lag_slo_s": opts.lag_slo_s,
+        "txn_grace_s": opts.txn_grace_s,
+        "percentiles": ("exact (interpolated)" if opts.exact_percentiles
+                        else f"percentile_approx, accuracy {opts.accuracy}"),
+        "previous_available": prev is not None,
+        "headline": {n: _as_number(head.get(n), units[n]) for n in A.HEADLINE_NAMES},
+        "previous": {n: _as_number(prev.get(n), units[n]) if prev else None for n in A.HEADLINE_NAMES},
+        "week_over_week": wow_rows,
+        "worse_than_last_week": [r["metric"] for r in wow_rows if r["worse"]],
+        "worst_topics": worst_topics,
+        "worst_groups": worst_groups,
+        "open_incidents": [{k: r[k] for k in ("rule", "severity", "subject", "start", "open_for_s")}
+                           for r in sorted(inc, key=lambda r: (render.SEVERITY_RANK.get(r["severity"], 9), r["start"]))
+                           if r["status"] == "open"],
+        "zk_elections": [{"time": r["time"], "at": _iso(r["time"]), "epoch_before": r["epoch_before"],
+                          "epoch_after": r["epoch_after"], "leader": r["leader"]} for r in elections],
+        "stuck_transactions": [{"transactional_id": r["transactional_id"], "start_time": r["start_time"],
+                                "max_age_s": r["max_age_s"], "timeout_ms": r["timeout_ms"],
+                                "last_state": r["last_state"]} for r in stuck],
+        "notes": cluster_notes(cluster, c, polls) + global_notes,
+        "tables": sorted([*c.tables, *c.series, "headline", "previous_headline", "week_over_week"]),
+    }
+
+
+def write_cluster(cluster: str, c: Computed, out: Path, opts: A.Options, global_notes: list[str]) -> Path:
+    target = out / safe_name(cluster) / c.period.label
+    per = {name: _of(t, cluster) for name, t in c.tables.items()}
+    per.update({name: _of(t, cluster) for name, t in c.series.items()})
+    per["headline"] = _of(c.headline, cluster)
+    per["previous_headline"] = _of(c.previous_headline, cluster)
+    per["week_over_week"] = _of(c.week_over_week, cluster)
+    for name, t in per.items():
+        io.write_parquet(target / "tables" / f"{name}.parquet", t)
+    doc = cluster_doc(cluster, c, opts, global_notes)
+    io.write_json(target / "summary.json", doc)
+    page = render.render_report(doc, {name: _pd(t) for name, t in per.items()})
+    io.write_text(target / "report.html", page)
+    return target
+
+
+# ----------------------------------------------------------------------------------------------- main
+
+
+def run(args: Args, spark: Any) -> int:
+    c = compute_with_retry(spark, args.history, args.period, args.opts, args.clusters)
+    clusters = sorted(c.tables["polls"].column("cluster").to_pylist())
+    global_notes = io.table_notes(c.data, args.period.days())
+    if not clusters:
+        present = [n for n, td in c.data.items() if td.files]
+        print(f"weekly_report: no polls in {args.period.label} under {args.history}"
+              + (f" for cluster(s) {', '.join(args.clusters)}" if args.clusters else "")
+              + (f" (tables with files in {c.previous.label}..{args.period.label}: {', '.join(present)})"
+                 if present else " (no history files for these two weeks)")
+              + "; nothing to report.", file=sys.stderr)
+        return 1
+    for cluster in clusters:
+        target = write_cluster(cluster, c, args.out, args.opts, global_notes)
+        head = _row(_of(c.headline, cluster)) or {}
+        print(f"{cluster} {args.period.label}: {target / 'report.html'} — under min ISR "
+              f"{render.fmt_value(head.get('under_min_isr_minutes'), 'min')}, incidents "
+              f"{render.fmt_num(head.get('incidents_opened'))}, worst broker availability "
+              f"{render.fmt_value(head.get('min_broker_availability'), 'share')}, lag SLO "
+              f"{render.fmt_value(head.get('lag_slo_share'), 'share')}, ZooKeeper elections "
+              f"{render.fmt_num(head.get('zk_elections'))}")
+    print(f"computed in {c.seconds:.1f}s")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None, spark: Any = None) -> int:
+    """Entry point; pass `spark` to reuse a session (tests). Returns the exit code."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        args = parse_args(argv)
+    except ArgumentError as e:
+        print(f"weekly_report: error: {e}", file=sys.stderr)
+        parser().print_usage(sys.stderr)
+        return 2
+    own = spark is None
+    try:
+        if own:
+            spark = build_session(args.master, verbose=args.verbose)
+        if io.is_remote(args.history) and not io.history_exists(spark, args.history):
+            print(f"weekly_report: error: argument --history: {args.history!r} does not exist", file=sys.stderr)
+            return 2
+        return run(args, spark)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:
+        if args.verbose:
+            traceback.print_exc()
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        print(f"weekly_report: failed: {type(e).__name__}: {first[:500]} (--verbose for the traceback)",
+              file=sys.stderr)
+        return 1
+    finally:
+        if own and spark is not None:
+            spark.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,516 @@
+"""The weekly report's pure aggregations on small hand-made DataFrames, with exact expected numbers.
+
+Real PySpark in local mode; one SparkSession for the whole test process (tests.support.spark_history).
+Times are seconds after the start of ISO week 2026-W47 (Monday 2026-11-16 00:00 UTC) unless noted.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from collectors.history import REPLACES_KEY, TABLES
+from spark_analytics import aggregations as A
+from spark_analytics import io, weekly_report
+from spark_analytics.weekly_report import compute, main
+from tests.support.spark_history import empty_tables, frame, headline_rows, spark_session
+
+W = A.Period.iso_week("2026-W47")
+T0 = W.start
+PREV = W.previous()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Any:
+    return spark_session()
+
+
+def rows(df: Any, *order: str) -> list[dict[str, Any]]:
+    return [r.asDict(recursive=True) for r in (df.orderBy(*order) if order else df).collect()]
+
+
+def polls_df(spark: Any, times: list[float], cluster: str = "c1") -> Any:
+    return frame(spark, "cluster", [{"time": T0 + t, "controller_id": 1, "reachable": True} for t in times],
+                 cluster=cluster)
+
+
+def every(n: int, step: float = 30.0, start: float = 0.0) -> list[float]:
+    return [start + i * step for i in range(n)]
+
+
+# ----------------------------------------------------------------------------------------------- periods
+
+
+def test_iso_week_bounds_previous_and_bad_labels() -> None:
+    assert W.start == 1_794_787_200.0  # 2026-11-16T00:00:00Z
+    assert W.seconds == 7 * 86400 and PREV.label == "2026-W46" and PREV.end == W.start
+    assert A.Period.iso_week("2026-W01").previous().label == "2025-W52"
+    assert A.Period.iso_week("2021-W01").previous().label == "2020-W53"  # a 53-week year
+    assert A.Period.containing(W.start + 3 * 86400).label == "2026-W47"
+    assert A.Period.last_complete_week(W.end + 10).label == "2026-W47"
+    assert W.days()[0] == "2026-11-16" and W.days()[-1] == "2026-11-22"
+    for bad in ("2026-47", "2026-W5", "26-W47", "2026-W54", "2026-W00", "week"):
+        with pytest.raises(ValueError):
+            A.Period.iso_week(bad)
+
+
+# ----------------------------------------------------------------------------------------------- polls
+
+
+def test_poll_interval_is_the_median_gap_and_coverage(spark: Any) -> None:
+    times = [0, 30, 60, 90, 150, 180, 2 * 86400]  # gaps 30 30 30 60 30 <big>: median 30
+    cl = polls_df(spark, times).unionByName(polls_df(spark, [-30.0]))  # the previous week is not counted
+    [r] = rows(A.poll_intervals(cl, W))
+    assert r["polls"] == 7 and r["poll_interval_s"] == 30.0 and r["median_gap_s"] == 30.0
+    assert r["observed_minutes"] == pytest.approx(3.5)
+    assert r["coverage"] == pytest.approx(7 * 30 / W.seconds)
+    assert r["days_with_polls"] == [0, 2]
+    [o] = rows(A.poll_intervals(cl, W, override_s=60))
+    assert o["poll_interval_s"] == 60.0
+
+
+def test_single_poll_has_no_interval_and_minutes_are_null(spark: Any) -> None:
+    cl = polls_df(spark, [100.0])
+    th = frame(spark, "topic_health", [{"time": T0 + 100, "topic": "t", "under_min_isr": 1}])
+    polls = A.poll_intervals(cl, W)
+    [r] = rows(A.topic_replication(th, polls, W))
+    assert r["under_min_isr_polls"] == 1 and r["under_min_isr_minutes"] is None
+
+
+# ----------------------------------------------------------------------------------------------- replication
+
+
+def test_minutes_under_min_isr_per_topic_and_cluster(spark: Any) -> None:
+    times = every(6)
+    cl = polls_df(spark, times)
+    umi = {"a": [0, 1, 2, 1, 0, 0], "b": [0, 0, 0, 1, 0, 0]}
+    offline = {"a": [0, 0, 0, 0, 0, 0], "b": [0, 0, 0, 1, 1, 0]}
+    th = frame(spark, "topic_health", [
+        {"time": T0 + t, "topic": topic, "partitions": 3, "replication_factor": 3, "min_insync_replicas": 2,
+         "under_replicated": umi[topic][i] + offline[topic][i], "under_min_isr": umi[topic][i],
+         "offline": offline[topic][i]}
+        for i, t in enumerate(times) for topic in ("a", "b")])
+    polls = A.poll_intervals(cl, W)
+    got = {r["topic"]: r for r in rows(A.topic_replication(th, polls, W))}
+    assert got["a"]["under_min_isr_polls"] == 3 and got["a"]["under_min_isr_minutes"] == pytest.approx(1.5)
+    assert got["a"]["under_min_isr_partition_minutes"] == pytest.approx(2.0)  # (1 + 2 + 1) x 0.5 min
+    assert got["a"]["under_min_isr_max_partitions"] == 2
+    assert got["b"]["under_min_isr_minutes"] == pytest.approx(0.5)
+    assert got["b"]["offline_minutes"] == pytest.approx(1.0)
+    assert got["b"]["under_replicated_minutes"] == pytest.approx(1.0)
+    [c] = rows(A.cluster_replication(th, polls, W))
+    assert c["under_min_isr_minutes"] == pytest.approx(1.5)  # polls 1-3 (b's poll 3 overlaps a's)
+    assert c["offline_minutes"] == pytest.approx(1.0)
+    assert c["topics_under_min_isr"] == 2 and c["topics_offline"] == 1
+
+
+def test_isr_shrinks_count_per_removed_broker(spark: Any) -> None:
+    pc = frame(spark, "partition_changes", [
+        {"time": T0 + 10, "topic": "t", "partition": 0, "kind": "isr_shrink", "leader_before": 1, "leader_after": 1,
+         "isr_before": [1, 2, 3], "isr_after": [1]},
+        {"time": T0 + 20, "topic": "t", "partition": 0, "kind": "isr_expand", "leader_before": 1, "leader_after": 1,
+         "isr_before": [1], "isr_after": [1, 2]},
+        {"time": T0 + 30, "topic": "u", "partition": 1, "kind": "isr_shrink", "leader_before": 2, "leader_after": 1,
+         "isr_before": [2, 1, 3], "isr_after": [1, 3]},
+        {"time": T0 + 40, "topic": "u", "partition": 2, "kind": "isr_change", "leader_before": 1, "leader_after": 1,
+         "isr_before": [1, 2], "isr_after": [1, 3]},
+        {"time": T0 + 50, "topic": "u", "partition": 2, "kind": "leader_change", "leader_before": 1,
+         "leader_after": 3, "isr_before": [1, 3], "isr_after": [1, 3]},
+        {"time": T0 - 50, "topic": "u", "partition": 2, "kind": "isr_shrink", "leader_before": 1,  # last week
+         "leader_after": 1, "isr_before": [1, 2, 3], "isr_after": [1]},
+        {"time": T0 + 60, "topic": "v", "partition": 0, "kind": "isr_shrink", "leader_before": 1,  # older file: null
+         "leader_after": 1, "isr_before": None, "isr_after": [1]},
+    ])
+    by_broker = {r["broker"]: (r["isr_shrinks"], r["isr_expands"]) for r in rows(A.isr_changes_by_broker(pc, W))}
+    assert by_broker == {1: (0, 1), 2: (3, 1), 3: (1, 1)}
+    by_topic = {r["topic"]: r for r in rows(A.isr_changes_by_topic(pc, W))}
+    assert (by_topic["t"]["isr_shrinks"], by_topic["t"]["isr_expands"]) == (2, 1)
+    assert (by_topic["u"]["isr_shrinks"], by_topic["u"]["isr_expands"]) == (2, 1)
+    assert by_topic["u"]["partitions_shrunk"] == 2 and by_topic["u"]["leader_changes"] == 2
+
+
+# ----------------------------------------------------------------------------------------------- incidents
+
+
+def _alert(event: str, rule: str, subject: str, first: float, resolved: float | None = None,
+           severity: str = "critical") -> dict[str, Any]:
+    return {"time": T0 + (resolved if event == "resolve" else first), "event": event, "rule": rule,
+            "severity": severity, "subject": subject, "summary": f"{rule} {subject}", "first_seen": T0 + first,
+            "last_seen": T0 + (resolved or first), "resolved_at": None if resolved is None else T0 + resolved}
+
+
+def test_incidents_durations_mttr_and_open_at_week_end(spark: Any) -> None:
+    ev = frame(spark, "alert_events", [
+        _alert("open", "under_min_isr", "t-0", 100), _alert("resolve", "under_min_isr", "t-0", 100, 400),
+        _alert("open", "under_min_isr", "t-1", 1000), _alert("resolve", "under_min_isr", "t-1", 1000, 1120),
+        _alert("open", "broker_down", "broker-2", 5000),  # never resolved: open at the end
+        _alert("resolve", "zk_quorum_lost", "c1", -600, 60),  # opened last week, resolved this week
+        _alert("open", "lso_gap", "t-2", 200, severity="warning"),  # collector restart: re-opened at 900
+        _alert("open", "lso_gap", "t-2", 900, severity="warning"),
+        _alert("resolve", "lso_gap", "t-2", 900, 960, severity="warning"),
+        _alert("open", "hanging_transaction", "t-3", 7 * 86400 - 100),  # resolved after the week: open in it
+        _alert("resolve", "hanging_transaction", "t-3", 7 * 86400 - 100, 7 * 86400 + 100),
+        _alert("open", "offline_partition", "t-4", -900), _alert("resolve", "offline_partition", "t-4", -900, -300),
+    ])
+    polls = A.poll_intervals(polls_df(spark, every(2, start=9000)), W)  # last poll at 9030
+    inc = {(r["rule"], r["start"] - T0): r for r in rows(A.incidents(ev, polls, W))}
+    assert ("offline_partition", -900) not in inc  # wholly in the previous week
+    a = inc[("under_min_isr", 100)]
+    assert (a["status"], a["duration_s"], a["end"] - T0) == ("resolved", 300.0, 400.0)
+    assert inc[("under_min_isr", 1000)]["duration_s"] == 120.0
+    b = inc[("broker_down", 5000)]
+    assert b["status"] == "open" and b["end"] is None and b["open_for_s"] == 4030.0  # up to the last poll
+    z = inc[("zk_quorum_lost", -600)]
+    assert z["status"] == "resolved" and z["duration_s"] == 660.0 and not z["opened_in_period"]
+    assert z["minutes_in_period"] == pytest.approx(1.0)
+    assert inc[("lso_gap", 200)]["status"] == "superseded" and inc[("lso_gap", 200)]["duration_s"] is None
+    assert inc[("hanging_transaction", 7 * 86400 - 100)]["status"] == "open"
+    summary = {r["rule"]: r for r in rows(A.incident_summary(A.incidents(ev, polls, W)))}
+    assert summary["under_min_isr"]["mttr_s"] == 210.0 and summary["under_min_isr"]["resolved"] == 2
+    assert summary["broker_down"]["open_at_end"] == 1 and summary["broker_down"]["mttr_s"] is None
+    t = empty_tables(spark)
+    t["alert_events"], t["cluster"] = ev, polls_df(spark, every(2, start=9000))
+    [h] = headline_rows(spark, t, W)
+    # opened this week: 100, 1000, 5000, 200, 900, week end - 100; resolved this week: 300, 120, 660, 60 s
+    assert h["incidents_opened"] == 6 and h["incidents_open_at_end"] == 2 and h["critical_incidents"] == 4
+    assert h["mttr_minutes"] == pytest.approx((300 + 120 + 660 + 60) / 4 / 60)
+
+
+# ----------------------------------------------------------------------------------------------- brokers
+
+
+def test_broker_availability_and_controller_changes(spark: Any) -> None:
+    times = every(4)
+    br = frame(spark, "brokers", [
+        {"time": T0 + t, "broker_id": b, "host": None if (b == 2 and i == 1) else "h", "alive": not (b == 2 and i == 1),
+         "is_controller": b == 1}
+        for i, t in enumerate(times) for b in (1, 2, 3) if not (b == 3 and i == 3)])  # 3 missing from a poll
+    polls = A.poll_intervals(polls_df(spark, times), W)
+    got = {r["broker_id"]: r for r in rows(A.broker_availability(br, polls, W))}
+    assert got[1]["availability"] == 1.0 and got[1]["controller_polls"] == 4
+    assert got[2]["availability"] == 0.75 and got[2]["down_minutes"] == pytest.approx(0.5) and got[2]["host"] == "h"
+    assert got[3]["availability"] == 0.75
+    ctl = [1, 1, None, 2, 2, 1]
+    cl = frame(spark, "cluster", [{"time": T0 + i * 30, "controller_id": c, "reachable": True}
+                                  for i, c in enumerate(ctl)]
+               + [{"time": T0 - 30, "controller_id": 3, "reachable": True}])  # last week: 3 -> 1 at the first poll
+    changes = rows(A.controller_changes(cl, W), "time")
+    assert [(r["controller_before"], r["controller_after"]) for r in changes] == [(3, 1), (1, 2), (2, 1)]
+    [h] = rows(A.cluster_health(cl, A.poll_intervals(cl, W), W))
+    assert h["no_controller_polls"] == 1 and h["no_controller_minutes"] == pytest.approx(0.5)
+
+
+# ----------------------------------------------------------------------------------------------- consumers
+
+
+def _lag_rows(n: int, group: str = "g", topic: str = "t") -> list[dict[str, Any]]:
+    out = []
+    for i in range(n):
+        status = "ERR" if i < 4 else ("WARN" if i < 10 else "OK")
+        out.append({"time": T0 + i * 30, "group_id": group, "topic": topic, "state": "Stable", "members": 1,
+                    "status": status, "lag_max": i + 1, "lag_sum": i + 1, "lag_seconds_max": float(i + 1),
+                    "partitions": 1, "below_log_start": 0})
+    return out
+
+
+def test_lag_percentiles_slo_share_and_status_minutes(spark: Any) -> None:
+    gl = frame(spark, "group_lag", [*_lag_rows(100), {"time": T0 + 5, "group_id": "idle", "topic": None,
+                                                     "state": "Empty", "lag_max": None, "below_log_start": 0}])
+    polls = A.poll_intervals(polls_df(spark, every(100)), W)
+    [r] = rows(A.consumer_lag(gl, polls, W, slo_s=90.0, exact=False))  # the topic-less row is left out
+    assert (r["lag_p50"], r["lag_p95"], r["lag_p99"], r["lag_max"]) == (50.0, 95.0, 99.0, 100.0)  # nearest rank
+    assert (r["lag_seconds_p50"], r["lag_seconds_p99"], r["lag_seconds_max"]) == (50.0, 99.0, 100.0)
+    assert r["polls"] == 100 and r["slo_share"] == pytest.approx(0.9)
+    assert r["err_minutes"] == pytest.approx(2.0) and r["warn_minutes"] == pytest.approx(3.0)
+    [e] = rows(A.consumer_lag(gl, polls, W, slo_s=90.0, exact=True))
+    assert (e["lag_p50"], e["lag_p95"], e["lag_p99"]) == pytest.approx((50.5, 95.05, 99.01))  # interpolated
+
+
+def test_slo_share_ignores_unknown_lag_seconds(spark: Any) -> None:
+    gl = frame(spark, "group_lag", [
+        {"time": T0 + i * 30, "group_id": "g", "topic": "t", "lag_max": 5, "lag_seconds_max": s, "status": "OK"}
+        for i, s in enumerate([None, None, 10.0, 400.0])])
+    polls = A.poll_intervals(polls_df(spark, every(4)), W)
+    [r] = rows(A.consumer_lag(gl, polls, W))
+    assert r["polls_with_lag_seconds"] == 2 and r["slo_share"] == 0.5
+    never = frame(spark, "group_lag", [{"time": T0, "group_id": "g", "topic": "t", "lag_seconds_max": None}])
+    assert rows(A.consumer_lag(never, polls, W))[0]["slo_share"] is None
+
+
+def test_retention_loss_episodes_follow_consecutive_polls(spark: Any) -> None:
+    # irregular polls: gaps of 30, 45, 20 ... seconds; the condition holds at polls 0-2, 4, 6-7 (poll 3 and 5 clean)
+    times = [0, 30, 75, 95, 140, 200, 230, 300]
+    flags = [2, 1, 1, 0, 1, 0, 3, 3]
+    gl = frame(spark, "group_lag", [
+        {"time": T0 + t, "group_id": "g", "topic": "t", "below_log_start": f, "lag_max": 1}
+        for t, f in zip(times, flags, strict=True)])
+    idx = A.poll_index(polls_df(spark, times), A.poll_intervals(polls_df(spark, times), W), W)
+    eps = rows(A.retention_loss_episodes(gl, idx, W), "start")
+    assert [(e["start"] - T0, e["end"] - T0, e["polls"], e["max_partitions"]) for e in eps] == [
+        (0, 75, 3, 2), (140, 140, 1, 1), (230, 300, 2, 3)]
+    median_gap = sorted(b - a for a, b in itertools.pairwise(times))[3]
+    assert eps[0]["duration_s"] == 75 + median_gap
+
+
+# ----------------------------------------------------------------------------------------------- transactions
+
+
+def test_transactions_seen_stuck_longest_and_epoch_bumps(spark: Any) -> None:
+    def tx(t: float, tid: str, start: float, age: float, epoch: int, pid: int = 7, state: str = "Ongoing",
+           timeout: int = 60_000) -> dict[str, Any]:
+        return {"time": T0 + t, "transactional_id": tid, "state": state, "producer_id": pid, "producer_epoch": epoch,
+                "timeout_ms": timeout, "start_time": T0 + start, "age_seconds": age, "partitions": ["t-0"]}
+
+    tr = frame(spark, "transactions", [
+        tx(-30, "a", -40, 10, 0),  # last week: context for the epoch comparison only
+        tx(0, "a", -40, 40, 0), tx(30, "a", -40, 69, 0),  # 69 s < 60 + 10 s grace: not stuck
+        tx(60, "a", 55, 5, 1), tx(90, "a", 85, 5, 1),
+        tx(120, "a", 115, 5, 3),  # two bumps between polls (restarts while no transaction was open)
+        tx(150, "a", 145, 5, 0, pid=8),  # a new producer id starts again at 0: no bump
+        tx(0, "b", -200, 200, 4, pid=9, state="PrepareAbort"), tx(30, "b", -200, 230, 4, pid=9, state="PrepareAbort"),
+    ])
+    detail = rows(A.transaction_detail(tr, W), "transactional_id", "start_time")
+    assert len(detail) == 6  # a: -40, 55, 85, 115, 145; b: -200
+    stuck = [(d["transactional_id"], d["max_age_s"]) for d in detail if d["stuck"]]
+    assert stuck == [("b", 230.0)]
+    assert sum(d["stuck"] for d in rows(A.transaction_detail(tr, W, grace_s=0.0))) == 2  # 69 s > 60 s
+    bumps = {r["transactional_id"]: r for r in rows(A.producer_epoch_bumps(tr, W))}
+    assert (bumps["a"]["epoch_bumps"], bumps["a"]["epoch_increases"]) == (3, 2)
+    assert bumps["b"]["epoch_bumps"] == 0
+    by_id = {r["transactional_id"]: r for r in rows(A.transactions_by_id(A.transaction_detail(tr, W),
+                                                                         A.producer_epoch_bumps(tr, W)))}
+    assert by_id["a"]["transactions_seen"] == 5 and by_id["a"]["longest_open_s"] == 69.0 and by_id["a"]["stuck"] == 0
+    assert by_id["b"]["stuck"] == 1
+
+
+def test_hanging_transactions_and_lso_gap_percentiles(spark: Any) -> None:
+    times = every(5)
+    pr = frame(spark, "producers", [
+        {"time": T0 + t, "topic": "t", "partition": 1, "producer_id": 99, "producer_epoch": 0, "txn_start_offset": 10,
+         "hanging": i != 2} for i, t in enumerate(times)])
+    idx = A.poll_index(polls_df(spark, times), A.poll_intervals(polls_df(spark, times), W), W)
+    eps = rows(A.hanging_transactions(pr, idx, W), "start")
+    assert [(e["polls"], e["start"] - T0) for e in eps] == [(2, 0), (2, 90)]  # one transaction, two episodes
+    lso = frame(spark, "lso_gap", [{"time": T0 + i, "topic": "t", "partition": i % 2, "lso_gap": i + 1}
+                                   for i in range(100)])
+    [g] = rows(A.lso_gaps(lso, W))  # exact, interpolated (the default)
+    assert (g["lso_gap_p50"], g["lso_gap_p95"], g["lso_gap_p99"]) == pytest.approx((50.5, 95.05, 99.01))
+    assert g["lso_gap_max"] == 100
+    [a] = rows(A.lso_gaps(lso, W, exact=False))
+    assert (a["lso_gap_p50"], a["lso_gap_p95"], a["lso_gap_p99"]) == (50, 95, 99)
+    assert g["partitions"] == 2 and g["partition_polls"] == 100
+
+
+# ----------------------------------------------------------------------------------------------- consensus
+
+
+def _zk(t: float, server: str, mode: str | None, epoch: int | None, counter: int = 0, serving: bool = True,
+        lag: int | None = None) -> dict[str, Any]:
+    zxid = None if epoch is None else (epoch << 32) | counter
+    return {"time": T0 + t, "kind": "zookeeper", "server": server, "serving": serving, "mode": mode, "zxid": zxid,
+            "zxid_epoch": epoch, "zxid_counter": None if epoch is None else counter, "lag_behind_leader": lag}
+
+
+def test_zookeeper_elections_with_zxid_zero_followers(spark: Any) -> None:
+    cs = frame(spark, "consensus", [
+        _zk(-30, "s1", "leader", 1, 90), _zk(-30, "s2", "follower", 1, 90), _zk(-30, "s3", "follower", 1, 90),
+        _zk(0, "s1", "leader", 1, 100), _zk(0, "s2", "follower", 1, 100), _zk(0, "s3", "follower", 1, 100),
+        # s1 killed; s2 elected with epoch 2; s3 reports zxid 0 right after the election
+        _zk(30, "s1", None, None, serving=False), _zk(30, "s2", "leader", 2, 0), _zk(30, "s3", "follower", 0, 0),
+        # s1 back, still on the previous epoch
+        _zk(60, "s1", "follower", 1, 100), _zk(60, "s2", "leader", 2, 30), _zk(60, "s3", "follower", 2, 30),
+        # a poll where only a lagging follower answered: the max dips to epoch 1 and comes back, no election
+        _zk(90, "s1", "follower", 1, 100), _zk(90, "s2", None, None, serving=False),
+        _zk(90, "s3", None, None, serving=False),
+        _zk(120, "s1", "follower", 2, 90), _zk(120, "s2", "leader", 2, 90), _zk(120, "s3", "follower", 2, 89, lag=1),
+        # second real election
+        _zk(150, "s1", "leader", 3, 0), _zk(150, "s2", None, None, serving=False), _zk(150, "s3", "follower", 0, 0),
+        _zk(180, "s1", "leader", 3, 60), _zk(180, "s2", "follower", 3, 60), _zk(180, "s3", "follower", 3, 58, lag=2),
+        _zk(210, "s1", "leader", 3, 120), _zk(210, "s2", "follower", 3, 120), _zk(210, "s3", "follower", 3, 119, lag=1),
+    ])
+    el = rows(A.zk_elections(cs, W), "time")
+    assert [(e["time"] - T0, e["epoch_before"], e["epoch_after"], e["leader"]) for e in el] == [
+        (30, 1, 2, "s2"), (150, 2, 3, "s1")]
+    # a naive per-server count would see s1 1->2 at 120, s3 0->2 at 60 ... : many more
+    times = every(8)
+    polls = A.poll_intervals(polls_df(spark, times), W)
+    [q] = rows(A.zk_quorum(cs, polls, W))
+    assert q["zk_polls"] == 8 and q["no_quorum_polls"] == 1 and q["minutes_without_quorum"] == pytest.approx(0.5)
+    idx = A.poll_index(polls_df(spark, times), polls, W)
+    fb = rows(A.zk_follower_behind(cs, idx, W), "start")
+    assert [(f["server"], f["start"] - T0, f["polls"], f["max_lag"]) for f in fb] == [("s3", 120, 1, 1),
+                                                                                       ("s3", 180, 2, 2)]
+    rate = {r["epoch"]: r for r in rows(A.zk_write_rate(cs, W))}
+    assert rate[1]["writes"] == 0 and rate[2]["writes"] == 90 and rate[2]["writes_per_s"] == pytest.approx(1.0)
+    assert rate[3]["writes"] == 120 and rate[3]["writes_per_s"] == pytest.approx(2.0)
+
+
+def test_kraft_leader_changes_and_voter_lag(spark: Any) -> None:
+    def v(t: float, node: int, role: str, leader: int, epoch: int, lag: int | None) -> dict[str, Any]:
+        return {"time": T0 + t, "kind": "kraft", "server": f"voter-{node}", "node_id": node, "mode": role,
+                "leader_id": leader, "leader_epoch": epoch, "lag": lag, "high_watermark": 100}
+
+    cs = frame(spark, "consensus", [
+        v(i * 30, n, "leader" if n == ldr else "voter", ldr, ep, (0 if n == ldr else i + n))
+        for i, (ldr, ep) in enumerate([(1, 5), (1, 5), (2, 6), (2, 6), (3, 8)]) for n in (1, 2, 3)])
+    ch = rows(A.kraft_leader_changes(cs, W), "time")
+    assert [(c["epoch_before"], c["epoch_after"], c["leader_before"], c["leader_after"]) for c in ch] == [
+        (5, 6, 1, 2), (6, 8, 2, 3)]
+    polls = A.poll_intervals(polls_df(spark, every(5)), W)
+    lag = {r["node_id"]: r for r in rows(A.kraft_voter_lag(cs, polls, W))}
+    # node 1 lags 0 0 3 4 5, node 2: 2 3 0 0 6 (nearest-rank p50 = 2), node 3 leads at the end
+    assert lag[3]["role"] == "leader" and lag[1]["lag_max"] == 5.0 and lag[1]["lag_p50"] == 3.0
+    assert lag[2]["lag_max"] == 6.0 and lag[2]["lag_p50"] == 2.0 and lag[2]["polls"] == 5
+
+
+# ----------------------------------------------------------------------------------------- headline, week over week
+
+
+def _headline(spark: Any, values: dict[str, dict[str, float | None]]) -> Any:
+    """Hand-made headline rows: {cluster: {metric: value}}; unnamed metrics are null."""
+    from pyspark.sql.types import DoubleType, StringType, StructField, StructType
+
+    schema = StructType([StructField("cluster", StringType()),
+                         *[StructField(n, DoubleType()) for n in A.HEADLINE_NAMES]])
+    return spark.createDataFrame([(c, *[v.get(n) for n in A.HEADLINE_NAMES]) for c, v in values.items()], schema)
+
+
+def test_week_over_week_with_and_without_a_previous_week(spark: Any) -> None:
+    cur = _headline(spark, {"c1": {"under_min_isr_minutes": 1.0, "isr_shrinks": 0.0, "lag_slo_share": 0.95,
+                                   "min_broker_availability": 1.0, "zk_elections": None, "polls": 20160.0},
+                            "c2": {"under_min_isr_minutes": 0.5}})
+    prev = _headline(spark, {"c1": {"under_min_isr_minutes": 0.5, "isr_shrinks": 0.0, "lag_slo_share": 0.99,
+                                    "min_broker_availability": 0.9, "zk_elections": 2.0, "polls": 20000.0}})
+    wow = {(r["cluster"], r["metric"]): r for r in rows(A.week_over_week(cur, prev))}
+    assert len(wow) == 2 * len(A.HEADLINE)
+
+    def get(cluster: str, metric: str) -> tuple[Any, ...]:
+        r = wow[(cluster, metric)]
+        return r["this_week"], r["last_week"], r["change"], r["change_pct"], r["worse"]
+
+    assert get("c1", "under_min_isr_minutes") == (1.0, 0.5, 0.5, 1.0, True)
+    assert get("c1", "isr_shrinks") == (0.0, 0.0, 0.0, None, False)  # no change: not worse; no % of 0
+    assert get("c1", "lag_slo_share")[4] is True  # a lower share is worse
+    assert get("c1", "lag_slo_share")[2] == pytest.approx(-0.04)
+    assert get("c1", "min_broker_availability")[4] is False  # higher availability is better
+    assert get("c1", "zk_elections") == (None, 2.0, None, None, None)
+    assert get("c1", "polls")[4] is None  # neutral figure
+    # c2 has no previous week at all: every comparison is null, nothing is "worse"
+    assert get("c2", "under_min_isr_minutes") == (0.5, None, None, None, None)
+    assert not any(r["worse"] for (c, _), r in wow.items() if c == "c2")
+    assert [r["metric"] for r in rows(A.week_over_week(cur, prev)) if r["cluster"] == "c1"] == list(A.HEADLINE_NAMES)
+
+
+def test_empty_inputs_give_empty_tables_not_errors(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    planned = A.compute_all(empty_tables(spark), W)
+    c = compute(spark, str(tmp_path), W)  # an empty history directory: every table empty
+    assert set(c.tables) == set(planned) - {"headline"}
+    for name, table in c.tables.items():
+        assert table.num_rows == 0 and table.schema.names == planned[name].columns, name
+    assert c.headline.num_rows == 0 and c.previous_headline.num_rows == 0 and c.week_over_week.num_rows == 0
+    assert all(t.num_rows == 0 for t in c.series.values())
+    monkeypatch.setattr(weekly_report, "compute_with_retry", lambda *a, **k: c)
+    assert main(["--history", str(tmp_path), "--week", "2026-W47", "--out", str(tmp_path / "o")], spark=spark) == 1
+    err = capsys.readouterr().err
+    assert "no polls in 2026-W47" in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_headline_beside_last_week_and_clusters_without_zookeeper_or_transactions(spark: Any) -> None:
+    t = empty_tables(spark)
+    t["cluster"] = (polls_df(spark, every(4)).unionByName(polls_df(spark, every(4, start=-7 * 86400)))
+                    .unionByName(polls_df(spark, every(3), cluster="c2")))
+    t["topic_health"] = frame(spark, "topic_health", [
+        {"time": T0 + s, "topic": "t", "under_min_isr": 1 if i < 2 else 0} for i, s in enumerate(every(4))]
+        + [{"time": T0 - 7 * 86400 + s, "topic": "t", "under_min_isr": 1 if i < 1 else 0}
+           for i, s in enumerate(every(4))])
+    t["consensus"] = frame(spark, "consensus", [_zk(s, "z1", "standalone", 1, i) for i, s in enumerate(every(3))],
+                           cluster="c2")
+    head = {r["cluster"]: r for r in headline_rows(spark, t, W)}
+    [prev] = headline_rows(spark, t, PREV)  # the previous week, computed the same way from the same frames
+    assert (head["c1"]["under_min_isr_minutes"], prev["under_min_isr_minutes"]) == (1.0, 0.5)
+    assert head["c1"]["polls"] == prev["polls"] == 4 and head["c1"]["isr_shrinks"] == 0
+    assert head["c1"]["zk_elections"] is None and head["c1"]["zk_minutes_without_quorum"] is None  # unknown, not 0
+    assert head["c2"]["zk_elections"] == 0 and head["c2"]["zk_minutes_without_quorum"] == 0
+    assert head["c1"]["transactions_seen"] == 0 and head["c1"]["hanging_transactions"] == 0
+    assert head["c1"]["lag_slo_share"] is None and head["c1"]["lso_gap_p99"] is None
+    assert head["c1"]["kraft_leader_changes"] is None
+    assert not any(isinstance(v, float) and math.isnan(v) for v in head["c1"].values())
+
+
+# ----------------------------------------------------------------------------------------------- I/O
+
+
+def _write(root: Path, table: str, day: str, name: str, cols: dict[str, list[Any]],
+           meta: dict[bytes, bytes] | None = None, drop: tuple[str, ...] = ()) -> Path:
+    schema = TABLES[table]
+    fields = [f for f in schema if f.name not in drop]
+    n = len(next(iter(cols.values())))
+    arrays = [pa.array(cols.get(f.name, [None] * n), type=f.type) for f in fields]
+    t = pa.Table.from_arrays(arrays, schema=pa.schema(fields, metadata=meta))
+    d = root / table / f"date={day}"
+    d.mkdir(parents=True, exist_ok=True)
+    pq.write_table(t, d / name)
+    return d / name
+
+
+def test_older_schema_files_read_with_nulls_and_a_note(spark: Any, tmp_path: Path) -> None:
+    day = "2026-11-17"
+    base = {"cluster": ["c1"], "time": [T0 + 86400 + 10], "schema_version": [1], "group_id": ["g"], "topic": ["t"],
+            "lag_max": [5], "lag_seconds_max": [12.0], "status": ["OK"]}
+    _write(tmp_path, "group_lag", day, "part-1-a.parquet", base)
+    old = dict(base, time=[T0 + 86400 + 40], lag_max=[7])
+    _write(tmp_path, "group_lag", day, "part-2-b.parquet", old, drop=("lag_seconds_max", "min_seconds_to_retention"))
+    td = io.read_table(spark, str(tmp_path), "group_lag", W.start, W.end)
+    got = rows(td.df, "time")
+    assert [(r["lag_max"], r["lag_seconds_max"]) for r in got] == [(5, 12.0), (7, None)]
+    assert td.df.columns == TABLES["group_lag"].names
+    assert td.missing_columns == {"lag_seconds_max": 1, "min_seconds_to_retention": 1}
+    notes = io.table_notes({"group_lag": td}, W.days())
+    assert any("older schema" in n and "lag_seconds_max" in n for n in notes)
+
+
+def test_missing_table_is_an_empty_frame_with_the_schema(spark: Any, tmp_path: Path) -> None:
+    td = io.read_table(spark, str(tmp_path), "consensus", W.start, W.end)
+    assert td.df.count() == 0 and td.df.columns == TABLES["consensus"].names and not td.files
+    assert any("consensus: no data" in n for n in io.table_notes({"consensus": td}, W.days()))
+
+
+@pytest.mark.parametrize("hadoop", [False, True], ids=["local-lister", "hadoop-lister"])
+def test_only_live_files_are_read(spark: Any, tmp_path: Path, hadoop: bool) -> None:
+    day = "2026-11-18"
+    row = {"cluster": ["c1"], "schema_version": [1], "topic": ["t"], "partition": [0], "lso_gap": [1]}
+    a = _write(tmp_path, "lso_gap", day, "part-1-a.parquet", dict(row, time=[T0 + 2 * 86400 + 1]))
+    b = _write(tmp_path, "lso_gap", day, "part-2-b.parquet", dict(row, time=[T0 + 2 * 86400 + 2]))
+    # a compaction published (rows of a and b) but was killed before deleting its inputs
+    _write(tmp_path, "lso_gap", day, "compact-3-c.parquet", dict(row, time=[T0 + 2 * 86400 + 1, T0 + 2 * 86400 + 2],
+                                                                 cluster=["c1"] * 2, schema_version=[1] * 2,
+                                                                 topic=["t"] * 2, partition=[0] * 2, lso_gap=[1, 1]),
+           meta={REPLACES_KEY: json.dumps([a.name, b.name]).encode()})
+    _write(tmp_path, "lso_gap", day, "part-4-d.parquet", dict(row, time=[T0 + 2 * 86400 + 3]))
+    _write(tmp_path, "lso_gap", day, ".tmp-0123.parquet", dict(row, time=[T0 + 2 * 86400 + 4]))
+    _write(tmp_path, "lso_gap", "2026-11-09", "part-0-z.parquet", dict(row, time=[T0 - 7 * 86400 + 5]))  # W46
+    root = f"file://{tmp_path}" if hadoop else str(tmp_path)
+    files = io.list_live_files(spark, root, "lso_gap", W.start, W.end, use_hadoop=hadoop)
+    assert sorted(Path(f.removeprefix("file:")).name for f in files) == ["compact-3-c.parquet", "part-4-d.parquet"]
+    td = io.read_table(spark, root, "lso_gap", W.start, W.end, use_hadoop=hadoop)
+    assert [r["time"] - T0 - 2 * 86400 for r in rows(td.df, "time")] == [1, 2, 3]
+    two_weeks = io.read_table(spark, root, "lso_gap", PREV.start, W.end, use_hadoop=hadoop)
+    assert two_weeks.df.count() == 4
+
+
+def test_cli_rejects_bad_arguments_with_exit_code_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--history", str(tmp_path), "--week", "2026-47", "--out", str(tmp_path / "o")]) == 2
+    assert "--week" in capsys.readouterr().err
+    assert main(["--history", str(tmp_path / "nope"), "--week", "2026-W47"]) == 2
+    assert "--history" in capsys.readouterr().err
+    assert main(["--history", str(tmp_path), "--lag-slo-seconds", "x"]) == 2
+    assert "--lag-slo-seconds" in capsys.readouterr().err
