@@ -37,7 +37,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from functools import reduce
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -126,8 +125,9 @@ def _pct_aggs(col: str, prefix: str, exact: bool, accuracy: int) -> list[Column]
 
 def _pct_unpack(df: DataFrame, prefix: str) -> DataFrame:
     arr = F.col(f"_{prefix}_pcts")
-    for i, name in enumerate(PCT_NAMES):
-        df = df.withColumn(f"{prefix}_{name}", arr.getItem(i).cast("double"))
+    # rounded to 1e-6: interpolation leaves float noise (62.00000000000001) that would only clutter the report
+    df = df.withColumns({f"{prefix}_{name}": F.round(arr.getItem(i).cast("double"), 6)
+                         for i, name in enumerate(PCT_NAMES)})
     cols = [c for c in df.columns if c != f"_{prefix}_pcts" and c != f"{prefix}_max"] + [f"{prefix}_max"]
     return df.select(*cols)
 
@@ -719,10 +719,9 @@ def headline(t: dict[str, DataFrame]) -> DataFrame:
                       F.count_if(F.col("polls_within_slo") < F.col("polls_with_lag_seconds"))
                       .alias("groups_breaching_slo"),
                       F.sum("warn_minutes").alias("warn_minutes"), F.sum("err_minutes").alias("err_minutes")), False),
-        (_per_cluster(t["retention_loss"], F.count(F.lit(1)).alias("retention_loss_episodes")), True),
         (_per_cluster(t["transactions"], F.count(F.lit(1)).alias("transactions_seen"),
-                      F.count_if("stuck").alias("stuck_transactions"),
-                      F.max("max_age_s").alias("longest_open_txn_s")), True),
+                      F.count_if("stuck").alias("stuck_transactions")), True),
+        (_per_cluster(t["transactions"], F.max("max_age_s").alias("longest_open_txn_s")), False),
         (_per_cluster(t["hanging_transactions"], F.countDistinct("topic", "partition", "producer_id")
                       .alias("hanging_transactions")), True),
         (t["lso_gap_cluster"].select("cluster", F.col("lso_gap_p99")), False),
@@ -736,6 +735,12 @@ def headline(t: dict[str, DataFrame]) -> DataFrame:
             for c in frame.columns:
                 if c != "cluster":
                     out = out.withColumn(c, F.when(F.col("polls") > 0, F.coalesce(F.col(c), F.lit(0))))
+    # Retention-loss episodes are 0 only where the cluster has consumer groups at all.
+    groups = _per_cluster(t["consumer_lag"], F.lit(True).alias("_gl"))
+    out = out.join(groups, "cluster", "left").join(
+        _per_cluster(t["retention_loss"], F.count(F.lit(1)).alias("retention_loss_episodes")), "cluster", "left")
+    out = out.withColumn("retention_loss_episodes",
+                         F.when(F.col("_gl"), F.coalesce("retention_loss_episodes", F.lit(0))))
     # ZooKeeper / KRaft counts are 0 only where the cluster has consensus rows at all.
     zk = t["zk_quorum"].select("cluster", F.col("minutes_without_quorum").alias("zk_minutes_without_quorum"),
                                F.lit(True).alias("_zk"))
@@ -871,6 +876,3 @@ def chart_series(tables: dict[str, DataFrame], period: Period, worst_groups: Dat
         "zk_timeseries": zk_timeseries(tables["consensus"], period, b),
     }
 
-
-def union_all(frames: Sequence[DataFrame]) -> DataFrame:
-    return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)

@@ -25,7 +25,7 @@ import time
 import traceback
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -163,7 +163,6 @@ class Computed:
     week_over_week: pa.Table
     series: dict[str, pa.Table]
     data: dict[str, io.TableData]
-    rows_read: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
 
 
