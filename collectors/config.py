@@ -961,7 +961,7 @@ def _problem_line(err: Any, loc: tuple[Any, ...], root: yaml.Node | None,
     origin = next((var for path, var in overridden.items() if loc[: len(path)] == path), None)
     if origin:
         return f"{source}: {_fmt_loc(loc)}: {msg} (from environment variable {origin})"
-    line = _line_of(root, loc)
+    line = yaml_line_of(root, loc)
     return f"{source}{f':{line}' if line else ''}: {_fmt_loc(loc)}: {msg}"
 
 
@@ -1003,7 +1003,7 @@ def _unwrap(annotation: Any) -> Any:
     return annotation
 
 
-def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
+def yaml_line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
     """1-based line of the deepest YAML node along ``loc`` (best effort: the parent when the key is missing)."""
     line = None
     for part in loc:

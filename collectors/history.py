@@ -288,7 +288,7 @@ def _split_by_date(batch: pa.RecordBatch) -> list[tuple[str, pa.RecordBatch]]:
 # ----- files
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
     """Make a rename or create in `path` durable; failure is logged, not raised (the rename already happened)."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
@@ -297,15 +297,15 @@ def _fsync_dir(path: Path) -> None:
         finally:
             os.close(fd)
     except OSError as e:
-        log.warning("history: fsync of directory %s failed: %s", path, e)
+        log.warning("fsync of directory %s failed: %s", path, e)
 
 
 def _ensure_dir(path: Path) -> None:
     if path.is_dir():
         return
     path.mkdir(parents=True, exist_ok=True)
-    _fsync_dir(path.parent)
-    _fsync_dir(path.parent.parent)
+    fsync_dir(path.parent)
+    fsync_dir(path.parent.parent)
 
 
 def _new_name(prefix: str) -> str:
@@ -336,7 +336,7 @@ def _publish(directory: Path, name: str, write: Callable[[Any], None]) -> int:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    _fsync_dir(directory)
+    fsync_dir(directory)
     return size
 
 
@@ -608,7 +608,7 @@ class HistoryWriter:
         for name in sorted(superseded, key=lambda n: n.startswith("compact-")):
             _unlink(directory / name)
         if superseded:
-            _fsync_dir(directory)
+            fsync_dir(directory)
         return len(superseded)
 
     def maintain(self, now: float | None = None) -> None:

@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from collectors.history import fsync_dir
+
 log = logging.getLogger(__name__)
 
 SUFFIX = ".json"
@@ -47,17 +49,6 @@ def safe_name(cluster: str) -> str:
 
 def latest_path(state_dir: Path, cluster: str) -> Path:
     return Path(state_dir) / f"{safe_name(cluster)}{SUFFIX}"
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError as e:
-        log.warning("latest state: fsync of directory %s failed: %s", path, e)
 
 
 def write_latest(state_dir: Path, snapshot_dict: Any, now: float | None = None) -> Path:
@@ -90,7 +81,7 @@ def write_latest(state_dir: Path, snapshot_dict: Any, now: float | None = None) 
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    _fsync_dir(state_dir)
+    fsync_dir(state_dir)
     _remove_stale_temps(state_dir, prefix)
     return target
 

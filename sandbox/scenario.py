@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
+from collectors.config import yaml_line_of
 from sandbox.spec import Scenario
 
 DEFAULT_SCENARIO = Path(__file__).with_name("scenarios") / "default.yaml"
@@ -20,24 +20,6 @@ DEFAULT_SCENARIO = Path(__file__).with_name("scenarios") / "default.yaml"
 
 class ScenarioError(ValueError):
     """A scenario that cannot be used; the message is meant for the person who wrote it."""
-
-
-def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
-    """1-based line of the YAML node at a pydantic error location (best effort)."""
-    line = None
-    for part in loc:
-        if node is None:
-            break
-        line = node.start_mark.line + 1
-        if isinstance(node, yaml.MappingNode):
-            node = next((v for k, v in node.value if getattr(k, "value", None) == part), None)
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-            node = node.value[part]
-        else:
-            node = None
-    if node is not None:
-        line = node.start_mark.line + 1
-    return line
 
 
 def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
@@ -57,7 +39,7 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
         for err in e.errors():
             loc = tuple(x for x in err["loc"] if not (isinstance(x, str) and x.startswith("function-")))
             field = ".".join(f"[{x}]" if isinstance(x, int) else str(x) for x in loc).replace(".[", "[")
-            line = _line_of(root, loc)
+            line = yaml_line_of(root, loc)
             where = f" (line {line})" if line else ""
             msg = err["msg"].removeprefix("Value error, ")
             lines.append(f"  {field or '<top level>'}: {msg}{where}")
