@@ -174,6 +174,11 @@ class KafkaAdapter:
 
     def _metadata(self, kp: Any, obs: KafkaObservation) -> bool:
         out = kp.send_one(None, MetadataRequest(topics=None, allow_auto_topic_creation=False))
+        # the client's least-loaded pick may be a broker that just died: try each other known broker once
+        for node in kp.broker_ids() if not out.ok else []:
+            out = kp.send_one(node, MetadataRequest(topics=None, allow_auto_topic_creation=False))
+            if out.ok:
+                break
         if not out.ok:
             obs.reachable = False
             obs.fail("cluster", f"cluster unreachable: Metadata failed: {out.error}")
