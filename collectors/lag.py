@@ -247,12 +247,24 @@ class CommitWindow:
     change -- survives the ring's evictions, so "no progress for 20 minutes"
     stays measurable with a 10-entry window.
 
+    Each entry also keeps its *lag at commit*, a lower bound: a commit first
+    seen at this poll was made after the previous poll, when the log end was
+    at least the high watermark seen then, so ``previous high watermark -
+    offset`` is lag the consumer certainly had when it committed.  The lag
+    measured at the poll adds whatever was produced between the commit and
+    the poll -- up to a commit interval's worth -- which makes a healthy
+    consumer's lag a sawtooth whose rising edge looks like falling behind.
+    The "falling behind" rule judges the lower bounds, which stay near zero
+    for a consumer that commits at the head.  On the first observation with
+    a high watermark the lower bound is unknown, kept as -1 and left out of
+    that rule; callers that pass no high watermark at all get the lag itself.
+
     Observe only polls where the lag is known (a commit and a high watermark
-    both present); negative lags are clamped to 0.  Storage: three bounded
-    arrays and one float.
+    both present); negative lags are clamped to 0.  Storage: four bounded
+    arrays, one float and one int.
     """
 
-    __slots__ = ("_lags", "_last_change_time", "_offsets", "_size", "_times")
+    __slots__ = ("_floors", "_lags", "_last_change_time", "_offsets", "_prev_hw", "_size", "_times")
 
     def __init__(self, size: int = 10) -> None:
         if size < 1:
@@ -261,28 +273,41 @@ class CommitWindow:
         self._offsets = array("q")
         self._times = array("d")
         self._lags = array("q")
+        self._floors = array("q")
         self._last_change_time: float | None = None
+        self._prev_hw: int | None = None
 
-    def observe(self, offset: int, t: float, lag: int) -> None:
-        """Record one poll: the group's committed ``offset`` and its ``lag`` (messages) at time ``t``."""
+    def observe(self, offset: int, t: float, lag: int, high_watermark: int | None = None) -> None:
+        """Record one poll: the group's committed ``offset``, its ``lag`` (messages) and the log end at ``t``."""
+        lag = lag if lag > 0 else 0
+        prev_hw = self._prev_hw
+        if high_watermark is not None:
+            self._prev_hw = high_watermark
         offsets = self._offsets
         if offsets and offsets[-1] == offset:
-            self._lags[-1] = lag if lag > 0 else 0
+            self._lags[-1] = lag
             return
+        floor = lag  # no high watermark given: the lag itself stands in
+        if high_watermark is not None:
+            floor = -1 if prev_hw is None else max(0, min(lag, prev_hw - offset))
         self._last_change_time = t
         offsets.append(offset)
         self._times.append(t)
-        self._lags.append(lag if lag > 0 else 0)
+        self._lags.append(lag)
+        self._floors.append(floor)
         if len(offsets) > self._size:
             del offsets[0]
             del self._times[0]
             del self._lags[0]
+            del self._floors[0]
 
     def clear(self) -> None:
         del self._offsets[:]
         del self._times[:]
         del self._lags[:]
+        del self._floors[:]
         self._last_change_time = None
+        self._prev_hw = None
 
     def __len__(self) -> int:
         return len(self._offsets)
@@ -305,6 +330,10 @@ class CommitWindow:
     def observations(self) -> list[tuple[int, float, int]]:
         """The ring as ``(offset, time, lag)`` tuples, oldest first."""
         return list(zip(self._offsets, self._times, self._lags, strict=True))
+
+    def lags_at_commit(self) -> list[int]:
+        """Each entry's lower-bound lag when it was committed, oldest first (-1: unknown)."""
+        return list(self._floors)
 
     def __repr__(self) -> str:
         return (f"CommitWindow(size={self._size}, last_change_time={self._last_change_time!r}, "
@@ -338,10 +367,14 @@ def evaluate_partition(
        and ``STALL`` when members hold the partition without progressing.
        Improvement over Burrow: the member count tells a dead consumer from
        a stuck one, and the threshold is a time, not the window's span.
-    5. At least ``min_points`` commits in the window, every one with lag above
+    5. At least ``min_points`` commits in the window whose lag at commit is
+       known, every one with lag above
        ``allowed_lag`` (Burrow: "no commit in the window had zero lag"):
        ``WARN`` when the lag never decreased across the window *and* ended
        higher than it started -- the consumer moves but falls further behind.
+       Judged on each commit's lag at commit (see :class:`CommitWindow`),
+       not on the lag at the poll, so a healthy consumer's sawtooth between
+       commits does not read as falling behind.
        (Burrow's STALL-by-equal-offsets cannot arise: the window holds
        distinct offsets, and a consumer re-committing one offset is judged by
        rule 4's clock instead, which does not depend on the poll rate.)
@@ -365,8 +398,10 @@ def evaluate_partition(
     changed = window._last_change_time
     if changed is not None and now - changed > stop_after_s:
         return STALL if has_members else STOP
-    if (n >= min_points and min(lags) > allowed_lag and lags[-1] > lags[0]
-            and all(lags[k] <= lags[k + 1] for k in range(n - 1))):
+    floors = [f for f in window._floors if f >= 0]
+    m = len(floors)
+    if (m >= min_points and min(floors) > allowed_lag and floors[-1] > floors[0]
+            and all(floors[k] <= floors[k + 1] for k in range(m - 1))):
         return WARN
     return OK
 

@@ -181,7 +181,7 @@ def _groups(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, t
             secs = lag_seconds(history, committed, now) if history is not None else None
             window = state.window((gid, topic, partition))
             if lag is not None:
-                window.observe(committed, now, lag)
+                window.observe(committed, now, lag, hw)
             status = evaluate_partition(window, now, has_members=members > 0,
                                         allowed_lag=th.lag_allowed_messages, min_points=th.lag_min_points,
                                         stop_after_s=th.consumer_stop_after_s)

@@ -436,3 +436,46 @@ def test_seconds_to_retention(samples: list[tuple[int, float]], committed: int |
 )
 def test_lag_messages(high_watermark: int | None, committed: int | None, expected: int | None) -> None:
     assert lag_messages(high_watermark, committed) == expected
+
+
+def test_sawtooth_between_commits_is_not_falling_behind() -> None:
+    """A consumer at the head commits every 5 s, polled every 6 s: the lag seen at each poll climbs
+    by what was produced since the commit (1, 2, 3, 4 s of traffic) -- a healthy sawtooth."""
+    w = CommitWindow(10)
+    rate = 100
+    for k in range(1, 5):
+        t = 6.0 * k
+        commit_time = 5.0 * (t // 5.0)
+        committed = int(commit_time * rate)
+        hw = int(t * rate)
+        w.observe(committed, t, hw - committed, hw)
+    assert [lag for _, _, lag in w.observations()] == [100, 200, 300, 400]  # what the poll saw
+    assert evaluate_partition(w, 24.0, has_members=True) == "OK"
+    assert w.lags_at_commit()[1:] == [0, 0, 0]
+
+
+def test_falling_behind_is_warned_on_lags_at_commit() -> None:
+    """1,000 behind, producing 100/s, consuming 60/s: even the lower bound at commit keeps climbing
+    (it trails the true lag by one poll interval of traffic, so a backlog under that never warns)."""
+    w = CommitWindow(10)
+    for k in range(1, 6):
+        t = 6.0 * k
+        committed, hw = int(60 * t), int(100 * t) + 1000
+        w.observe(committed, t, hw - committed, hw)
+    floors = w.lags_at_commit()
+    assert floors[0] == -1  # the first commit's lag at commit is unknown: no earlier high watermark
+    assert floors[1:] == sorted(floors[1:]) and floors[-1] > floors[1] > 0
+    assert evaluate_partition(w, 30.0, has_members=True) == "WARN"
+
+
+def test_lag_at_commit_ignores_refreshes_and_resets_on_clear() -> None:
+    w = CommitWindow(10)
+    w.observe(100, 0.0, 50, 150)  # first observation: no earlier high watermark, lag at commit unknown
+    w.observe(100, 1.0, 80, 180)  # same offset: lag refreshed, floor kept
+    w.observe(170, 2.0, 30, 200)  # committed after the poll that saw 180: at least 10 behind then
+    assert w.lags_at_commit() == [-1, 10] and w.latest == (170, 2.0, 30)
+    w.clear()
+    w.observe(300, 3.0, 5, 305)
+    assert w.lags_at_commit() == [-1]
+    w.observe(400, 4.0, 7)  # no high watermark given: the lag itself stands in
+    assert w.lags_at_commit() == [-1, 7]
