@@ -11,13 +11,34 @@ so the caller decides per broker what is stale. kafka-python is pinned
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass
+import ssl
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+import kafka.errors as kafka_errors
 from kafka.admin import KafkaAdminClient
+from kafka.net.compat import KafkaNetClient
+
+from collectors.config import REDACTED, is_secret_key
 
 log = logging.getLogger(__name__)
+
+
+class _RedactClientConfig(logging.Filter):
+    """KafkaAdminClient logs its whole configuration at DEBUG, sasl_plain_password included: redact it.
+
+    The CLI raises the `kafka` loggers to CRITICAL, but an embedding program (or a test's log capture) may not.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, Mapping):  # logging unwraps a lone dict argument into record.args
+            record.args = {k: (REDACTED if isinstance(k, str) and is_secret_key(k) and v is not None else v)
+                           for k, v in record.args.items()}
+        return True
+
+
+logging.getLogger("kafka.admin.client").addFilter(_RedactClientConfig())
 
 
 @dataclass(frozen=True)
@@ -32,14 +53,86 @@ class Outcome:
         return self.error is None
 
 
+# Rejections that retrying cannot fix: wrong credentials or mechanism, or a certificate the client does not trust.
+FATAL_CONNECT_ERRORS = (kafka_errors.SaslAuthenticationFailedError, kafka_errors.UnsupportedSaslMechanismError,
+                        kafka_errors.IllegalSaslStateError, kafka_errors.AuthorizationError,
+                        ssl.SSLCertVerificationError)
+
+
+def is_fatal_connect_error(exc: BaseException) -> bool:
+    """FATAL_CONNECT_ERRORS, and a TLS verification failure that kafka-python re-raised as a connection error
+    (``KafkaConnectionError('Handshake failed: [SSL: CERTIFICATE_VERIFY_FAILED] ...')``, without a cause)."""
+    if isinstance(exc, FATAL_CONNECT_ERRORS):
+        return True
+    return isinstance(exc, kafka_errors.KafkaConnectionError) and "CERTIFICATE_VERIFY_FAILED" in str(exc)
+
+
+@dataclass
+class _BootstrapWatch:
+    """What kafka-python's bootstrap met, so a failed bootstrap can say why (kafka-python 3.0.12).
+
+    Its bootstrap loop retries every failure until the deadline and then raises only "Unable to bootstrap":
+    a wrong password or an untrusted certificate would read like a network outage, and be retried (a failed
+    login each time) for the whole timeout. `_connect` means to make authentication failures sticky
+    (`_auth_failures`) but never sees them, because connection setup reports through the connection's init
+    future. Here that future is watched: once every bootstrap server has rejected us for a reason retrying
+    cannot fix (`is_fatal_connect_error`), the failures are made sticky so bootstrap stops at once with that
+    error; a bootstrap that times out after some such rejection raises the rejection instead of the timeout.
+    """
+
+    clients: list[KafkaNetClient] = field(default_factory=list)
+    failures: dict[Any, BaseException] = field(default_factory=dict)
+
+    def make_client(self, **configs: Any) -> KafkaNetClient:
+        client = KafkaNetClient(**configs)
+        self.clients.append(client)
+        manager = client._manager
+        get_connection = manager.get_connection
+
+        def watched(node_id: Any, *args: Any, **kwargs: Any) -> Any:
+            conn = get_connection(node_id, *args, **kwargs)
+            if not manager.bootstrapped:
+                conn.init_future.add_errback(self._failed, manager, node_id)
+            return conn
+
+        manager.get_connection = watched
+        return client
+
+    def _failed(self, manager: Any, node_id: Any, exc: BaseException) -> None:
+        if manager.bootstrapped or not is_fatal_connect_error(exc):
+            return
+        self.failures[node_id] = exc
+        if {b.node_id for b in manager.cluster.bootstrap_brokers()} <= set(self.failures):
+            manager._auth_failures.update(self.failures)
+
+    def close_all(self) -> None:
+        """Stop the IO thread and sockets of clients whose admin never came up (KafkaAdminClient leaks them)."""
+        for client in self.clients:
+            try:
+                client.close()
+            except Exception:
+                log.debug("closing a failed kafka-python client failed", exc_info=True)
+
+
 class KafkaTransport:
     """One kafka-python admin client per cluster, used only as a connection pool."""
 
     def __init__(self, settings: dict[str, Any], request_timeout_s: float) -> None:
         self.timeout_ms = int(request_timeout_s * 1000)
+        watch = _BootstrapWatch()
         kwargs = {"client_id": "kafka-reliability-monitor", "request_timeout_ms": self.timeout_ms,
-                  "bootstrap_timeout_ms": self.timeout_ms, **settings}
-        self.admin = KafkaAdminClient(**kwargs)
+                  "bootstrap_timeout_ms": self.timeout_ms, **settings, "kafka_client": watch.make_client}
+        try:
+            self.admin = KafkaAdminClient(**kwargs)
+        except kafka_errors.KafkaTimeoutError as e:
+            watch.close_all()
+            cause = next(reversed(watch.failures.values()), None)
+            if cause is not None:  # timed out after some broker had rejected us: that is the news
+                raise cause from e
+            raise
+        except BaseException:
+            watch.close_all()
+            raise
         self._manager = self.admin._manager
         self.sent = 0
 

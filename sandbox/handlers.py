@@ -70,8 +70,12 @@ class Handlers:
             61: self.describe_producers,
             55: self.describe_quorum,
         }
+        # Test hook, run on the sandbox loop before each request is answered (e.g. to fail over mid-poll).
+        self.on_request: Callable[[int, Request], object] | None = None
 
     def __call__(self, node_id: int, req: Request) -> Mapping[str, Any]:
+        if self.on_request is not None:
+            self.on_request(node_id, req)
         fn = self._by_key.get(req.api_key)
         if fn is None or (req.api_key in KRAFT_ONLY and self.c.mode != "kraft"):
             raise UnsupportedRequest(req.api_key)
@@ -118,7 +122,7 @@ class Handlers:
         }
 
     def _partition_metadata(self, p: Partition) -> dict[str, Any]:
-        offline = [r for r in p.replicas if not self.c.brokers[r].registered]
+        offline = [r for r in p.replicas if not self.c.brokers[r].registered or r in p.failed_replicas]
         return {
             "error_code": NONE if p.online else LEADER_NOT_AVAILABLE,
             "partition_index": p.index, "leader_id": p.leader, "leader_epoch": p.leader_epoch,
@@ -384,7 +388,7 @@ class Handlers:
         for tp in self.c.txn_producers.values():
             if self.c.coordinator_for(tp.transactional_id, 1) != node_id:
                 continue
-            if states and tp.state not in states:
+            if states and (tp.reported_state or tp.state) not in states:
                 continue
             if pids and tp.producer_id not in pids:
                 continue
@@ -392,7 +396,7 @@ class Handlers:
                     tp.state != "Ongoing" or (self.c.now - tp.txn_start) * 1000 < min_duration):
                 continue
             out.append({"transactional_id": tp.transactional_id, "producer_id": tp.producer_id,
-                        "transaction_state": tp.state})
+                        "transaction_state": tp.reported_state or tp.state})
         return {"throttle_time_ms": 0, "error_code": NONE,
                 "unknown_state_filters": sorted(states - known), "transaction_states": out}
 
@@ -413,7 +417,8 @@ class Handlers:
                 topics.setdefault(topic, []).append(idx)
             open_states = ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence")
             start = int(tp.txn_start * 1000) if tp.state in open_states else -1
-            out.append({"error_code": NONE, "transactional_id": tid, "transaction_state": tp.state,
+            out.append({"error_code": NONE, "transactional_id": tid,
+                        "transaction_state": tp.reported_state or tp.state,
                         "transaction_timeout_ms": tp.timeout_ms, "transaction_start_time_ms": start,
                         "producer_id": tp.producer_id, "producer_epoch": tp.epoch,
                         "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]})

@@ -30,9 +30,16 @@ def apply(sb: Sandbox, inc: IncidentSpec, starting: bool) -> Blocking:
     producer = inc.transactional_id or (_first(c.txn_producers) if c.txn_producers else None)
     user_topics = [t for t in c.topics.values() if not t.internal]
     topic = inc.topic or (user_topics[0].name if user_topics else None)
+    # A marker in the event log, so a run can tell exactly when each scripted incident began and ended.
+    c.log(f"incident {kind} {'start' if starting else 'end'}")
 
     if kind == "broker_crash":
         (c.crash_broker if starting else c.restart_broker)(broker)
+    elif kind == "broker_flap":
+        if starting:
+            c.start_flapping(broker, inc.period or 6.0)
+        else:
+            c.stop_flapping(broker)
     elif kind == "broker_slow":
         c.set_broker_delay(broker, (inc.delay_s if inc.delay_s is not None else 5.0) if starting else 0.0)
     elif kind == "slow_follower":

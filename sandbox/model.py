@@ -27,6 +27,9 @@ What is modelled, and why each piece is there:
 * KRaft mode keeps a metadata log whose high watermark grows with the no-op
   records a real controller writes every 500 ms; voters on dead brokers stop
   fetching.
+* Odd but legal states on demand, for the monitor to be tried on: a broker that flaps (crash/restart on a
+  period), a partition offline with every broker up (its replicas' log directories failed), a topic that
+  has no partitions yet, a group that consumes but never commits, a transaction state from a newer Kafka.
 
 Offsets are kept as floats internally so fractional rates accumulate; every
 value leaving the model is an int.
@@ -63,6 +66,7 @@ class Broker:
     crashed_at: float | None = None
     response_delay_s: float = 0.0
     slow_fetch: bool = False
+    flap: tuple[float, float, float] | None = None  # (since, period, down) while scripted to crash and restart
 
 
 @dataclass
@@ -95,6 +99,7 @@ class Partition:
     producers: dict[int, ProducerEntry] = field(default_factory=dict)
     open_txn_start: dict[int, int] = field(default_factory=dict)  # producer id → first offset
     hanging_producers: set[int] = field(default_factory=set)
+    failed_replicas: set[int] = field(default_factory=set)  # replicas whose log directory failed (broker up)
 
     @property
     def online(self) -> bool:
@@ -134,6 +139,7 @@ class Group:
     last_commit: float = 0.0
     rebalance_until: float = 0.0
     deleted: bool = False
+    committing: bool = True  # False: members consume but never commit (enable.auto.commit=false, no commitSync)
 
     @property
     def group_id(self) -> str:
@@ -155,6 +161,7 @@ class TxnProducer:
     commits: int = 0
     aborts: int = 0
     crash_in_txn: bool = False  # crash at the next write inside a transaction
+    reported_state: str | None = None  # what the coordinator reports instead of `state` (a newer Kafka's state)
 
     @property
     def transactional_id(self) -> str:
@@ -242,19 +249,20 @@ class Cluster:
         return min(requested_ms, cap)
 
     def _add_topic(self, t: TopicSpec, internal: bool = False) -> None:
-        ids = sorted(self.brokers)
-        parts = []
-        for p in range(t.partitions):
-            replicas = [ids[(p + k) % len(ids)] for k in range(t.replication_factor)]
-            part = Partition(t.name, p, replicas, replicas[0], isr=list(replicas))
-            part.leo = dict.fromkeys(replicas, 0.0)
-            part.caught_up_at = dict.fromkeys(replicas, self.now)
-            part.segments.append((self.now, 0))
-            part.last_roll = self.now
-            parts.append(part)
-            self.changes.partitions.add((t.name, p))
+        parts = [self._new_partition(t.name, p, t.replication_factor) for p in range(t.partitions)]
         self.topics[t.name] = Topic(t.name, uuid.uuid5(uuid.NAMESPACE_URL, f"{self.cluster_id}/{t.name}"),
                                     parts, dict(t.configs), t.produce_rate, internal)
+
+    def _new_partition(self, topic: str, p: int, replication_factor: int) -> Partition:
+        ids = sorted(self.brokers)
+        replicas = [ids[(p + k) % len(ids)] for k in range(replication_factor)]
+        part = Partition(topic, p, replicas, replicas[0], isr=list(replicas))
+        part.leo = dict.fromkeys(replicas, 0.0)
+        part.caught_up_at = dict.fromkeys(replicas, self.now)
+        part.segments.append((self.now, 0))
+        part.last_roll = self.now
+        self.changes.partitions.add((topic, p))
+        return part
 
     def _new_group(self, g: GroupSpec) -> Group:
         grp = Group(g, members=g.members, state="Stable" if g.members else "Empty")
@@ -334,6 +342,7 @@ class Cluster:
     def _step(self, now: float) -> None:
         dt = now - self.now
         self.now = now
+        self._flap()
         self._expire_sessions()
         self._produce(dt)
         self._run_transactions(dt)
@@ -342,6 +351,19 @@ class Cluster:
         self._consume(dt)
         self._run_quorum(dt)
         self._rebalance_leaders()
+
+    def _flap(self) -> None:
+        """Brokers scripted to flap: down for the first `down` seconds of every `period`, up for the rest."""
+        for b in self.brokers.values():
+            if b.flap is None:
+                continue
+            since, period, down = b.flap
+            phase = (self.now - since) % period
+            if phase < down and b.process_up:
+                self.crash_broker(b.node_id)
+                b.crashed_at = self.now - phase  # the crash happened at the cycle start, between two steps
+            elif phase >= down and not b.process_up:
+                self.restart_broker(b.node_id)
 
     def _expire_sessions(self) -> None:
         timeout = self.session_timeout_s()
@@ -386,7 +408,8 @@ class Cluster:
         self.log(f"controller {old} -> {self.controller_id} (epoch {self.controller_epoch})")
 
     def _elect_leader(self, p: Partition) -> None:
-        candidates = [r for r in p.replicas if r in p.isr and self.brokers[r].registered]
+        candidates = [r for r in p.replicas if r in p.isr and self.brokers[r].registered
+                      and r not in p.failed_replicas]
         if candidates:
             p.leader = candidates[0]
             p.leader_epoch += 1
@@ -394,7 +417,7 @@ class Cluster:
         p.leader = -1
         p.leader_epoch += 1
         if self.unclean_allowed(p.topic):
-            out_of_sync = [r for r in p.replicas if self.brokers[r].registered]
+            out_of_sync = [r for r in p.replicas if self.brokers[r].registered and r not in p.failed_replicas]
             if out_of_sync:
                 new = out_of_sync[0]
                 lost = p.hwm - int(p.leo[new])
@@ -501,6 +524,8 @@ class Cluster:
                 continue
             for (topic, idx), pos in g.position.items():
                 p = self.topics[topic].partitions[idx]
+                if not self._leader_up(p):
+                    continue  # nothing can be fetched from a partition without a live leader
                 t = self.topics[topic]
                 rate = g.spec.consume_rate
                 if rate is None:
@@ -509,7 +534,7 @@ class Cluster:
                 if pos < p.log_start:
                     pos = float(p.log_start)  # auto.offset.reset=earliest after retention overtook us
                 g.position[(topic, idx)] = min(float(limit), pos + rate * dt) if limit > pos else pos
-            if self.now - g.last_commit >= g.spec.commit_interval_s:
+            if g.committing and self.now - g.last_commit >= g.spec.commit_interval_s:
                 for key, pos in g.position.items():
                     g.committed[key] = int(pos)
                 g.last_commit = self.now
@@ -657,12 +682,30 @@ class Cluster:
         for p in self.all_partitions():
             if node_id not in p.replicas:
                 continue
-            if not was_registered and p.leader == -1 and node_id in p.isr:
+            if not was_registered and p.leader == -1 and node_id in p.isr and node_id not in p.failed_replicas:
                 p.leader = node_id  # the last in-sync replica is back: the partition comes online
                 p.leader_epoch += 1
                 p.partition_epoch += 1
                 self.changes.partitions.add((p.topic, p.index))
             p.caught_up_at[node_id] = self.now
+
+    def start_flapping(self, node_id: int, period_s: float, down_s: float | None = None) -> None:
+        """Crash the broker now and every `period_s`; it restarts `down_s` (default half a period) after each."""
+        down = period_s / 2 if down_s is None else down_s
+        if not 0 < down < period_s:
+            raise ValueError(f"down_s must be in (0, {period_s}), got {down}")
+        self.brokers[node_id].flap = (self.now, period_s, down)
+        self.log(f"broker {node_id} flapping: down {down:g}s every {period_s:g}s")
+        self._flap()
+
+    def stop_flapping(self, node_id: int) -> None:
+        """End the flapping; the broker is restarted if it is down at that moment."""
+        b = self.brokers[node_id]
+        if b.flap is None:
+            return
+        b.flap = None
+        self.restart_broker(node_id)
+        self.log(f"broker {node_id} stopped flapping")
 
     def set_broker_delay(self, node_id: int, delay_s: float) -> None:
         self.brokers[node_id].response_delay_s = delay_s
@@ -713,6 +756,51 @@ class Cluster:
 
     def delete_group(self, group_id: str) -> None:
         self.groups[group_id].deleted = True
+
+    def set_group_committing(self, group_id: str, committing: bool) -> None:
+        """Stop a group committing and forget its offsets (it never committed), or let it commit again."""
+        g = self.groups[group_id]
+        g.committing = committing
+        if not committing:
+            g.committed.clear()
+
+    def fail_partition(self, topic: str, index: int | None = None) -> None:
+        """Every replica of the partition (None: of the topic) loses its log directory; brokers stay up.
+
+        As Kafka's controller does, the partition keeps its last leader as sole ISR member and goes offline.
+        """
+        for p in self.topics[topic].partitions if index is None else [self.topics[topic].partitions[index]]:
+            p.failed_replicas = set(p.replicas)
+            if p.online:
+                p.isr = [p.leader]
+                p.leader = -1
+                p.leader_epoch += 1
+                p.partition_epoch += 1
+                self.changes.partitions.add((p.topic, p.index))
+            self.log(f"{p.topic}-{p.index} offline: every replica's log directory failed")
+
+    def recover_partition(self, topic: str, index: int | None = None) -> None:
+        """Undo `fail_partition`: the last ISR member leads again; the others rejoin once caught up."""
+        for p in self.topics[topic].partitions if index is None else [self.topics[topic].partitions[index]]:
+            p.failed_replicas = set()
+            if not p.online:
+                self._elect_leader(p)
+                p.partition_epoch += 1
+                self.changes.partitions.add((p.topic, p.index))
+            self.log(f"{p.topic}-{p.index} log directories back")
+
+    def add_partitions(self, topic: str, count: int, replication_factor: int) -> None:
+        """Add `count` partitions to a topic: a creation that completes, or `kafka-topics --alter --partitions`."""
+        t = self.topics[topic]
+        for _ in range(count):
+            t.partitions.append(self._new_partition(topic, len(t.partitions), replication_factor))
+            for g in self.groups.values():
+                if topic in g.spec.topics:
+                    g.position[(topic, len(t.partitions) - 1)] = 0.0
+
+    def report_txn_state(self, transactional_id: str, state: str | None) -> None:
+        """Make the coordinator report `state` (e.g. one only a newer Kafka knows) for the id; None undoes it."""
+        self.txn_producers[transactional_id].reported_state = state
 
     def set_topic_config(self, topic: str, key: str, value: str | None) -> None:
         if value is None:

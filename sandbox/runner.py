@@ -4,6 +4,11 @@ The model and the listeners share one asyncio loop on a background thread, so
 the CLI, the demo and the tests drive a sandbox the same way: start it, read
 its bootstrap servers, and reach into the model only through `call`, which
 runs on the loop and therefore sees a consistent state.
+
+With `cluster.security` set, start() also makes a throwaway CA and server
+certificate (TLS protocols; `ca_file` is the CA clients must trust) and the
+listeners demand SASL authentication (SASL protocols); `client_settings` gives
+the librdkafka settings a client needs to get in.
 """
 
 from __future__ import annotations
@@ -12,15 +17,19 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
+from sandbox.auth import SaslConfig
 from sandbox.clock import SimClock
 from sandbox.handlers import Handlers
 from sandbox.model import Cluster
 from sandbox.server import BrokerListener
 from sandbox.spec import Scenario
 from sandbox.timeline import Timeline
+from sandbox.tls import TlsMaterial, make_tls_material
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -35,8 +44,12 @@ class Sandbox:
         self.host = host
         self.cluster = Cluster(scenario.cluster, self.clock.now(), host)
         self.handlers = Handlers(self.cluster)
+        self.security = scenario.cluster.security
+        sasl = (SaslConfig(self.security.sasl_mechanisms, self.security.users, self.security.scram_iterations)
+                if self.security.sasl else None)
         self.listeners: dict[int, BrokerListener] = {
-            i: BrokerListener(i, self.handlers, host) for i in self.cluster.brokers}
+            i: BrokerListener(i, self.handlers, host, sasl=sasl) for i in self.cluster.brokers}
+        self.tls: TlsMaterial | None = None
         self.want_zookeeper = scenario.cluster.mode == "zookeeper" if zookeeper is None else zookeeper
         self.ensemble: Any = None
         self.mirror: Any = None
@@ -50,6 +63,12 @@ class Sandbox:
 
     # ----------------------------------------------------------------- lifecycle
     def start(self) -> Sandbox:
+        if self.security.tls and self.tls is None:
+            self.tls = make_tls_material(self.host)  # raises TlsSetupError naming the fix if openssl is missing
+            context = self.tls.server_context()
+            for ln in self.listeners.values():
+                ln.ssl_context = context
+            log.info("sandbox TLS: clients must trust %s", self.tls.ca_file)
         if self.want_zookeeper:
             from sandbox.znodes import ZnodeMirror
             from sandbox.zookeeper import ZooKeeperEnsemble
@@ -96,6 +115,9 @@ class Sandbox:
         if self.ensemble is not None:
             self.ensemble.stop()
             self.ensemble = None
+        if self.tls is not None:
+            self.tls.remove()
+            self.tls = None
 
     def __enter__(self) -> Sandbox:
         return self.start()
@@ -107,6 +129,29 @@ class Sandbox:
     @property
     def bootstrap_servers(self) -> str:
         return ",".join(f"{self.host}:{ln.port}" for ln in self.listeners.values())
+
+    @property
+    def ca_file(self) -> Path | None:
+        """The PEM CA certificate that signed the listeners' certificate (TLS protocols, while running)."""
+        return self.tls.ca_file if self.tls is not None else None
+
+    def client_settings(self, user: str | None = None, mechanism: str | None = None) -> dict[str, str]:
+        """librdkafka settings (a monitor cluster's `kafka:` block) that get a client into this sandbox.
+
+        `user` defaults to the first configured user, `mechanism` to the first enabled one. The result holds the
+        user's password.
+        """
+        sec = self.security
+        out: dict[str, str] = {"security.protocol": sec.protocol}
+        if sec.tls:
+            if self.ca_file is None:
+                raise RuntimeError("the sandbox is not started: no CA certificate yet")
+            out["ssl.ca.location"] = str(self.ca_file)
+        if sec.sasl:
+            name = user if user is not None else next(iter(sec.users))
+            out.update({"sasl.mechanism": mechanism or sec.sasl_mechanisms[0], "sasl.username": name,
+                        "sasl.password": sec.users[name]})
+        return out
 
     @property
     def zk_connect(self) -> str | None:
@@ -214,6 +259,17 @@ class Sandbox:
 
     def request_counts(self) -> dict[int, dict[str, int]]:
         return self.call(lambda c: {i: dict(ln.request_counts) for i, ln in self.listeners.items()})
+
+    def authentications(self, failed: bool = False) -> dict[tuple[str, str, str], int]:
+        """SASL logins over all listeners: (client software, mechanism, user) -> count (failed ones if `failed`)."""
+
+        def gather(_: Cluster) -> dict[tuple[str, str, str], int]:
+            out: Counter[tuple[str, str, str]] = Counter()
+            for ln in self.listeners.values():
+                out.update(ln.failed_authentications if failed else ln.authentications)
+            return dict(out)
+
+        return self.call(gather)
 
     def reset_request_counts(self) -> None:
         def reset(_: Cluster) -> None:

@@ -13,6 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 INCIDENT_TYPES: dict[str, str] = {
     "broker_crash": "a broker process dies (connection refused) and returns after `duration`",
+    "broker_flap": "a broker crashes and restarts over and over: down for the first half of every `period` "
+                   "(default 6 s), up for the rest, until `duration` ends (then it stays up)",
     "broker_slow": "a broker answers requests late by `delay_s` (past client timeouts when large)",
     "slow_follower": "a broker's replica fetching falls behind (leaves ISR after replica.lag.time.max.ms)",
     "consumer_stall": "a group keeps committing the same offset (members present, no progress)",
@@ -65,6 +67,50 @@ class TxnProducerSpec(_Strict):
     timeout_ms: int = Field(60_000, gt=0, description="transaction.timeout.ms of the producer")
 
 
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+class SecuritySpec(_Strict):
+    """How clients must connect: Kafka's listener security protocol, with SASL users when it is SASL_*.
+
+    TLS listeners get a throwaway CA and server certificate per run (`Sandbox.ca_file` is the CA to trust).
+    Passwords are test credentials in the scenario file; they are kept out of repr() all the same.
+    """
+
+    protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanisms: list[Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]] = Field(
+        default_factory=lambda: list(SASL_MECHANISMS), min_length=1,
+        description="mechanisms enabled on SASL listeners (sasl.enabled.mechanisms)")
+    users: dict[str, str] = Field(default_factory=dict, repr=False, description="user name -> password")
+    scram_iterations: int = Field(4096, ge=4096, le=1_000_000, description="PBKDF2 iterations of SCRAM credentials")
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol.startswith("SASL_")
+
+    @model_validator(mode="after")
+    def _check(self) -> SecuritySpec:
+        dup = sorted({m for m in self.sasl_mechanisms if self.sasl_mechanisms.count(m) > 1})
+        if dup:
+            raise ValueError(f"sasl_mechanisms lists {dup} more than once")
+        if self.sasl and not self.users:
+            raise ValueError(f"protocol {self.protocol} needs at least one entry in users (name: password)")
+        if not self.sasl and self.users:
+            raise ValueError(f"users are only used with SASL_PLAINTEXT or SASL_SSL, not {self.protocol}")
+        for name, password in self.users.items():
+            if not name or name != name.strip():
+                raise ValueError(f"user name {name!r} must be non-empty without surrounding spaces")
+            if not password:
+                raise ValueError(f"user {name!r}: empty password")
+            if "\x00" in name or "\x00" in password:
+                raise ValueError(f"user {name!r}: NUL characters cannot be sent with SASL/PLAIN")
+        return self
+
+
 class ClusterSpec(_Strict):
     brokers: int = Field(3, ge=1, le=64)
     mode: Literal["zookeeper", "kraft"] = "zookeeper"
@@ -75,6 +121,7 @@ class ClusterSpec(_Strict):
     topics: list[TopicSpec] = Field(default_factory=list)
     groups: list[GroupSpec] = Field(default_factory=list)
     transactional_producers: list[TxnProducerSpec] = Field(default_factory=list)
+    security: SecuritySpec = Field(default_factory=SecuritySpec)
 
     @field_validator("broker_config", mode="before")
     @classmethod
@@ -116,6 +163,7 @@ class IncidentSpec(_Strict):
     messages: int | None = Field(None, ge=1)
     retention_ms: int | None = Field(None, ge=1)
     zk_server: int | None = None
+    period: float | None = Field(None, gt=0, description="broker_flap: seconds of one down-and-up cycle")
 
     @field_validator("type")
     @classmethod

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the product and its tests need on a Debian machine, idempotently:
-# system packages (Java 17, ZooKeeper, Prometheus, Chromium) when missing, then a
+# system packages (Java 17, ZooKeeper, Prometheus, Chromium, openssl) when missing, then a
 # virtualenv in .venv with the pinned Python packages. As non-root it installs
 # nothing system-wide and prints the exact apt-get line instead.
 set -euo pipefail
@@ -18,6 +18,8 @@ fi
 [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 { command -v prometheus && command -v promtool; } >/dev/null 2>&1 || missing+=(prometheus)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+# the sandbox makes a throwaway CA and server certificate with the openssl CLI for its TLS listeners
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 
 if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then

@@ -235,3 +235,96 @@ def test_crash_inside_transaction_waits_for_an_open_transaction() -> None:
     c.crash_producer("tx", inside_transaction=True)
     run(c, 5)
     assert not tp.alive and tp.state == "Ongoing" and tp.partitions
+
+
+# ----------------------------------------------------------------------------- odd states and flapping
+
+
+def test_flapping_broker_is_down_then_fenced_then_back_every_period() -> None:
+    c = make(broker_config={"min.insync.replicas": "2", "zookeeper.session.timeout.ms": "2000"})
+    run(c, 5)
+    start = c.now
+    c.start_flapping(3, 8.0)
+    b3, p0 = c.brokers[3], c.partition("orders", 0)
+    for cycle in range(3):
+        base = start + cycle * 8
+        c.advance(base + 1)  # down, session not expired yet: still registered and in the ISR
+        assert (b3.process_up, b3.registered, 3 in p0.isr) == (False, True, True), cycle
+        c.advance(base + 3)  # fenced: out of every ISR, leadership moved
+        assert (b3.process_up, b3.registered, 3 in p0.isr) == (False, False, False), cycle
+        assert all(p.leader != 3 for p in c.all_partitions())
+        c.advance(base + 6)  # up again, caught up, back in the ISR
+        assert (b3.process_up, b3.registered, p0.isr) == (True, True, [1, 2, 3]), cycle
+    c.advance(start + 25)  # mid-down of the fourth cycle
+    c.stop_flapping(3)
+    assert b3.process_up and b3.flap is None
+    run(c, 30)
+    assert b3.process_up and b3.registered and p0.isr == [1, 2, 3]
+
+
+def test_flapping_rejects_a_down_time_outside_the_period() -> None:
+    c = make()
+    with pytest.raises(ValueError, match="down_s"):
+        c.start_flapping(2, 4.0, down_s=4.0)
+
+
+def test_failed_partition_is_offline_with_every_broker_up_and_comes_back() -> None:
+    c = make()
+    run(c, 5)
+    p = c.partition("orders", 1)
+    leader, hwm = p.leader, p.hwm
+    c.fail_partition("orders", 1)
+    assert p.leader == -1 and not p.online and p.isr == [leader] and p.failed_replicas == set(p.replicas)
+    assert all(b.process_up and b.registered for b in c.brokers.values())
+    position = c.groups["billing"].position[("orders", 1)]
+    run(c, 10)
+    assert p.leader == -1 and p.hwm == hwm  # nothing is written to an offline partition ...
+    assert c.groups["billing"].position[("orders", 1)] == position  # ... nor read from it
+    c.crash_broker(leader)
+    run(c, 20)  # fenced
+    c.restart_broker(leader)  # its log directory is still gone: no election
+    assert p.leader == -1
+    c.recover_partition("orders", 1)
+    assert p.leader == leader and p.failed_replicas == set()
+    run(c, 2)
+    assert p.isr == p.replicas and p.hwm > hwm
+    c.fail_partition("single")
+    assert [q.leader for q in c.topics["single"].partitions] == [-1, -1, -1]
+
+
+def test_group_that_never_commits_has_no_offsets_but_consumes() -> None:
+    c = make()
+    run(c, 3)
+    c.set_group_committing("billing", False)
+    g = c.groups["billing"]
+    assert g.committed == {}
+    before = dict(g.position)
+    run(c, 5)
+    assert g.committed == {} and any(g.position[k] > before[k] for k in before)
+    c.set_group_committing("billing", True)
+    run(c, 2)
+    assert set(g.committed) == {("orders", 0), ("orders", 1), ("orders", 2)}
+
+
+def test_topic_with_zero_partitions_then_partitions_added() -> None:
+    c = make(topics=[{"name": "creating", "partitions": 0, "replication_factor": 3, "produce_rate": 30}],
+             groups=[{"group_id": "early", "topics": ["creating"], "commit_interval_s": 1}],
+             transactional_producers=[])
+    run(c, 5)  # no partitions: nothing to produce to, nothing to consume, no division by zero
+    assert c.topics["creating"].partitions == [] and c.groups["early"].committed == {}
+    c.add_partitions("creating", 2, 3)
+    assert [(p.index, p.replicas, p.leader) for p in c.topics["creating"].partitions] == [
+        (0, [1, 2, 3], 1), (1, [2, 3, 1], 2)]
+    run(c, 5)
+    assert all(p.hwm > 0 for p in c.topics["creating"].partitions)
+    assert set(c.groups["early"].committed) == {("creating", 0), ("creating", 1)}
+
+
+def test_reported_transaction_state_overrides_only_what_the_coordinator_says() -> None:
+    c = make()
+    c.report_txn_state("tx", "CompleteCommitV2")
+    run(c, 3)
+    tp = c.txn_producers["tx"]
+    assert tp.reported_state == "CompleteCommitV2" and tp.state in ("Ongoing", "PrepareCommit", "CompleteCommit")
+    c.report_txn_state("tx", None)
+    assert tp.reported_state is None
