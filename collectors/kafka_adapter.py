@@ -192,10 +192,15 @@ class KafkaAdapter:
             if t.error_code not in (0, 5):
                 obs.fail("partitions", f"metadata for topic {t.name}: {error_name(t.error_code)}")
                 continue
-            if t.is_internal:
-                obs.internal_topics.add(t.name)
             if getattr(t, "topic_id", None) is not None:
                 obs.topic_names[t.topic_id] = t.name
+            if not t.partitions:
+                # A topic being created can show no partitions for a moment. Left out on purpose until it has
+                # some: there is nothing to measure, and a topic of replication factor 0 would only make
+                # false durability alerts and divisions by zero downstream.
+                continue
+            if t.is_internal:
+                obs.internal_topics.add(t.name)
             for p in t.partitions:
                 obs.partitions.append(PartitionMeta(
                     t.name, p.partition_index, p.leader_id,

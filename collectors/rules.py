@@ -66,6 +66,10 @@ RULES: dict[str, str] = {
 }
 
 ELECTION_ALERT_S = 600.0  # how long an election stays visible as an alert
+# A controller failover reaches ZooKeeper's /controller first and the brokers' metadata only once the new
+# controller has loaded the cluster state and sent UpdateMetadata (seconds, tens on big clusters): a mismatch
+# must hold this long, and over two polls, before it is alerted, however often the monitor polls.
+CONTROLLER_MISMATCH_GRACE_S = 30.0
 
 
 Rule = Callable[[ClusterSnapshot, ClusterState, Any, float], Iterator[Candidate]]
@@ -126,6 +130,11 @@ def partitions(s: ClusterSnapshot, st: ClusterState, th: Any, now: float) -> Ite
 
 
 def topics(s: ClusterSnapshot, st: ClusterState, th: Any, now: float) -> Iterator[Candidate]:
+    if "configs" in s.stale_sections:
+        # DescribeConfigs failed this poll (e.g. the controller answers too late): the snapshot then holds Kafka's
+        # defaults (min.insync.replicas=1), not the topics' settings. Open alerts are kept (KEEP_WHEN_STALE);
+        # new ones wait for real answers.
+        return
     for t in s.topics:
         if t.internal and t.topic == "__consumer_offsets":
             continue  # its durability is the broker's offsets.topic.* business, checked by the broker
@@ -254,7 +263,7 @@ def zookeeper(s: ClusterSnapshot, st: ClusterState, th: Any, now: float) -> Iter
     zk_controller = st.zk_controller
     if zk_controller is not None and controllers and zk_controller not in controllers:
         since = st.since("controller_mismatch", s.cluster, True, now)
-        if since is not None and now > since:
+        if since is not None and now > since and now - since >= CONTROLLER_MISMATCH_GRACE_S:
             yield Candidate("controller_mismatch", CRITICAL, s.cluster,
                             f"/controller says {zk_controller}, metadata says {sorted(controllers)}")
     else:

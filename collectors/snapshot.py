@@ -37,6 +37,11 @@ from collectors.records import (
 from collectors.state import ClusterState
 
 OPEN_TXN_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"})
+# States in which the coordinator has no transaction open for the producer. Any other string, including a
+# state only a newer Kafka knows, is reported as-is: it gets no age (we cannot tell it is open, so it cannot
+# be "stuck"), and its producer counts as known to its coordinator (we cannot tell it is closed either, so
+# what it has open on partitions is not "hanging").
+CLOSED_TXN_STATES = frozenset({"Empty", "CompleteCommit", "CompleteAbort", "Dead"})
 
 
 def _int(value: str | None, default: int) -> int:
@@ -68,6 +73,7 @@ def build_snapshot(name: str, obs: KafkaObservation, zk: Any | None, state: Clus
         snap.stale = True
         return snap
     _brokers(snap, obs, zk, state, now)
+    _carry_configs(obs, state)
     _partitions_and_topics(snap, obs, zk, state, now)
     _groups(snap, obs, state, thresholds, now)
     _transactions(snap, obs, state, now)
@@ -78,6 +84,34 @@ def build_snapshot(name: str, obs: KafkaObservation, zk: Any | None, state: Clus
     state.polls += 1
     state.last_good = now
     return snap
+
+
+CONFIG_KEYS = ("min.insync.replicas", "retention.ms", "unclean.leader.election.enable", "cleanup.policy")
+"""The topic and broker settings snapshots use (kept between polls; a full config set is ~30 keys per topic)."""
+
+
+def _carry_configs(obs: KafkaObservation, state: ClusterState) -> None:
+    """Fill configs DescribeConfigs could not return this poll with the last ones read.
+
+    Otherwise a slow controller turns every topic into Kafka's defaults for a poll: min.insync.replicas=1
+    flips under-min-ISR partitions to "at min ISR" and resolves their alerts on missing evidence. Settings
+    change rarely; the last value read is far better evidence than the default. The section stays marked
+    stale, so the carried values are known to be carried.
+    """
+    if obs.broker_configs:
+        state.broker_configs = {k: obs.broker_configs.get(k) for k in CONFIG_KEYS}
+    elif state.broker_configs:
+        obs.broker_configs = dict(state.broker_configs)
+    current = {p.topic for p in obs.partitions}
+    for topic in current:
+        cfg = obs.topic_configs.get(topic)
+        if cfg is not None:
+            state.topic_configs[topic] = {k: cfg.get(k) for k in CONFIG_KEYS}
+        elif topic in state.topic_configs:
+            obs.topic_configs[topic] = dict(state.topic_configs[topic])
+    if len(state.topic_configs) > len(current):
+        for topic in [t for t in state.topic_configs if t not in current]:
+            del state.topic_configs[topic]
 
 
 def _brokers(snap: ClusterSnapshot, obs: KafkaObservation, zk: Any | None, state: ClusterState, now: float) -> None:
@@ -165,6 +199,7 @@ def _change_kind(before: tuple[int, tuple[int, ...]], after: tuple[int, tuple[in
 
 def _groups(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, th: Any, now: float) -> None:
     topics = {t.topic: t for t in snap.topics}
+    offline = {(p.topic, p.partition) for p in snap.partitions if p.offline}
     for gid in sorted(obs.groups):
         info = obs.groups[gid]
         commits = obs.commits.get(gid, {})
@@ -178,10 +213,27 @@ def _groups(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, t
             lso = obs.last_stable.get(key)
             lag = lag_messages(hw, committed)
             history = state.hw_history.get(key)
-            secs = lag_seconds(history, committed, now) if history is not None else None
+            secs = None
+            # Without a high watermark this poll (partition offline, leader unreachable) the age of the oldest
+            # unread message is still known if that message is in the history; if the group had caught up
+            # with the history, what was written since is unknown: unknown, not 0.
+            if history is not None and (hw is not None or committed < (history.newest_offset or 0)):
+                secs = lag_seconds(history, committed, now)
             window = state.window((gid, topic, partition))
-            if lag is not None:
+            if key in offline:
+                # Nobody can consume from a partition without a leader: its commit standing still is the
+                # partition's outage (offline_partition says so), not a stalled group. Judge nothing and restart
+                # the commit clock, so the outage is not counted as the group's once the partition is back.
+                window.clear()
+            elif lag is not None:
                 window.observe(committed, now, lag, hw)
+            elif hw is None and committed >= 0 and window.latest is not None:
+                # No high watermark this poll (its leader did not answer ListOffsets) but the commit is known:
+                # record it against the last high watermark seen (so its lag is a lower bound). Skipping it
+                # would freeze the commit clock and call a group that keeps committing STALL/STOP.
+                last_offset, _, last_lag = window.latest
+                last_hw = last_offset + last_lag
+                window.observe(committed, now, max(0, last_hw - committed), last_hw)
             status = evaluate_partition(window, now, has_members=members > 0,
                                         allowed_lag=th.lag_allowed_messages, min_points=th.lag_min_points,
                                         stop_after_s=th.consumer_stop_after_s)
@@ -213,15 +265,15 @@ def _groups(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, t
 
 
 def _transactions(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, now: float) -> None:
-    open_pids: set[int] = set()
+    coordinator_pids: set[int] = set()  # producers whose coordinator may have a transaction open for them
     pid_to_txn: dict[int, str] = {}
     for t in obs.transactions:
         tid = t["transactional_id"]
         pid_to_txn[t["producer_id"]] = tid
         start = t["start_time_ms"] / 1000.0 if t.get("start_time_ms", -1) and t["start_time_ms"] > 0 else None
         is_open = t["state"] in OPEN_TXN_STATES
-        if is_open:
-            open_pids.add(t["producer_id"])
+        if t["state"] not in CLOSED_TXN_STATES:
+            coordinator_pids.add(t["producer_id"])
         prev = state.txn_state_since.get(tid)
         if prev is None or prev[0] != t["state"]:
             state.txn_state_since[tid] = (t["state"], now)
@@ -248,7 +300,7 @@ def _transactions(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterSt
                 continue
             pid = pr["producer_id"]
             hanging = False
-            if transactions_complete and pid not in open_pids:
+            if transactions_complete and pid not in coordinator_pids:
                 key = (topic, partition, pid)
                 seen_unknown[key] = state.unknown_open_txns.get(key, 0) + 1
                 hanging = seen_unknown[key] >= 2

@@ -33,6 +33,8 @@ class ClusterState:
     kraft_leader: tuple[int, int] | None = None  # (leader id, epoch)
     kraft_election_at: float | None = None
     known_brokers: dict[int, float] = field(default_factory=dict)  # broker id → last seen alive
+    topic_configs: dict[str, dict[str, str | None]] = field(default_factory=dict)  # last read, for failed reads
+    broker_configs: dict[str, str | None] = field(default_factory=dict)
     _touched: set[tuple[str, str]] = field(default_factory=set)
     last_good: float | None = None
     polls: int = 0
