@@ -13,6 +13,7 @@ import logging
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from collectors.loop import document
@@ -83,6 +84,8 @@ def _run_forever(monitor: Any, config: Any, as_json: bool) -> int:
 
     stop = threading.Event()
     install_stop_handlers(stop)
+    for line in monitor.resume(Path(config.state_dir)):
+        log.info("%s", line)
     try:
         sinks = build_sinks(config, monitor)
     except OSError as e:

@@ -512,6 +512,11 @@ class MonitorConfig(_Model):
     """Parquet history."""
     state_dir: ConfigPath = Path("data/state")
     """Where state that must survive restarts lives (lag windows, flap counters); relative to the working directory."""
+    checkpoint_interval_s: Seconds = Field(60.0, gt=0, le=_DAY)
+    """How often the pollers' memory (lag windows, offset histories, open alerts) is saved under state_dir;
+    a restart resumes from it. Also saved on a clean stop."""
+    checkpoint_max_age_s: Seconds = Field(3600.0, ge=0, le=30 * _DAY)
+    """A checkpoint older than this is not resumed (alerts open then would span the whole outage); 0 never resumes."""
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     """Logging level (case-insensitive in the file)."""
 

@@ -46,6 +46,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from collectors.atomic import fsync_dir, publish
 from collectors.records import AlertRecord, ClusterSnapshot, GroupPartitionRecord
 
 log = logging.getLogger(__name__)
@@ -288,18 +289,6 @@ def _split_by_date(batch: pa.RecordBatch) -> list[tuple[str, pa.RecordBatch]]:
 # ----- files
 
 
-def fsync_dir(path: Path) -> None:
-    """Make a rename or create in `path` durable; failure is logged, not raised (the rename already happened)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError as e:
-        log.warning("fsync of directory %s failed: %s", path, e)
-
-
 def _ensure_dir(path: Path) -> None:
     if path.is_dir():
         return
@@ -319,25 +308,8 @@ def _unlink(path: Path) -> None:
 
 
 def _publish(directory: Path, name: str, write: Callable[[Any], None]) -> int:
-    """Write via `write(file)` to a hidden temp file, fsync it, rename it to `name`, fsync the directory.
-
-    Returns the file size. On any failure the temp file is removed and the error re-raised; `name` then
-    does not exist (os.replace is atomic).
-    """
-    tmp = directory / f"{TEMP_PREFIX}{uuid.uuid4().hex}.parquet"
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        size = tmp.stat().st_size
-        os.replace(tmp, directory / name)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(directory)
-    return size
+    """Publish `name` in `directory` whole or not at all (a hidden temp file that readers skip until renamed)."""
+    return publish(directory / name, write, directory / f"{TEMP_PREFIX}{uuid.uuid4().hex}.parquet")
 
 
 _REPLACES_CACHE: dict[tuple[str, int, int, int], frozenset[str]] = {}

@@ -30,6 +30,7 @@ maxima downstream cannot be poisoned.
 from __future__ import annotations
 
 import math
+import operator
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterable
@@ -172,6 +173,27 @@ class OffsetHistory:
         """The table as ``(offset, first_seen, last_seen)`` tuples, oldest first (for tests and debugging)."""
         times = self._times
         return [(o, times[2 * i], times[2 * i + 1]) for i, o in enumerate(self._offsets)]
+
+    def raw(self) -> tuple[array, array]:
+        """The backing arrays ``(offsets, interleaved first/last times)``, for checkpoints; do not mutate."""
+        return self._offsets, self._times
+
+    @classmethod
+    def from_raw(cls, max_points: int, offsets: array, times: array) -> OffsetHistory:
+        """Rebuild from `raw` arrays (a checkpoint), keeping the newest ``max_points`` points (may adopt them).
+
+        Raises ValueError when the arrays cannot be a history (lengths, order), so a damaged checkpoint
+        is refused rather than producing nonsense lags.
+        """
+        if len(times) != 2 * len(offsets):
+            raise ValueError(f"{len(offsets)} offsets need {2 * len(offsets)} times, got {len(times)}")
+        if not (all(map(operator.lt, offsets, offsets[1:])) and all(map(operator.le, times, times[1:]))):
+            raise ValueError("offsets and times must both increase")
+        h = cls(max_points)
+        drop = max(0, len(offsets) - max_points)
+        h._offsets = array("q", offsets[drop:]) if drop or offsets.typecode != "q" else offsets
+        h._times = array("d", times[2 * drop:]) if drop or times.typecode != "d" else times
+        return h
 
     def __repr__(self) -> str:
         return f"OffsetHistory(max_points={self._max_points}, points={self.points()!r})"
@@ -330,6 +352,31 @@ class CommitWindow:
     def observations(self) -> list[tuple[int, float, int]]:
         """The ring as ``(offset, time, lag)`` tuples, oldest first."""
         return list(zip(self._offsets, self._times, self._lags, strict=True))
+
+    def raw(self) -> tuple[array, array, array, array, float | None, int | None]:
+        """``(offsets, times, lags, lags at commit, last change time, previous high watermark)``, for checkpoints."""
+        return self._offsets, self._times, self._lags, self._floors, self._last_change_time, self._prev_hw
+
+    @classmethod
+    def from_raw(cls, size: int, offsets: array, times: array, lags: array, floors: array,
+                 last_change_time: float | None, prev_hw: int | None) -> CommitWindow:
+        """Rebuild from `raw` (a checkpoint), keeping the newest ``size`` entries (may adopt the arrays).
+
+        ValueError if inconsistent."""
+        n = len(offsets)
+        if not (len(times) == len(lags) == len(floors) == n):
+            raise ValueError(f"window arrays differ in length: {n}, {len(times)}, {len(lags)}, {len(floors)}")
+        w = cls(size)
+        drop = max(0, n - size)
+
+        def own(a: array, typecode: str) -> array:  # takes the caller's array when it fits as it is
+            return array(typecode, a[drop:]) if drop or a.typecode != typecode else a
+
+        w._offsets, w._times = own(offsets, "q"), own(times, "d")
+        w._lags, w._floors = own(lags, "q"), own(floors, "q")
+        w._last_change_time = last_change_time
+        w._prev_hw = prev_hw
+        return w
 
     def lags_at_commit(self) -> list[int]:
         """Each entry's lower-bound lag when it was committed, oldest first (-1: unknown)."""

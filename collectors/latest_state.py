@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from collectors.history import fsync_dir
+from collectors.atomic import publish
 
 log = logging.getLogger(__name__)
 
@@ -70,18 +70,7 @@ def write_latest(state_dir: Path, snapshot_dict: Any, now: float | None = None) 
     data = json.dumps(doc, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8")
     target = latest_path(state_dir, cluster)
     prefix = f".{target.name}."
-    tmp = state_dir / f"{prefix}{uuid.uuid4().hex}{TEMP_SUFFIX}"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(state_dir)
+    publish(target, lambda f: f.write(data), state_dir / f"{prefix}{uuid.uuid4().hex}{TEMP_SUFFIX}")
     _remove_stale_temps(state_dir, prefix)
     return target
 

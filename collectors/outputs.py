@@ -9,6 +9,7 @@ that cannot be written shows up as `kafka_monitor_history_write_errors` and a
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,43 @@ class LatestStateSink:
                 log.error("latest state for %s not written: %s", r.snapshot.cluster, e)
 
 
+class CheckpointSink:
+    """Saves the pollers' memory every `interval_s` (wall clock) and on close, so a restart resumes it."""
+
+    def __init__(self, state_dir: Path, interval_s: float, monitor: Any) -> None:
+        self.state_dir = state_dir
+        self.interval_s = interval_s
+        self.monitor = monitor
+        self._last = time.monotonic()  # the first save after one interval: a resumed state is already on disk
+        self._now: float | None = None  # the poll clock (simulated in the demo), for saved_at
+        self.saves = 0
+
+    def __call__(self, results: list[Any], now: float) -> None:
+        self._now = now
+        if time.monotonic() - self._last >= self.interval_s:
+            self.save(now)
+
+    def save(self, now: float) -> None:
+        from collectors.rules import Candidate
+
+        self._last = time.monotonic()
+        try:
+            self.monitor.save_checkpoints(self.state_dir, now)
+        except OSError as e:
+            if "state_write_failed" not in self.monitor.conditions:
+                log.error("checkpoint not saved under %s: %s (a restart would start without it)", self.state_dir, e)
+            self.monitor.conditions["state_write_failed"] = Candidate(
+                "state_write_failed", "warning", "state", f"checkpoint not saved under {self.state_dir}: {e}")
+            return
+        self.saves += 1
+        if self.monitor.conditions.pop("state_write_failed", None) is not None:
+            log.info("checkpoint saved again under %s", self.state_dir)
+
+    def close(self) -> None:
+        if self._now is not None:  # nothing polled, nothing new to keep
+            self.save(self._now)
+
+
 def build_sinks(config: Any, monitor: Any = None) -> list[Any]:
     sinks: list[Any] = []
     exporter = None
@@ -87,4 +125,6 @@ def build_sinks(config: Any, monitor: Any = None) -> list[Any]:
     if config.history.enabled:
         sinks.append(HistorySink(config.history, exporter, monitor))
     sinks.append(LatestStateSink(Path(config.state_dir)))
+    if monitor is not None:
+        sinks.append(CheckpointSink(Path(config.state_dir), config.checkpoint_interval_s, monitor))
     return sinks

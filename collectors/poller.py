@@ -12,6 +12,7 @@ import concurrent.futures
 import logging
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from collectors.alerts import AlertTracker
@@ -77,6 +78,8 @@ class ClusterPoller:
                                 four_letter_words=zk.four_letter_words, timeout_s=config.request_timeout_s)
         self.state = ClusterState(window_size=self.thresholds.lag_window_points)
         self.alerts = AlertTracker()
+        self.cluster_id: str | None = None  # as last reported by the cluster
+        self._resumed_cluster_id: str | None = None  # from a checkpoint, until the cluster confirms it
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"poll-{self.name}")
 
     def close(self) -> None:
@@ -93,6 +96,9 @@ class ClusterPoller:
         zk_f = self._pool.submit(self.zk.observe) if self.zk is not None else None
         obs = kafka_f.result()
         zk_obs = zk_f.result() if zk_f is not None else None
+        if obs.cluster_id:
+            self._check_resumed_identity(obs.cluster_id)
+            self.cluster_id = obs.cluster_id
         snap = build_snapshot(self.name, obs, zk_obs, self.state, self.thresholds, now)
         candidates = evaluate(snap, self.state, self.thresholds, now) + list(extra or [])
         keep: set[str] = set()
@@ -102,6 +108,30 @@ class ClusterPoller:
         snap.alerts = current
         snap.poll_duration_s = time.monotonic() - started
         return PollResult(snap, opened, resolved)
+
+    def checkpoint(self, now: float) -> Any:
+        """What a restart should resume from (call between polls: the state must not change meanwhile)."""
+        from collectors.checkpoint import Checkpoint
+
+        alerts = [a for k, a in self.alerts.open.items() if k[0] == self.name]
+        return Checkpoint(cluster=self.name, cluster_id=self.cluster_id or self._resumed_cluster_id, saved_at=now,
+                          state=self.state, alerts=alerts)
+
+    def resume(self, cp: Any) -> None:
+        """Take over a checkpoint's memory; undone at the first poll if the cluster turns out to be another one."""
+        self.state = cp.state
+        self.alerts.open = {k: a for k, a in self.alerts.open.items() if k[0] != self.name}
+        for a in cp.alerts:
+            self.alerts.open[a.key] = a
+        self._resumed_cluster_id = cp.cluster_id
+
+    def _check_resumed_identity(self, cluster_id: str) -> None:
+        expected, self._resumed_cluster_id = self._resumed_cluster_id, None
+        if expected is not None and expected != cluster_id:
+            log.warning("cluster %s: cluster id is %s, the checkpoint was of %s; its memory is dropped",
+                        self.name, cluster_id, expected)
+            self.state = ClusterState(window_size=self.thresholds.lag_window_points)
+            self.alerts.open = {k: a for k, a in self.alerts.open.items() if k[0] != self.name}
 
     def _observe_kafka(self, now: float) -> KafkaObservation:
         try:
@@ -128,6 +158,37 @@ class Monitor:
         extra = list(self.conditions.values())
         futures = [self._pool.submit(p.poll, now, extra) for p in self.pollers]
         return [f.result() for f in futures]
+
+    def resume(self, state_dir: Path, now: float | None = None) -> list[str]:
+        """Resume every cluster from its checkpoint if one is usable; returns one log line per cluster.
+
+        A missing, damaged, foreign or too old checkpoint never stops the monitor: that cluster starts fresh.
+        """
+        from collectors.checkpoint import CheckpointError, describe, load_checkpoint
+
+        now = time.time() if now is None else now
+        lines = []
+        for p in self.pollers:
+            try:
+                cp = load_checkpoint(state_dir, p.name, lag_points=p.state.lag_points,
+                                     window_size=p.thresholds.lag_window_points, now=now,
+                                     max_age_s=self.config.checkpoint_max_age_s)
+            except CheckpointError as e:
+                lines.append(f"{p.name}: starting fresh, checkpoint not used: {e}")
+                continue
+            if cp is None:
+                lines.append(f"{p.name}: starting fresh (no checkpoint)")
+                continue
+            p.resume(cp)
+            lines.append(f"{p.name}: resumed from checkpoint {describe(cp, now)}")
+        return lines
+
+    def save_checkpoints(self, state_dir: Path, now: float | None = None) -> int:
+        """Save every cluster's checkpoint; returns bytes written. Raises OSError (the caller alerts)."""
+        from collectors.checkpoint import save_checkpoint
+
+        now = time.time() if now is None else now
+        return sum(save_checkpoint(state_dir, p.checkpoint(now))[1] for p in self.pollers)
 
     def close(self) -> None:
         for p in self.pollers:

@@ -63,6 +63,7 @@ RULES: dict[str, str] = {
     "kraft_voter_lagging": "a KRaft voter's log end is far behind the quorum high watermark",
     "kraft_leader_election": "the KRaft quorum leader changed recently",
     "history_write_failed": "the Parquet history could not be written (disk full, read-only); rows wait in memory",
+    "state_write_failed": "the poller checkpoint under state_dir could not be written; a restart would start blind",
 }
 
 ELECTION_ALERT_S = 600.0  # how long an election stays visible as an alert

@@ -66,6 +66,7 @@ COVERAGE: dict[str, tuple[str, ...]] = {
     "kraft_voter_lagging": ("KafkaKRaftVoterLagging",),
     "kraft_leader_election": ("KafkaKRaftLeaderElection",),
     "history_write_failed": ("KafkaMonitorHistoryWriteFailing",),
+    "state_write_failed": ("KafkaMonitorStateWriteFailing",),
 }
 
 # Collector rules deliberately left without a Prometheus alert: rule -> reason. None today.

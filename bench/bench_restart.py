@@ -1,0 +1,121 @@
+"""Restart cost: saving and loading the poller checkpoint at scale, and starting next to a day of history.
+
+    .venv/bin/python -m bench.bench_restart [--partitions 100000] [--groups 10000] [--runs 5]
+
+The checkpoint holds what 3 polls of the synthetic cluster leave in the poller (log-end histories, commit
+windows, ISR views, open alerts). Startup is measured up to the first poll: `Monitor(config)`, `resume`
+(the checkpoint), and the history writer's start over a day of uncompacted part files (one per minute and
+table, as a 60 s flush interval leaves them) -- once with the checkpoint (resumed) and once without (cold,
+the baseline), in this process. Medians of --runs runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from bench.bench_snapshot import Th, rss_mb
+from bench.synthetic import observation
+from collectors.alerts import AlertTracker
+from collectors.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from collectors.config import MonitorConfig
+from collectors.history import TABLES, HistoryWriter
+from collectors.poller import Monitor
+from collectors.rules import evaluate
+from collectors.snapshot import build_snapshot
+from collectors.state import ClusterState
+
+CLUSTER = "bench"
+
+
+def _day_of_part_files(root: Path, day: str, files_per_table: int) -> int:
+    """One small file per flush and table for a whole day (rows do not matter to a start, names do)."""
+    n = 0
+    for table in ("cluster", "topic_health", "group_lag", "brokers", "alert_events"):
+        d = root / table / f"date={day}"
+        d.mkdir(parents=True, exist_ok=True)
+        schema = TABLES[table]
+        empty = pa.table({f.name: pa.nulls(1, f.type) for f in schema}, schema=schema)
+        for i in range(files_per_table):
+            pq.write_table(empty, d / f"part-{1_800_000_000_000_000_000 + i}-{i:08x}.parquet")
+            n += 1
+    return n
+
+
+def _median(xs: list[float]) -> str:
+    return f"{statistics.median(xs):.3f}s (runs {', '.join(f'{x:.3f}' for x in xs)})"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--partitions", type=int, default=100_000)
+    ap.add_argument("--groups", type=int, default=10_000)
+    ap.add_argument("--per-group", type=int, default=10)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--files-per-table", type=int, default=1440, help="a day of 60 s flushes")
+    a = ap.parse_args()
+    th = Th()
+    now = time.time()
+    state = ClusterState(window_size=th.lag_window_points)
+    tracker = AlertTracker()
+    t0 = time.perf_counter()
+    for k in range(3):
+        obs = observation(a.partitions, a.groups, a.per_group, now=now - 60 + 30 * k, step=k, seed=7 + k % 2)
+        snap = build_snapshot(CLUSTER, obs, None, state, th, now - 60 + 30 * k)
+        current, _, _ = tracker.update(CLUSTER, evaluate(snap, state, th, now - 60 + 30 * k), now - 60 + 30 * k)
+    print(f"state: {len(state.hw_history)} log-end histories, {len(state.commit_windows)} commit windows, "
+          f"{len(current)} open alerts; built in {time.perf_counter() - t0:.1f}s; RSS {rss_mb():.0f} MB")
+    work = Path(tempfile.mkdtemp(prefix="bench-restart-"))
+    try:
+        state_dir = work / "state"
+        cp = Checkpoint(CLUSTER, "bench", now, state, current)
+        saves, loads = [], []
+        size = 0
+        for _ in range(a.runs):
+            s0 = time.perf_counter()
+            _, size = save_checkpoint(state_dir, cp)
+            saves.append(time.perf_counter() - s0)
+            s0 = time.perf_counter()
+            loaded = load_checkpoint(state_dir, CLUSTER, lag_points=60, window_size=th.lag_window_points,
+                                     now=now, max_age_s=3600)
+            loads.append(time.perf_counter() - s0)
+            assert loaded is not None and len(loaded.state.commit_windows) == len(state.commit_windows)
+        print(f"checkpoint: {size / 1e6:.1f} MB; save median {_median(saves)}; load median {_median(loads)}")
+
+        history = work / "history"
+        day = time.strftime("%Y-%m-%d", time.gmtime(now))
+        s0 = time.perf_counter()
+        files = _day_of_part_files(history, day, a.files_per_table)
+        print(f"history: {files} part files for {day} written in {time.perf_counter() - s0:.1f}s")
+        cfg = MonitorConfig.model_validate({
+            "clusters": [{"name": CLUSTER, "bootstrap_servers": "127.0.0.1:1"}], "state_dir": str(state_dir)})
+        timings: dict[str, list[float]] = {"cold": [], "resumed": []}
+        for _ in range(a.runs):
+            for mode in ("cold", "resumed"):
+                s0 = time.perf_counter()
+                m = Monitor(cfg)
+                if mode == "resumed":
+                    line = m.resume(state_dir, now)[0]
+                    assert "resumed" in line, line
+                writer = HistoryWriter(history)
+                timings[mode].append(time.perf_counter() - s0)
+                writer.close()
+                m.close()
+        cold, resumed = statistics.median(timings["cold"]), statistics.median(timings["resumed"])
+        print(f"start to first poll, cold (baseline): median {_median(timings['cold'])}")
+        print(f"start to first poll, resumed:        median {_median(timings['resumed'])}  "
+              f"ratio resumed/cold {resumed / cold:.1f}x (+{resumed - cold:.2f}s)")
+        print(f"peak RSS {rss_mb():.0f} MB")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

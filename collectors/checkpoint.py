@@ -1,0 +1,325 @@
+"""What a poller remembers, saved across restarts: lag windows, offset histories, flap counters, open alerts.
+
+Without it a restarted collector is blind for a while and noisy in history: lag in seconds has no log-end
+history to interpolate in, a stalled group needs ``consumer_stop_after_s`` again before it is called
+stalled, ISR flapping counts restart from zero, the under-replication grace starts over, and every alert
+still open is "opened" a second time (the weekly report would count one incident twice).
+
+One file per cluster, ``<state_dir>/checkpoints/<safe cluster name>.zip``, published atomically
+(`collectors.atomic.publish`), so a kill leaves the previous checkpoint or the new one. Inside:
+
+* ``meta.json`` -- version, cluster, cluster id, save time, the small state (condition timers, producer
+  epochs, transaction states, ZooKeeper/KRaft election memory, known brokers) and the open alerts;
+* ``partitions.arrow`` -- one row per partition: log-end history, leader/ISR view, ISR change times;
+* ``windows.arrow`` -- one row per group-partition: the commit window.
+
+Arrow IPC with list columns keeps 100k partitions to one vectorised write, and unlike pickle a damaged or
+planted file cannot run code: loading validates and refuses (`CheckpointError`), and the caller starts
+fresh with a warning. A checkpoint older than ``max_age_s``, or of another cluster id, is not used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import logging
+import math
+import time
+import uuid
+import zipfile
+from array import array
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from collectors.atomic import publish
+from collectors.lag import CommitWindow, OffsetHistory
+from collectors.latest_state import safe_name
+from collectors.records import AlertRecord
+from collectors.state import ClusterState
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_VERSION = 1
+SUBDIR = "checkpoints"
+SUFFIX = ".zip"
+_MAX_META_BYTES = 256 * 1024 * 1024  # refuse absurd members instead of allocating them
+
+_PARTITIONS = pa.schema([
+    ("topic", pa.string()), ("partition", pa.int32()),
+    ("hw_offsets", pa.list_(pa.int64())), ("hw_times", pa.list_(pa.float64())),
+    ("leader", pa.int32()), ("isr", pa.list_(pa.int32())), ("isr_changes", pa.list_(pa.float64())),
+])
+_WINDOWS = pa.schema([
+    ("group_id", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
+    ("offsets", pa.list_(pa.int64())), ("times", pa.list_(pa.float64())),
+    ("lags", pa.list_(pa.int64())), ("lags_at_commit", pa.list_(pa.int64())),
+    ("last_change_time", pa.float64()), ("previous_high_watermark", pa.int64()),
+])
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file that cannot be used (damaged, foreign, another version or cluster)."""
+
+
+@dataclass
+class Checkpoint:
+    cluster: str
+    cluster_id: str | None
+    saved_at: float
+    state: ClusterState
+    alerts: list[AlertRecord] = field(default_factory=list)
+
+
+def checkpoint_path(state_dir: Path, cluster: str) -> Path:
+    return Path(state_dir) / SUBDIR / f"{safe_name(cluster)}{SUFFIX}"
+
+
+# --------------------------------------------------------------------------- saving
+
+
+def _list_column(chunks: list[array], typecode: str) -> pa.Array:
+    """A list<…> Arrow column from one Python array per row, with one copy of the values."""
+    lengths = np.fromiter((len(c) for c in chunks), dtype=np.int32, count=len(chunks))
+    offsets = np.zeros(len(chunks) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    flat = array(typecode)
+    for c in chunks:
+        flat.extend(c)
+    dtype = np.int64 if typecode == "q" else np.float64 if typecode == "d" else np.int32
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(np.frombuffer(flat, dtype=dtype)))
+
+
+def _partitions_table(state: ClusterState) -> pa.Table:
+    keys = sorted(set(state.hw_history) | set(state.partition_view) | set(state.isr_changes))
+    empty_q, empty_d = array("q"), array("d")
+    hw_off, hw_t, isr, changes, leaders = [], [], [], [], []
+    for key in keys:
+        h = state.hw_history.get(key)
+        offsets, times = h.raw() if h is not None else (empty_q, empty_d)
+        hw_off.append(offsets)
+        hw_t.append(times)
+        view = state.partition_view.get(key)
+        leaders.append(view[0] if view is not None else None)
+        isr.append(array("i", view[1]) if view is not None else array("i"))
+        changes.append(array("d", state.isr_changes.get(key, ())))
+    return pa.Table.from_arrays([
+        pa.array([k[0] for k in keys], pa.string()), pa.array([k[1] for k in keys], pa.int32()),
+        _list_column(hw_off, "q"), _list_column(hw_t, "d"), pa.array(leaders, pa.int32()),
+        _list_column(isr, "i"), _list_column(changes, "d"),
+    ], schema=_PARTITIONS)
+
+
+def _windows_table(state: ClusterState) -> pa.Table:
+    keys = sorted(state.commit_windows)
+    raws = [state.commit_windows[k].raw() for k in keys]
+    return pa.Table.from_arrays([
+        pa.array([k[0] for k in keys], pa.string()), pa.array([k[1] for k in keys], pa.string()),
+        pa.array([k[2] for k in keys], pa.int32()),
+        _list_column([r[0] for r in raws], "q"), _list_column([r[1] for r in raws], "d"),
+        _list_column([r[2] for r in raws], "q"), _list_column([r[3] for r in raws], "q"),
+        pa.array([r[4] for r in raws], pa.float64()), pa.array([r[5] for r in raws], pa.int64()),
+    ], schema=_WINDOWS)
+
+
+def _ipc_bytes(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with ipc.new_file(sink, table.schema, options=ipc.IpcWriteOptions(compression="zstd")) as w:
+        w.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _meta(cp: Checkpoint) -> dict[str, Any]:
+    st = cp.state
+    return {
+        "version": CHECKPOINT_VERSION, "cluster": cp.cluster, "cluster_id": cp.cluster_id, "saved_at": cp.saved_at,
+        "lag_points": st.lag_points, "window_size": st.window_size, "polls": st.polls, "last_good": st.last_good,
+        "condition_since": [[r, s, t] for (r, s), t in st.condition_since.items()],
+        "producer_epochs": {tid: [list(p) for p in d] for tid, d in st.producer_epochs.items()},
+        "txn_state_since": {tid: list(v) for tid, v in st.txn_state_since.items()},
+        "unknown_open_txns": [[t, p, pid, n] for (t, p, pid), n in st.unknown_open_txns.items()],
+        "zk_controller": st.zk_controller, "zk_leader_epoch": st.zk_leader_epoch, "zk_election_at": st.zk_election_at,
+        "kraft_leader": list(st.kraft_leader) if st.kraft_leader is not None else None,
+        "kraft_election_at": st.kraft_election_at,
+        "known_brokers": [[b, t] for b, t in st.known_brokers.items()],
+        "topic_configs": st.topic_configs, "broker_configs": st.broker_configs,
+        "alerts": [asdict(a) for a in cp.alerts],
+    }
+
+
+def save_checkpoint(state_dir: Path, cp: Checkpoint) -> tuple[Path, int]:
+    """Publish the cluster's checkpoint atomically; returns (path, bytes). Raises OSError when it cannot be written."""
+    target = checkpoint_path(state_dir, cp.cluster)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    members = [("meta.json", json.dumps(_meta(cp), separators=(",", ":"), allow_nan=False).encode()),
+               ("partitions.arrow", _ipc_bytes(_partitions_table(cp.state))),
+               ("windows.arrow", _ipc_bytes(_windows_table(cp.state)))]
+
+    def write(f: Any) -> None:
+        with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED) as z:  # members are compressed already
+            for name, data in members:
+                z.writestr(name, data)
+
+    size = publish(target, write, target.parent / f".{target.name}.{uuid.uuid4().hex}.tmp")
+    _remove_stale_temps(target)
+    return target, size
+
+
+def _remove_stale_temps(target: Path, older_than_s: float = 600.0) -> None:
+    """Temp files a killed process left next to `target` (old enough not to be a concurrent writer's)."""
+    cutoff = time.time() - older_than_s
+    for tmp in target.parent.glob(f".{target.name}.*.tmp"):
+        with contextlib.suppress(OSError):
+            if tmp.stat().st_mtime < cutoff:
+                tmp.unlink()
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _read_ipc(z: zipfile.ZipFile, name: str, schema: pa.Schema) -> pa.Table:
+    with ipc.open_file(pa.py_buffer(z.read(name))) as r:
+        table = r.read_all()
+    if not table.schema.equals(schema):
+        raise CheckpointError(f"{name} has columns {table.schema.names}, expected {schema.names}")
+    return table
+
+
+def _rows(column: pa.ChunkedArray, typecode: str) -> list[array]:
+    """One Python array per row of a list<…> column (no per-element Python objects)."""
+    col = column.combine_chunks()
+    if col.null_count:
+        raise CheckpointError("null list in a checkpoint column")
+    offsets = col.offsets.to_numpy().tolist()  # Python ints: numpy scalars in the loop cost 10x
+    values = np.ascontiguousarray(col.values.to_numpy(zero_copy_only=False)).tobytes()
+    width = array(typecode).itemsize
+    out = []
+    view = memoryview(values)
+    for start, end in itertools.pairwise(offsets):
+        a = array(typecode)
+        a.frombytes(view[start * width:end * width])
+        out.append(a)
+    return out
+
+
+def _finite(value: Any, what: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise CheckpointError(f"{what} is not a finite number: {value!r}")
+    return float(value)
+
+
+def _settings(value: Any) -> dict[str, str | None]:
+    if not isinstance(value, dict) or not all(isinstance(v, str | None) for v in value.values()):
+        raise CheckpointError(f"settings must map names to text: {value!r:.80}")
+    return {str(k): v for k, v in value.items()}
+
+
+def _restore_state(meta: dict[str, Any], parts: pa.Table, windows: pa.Table, lag_points: int,
+                   window_size: int) -> ClusterState:
+    st = ClusterState(lag_points=lag_points, window_size=window_size)
+    topics, pnums = parts.column("topic").to_pylist(), parts.column("partition").to_pylist()
+    leaders = parts.column("leader").to_pylist()
+    for key, offsets, times, leader, isr, changes in zip(
+            zip(topics, pnums, strict=True), _rows(parts.column("hw_offsets"), "q"),
+            _rows(parts.column("hw_times"), "d"), leaders, _rows(parts.column("isr"), "i"),
+            _rows(parts.column("isr_changes"), "d"), strict=True):
+        if offsets:
+            st.hw_history[key] = OffsetHistory.from_raw(lag_points, offsets, times)
+        if leader is not None:
+            st.partition_view[key] = (leader, tuple(isr))
+        if changes:
+            st.isr_changes[key] = deque(changes, maxlen=64)
+    cols = [windows.column(n).to_pylist() for n in ("group_id", "topic", "partition", "last_change_time",
+                                                    "previous_high_watermark")]
+    for gid, topic, part, last_change, prev_hw, offs, times, lags, floors in zip(
+            *cols, _rows(windows.column("offsets"), "q"), _rows(windows.column("times"), "d"),
+            _rows(windows.column("lags"), "q"), _rows(windows.column("lags_at_commit"), "q"), strict=True):
+        st.commit_windows[(gid, topic, part)] = CommitWindow.from_raw(window_size, offs, times, lags, floors,
+                                                                      last_change, prev_hw)
+    st.condition_since = {(str(r), str(s)): float(t) for r, s, t in meta["condition_since"]}
+    st.producer_epochs = {str(tid): deque(((float(t), int(e)) for t, e in pts), maxlen=64)
+                          for tid, pts in meta["producer_epochs"].items()}
+    st.txn_state_since = {str(tid): (str(v[0]), float(v[1])) for tid, v in meta["txn_state_since"].items()}
+    st.unknown_open_txns = {(str(t), int(p), int(pid)): int(n) for t, p, pid, n in meta["unknown_open_txns"]}
+    st.zk_controller = meta["zk_controller"]
+    st.zk_leader_epoch = meta["zk_leader_epoch"]
+    st.zk_election_at = _finite(meta["zk_election_at"], "zk_election_at")
+    kl = meta["kraft_leader"]
+    st.kraft_leader = (int(kl[0]), int(kl[1])) if kl is not None else None
+    st.kraft_election_at = _finite(meta["kraft_election_at"], "kraft_election_at")
+    st.known_brokers = {int(b): float(t) for b, t in meta["known_brokers"]}
+    st.topic_configs = {str(t): _settings(c) for t, c in meta["topic_configs"].items()}
+    st.broker_configs = _settings(meta["broker_configs"])
+    st.polls = int(meta["polls"])
+    st.last_good = _finite(meta["last_good"], "last_good")
+    return st
+
+
+def load_checkpoint(state_dir: Path, cluster: str, *, lag_points: int, window_size: int, now: float,
+                    max_age_s: float) -> Checkpoint | None:
+    """The cluster's checkpoint, resized to the current window settings; None when there is none.
+
+    Raises CheckpointError when it exists but must not be used (damaged, other version or cluster, too old,
+    saved in the future); the caller logs that and starts fresh.
+    """
+    path = checkpoint_path(state_dir, cluster)
+    try:
+        z = zipfile.ZipFile(path)
+    except FileNotFoundError:
+        return None
+    except (OSError, zipfile.BadZipFile) as e:
+        raise CheckpointError(f"{path}: not readable: {e}") from e
+    try:
+        with z:
+            info = z.getinfo("meta.json")
+            if info.file_size > _MAX_META_BYTES:
+                raise CheckpointError(f"meta.json is {info.file_size} bytes")
+            meta = json.loads(z.read("meta.json"))
+            if not isinstance(meta, dict) or meta.get("version") != CHECKPOINT_VERSION:
+                raise CheckpointError(f"version {meta.get('version') if isinstance(meta, dict) else '?'}, "
+                                      f"this collector reads version {CHECKPOINT_VERSION}")
+            if meta.get("cluster") != cluster:
+                raise CheckpointError(f"holds cluster {meta.get('cluster')!r}, not {cluster!r}")
+            saved_at = _finite(meta.get("saved_at"), "saved_at")
+            if saved_at is None:
+                raise CheckpointError("no save time")
+            age = now - saved_at
+            if age > max_age_s:
+                raise CheckpointError(f"saved {age:.0f}s ago, older than checkpoint_max_age_s "
+                                      f"({max_age_s:.0f}s)")
+            if age < -60.0:
+                raise CheckpointError(f"saved {-age:.0f}s in the future (clock stepped back?)")
+            parts = _read_ipc(z, "partitions.arrow", _PARTITIONS)
+            windows = _read_ipc(z, "windows.arrow", _WINDOWS)
+            state = _restore_state(meta, parts, windows, lag_points, window_size)
+            alerts = [AlertRecord(**a) for a in meta["alerts"]]
+            for a in alerts:
+                if a.cluster != cluster or a.resolved_at is not None:
+                    raise CheckpointError("alerts of another cluster or already resolved")
+                if not all(isinstance(v, str) for v in (a.rule, a.severity, a.subject, a.summary)):
+                    raise CheckpointError(f"alert {a.rule!r} has non-text fields")
+                _finite(a.first_seen, "alert first_seen"), _finite(a.last_seen, "alert last_seen")
+                _finite(a.value, "alert value")
+    except CheckpointError as e:
+        raise CheckpointError(f"{path}: {e}") from e
+    except (KeyError, TypeError, ValueError, IndexError, OSError, zipfile.BadZipFile, pa.ArrowException) as e:
+        raise CheckpointError(f"{path}: damaged: {type(e).__name__}: {e}") from e
+    cluster_id = meta.get("cluster_id")
+    return Checkpoint(cluster=cluster, cluster_id=cluster_id if isinstance(cluster_id, str) else None,
+                      saved_at=saved_at, state=state, alerts=alerts)
+
+
+def describe(cp: Checkpoint, now: float | None = None) -> str:
+    """One log line about what a restore brings back."""
+    age = (time.time() if now is None else now) - cp.saved_at
+    st = cp.state
+    return (f"saved {age:.0f}s ago: {len(st.hw_history)} partition histories, {len(st.commit_windows)} commit "
+            f"windows, {len(cp.alerts)} open alerts")

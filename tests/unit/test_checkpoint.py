@@ -1,0 +1,275 @@
+"""Checkpoints: a restart resumes exactly the memory it saved, and a bad file never stops the monitor."""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.bench_snapshot import Th
+from bench.synthetic import observation
+from collectors.alerts import AlertTracker
+from collectors.checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    checkpoint_path,
+    load_checkpoint,
+    save_checkpoint,
+)
+from collectors.config import MonitorConfig
+from collectors.outputs import CheckpointSink
+from collectors.poller import Monitor
+from collectors.rules import evaluate
+from collectors.snapshot import build_snapshot
+from collectors.state import ClusterState
+
+T0 = 1_800_000_000.0
+
+
+def busy_state(polls: int = 8, partitions: int = 400, groups: int = 40) -> tuple[ClusterState, list[Any]]:
+    """A poller state after a few polls of a synthetic cluster, and the alerts open at the end."""
+    th = Th()
+    state = ClusterState(window_size=th.lag_window_points)
+    tracker = AlertTracker()
+    current: list[Any] = []
+    for k in range(polls):
+        now = T0 + 30 * k
+        obs = observation(partitions, groups, 5, now=now, step=k, seed=3 + k % 2)  # ISRs flap between two seeds
+        snap = build_snapshot("prod", obs, None, state, th, now)
+        current, _, _ = tracker.update("prod", evaluate(snap, state, th, now), now)
+    # the parts synthetic observations do not fill
+    state.condition_since[("under_replicated", "topic-00001-3")] = T0 + 12.5
+    state.producer_epochs["tx-a"] = deque([(T0, 4), (T0 + 30, 5)], maxlen=64)
+    state.txn_state_since["tx-a"] = ("Ongoing", T0 + 1.25)
+    state.unknown_open_txns[("topic-00002", 1, 9001)] = 2
+    state.zk_controller, state.zk_leader_epoch, state.zk_election_at = 2, 7, T0 - 5
+    state.kraft_leader, state.kraft_election_at = (3, 11), T0 - 9
+    return state, current
+
+
+def save(tmp_path: Path, state: ClusterState, alerts: list[Any], saved_at: float = T0 + 300,
+         cluster: str = "prod") -> Path:
+    return save_checkpoint(tmp_path, Checkpoint(cluster, "cid-1", saved_at, state, alerts))[0]
+
+
+def load(tmp_path: Path, now: float = T0 + 330, **kw: Any) -> Checkpoint | None:
+    args: dict[str, Any] = {"lag_points": 60, "window_size": 10, "now": now, "max_age_s": 3600.0} | kw
+    return load_checkpoint(tmp_path, kw.pop("cluster", "prod"), **{k: v for k, v in args.items() if k != "cluster"})
+
+
+def as_plain(st: ClusterState) -> dict[str, Any]:
+    return {
+        "hw": {k: h.points() for k, h in st.hw_history.items()},
+        "windows": {k: (w.observations(), w.lags_at_commit(), w.last_change_time, w.raw()[5])
+                    for k, w in st.commit_windows.items()},
+        "view": dict(st.partition_view), "isr": {k: list(d) for k, d in st.isr_changes.items()},
+        "since": dict(st.condition_since), "epochs": {k: list(d) for k, d in st.producer_epochs.items()},
+        "txn": dict(st.txn_state_since), "unknown": dict(st.unknown_open_txns),
+        "scalars": (st.zk_controller, st.zk_leader_epoch, st.zk_election_at, st.kraft_leader, st.kraft_election_at,
+                    st.last_good, st.polls),
+        "brokers": dict(st.known_brokers), "configs": (st.topic_configs, st.broker_configs),
+    }
+
+
+def test_round_trip_restores_every_piece_of_memory(tmp_path: Path) -> None:
+    state, alerts = busy_state()
+    assert state.hw_history and state.commit_windows and state.isr_changes and alerts  # the input is not trivial
+    assert state.topic_configs and state.broker_configs
+    path = save(tmp_path, state, alerts)
+    assert path == checkpoint_path(tmp_path, "prod") and path.stat().st_size > 0
+    cp = load(tmp_path)
+    assert cp is not None and cp.cluster == "prod" and cp.cluster_id == "cid-1" and cp.saved_at == T0 + 300
+    assert as_plain(cp.state) == as_plain(state)
+    assert [(a.rule, a.subject, a.first_seen, a.summary, a.value) for a in cp.alerts] == \
+        [(a.rule, a.subject, a.first_seen, a.summary, a.value) for a in alerts]
+
+
+def test_resumed_state_keeps_judging_like_the_original(tmp_path: Path) -> None:
+    """The next poll on a resumed state gives the same snapshot and alerts as on the state that never stopped."""
+    th = Th()
+    state, alerts = busy_state()
+    save(tmp_path, state, alerts)
+    cp = load(tmp_path)
+    assert cp is not None
+    now = T0 + 30 * 8
+    obs = observation(400, 40, 5, now=now, step=8, seed=3)
+    a = build_snapshot("prod", obs, None, state, th, now)
+    b = build_snapshot("prod", obs, None, cp.state, th, now)
+    assert [(g.group_id, g.partition, g.status, g.lag_seconds) for g in a.group_partitions] == \
+        [(g.group_id, g.partition, g.status, g.lag_seconds) for g in b.group_partitions]
+    alerts_a = [(c.rule, c.subject, c.summary) for c in evaluate(a, state, th, now)]
+    assert alerts_a and alerts_a == [(c.rule, c.subject, c.summary) for c in evaluate(b, cp.state, th, now)]
+
+
+def test_smaller_windows_keep_the_newest_points(tmp_path: Path) -> None:
+    state, alerts = busy_state()
+    save(tmp_path, state, alerts)
+    cp = load(tmp_path, lag_points=3, window_size=2)
+    assert cp is not None
+    key = next(iter(state.hw_history))
+    assert cp.state.hw_history[key].points() == state.hw_history[key].points()[-3:]
+    wkey = next(iter(state.commit_windows))
+    assert cp.state.commit_windows[wkey].observations() == state.commit_windows[wkey].observations()[-2:]
+    assert cp.state.commit_windows[wkey].last_change_time == state.commit_windows[wkey].last_change_time
+
+
+def test_missing_checkpoint_is_none(tmp_path: Path) -> None:
+    assert load(tmp_path) is None
+
+
+@pytest.mark.parametrize(("kw", "message"), [
+    ({"now": T0 + 300 + 3601}, "older than checkpoint_max_age_s"),
+    ({"now": T0 + 300 - 3600}, "in the future"),
+    ({"max_age_s": 0.0, "now": T0 + 301}, "older than"),
+])
+def test_checkpoint_too_old_or_from_the_future_is_refused(tmp_path: Path, kw: dict[str, Any], message: str) -> None:
+    state, alerts = busy_state(polls=2)
+    save(tmp_path, state, alerts)
+    with pytest.raises(CheckpointError, match=message):
+        load(tmp_path, **kw)
+
+
+def _rewrite_member(path: Path, name: str, data: bytes) -> None:
+    with zipfile.ZipFile(path) as z:
+        members = {n: z.read(n) for n in z.namelist()}
+    members[name] = data
+    with zipfile.ZipFile(path, "w") as z:
+        for n, d in members.items():
+            z.writestr(n, d)
+
+
+def _meta(path: Path) -> dict[str, Any]:
+    with zipfile.ZipFile(path) as z:
+        return json.loads(z.read("meta.json"))
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "empty", "no-meta", "bad-version", "other-cluster",
+                                    "nan-time", "bad-alert", "alert-time-text", "bad-arrow", "wrong-columns",
+                                    "history-not-sorted", "window-lengths"])
+def test_damaged_checkpoint_is_refused_with_a_reason(tmp_path: Path, damage: str) -> None:
+    state, alerts = busy_state(polls=3)
+    path = save(tmp_path, state, alerts)
+    raw = path.read_bytes()
+    meta = _meta(path)
+    if damage == "truncated":
+        path.write_bytes(raw[: len(raw) // 2])
+    elif damage == "garbage":
+        path.write_bytes(os.urandom(4096))
+    elif damage == "empty":
+        path.write_bytes(b"")
+    elif damage == "no-meta":
+        with zipfile.ZipFile(path, "w") as z:
+            z.writestr("other.txt", "x")
+    elif damage == "bad-version":
+        _rewrite_member(path, "meta.json", json.dumps(meta | {"version": 99}).encode())
+    elif damage == "other-cluster":
+        _rewrite_member(path, "meta.json", json.dumps(meta | {"cluster": "staging"}).encode())
+    elif damage == "nan-time":
+        _rewrite_member(path, "meta.json", json.dumps(meta | {"saved_at": float("nan")}).encode())
+    elif damage == "bad-alert":
+        _rewrite_member(path, "meta.json", json.dumps(meta | {"alerts": [{"rule": "x"}]}).encode())
+    elif damage == "alert-time-text":
+        bad = [meta["alerts"][0] | {"first_seen": "yesterday"}]
+        _rewrite_member(path, "meta.json", json.dumps(meta | {"alerts": bad}).encode())
+    elif damage == "bad-arrow":
+        _rewrite_member(path, "windows.arrow", b"ARROW1\x00\x00 not really")
+    elif damage == "wrong-columns":
+        with zipfile.ZipFile(path) as z:
+            parts = z.read("partitions.arrow")
+        _rewrite_member(path, "windows.arrow", parts)
+    elif damage in ("history-not-sorted", "window-lengths"):
+        import pyarrow as pa
+        import pyarrow.ipc as ipc
+
+        name = "partitions.arrow" if damage == "history-not-sorted" else "windows.arrow"
+        with zipfile.ZipFile(path) as z, ipc.open_file(pa.py_buffer(z.read(name))) as r:
+            t = r.read_all()
+        col = "hw_offsets" if damage == "history-not-sorted" else "lags"
+        values = t.column(col).to_pylist()
+        values[0] = list(reversed(values[0])) + ([5, 4] if damage == "history-not-sorted" else [1])
+        if damage == "history-not-sorted":
+            times = t.column("hw_times").to_pylist()
+            times[0] = times[0] + [times[0][-1] + 1, times[0][-1] + 2] * 2
+            t = t.set_column(t.schema.get_field_index("hw_times"), "hw_times", pa.array(times, t.schema.field(
+                "hw_times").type))
+        t = t.set_column(t.schema.get_field_index(col), col, pa.array(values, t.schema.field(col).type))
+        sink = pa.BufferOutputStream()
+        with ipc.new_file(sink, t.schema) as w:
+            w.write_table(t)
+        _rewrite_member(path, name, sink.getvalue().to_pybytes())
+    with pytest.raises(CheckpointError) as e:
+        load(tmp_path)
+    assert str(path) in str(e.value)
+
+
+def monitor_config(tmp_path: Path, **kw: Any) -> MonitorConfig:
+    return MonitorConfig.model_validate({"clusters": [{"name": "prod", "bootstrap_servers": "127.0.0.1:1"}],
+                                         "state_dir": str(tmp_path), **kw})
+
+
+def test_monitor_resume_never_fails_on_a_bad_checkpoint(tmp_path: Path) -> None:
+    checkpoint_path(tmp_path, "prod").parent.mkdir(parents=True)
+    checkpoint_path(tmp_path, "prod").write_bytes(b"PK\x03\x04 half a zip")
+    m = Monitor(monitor_config(tmp_path))
+    try:
+        lines = m.resume(tmp_path, now=T0)
+        assert len(lines) == 1 and lines[0].startswith("prod: starting fresh, checkpoint not used:")
+        assert m.pollers[0].state.polls == 0 and not m.pollers[0].alerts.open
+    finally:
+        m.close()
+
+
+def test_monitor_resume_takes_over_state_and_open_alerts(tmp_path: Path) -> None:
+    state, alerts = busy_state(polls=3)
+    save(tmp_path, state, alerts)
+    m = Monitor(monitor_config(tmp_path))
+    try:
+        lines = m.resume(tmp_path, now=T0 + 310)
+        assert lines[0].startswith("prod: resumed from checkpoint saved 10s ago:")
+        p = m.pollers[0]
+        assert p.state.polls == 3 and len(p.state.commit_windows) == len(state.commit_windows)
+        assert {k[1:] for k in p.alerts.open} == {(a.rule, a.subject) for a in alerts}
+        cp = p.checkpoint(T0 + 320)  # what the next save would write: the same memory, same identity
+        assert cp.cluster_id == "cid-1" and len(cp.alerts) == len(alerts)
+    finally:
+        m.close()
+
+
+def test_checkpoint_sink_alerts_while_state_dir_is_unwritable_and_clears(tmp_path: Path) -> None:
+    blocked = tmp_path / "state"
+    blocked.write_text("a file where the state directory should be")
+    m = Monitor(monitor_config(tmp_path))
+    try:
+        sink = CheckpointSink(blocked, interval_s=0.0, monitor=m)
+        sink([], T0)
+        cond = m.conditions.get("state_write_failed")
+        assert cond is not None and cond.severity == "warning" and str(blocked) in cond.summary
+        blocked.unlink()
+        sink([], T0 + 1)
+        assert "state_write_failed" not in m.conditions and sink.saves == 1
+        assert checkpoint_path(blocked, "prod").is_file()
+    finally:
+        m.close()
+
+
+def test_a_failed_save_leaves_the_previous_checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    state, alerts = busy_state(polls=2)
+    path = save(tmp_path, state, alerts)
+    before = path.read_bytes()
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(zipfile.ZipFile, "writestr", broken)
+    with pytest.raises(OSError, match="No space"):
+        save(tmp_path, state, alerts, saved_at=T0 + 400)
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temp file left behind
+    cp = load(tmp_path)
+    assert cp is not None and cp.saved_at == T0 + 300
