@@ -23,6 +23,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import data
+from dashboard.access import require_access
 from dashboard.views.alerts import target_url
 from dashboard.views.common import STALE_POLLS, Freshness, fmt_duration, fmt_ts, fmt_utc, freshness
 from dashboard.views.common import epoch_to_local as epoch_local
@@ -91,6 +92,7 @@ def _page_config() -> None:
 def run_app() -> None:
     """The entry point's body: navigation + shared sidebar, then the selected page."""
     _page_config()
+    require_access()
     pages = {slug: st.Page(str(PAGES_DIR / f"{slug}.py"), title=title, icon=icon, url_path=slug,
                            default=slug == "overview") for slug, title, icon in PAGES}
     nav = st.navigation(list(pages.values()))
@@ -107,6 +109,7 @@ def page_context() -> Ctx:
     _handover.ctx = None
     if ctx is None:
         _page_config()
+        require_access()
         ctx = build_context(None)
     return ctx
 
