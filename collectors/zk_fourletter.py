@@ -144,6 +144,11 @@ def send_four_letter(host: str, port: int, command: str, timeout: float = 2.0) -
         raise FourLetterNotWhitelisted(f"{where}: {text.strip()}", response=text, **ctx)
     if NOT_SERVING_MARKER in text:
         raise FourLetterNotServing(f"{where}: {text.strip()}", response=text, **ctx)
+    if not text.strip():
+        # Accepted, then closed without a word: what a server does while it tears down its client
+        # connections to change roles (quorum lost, going LOOKING). It is not serving at that moment;
+        # calling the answer "unparseable" would send on-call looking for a protocol problem.
+        raise FourLetterNotServing(f"{where}: closed the connection without an answer", response=text, **ctx)
     return text
 
 

@@ -407,6 +407,14 @@ def test_send_maps_refusal_answers_to_errors(fake_server, answer: str, error: ty
     assert (info.value.host, info.value.port, info.value.command) == ("127.0.0.1", port, "mntr")
 
 
+def test_send_answered_by_a_bare_close_is_not_serving(fake_server) -> None:
+    """A server changing roles accepts the connection and closes it without a word."""
+    port = fake_server(_answer(""))
+    with pytest.raises(FourLetterNotServing) as info:
+        send_four_letter("127.0.0.1", port, "srvr")
+    assert info.value.kind == "not_serving" and "without an answer" in str(info.value)
+
+
 def test_send_to_closed_port_is_unreachable() -> None:
     with socket.create_server(("127.0.0.1", 0)) as s:
         port = s.getsockname()[1]
