@@ -21,6 +21,14 @@ class AlertTracker:
     def __init__(self) -> None:
         self.open: dict[tuple[str, str, str], AlertRecord] = {}
 
+    def open_for(self, cluster: str) -> list[AlertRecord]:
+        """The cluster's open alerts, in no particular order (for checkpoints)."""
+        return [a for k, a in self.open.items() if k[0] == cluster]
+
+    def forget(self, cluster: str) -> None:
+        """Drop the cluster's open alerts without resolving them (they belonged to a memory being discarded)."""
+        self.open = {k: a for k, a in self.open.items() if k[0] != cluster}
+
     def update(self, cluster: str, candidates: Iterable[Candidate], now: float, keep_rules: frozenset[str] = frozenset()
                ) -> tuple[list[AlertRecord], list[AlertRecord], list[AlertRecord]]:
         """Apply one poll's candidates for a cluster: returns (open alerts, newly opened, newly resolved).

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -48,3 +49,15 @@ def publish(target: Path, write: Callable[[Any], None], tmp: Path) -> int:
         raise
     fsync_dir(target.parent)
     return size
+
+
+def remove_stale_temps(directory: Path, prefix: str, suffix: str, older_than_s: float) -> None:
+    """Temp files ``prefix*suffix`` a killed writer left in `directory`; only old ones, which no live
+    writer can still be filling. Failures are ignored: a leftover temp file is harmless, readers skip it."""
+    cutoff = time.time() - older_than_s
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(directory):
+            if entry.name.startswith(prefix) and entry.name.endswith(suffix):
+                with contextlib.suppress(OSError):
+                    if entry.stat().st_mtime < cutoff:
+                        os.unlink(entry.path)

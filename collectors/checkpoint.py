@@ -20,7 +20,6 @@ fresh with a warning. A checkpoint older than ``max_age_s``, or of another clust
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import logging
@@ -38,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from collectors.atomic import publish
+from collectors.atomic import publish, remove_stale_temps
 from collectors.lag import CommitWindow, OffsetHistory
 from collectors.latest_state import safe_name
 from collectors.records import AlertRecord
@@ -167,17 +166,8 @@ def save_checkpoint(state_dir: Path, cp: Checkpoint) -> tuple[Path, int]:
                 z.writestr(name, data)
 
     size = publish(target, write, target.parent / f".{target.name}.{uuid.uuid4().hex}.tmp")
-    _remove_stale_temps(target)
+    remove_stale_temps(target.parent, f".{target.name}.", ".tmp", older_than_s=600.0)
     return target, size
-
-
-def _remove_stale_temps(target: Path, older_than_s: float = 600.0) -> None:
-    """Temp files a killed process left next to `target` (old enough not to be a concurrent writer's)."""
-    cutoff = time.time() - older_than_s
-    for tmp in target.parent.glob(f".{target.name}.*.tmp"):
-        with contextlib.suppress(OSError):
-            if tmp.stat().st_mtime < cutoff:
-                tmp.unlink()
 
 
 # --------------------------------------------------------------------------- loading
@@ -306,8 +296,8 @@ def load_checkpoint(state_dir: Path, cluster: str, *, lag_points: int, window_si
                     raise CheckpointError("alerts of another cluster or already resolved")
                 if not all(isinstance(v, str) for v in (a.rule, a.severity, a.subject, a.summary)):
                     raise CheckpointError(f"alert {a.rule!r} has non-text fields")
-                _finite(a.first_seen, "alert first_seen"), _finite(a.last_seen, "alert last_seen")
-                _finite(a.value, "alert value")
+                for value, what in ((a.first_seen, "first_seen"), (a.last_seen, "last_seen"), (a.value, "value")):
+                    _finite(value, f"alert {what}")
     except CheckpointError as e:
         raise CheckpointError(f"{path}: {e}") from e
     except (KeyError, TypeError, ValueError, IndexError, OSError, zipfile.BadZipFile, pa.ArrowException) as e:

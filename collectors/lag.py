@@ -344,6 +344,11 @@ class CommitWindow:
         return self._last_change_time
 
     @property
+    def last_high_watermark(self) -> int | None:
+        """The log end passed with the latest observation that had one (None after `clear`)."""
+        return self._prev_hw
+
+    @property
     def latest(self) -> tuple[int, float, int] | None:
         if not self._offsets:
             return None

@@ -14,7 +14,6 @@ back: the document itself carries ``cluster``.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from collectors.atomic import publish
+from collectors.atomic import publish, remove_stale_temps
 
 log = logging.getLogger(__name__)
 
@@ -71,19 +70,8 @@ def write_latest(state_dir: Path, snapshot_dict: Any, now: float | None = None) 
     target = latest_path(state_dir, cluster)
     prefix = f".{target.name}."
     publish(target, lambda f: f.write(data), state_dir / f"{prefix}{uuid.uuid4().hex}{TEMP_SUFFIX}")
-    _remove_stale_temps(state_dir, prefix)
+    remove_stale_temps(state_dir, prefix, TEMP_SUFFIX, older_than_s=60.0)
     return target
-
-
-def _remove_stale_temps(state_dir: Path, prefix: str, older_than_s: float = 60.0) -> None:
-    """Temp files of this cluster left by a killed process (old enough not to be another writer's)."""
-    cutoff = time.time() - older_than_s
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(state_dir):
-            if entry.name.startswith(prefix) and entry.name.endswith(TEMP_SUFFIX):
-                with contextlib.suppress(OSError):
-                    if entry.stat().st_mtime < cutoff:
-                        os.unlink(entry.path)
 
 
 def read_latest(state_dir: Path) -> dict[str, dict[str, Any]]:

@@ -113,14 +113,13 @@ class ClusterPoller:
         """What a restart should resume from (call between polls: the state must not change meanwhile)."""
         from collectors.checkpoint import Checkpoint
 
-        alerts = [a for k, a in self.alerts.open.items() if k[0] == self.name]
         return Checkpoint(cluster=self.name, cluster_id=self.cluster_id or self._resumed_cluster_id, saved_at=now,
-                          state=self.state, alerts=alerts)
+                          state=self.state, alerts=self.alerts.open_for(self.name))
 
     def resume(self, cp: Any) -> None:
         """Take over a checkpoint's memory; undone at the first poll if the cluster turns out to be another one."""
         self.state = cp.state
-        self.alerts.open = {k: a for k, a in self.alerts.open.items() if k[0] != self.name}
+        self.alerts.forget(self.name)
         for a in cp.alerts:
             self.alerts.open[a.key] = a
         self._resumed_cluster_id = cp.cluster_id
@@ -131,7 +130,7 @@ class ClusterPoller:
             log.warning("cluster %s: cluster id is %s, the checkpoint was of %s; its memory is dropped",
                         self.name, cluster_id, expected)
             self.state = ClusterState(window_size=self.thresholds.lag_window_points)
-            self.alerts.open = {k: a for k, a in self.alerts.open.items() if k[0] != self.name}
+            self.alerts.forget(self.name)
 
     def _observe_kafka(self, now: float) -> KafkaObservation:
         try:

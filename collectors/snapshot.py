@@ -227,12 +227,11 @@ def _groups(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, t
                 window.clear()
             elif lag is not None:
                 window.observe(committed, now, lag, hw)
-            elif hw is None and committed >= 0 and window.latest is not None:
+            elif hw is None and committed >= 0 and window.last_high_watermark is not None:
                 # No high watermark this poll (its leader did not answer ListOffsets) but the commit is known:
                 # record it against the last high watermark seen (so its lag is a lower bound). Skipping it
                 # would freeze the commit clock and call a group that keeps committing STALL/STOP.
-                last_offset, _, last_lag = window.latest
-                last_hw = last_offset + last_lag
+                last_hw = window.last_high_watermark
                 window.observe(committed, now, max(0, last_hw - committed), last_hw)
             status = evaluate_partition(window, now, has_members=members > 0,
                                         allowed_lag=th.lag_allowed_messages, min_points=th.lag_min_points,

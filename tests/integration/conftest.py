@@ -7,7 +7,30 @@ from pathlib import Path
 
 import pytest
 
+from sandbox.runner import Sandbox
 from sandbox.zookeeper import ZooKeeperEnsemble
+from tests.support.sandbox import running_sandbox, scenario
+
+
+def _settled(zookeeper: bool) -> Iterator[Sandbox]:
+    with running_sandbox(scenario(), speed=10.0, zookeeper=zookeeper) as s:
+        s.advance_to(s.cluster.start + 20)  # consumers have committed, transactions are under way
+        yield s
+
+
+@pytest.fixture(scope="module")
+def sb() -> Iterator[Sandbox]:
+    """The test cluster (tests/support/sandbox.py), 20 simulated seconds in; one per module that asks for it.
+
+    Modules that need another cluster define their own `sb`, which takes precedence.
+    """
+    yield from _settled(zookeeper=False)
+
+
+@pytest.fixture(scope="module")
+def sbz() -> Iterator[Sandbox]:
+    """Like `sb`, with a real 3-node ZooKeeper ensemble mirroring the cluster's znodes."""
+    yield from _settled(zookeeper=True)
 
 
 @pytest.fixture

@@ -10,16 +10,8 @@ from collectors.poller import ClusterPoller
 from collectors.zk_fourletter import split_zxid
 from sandbox.runner import Sandbox
 from tests.support.monitor import alert, make_poller, poll, poll_until
-from tests.support.sandbox import running_sandbox, scenario
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def sbz() -> Iterator[Sandbox]:
-    with running_sandbox(scenario(), speed=10.0, zookeeper=True) as s:
-        s.advance_to(s.cluster.start + 20)
-        yield s
 
 
 @pytest.fixture()

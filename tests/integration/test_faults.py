@@ -11,16 +11,8 @@ import pytest
 from collectors.poller import ClusterPoller
 from sandbox.runner import Sandbox
 from tests.support.monitor import alert, make_poller, poll, poll_until, rules_of
-from tests.support.sandbox import running_sandbox, scenario
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def sb() -> Iterator[Sandbox]:
-    with running_sandbox(scenario(), speed=10.0) as s:
-        s.advance_to(s.cluster.start + 20)
-        yield s
 
 
 @pytest.fixture()

@@ -114,13 +114,6 @@ def test_flapping_broker() -> None:
 # ----------------------------------------------------------------------------- ZooKeeper mode
 
 
-@pytest.fixture(scope="module")
-def sbz() -> Iterator[Sandbox]:
-    with running_sandbox(scenario(), speed=10.0, zookeeper=True) as s:
-        s.advance_to(s.cluster.start + 20)
-        yield s
-
-
 @pytest.fixture()
 def zpoller(sbz: Sandbox) -> Iterator[ClusterPoller]:
     p = make_poller(sbz)

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -20,18 +19,10 @@ from collectors.history import read_table
 from collectors.poller import Monitor, PollResult
 from sandbox.runner import Sandbox
 from tests.support.monitor import FAST_THRESHOLDS, alert
-from tests.support.sandbox import running_sandbox, scenario
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 STALLED = "reporting"
-
-
-@pytest.fixture(scope="module")
-def sb() -> Iterator[Sandbox]:
-    with running_sandbox(scenario(), speed=10.0) as s:
-        s.advance_to(s.cluster.start + 20)
-        yield s
 
 
 def config(sb: Sandbox, state_dir: Path, **extra: Any) -> MonitorConfig:

@@ -15,16 +15,9 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 from sandbox.protocol import APIS
 from sandbox.runner import Sandbox
-from tests.support.sandbox import frozen, running_sandbox, scenario
+from tests.support.sandbox import frozen
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def sb() -> Iterator[Sandbox]:
-    with running_sandbox(scenario(), speed=10.0) as s:
-        s.advance_to(s.cluster.start + 20)
-        yield s
 
 
 @pytest.fixture(scope="module")
