@@ -24,7 +24,6 @@ import math
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -36,13 +35,13 @@ PAGES = ["overview", "replication", "consumers", "transactions", "consensus", "h
 def generate(root: Path, partitions: int, groups: int, hours: float, interval: float) -> dict[str, float]:
     from bench.bench_snapshot import Th
     from bench.synthetic import observation
-    from collectors.alerts import AlertTracker
-    from collectors.history import HistoryWriter
-    from collectors.latest_state import write_latest
-    from collectors.records import snapshot_to_dict
-    from collectors.rules import evaluate
-    from collectors.snapshot import build_snapshot
-    from collectors.state import ClusterState
+    from collectors.alerting.lifecycle import AlertTracker
+    from collectors.alerting.rules import evaluate
+    from collectors.model.records import snapshot_to_dict
+    from collectors.model.snapshot import build_snapshot
+    from collectors.model.state import ClusterState
+    from collectors.outputs.history import HistoryWriter
+    from collectors.outputs.latest_state import write_latest
 
     th = Th()
     state = ClusterState(window_size=th.lag_window_points)
@@ -82,7 +81,7 @@ def generate(root: Path, partitions: int, groups: int, hours: float, interval: f
 
 def _zookeeper(i: int, polls: int) -> list:  # type: ignore[type-arg]
     """A 3-node ensemble whose leader is re-elected three times over the run (zxid epoch 1 -> 4)."""
-    from collectors.records import ZkServerRecord
+    from collectors.model.records import ZkServerRecord
 
     epoch = 1 + (4 * i) // max(1, polls + 1)
     leader = epoch % 3
@@ -137,7 +136,6 @@ def main() -> None:
     ap.add_argument("--dir", help="data dir (default: a temp dir); reused when it already holds data")
     ap.add_argument("--keep", action="store_true", help="keep the generated temp dir")
     a = ap.parse_args()
-    sys.path.insert(0, str(ROOT))
     root = Path(a.dir) if a.dir else Path(tempfile.mkdtemp(prefix="kmon-bench-dashboard-"))
     try:
         if not (root / "state").exists():

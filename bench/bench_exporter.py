@@ -16,9 +16,9 @@ import time
 
 from bench.bench_snapshot import Th
 from bench.synthetic import observation
-from collectors.exporter import MetricsEndpoint
-from collectors.snapshot import build_snapshot
-from collectors.state import ClusterState
+from collectors.model.snapshot import build_snapshot
+from collectors.model.state import ClusterState
+from collectors.outputs.exporter import MetricsEndpoint
 
 
 def main() -> None:

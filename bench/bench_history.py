@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 
 from bench.synthetic import observation
-from collectors.history import HistoryWriter, read_table
-from collectors.snapshot import build_snapshot
-from collectors.state import ClusterState
+from collectors.model.snapshot import build_snapshot
+from collectors.model.state import ClusterState
+from collectors.outputs.history import HistoryWriter, read_table
 
 
 class Th:

@@ -23,14 +23,14 @@ import pyarrow.parquet as pq
 
 from bench.bench_snapshot import Th, rss_mb
 from bench.synthetic import observation
-from collectors.alerts import AlertTracker
-from collectors.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from collectors.alerting.lifecycle import AlertTracker
+from collectors.alerting.rules import evaluate
 from collectors.config import MonitorConfig
-from collectors.history import TABLES, HistoryWriter
-from collectors.poller import Monitor
-from collectors.rules import evaluate
-from collectors.snapshot import build_snapshot
-from collectors.state import ClusterState
+from collectors.model.snapshot import build_snapshot
+from collectors.model.state import ClusterState
+from collectors.outputs.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from collectors.outputs.history import TABLES, HistoryWriter
+from collectors.runtime.poller import Monitor
 
 CLUSTER = "bench"
 

@@ -16,9 +16,9 @@ import statistics
 import time
 
 from bench.synthetic import observation
-from collectors.rules import evaluate
-from collectors.snapshot import build_snapshot
-from collectors.state import ClusterState
+from collectors.alerting.rules import evaluate
+from collectors.model.snapshot import build_snapshot
+from collectors.model.state import ClusterState
 
 
 class Th:

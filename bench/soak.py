@@ -60,9 +60,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from collectors.alerting.rules import ELECTION_ALERT_S
 from collectors.config import MonitorConfig, Thresholds
-from collectors.poller import ClusterPoller, PollResult
-from collectors.rules import ELECTION_ALERT_S
+from collectors.runtime.poller import ClusterPoller, PollResult
 from sandbox.clock import ManualClock
 from sandbox.model import REBALANCE_S
 from sandbox.runner import Sandbox
@@ -231,8 +231,8 @@ def plans(cluster: dict[str, Any], thresholds: dict[str, Any], poll_s: float, zo
         Plan("controller_failover", ({"type": "controller_failover", "at": 0},), 0,
              frozenset() if zookeeper else frozenset({"kraft_leader_election"}),
              (0 if zookeeper else ELECTION_ALERT_S) + base,
-             "an election stays visible as an alert for ELECTION_ALERT_S (600 s, collectors/rules.py); in ZooKeeper "
-             "mode nothing is expected (metadata and /controller agree)"),
+             "an election stays visible as an alert for ELECTION_ALERT_S (600 s, collectors/alerting/rules.py); "
+             "in ZooKeeper mode nothing is expected (metadata and /controller agree)"),
     ]
     if zookeeper:
         out += [

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 
-from collectors.kafka_adapter import KafkaObservation, PartitionMeta
+from collectors.model.observations import KafkaObservation, PartitionMeta
 
 
 def observation(partitions: int = 100_000, groups: int = 10_000, partitions_per_group: int = 10,

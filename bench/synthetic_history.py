@@ -18,7 +18,7 @@ the first poll), three groups stalled for 2 h (lag seconds past any SLO, WARN th
 retention for 1 h, a stuck transaction (open 30 min with a 60 s timeout), a hanging transaction (2 h), ten
 producer epoch bumps.
 
-Written directly with pyarrow using `collectors.history.TABLES` (not through the collectors, for speed):
+Written directly with pyarrow using `collectors.outputs.history.TABLES` (not through the collectors, for speed):
 one zstd file per table and day named ``compact-*`` as a compacted day would be, row groups of 128 k rows,
 rows in poll order. Numpy-vectorised per day; about a minute and ~0.4 GB for the defaults.
 """
@@ -39,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from collectors.history import COMPACT_ROW_GROUP, HISTORY_SCHEMA_VERSION, REPLACES_KEY, TABLES
+from collectors.outputs.history import COMPACT_ROW_GROUP, HISTORY_SCHEMA_VERSION, REPLACES_KEY, TABLES
 
 DAY = 86400.0
 CLUSTER = "prod-eu-1"

@@ -8,13 +8,6 @@ seconds between checks for new data (KMON_REFRESH, default 30, 0 = off), ``--pol
 Bind address and port are streamlit's own options (``--server.address 127.0.0.1``).
 """
 
-import sys
-from pathlib import Path
-
-_ROOT = str(Path(__file__).resolve().parents[1])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-from dashboard.ui import run_app  # noqa: E402
+from dashboard.ui import run_app
 
 run_app()

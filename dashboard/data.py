@@ -3,9 +3,9 @@
 The dashboard never talks to Kafka. It reads what the collector writes:
 
 - ``--state-dir`` (``KMON_STATE_DIR``, default ``data/demo/state``): one JSON file per cluster, replaced
-  atomically after every poll (`collectors.latest_state`);
+  atomically after every poll (`collectors.outputs.latest_state`);
 - ``--history`` (``KMON_HISTORY``, default ``data/demo/history``): Parquet tables partitioned by date
-  (`collectors.history`), read with only the needed columns, clusters and days;
+  (`collectors.outputs.history`), read with only the needed columns, clusters and days;
 - ``--reports`` (``KMON_REPORTS``, default ``data/reports``): ``<cluster>/<week>/report.html`` and
   ``summary.json`` from the weekly Spark job.
 
@@ -31,8 +31,9 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from collectors import history as hist
-from collectors.latest_state import read_latest, safe_name
+from collectors.outputs import history as hist
+from collectors.outputs.latest_state import read_latest
+from collectors.outputs.paths import safe_name
 
 log = logging.getLogger(__name__)
 

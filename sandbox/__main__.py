@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     except ScenarioError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    from collectors.loop import install_stop_handlers
+    from collectors.runtime.loop import install_stop_handlers
     from sandbox.runner import Sandbox
 
     stop = threading.Event()

@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         say("error: java not found: run ./run.sh setup (installs openjdk-17-jre-headless)")
         return 1
 
-    from collectors.loop import install_stop_handlers
+    from collectors.runtime.loop import install_stop_handlers
 
     stop = threading.Event()
     install_stop_handlers(stop)
@@ -130,9 +130,9 @@ def main(argv: list[str] | None = None) -> int:
             say(f"sandbox: bootstrap {sb.bootstrap_servers}; ZooKeeper {sb.zk_connect}; "
                 f"{len(scenario.incidents)} incidents every {scenario.repeat_every or 0:g}s (speed x{args.speed:g})")
         from collectors.config import ConfigError
-        from collectors.loop import run_loop
-        from collectors.outputs import build_sinks
-        from collectors.poller import Monitor
+        from collectors.outputs.sinks import build_sinks
+        from collectors.runtime.loop import run_loop
+        from collectors.runtime.poller import Monitor
 
         try:
             cfg = monitor_config(args, sb)

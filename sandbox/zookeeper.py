@@ -34,7 +34,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from collectors.zk_fourletter import FourLetterError, SrvrStats, parse_mntr, parse_srvr, send_four_letter
+from collectors.sources.zk_fourletter import FourLetterError, SrvrStats, parse_mntr, parse_srvr, send_four_letter
 
 __all__ = [
     "DEBIAN_JAVA_DIR",

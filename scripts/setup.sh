@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the product and its tests need on a Debian machine, idempotently:
 # system packages (Java 17, ZooKeeper, Prometheus, Chromium, openssl) when missing, then a
-# virtualenv in .venv with the pinned Python packages. As non-root it installs
+# virtualenv in .venv with the pinned Python packages and the project installed editable (pip install -e .). As non-root it installs
 # nothing system-wide and prints the exact apt-get line instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,12 +43,14 @@ sys.exit(0 if sys.version_info >= (3, 11) else 1)
 PY
 
 stamp=.venv/.requirements.sha256
-want=$(cat requirements.txt requirements-dev.txt | sha256sum | cut -d' ' -f1)
+want=$(cat requirements.txt requirements-dev.txt pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   say "creating virtualenv .venv and installing pinned Python packages (a few minutes the first time)"
   python3 -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip >&2
   .venv/bin/python -m pip install -q -r requirements.txt -r requirements-dev.txt >&2
+  # the project itself, editable: `import collectors` works from any directory, no page or script edits sys.path
+  .venv/bin/python -m pip install -q --no-deps -e . >&2
   echo "$want" > "$stamp"
 fi
 say "ready"

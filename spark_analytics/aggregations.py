@@ -1,6 +1,6 @@
 """The weekly report's figures as pure DataFrame -> DataFrame functions (no I/O, no actions).
 
-Every function takes history DataFrames with the columns of `collectors.history.TABLES` (extra columns are
+Every function takes history DataFrames with the columns of `collectors.outputs.history.TABLES` (extra columns are
 ignored, missing data is just fewer rows) and a `Period` (``start <= time < end``, epoch seconds), and
 returns a small DataFrame keyed by ``cluster`` first. The inputs may hold rows from before the period (the
 CLI loads the previous ISO week too): functions that look for *changes* (controller changes, elections,

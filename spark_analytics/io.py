@@ -1,15 +1,15 @@
 """History in (Parquet -> Spark DataFrames), report files out.
 
-Reading follows the history contract of `collectors.history` (see its module doc):
+Reading follows the history contract of `collectors.outputs.history` (see its module doc):
 
 * only **live files** are read: hidden temp files (``.tmp-*``, ``.deleting-*``) are never listed and files
   superseded by a compaction (named in a ``compact-*`` file's ``kmon.replaces`` footer key) are skipped, so
   every row is read exactly once even while a compaction is half done. On a local path the list comes from
-  `collectors.history.live_files` itself; on HDFS / object storage (``hdfs://``, ``s3a://``, ``abfs://``...)
+  `collectors.outputs.history.live_files` itself; on HDFS / object storage (``hdfs://``, ``s3a://``, ``abfs://``...)
   the same rules are applied through the Hadoop FileSystem API of the running Spark session;
 * only the ``date=YYYY-MM-DD`` directories of the requested range are listed (partition pruning by path,
   before Spark sees a file), and rows are filtered on ``time`` as well;
-* every table is read with an **explicit schema** converted from `collectors.history.TABLES`: files written
+* every table is read with an **explicit schema** converted from `collectors.outputs.history.TABLES`: files written
   by an older schema version simply lack some columns, which Spark reads as null; no schema inference or
   merging runs over thousands of footers;
 * a table with no file in the range is an **empty DataFrame with the schema**, plus a note for the report.
@@ -34,7 +34,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from collectors.history import DATE_PREFIX, DETAIL_TABLES, REPLACES_KEY, TABLES, live_files
+from collectors.outputs.history import DATE_PREFIX, DETAIL_TABLES, REPLACES_KEY, TABLES, live_files
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ def spark_type(t: pa.DataType) -> T.DataType:
 
 
 def spark_schema(table: str) -> T.StructType:
-    """The Spark schema of a history table, from `collectors.history.TABLES` (every field nullable)."""
+    """The Spark schema of a history table, from `collectors.outputs.history.TABLES` (every field nullable)."""
     return T.StructType([T.StructField(f.name, spark_type(f.type), True) for f in TABLES[table]])
 
 
@@ -105,7 +105,7 @@ def list_live_files(spark: SparkSession | None, root: str, table: str, start: fl
 
 
 class _HadoopLister:
-    """`collectors.history.live_files` over the Hadoop FileSystem API (HDFS, object stores, file://)."""
+    """`collectors.outputs.history.live_files` over the Hadoop FileSystem API (HDFS, object stores, file://)."""
 
     def __init__(self, spark: SparkSession) -> None:
         self.jvm = spark._jvm  # type: ignore[attr-defined]
@@ -162,7 +162,7 @@ class _HadoopLister:
             finally:
                 reader.close()
             return set(json.loads(raw)) if raw else set()
-        except Exception as e:  # unreadable footer: treat as superseding nothing (as collectors.history does)
+        except Exception as e:  # unreadable footer: treat as superseding nothing (as collectors.outputs.history does)
             log.warning("cannot read the footer of %s: %s", path, e)
             return set()
 

@@ -15,6 +15,8 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
+from collectors.model.vocabulary import SEVERITY_RANK
+
 COLORS = {"bad": "#d62728", "warn": "#ff7f0e", "ok": "#2ca02c", "info": "#1f77b4", "muted": "#7f7f7f",
           "purple": "#9467bd", "brown": "#8c564b", "pink": "#e377c2", "olive": "#bcbd22", "cyan": "#17becf"}
 SEVERITY_COLORS = {"critical": COLORS["bad"], "warning": COLORS["warn"], "info": COLORS["info"]}
@@ -247,7 +249,6 @@ def chart_isr_brokers(ch: Charts, isr: pd.DataFrame) -> str:
     return ch(fig, 300)
 
 
-SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
 
 
 def _by_severity(inc: pd.DataFrame) -> pd.DataFrame:

@@ -30,9 +30,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # run as a file by spark-submit: make the repository importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import pyarrow as pa
 import pyarrow.compute as pc
 

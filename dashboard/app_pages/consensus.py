@@ -1,17 +1,10 @@
 """Consensus: ZooKeeper members and elections, the KRaft quorum, ZooKeeper-vs-metadata disagreements."""
 
-import sys
-from pathlib import Path
+import streamlit as st
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-import streamlit as st  # noqa: E402
-
-from dashboard import ui  # noqa: E402
-from dashboard.views import consensus as csv  # noqa: E402
-from dashboard.views.common import SEVERITY_STYLE  # noqa: E402
+from dashboard import ui
+from dashboard.views import consensus as csv
+from dashboard.views.common import SEVERITY_STYLE
 
 ctx = ui.page_context()
 ui.header(ctx, "Consensus", "The ZooKeeper ensemble or KRaft quorum under the cluster. A zxid is epoch:counter — "

@@ -1,17 +1,10 @@
 """Consumers: groups with status and lag, lag over time, retention risk, partition drill-down."""
 
-import sys
-from pathlib import Path
+import streamlit as st
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-import streamlit as st  # noqa: E402
-
-from dashboard import ui  # noqa: E402
-from dashboard.views import consumers as cv  # noqa: E402
-from dashboard.views.common import STATUS_STYLE  # noqa: E402
+from dashboard import ui
+from dashboard.views import consumers as cv
+from dashboard.views.common import STATUS_STYLE
 
 ctx = ui.page_context()
 ui.header(ctx, "Consumers", "Lag in messages and in seconds, lag status (Burrow's OK / WARN / STALL / STOP / REWIND) "

@@ -1,18 +1,11 @@
 """History / Reports: the alert timeline (open -> resolve bars) and the weekly Spark reports."""
 
-import sys
-from pathlib import Path
+import streamlit as st
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-import streamlit as st  # noqa: E402
-
-from dashboard import data, ui  # noqa: E402
-from dashboard.views import alerts as av  # noqa: E402
-from dashboard.views import reports as rpv  # noqa: E402
-from dashboard.views.common import SEVERITY_STYLE  # noqa: E402
+from dashboard import data, ui
+from dashboard.views import alerts as av
+from dashboard.views import reports as rpv
+from dashboard.views.common import SEVERITY_STYLE
 
 ctx = ui.page_context()
 ui.header(ctx, "History / Reports", "What opened, when, and for how long; and the weekly reliability reports.")

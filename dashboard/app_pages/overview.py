@@ -1,19 +1,12 @@
 """Overview: one health line per cluster, open alerts by severity and age, sparklines of the last hours."""
 
-import sys
-from pathlib import Path
+import streamlit as st
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-import streamlit as st  # noqa: E402
-
-from dashboard import ui  # noqa: E402
-from dashboard.views import alerts as av  # noqa: E402
-from dashboard.views import overview as ov  # noqa: E402
-from dashboard.views.alerts import target_url  # noqa: E402
-from dashboard.views.common import SEVERITY_STYLE  # noqa: E402
+from dashboard import ui
+from dashboard.views import alerts as av
+from dashboard.views import overview as ov
+from dashboard.views.alerts import target_url
+from dashboard.views.common import SEVERITY_STYLE
 
 ctx = ui.page_context()
 ui.header(ctx, "Overview", "Is any acknowledged data at risk, is anyone stuck, and since when?")

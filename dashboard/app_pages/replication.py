@@ -1,17 +1,10 @@
 """Replication: ISR heatmap (topic x partition), brokers, durability posture, config risks, ISR changes."""
 
-import sys
-from pathlib import Path
+import streamlit as st
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-import streamlit as st  # noqa: E402
-
-from dashboard import ui  # noqa: E402
-from dashboard.views import replication as rv  # noqa: E402
-from dashboard.views.common import STATUS_STYLE  # noqa: E402
+from dashboard import ui
+from dashboard.views import replication as rv
+from dashboard.views.common import STATUS_STYLE
 
 ctx = ui.page_context()
 ui.header(ctx, "Replication", "In-sync replicas, brokers and how many failures each topic can take.")

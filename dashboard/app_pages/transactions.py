@@ -1,17 +1,10 @@
 """Transactions: open transactions against their timeout, stuck and hanging ones, LSO gaps, producer epochs."""
 
-import sys
-from pathlib import Path
+import streamlit as st
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-import streamlit as st  # noqa: E402
-
-from dashboard import ui  # noqa: E402
-from dashboard.views import transactions as tv  # noqa: E402
-from dashboard.views.common import SEVERITY_STYLE  # noqa: E402
+from dashboard import ui
+from dashboard.views import transactions as tv
+from dashboard.views.common import SEVERITY_STYLE
 
 ctx = ui.page_context()
 ui.header(ctx, "Transactions", "An open transaction holds back the last stable offset (LSO): read_committed "

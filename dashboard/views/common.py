@@ -21,6 +21,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import pandas as pd
 import plotly.graph_objects as go
 
+from collectors.model.vocabulary import SEVERITY_RANK
+
 # Okabe & Ito (2008), the palette designed to stay distinguishable with every common colour-vision deficiency.
 OKABE_ITO = {
     "black": "#000000", "orange": "#E69F00", "sky_blue": "#56B4E9", "bluish_green": "#009E73",
@@ -28,7 +30,7 @@ OKABE_ITO = {
 }
 SERIES_COLORS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000", "#F0E442"]
 SEVERITY_COLORS = {"critical": OKABE_ITO["vermillion"], "warning": OKABE_ITO["orange"], "info": OKABE_ITO["sky_blue"]}
-SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
+SEVERITY_ORDER = SEVERITY_RANK
 # Cell styles (st.dataframe via pandas Styler): background from the palette, text colour for contrast.
 SEVERITY_STYLE = {"critical": "background-color: #D55E00; color: #ffffff", "warning": "background-color: #E69F00; "
                   "color: #000000", "info": "background-color: #56B4E9; color: #000000"}

@@ -7,6 +7,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
+from collectors.model.vocabulary import GROUP_STATUS_RANK
 from dashboard.views.common import (
     OKABE_ITO,
     SERIES_COLORS,
@@ -20,8 +21,6 @@ from dashboard.views.common import (
     records_frame,
 )
 
-STATUS_RANK = {"OK": 0, "WARN": 1, "ERR": 2}
-PARTITION_STATUS_RANK = {"OK": 0, "WARN": 1, "REWIND": 2, "STALL": 3, "STOP": 4}
 GROUP_COLUMNS = ["group_id", "state", "members", "status", "worst_partition_status", "lag_sum", "lag_max",
                  "lag_seconds_max", "partitions", "topics", "last_commit_time"]
 GP_COLUMNS = ["group_id", "topic", "partition", "committed_offset", "log_start_offset", "high_watermark",
@@ -55,7 +54,7 @@ def groups_frame(doc: dict[str, Any], tz: str | None, groups: list[str] | None =
     if g.empty:
         return pd.DataFrame(columns=cols)
     ret = _retention_by_group(doc)
-    g = g.assign(_rank=g["status"].map(STATUS_RANK).fillna(0),
+    g = g.assign(_rank=g["status"].map(GROUP_STATUS_RANK).fillna(0),
                  _lag=pd.to_numeric(g["lag_seconds_max"], errors="coerce").fillna(-1))
     g = g.sort_values(["_rank", "_lag", "group_id"], ascending=[False, False, True])
     to_loss, lost = [], []

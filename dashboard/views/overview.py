@@ -8,6 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from collectors.model.vocabulary import GROUP_STATUS_RANK
 from dashboard.views.common import (
     OKABE_ITO,
     SERIES_COLORS,
@@ -20,7 +21,6 @@ from dashboard.views.common import (
     is_missing,
 )
 
-GROUP_STATUS_RANK = {"OK": 0, "WARN": 1, "ERR": 2}
 HEALTH_COLUMNS = ["cluster", "verdict", "data", "brokers up", "controller", "offline", "under min ISR",
                   "under-replicated", "worst group", "groups ERR", "groups WARN", "stuck txns", "hanging txns",
                   "quorum", "open alerts"]

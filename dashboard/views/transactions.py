@@ -7,6 +7,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
+from collectors.model.vocabulary import OPEN_TXN_STATES
 from dashboard.views.common import (
     SERIES_COLORS,
     base_layout,
@@ -17,8 +18,6 @@ from dashboard.views.common import (
     fmt_duration,
     is_missing,
 )
-
-OPEN_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence")
 
 
 def _stuck_ids(doc: dict[str, Any]) -> set[str]:
@@ -35,7 +34,7 @@ def transactions_frame(doc: dict[str, Any], open_only: bool = True, txn: str | N
     rows = []
     for t in doc.get("transactions") or []:
         tid = str(t.get("transactional_id"))
-        is_open = t.get("state") in OPEN_STATES
+        is_open = t.get("state") in OPEN_TXN_STATES
         if open_only and not is_open:
             continue
         if txn and tid != txn:

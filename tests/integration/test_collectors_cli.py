@@ -74,7 +74,7 @@ def test_once_json_unreachable_cluster_exits_1_with_alert(tmp_path: Path) -> Non
 
 def request_bound(brokers: int, coordinators: int, groups_per_coordinator: list[int], open_partitions: int,
                   txn_ids: int, groups: int) -> int:
-    """The documented cost of one steady-state poll (collectors/kafka_adapter.py)."""
+    """The documented cost of one steady-state poll (collectors/sources/kafka_adapter.py)."""
     return (1 + 3 * brokers + brokers + brokers + 2 + math.ceil(groups / 1000) + math.ceil(max(txn_ids, 1) / 1000)
             + sum(2 * math.ceil(g / 500) for g in groups_per_coordinator) + coordinators
             + brokers * math.ceil(max(open_partitions, 1) / 500) + 1)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from collectors.poller import ClusterPoller, PollResult
+from collectors.runtime.poller import ClusterPoller, PollResult
 from sandbox.model import Cluster
 from sandbox.runner import Sandbox
 from sandbox.scenario import load_scenario

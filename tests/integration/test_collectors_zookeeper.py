@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from collectors.poller import ClusterPoller
-from collectors.zk_fourletter import split_zxid
+from collectors.runtime.poller import ClusterPoller
+from collectors.sources.zk_fourletter import split_zxid
 from sandbox.runner import Sandbox
 from tests.support.monitor import alert, make_poller, poll, poll_until
 

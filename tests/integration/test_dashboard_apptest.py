@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from collectors.latest_state import write_latest
-from collectors.records import BrokerRecord, ClusterSnapshot, PartitionRecord, TopicRecord, snapshot_to_dict
+from collectors.model.records import BrokerRecord, ClusterSnapshot, PartitionRecord, TopicRecord, snapshot_to_dict
+from collectors.outputs.latest_state import write_latest
 from dashboard.views.replication import STATE_CODE, partition_state
 
 pytestmark = pytest.mark.integration
@@ -302,7 +302,7 @@ def test_two_clusters_and_a_cluster_link(env: Any, copied_state: Path, monkeypat
 
 
 def test_kraft_quorum_is_shown(quiet_env: Path) -> None:
-    from collectors.latest_state import read_latest
+    from collectors.outputs.latest_state import read_latest
 
     doc = read_latest(quiet_env / "state")["quiet"]
     doc["kraft_voters"] = [

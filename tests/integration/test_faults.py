@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from collectors.poller import ClusterPoller
+from collectors.runtime.poller import ClusterPoller
 from sandbox.runner import Sandbox
 from tests.support.monitor import alert, make_poller, poll, poll_until, rules_of
 
@@ -74,8 +74,8 @@ def test_unwritable_history_raises_an_alert_and_metrics_keep_serving(sb: Sandbox
     import urllib.request
 
     from collectors.config import MonitorConfig
-    from collectors.outputs import build_sinks
-    from collectors.poller import Monitor
+    from collectors.outputs.sinks import build_sinks
+    from collectors.runtime.poller import Monitor
 
     def free_port() -> int:
         import socket
@@ -112,7 +112,7 @@ def test_unwritable_history_raises_an_alert_and_metrics_keep_serving(sb: Sandbox
         cycle()
         (r,) = cycle()
         assert alert(r, "history_write_failed") is None
-        from collectors.history import read_table
+        from collectors.outputs.history import read_table
 
         assert len(read_table(blocked, "cluster")) >= 3  # the rows kept in memory were written after all
     finally:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from collectors.poller import ClusterPoller, PollResult
+from collectors.runtime.poller import ClusterPoller, PollResult
 from sandbox.runner import Sandbox
 from tests.support.monitor import alert, make_poller, poll, poll_until, rules_of
 from tests.support.sandbox import frozen, running_sandbox, scenario
@@ -170,7 +170,7 @@ def test_lasting_controller_mismatch_is_still_alerted(sbz: Sandbox, zpoller: Clu
 
     from kazoo.client import KazooClient
 
-    from collectors.rules import CONTROLLER_MISMATCH_GRACE_S
+    from collectors.alerting.rules import CONTROLLER_MISMATCH_GRACE_S
 
     controller = sbz.call(lambda c: c.controller_id)
     wrong = next(i for i in (1, 2, 3) if i != controller)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from collectors.history import HistoryWriter, live_files, read_table
+from collectors.outputs.history import HistoryWriter, live_files, read_table
 
 pytestmark = pytest.mark.integration
 
@@ -33,8 +33,8 @@ CHILD = r"""
 import os, sys
 sys.path.insert(0, sys.argv[3])
 from pathlib import Path
-from collectors.history import HistoryWriter
-from collectors.records import ClusterSnapshot, TopicRecord
+from collectors.outputs.history import HistoryWriter
+from collectors.model.records import ClusterSnapshot, TopicRecord
 
 root, seq = Path(sys.argv[1]), int(sys.argv[2])
 T0, STEP = float(sys.argv[4]), float(sys.argv[5])

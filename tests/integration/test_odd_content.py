@@ -15,9 +15,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from collectors.exporter import SnapshotCollector
-from collectors.history import HistoryWriter, read_table
-from collectors.poller import ClusterPoller, PollResult
+from collectors.outputs.exporter import SnapshotCollector
+from collectors.outputs.history import HistoryWriter, read_table
+from collectors.runtime.poller import ClusterPoller, PollResult
 from sandbox.runner import Sandbox
 from tests.support.monitor import FAST_THRESHOLDS, make_poller, poll, poll_until, rules_of
 from tests.support.sandbox import frozen, running_sandbox, scenario

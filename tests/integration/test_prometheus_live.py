@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
-from collectors.exporter import MetricsEndpoint, MetricsServer
+from collectors.outputs.exporter import MetricsEndpoint, MetricsServer
 from sandbox.runner import Sandbox
 from tests.support.monitor import make_poller
 from tests.support.sandbox import running_sandbox, scenario

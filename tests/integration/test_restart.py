@@ -13,10 +13,10 @@ from typing import IO, Any
 
 import pytest
 
-from collectors.checkpoint import load_checkpoint
 from collectors.config import MonitorConfig
-from collectors.history import read_table
-from collectors.poller import Monitor, PollResult
+from collectors.outputs.checkpoint import load_checkpoint
+from collectors.outputs.history import read_table
+from collectors.runtime.poller import Monitor, PollResult
 from sandbox.runner import Sandbox
 from tests.support.monitor import FAST_THRESHOLDS, alert
 
@@ -90,7 +90,7 @@ def test_checkpoint_of_another_cluster_id_is_dropped_at_the_first_poll(sb: Sandb
         cp = m.pollers[0].checkpoint(sb.clock.now())
         cp.cluster_id = "some-other-cluster"
         cp.state.condition_since[("under_replicated", "orders-0")] = 1.0  # memory that must not survive
-        from collectors.checkpoint import save_checkpoint
+        from collectors.outputs.checkpoint import save_checkpoint
 
         save_checkpoint(tmp_path, cp)
     finally:

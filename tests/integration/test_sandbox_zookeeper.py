@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from kazoo.client import KazooClient
 
-from collectors.zk_fourletter import split_zxid
+from collectors.sources.zk_fourletter import split_zxid
 from sandbox.runner import Sandbox
 from tests.support.sandbox import running_sandbox, scenario
 

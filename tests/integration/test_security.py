@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from collectors.exporter import MetricsEndpoint, MetricsServer
+from collectors.outputs.exporter import MetricsEndpoint, MetricsServer
 from tests.support.monitor import make_poller, poll
 from tests.support.sandbox import running_sandbox, scenario
 
@@ -60,7 +60,7 @@ def test_secrets_never_reach_json_logs_or_metrics(tmp_path: Path) -> None:
         assert secret not in text and zk_secret not in text
     assert "***" in shown.stdout
     ep = MetricsEndpoint()
-    from collectors.records import ClusterSnapshot
+    from collectors.model.records import ClusterSnapshot
 
     ep.update([ClusterSnapshot(cluster="locked", time=0.0, reachable=False, errors=doc["clusters"][0]["errors"])])
     assert secret.encode() not in ep.render()

@@ -26,9 +26,9 @@ from kafka.protocol.sasl import (
 )
 
 from collectors.config import MonitorConfig
-from collectors.exporter import MetricsEndpoint
-from collectors.poller import ClusterPoller, PollResult
-from collectors.records import snapshot_to_dict
+from collectors.model.records import snapshot_to_dict
+from collectors.outputs.exporter import MetricsEndpoint
+from collectors.runtime.poller import ClusterPoller, PollResult
 from sandbox.runner import Sandbox
 from sandbox.tls import OPENSSL_MISSING
 from tests.support.monitor import FAST_THRESHOLDS, poll, rules_of

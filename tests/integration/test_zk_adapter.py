@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from collectors.zk_adapter import ZkAdapter, ZkObservation
+from collectors.model.observations import ZkObservation
+from collectors.sources.zk_adapter import ZkAdapter
 from sandbox.runner import Sandbox
 from sandbox.zookeeper import ZooKeeperEnsemble
 from tests.support.sandbox import frozen, running_sandbox, scenario

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from collectors.zk_fourletter import FourLetterNotWhitelisted, FourLetterTimeout, split_zxid
+from collectors.sources.zk_fourletter import FourLetterNotWhitelisted, FourLetterTimeout, split_zxid
 from sandbox.zookeeper import ZooKeeperEnsemble
 
 pytestmark = pytest.mark.integration

@@ -56,9 +56,9 @@ def build_data_dir(root: Path, *, incidents: list[dict[str, Any]] | None = None,
                    speed: float = 20.0, zookeeper: bool = True, poll_every_s: float = 5.0, flush_every: int = 8,
                    cluster: dict[str, Any] | None = None) -> DataDir:
     """Run sandbox + collector through `incidents` and leave the state and history under `root`."""
-    from collectors.history import HistoryWriter
-    from collectors.latest_state import write_latest
-    from collectors.records import snapshot_to_dict
+    from collectors.model.records import snapshot_to_dict
+    from collectors.outputs.history import HistoryWriter
+    from collectors.outputs.latest_state import write_latest
     from tests.support.monitor import make_poller
     from tests.support.sandbox import running_sandbox, scenario
 

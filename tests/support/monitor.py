@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from collectors.config import MonitorConfig
-from collectors.poller import ClusterPoller, PollResult
+from collectors.runtime.poller import ClusterPoller, PollResult
 from sandbox.runner import Sandbox
 
 FAST_THRESHOLDS: dict[str, Any] = {

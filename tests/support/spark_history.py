@@ -138,7 +138,7 @@ def build_history(root: Path, sim_seconds: float = 330.0, poll_every: float = 10
     Polls happen on a fixed simulated schedule (start + k x `poll_every`), each written to the history with
     ``HistoryWriter(root, flush_interval_s=0)``; the writer is flushed every few polls and at the end.
     """
-    from collectors.history import HistoryWriter
+    from collectors.outputs.history import HistoryWriter
     from tests.support.monitor import make_poller
     from tests.support.sandbox import running_sandbox, scenario
 

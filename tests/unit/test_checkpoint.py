@@ -13,20 +13,20 @@ import pytest
 
 from bench.bench_snapshot import Th
 from bench.synthetic import observation
-from collectors.alerts import AlertTracker
-from collectors.checkpoint import (
+from collectors.alerting.lifecycle import AlertTracker
+from collectors.alerting.rules import evaluate
+from collectors.config import MonitorConfig
+from collectors.model.snapshot import build_snapshot
+from collectors.model.state import ClusterState
+from collectors.outputs.checkpoint import (
     Checkpoint,
     CheckpointError,
     checkpoint_path,
     load_checkpoint,
     save_checkpoint,
 )
-from collectors.config import MonitorConfig
-from collectors.outputs import CheckpointSink
-from collectors.poller import Monitor
-from collectors.rules import evaluate
-from collectors.snapshot import build_snapshot
-from collectors.state import ClusterState
+from collectors.outputs.sinks import CheckpointSink
+from collectors.runtime.poller import Monitor
 
 T0 = 1_800_000_000.0
 

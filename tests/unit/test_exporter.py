@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from collectors.exporter import METRICS, MetricsEndpoint, metrics_table_markdown
-from collectors.records import (
+from collectors.model.records import (
     AlertRecord,
     BrokerRecord,
     ClusterSnapshot,
@@ -21,6 +20,7 @@ from collectors.records import (
     TopicRecord,
     ZkServerRecord,
 )
+from collectors.outputs.exporter import METRICS, MetricsEndpoint, metrics_table_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = 1_800_000_000.0
@@ -135,6 +135,6 @@ def test_fast_text_rendering_equals_prometheus_client_rendering() -> None:
 
 
 def test_snapshot_schema_doc_matches_records() -> None:
-    from collectors.records import schema_markdown
+    from collectors.model.records import schema_markdown
 
     assert schema_markdown() in (ROOT / "docs" / "snapshot-schema.md").read_text()

@@ -1,4 +1,4 @@
-"""Parquet history (collectors.history) and the latest-state files (collectors.latest_state)."""
+"""Parquet history (collectors.outputs.history) and the latest-state files (collectors.outputs.latest_state)."""
 
 from __future__ import annotations
 
@@ -16,19 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from collectors import history, latest_state
-from collectors.history import (
-    HISTORY_SCHEMA_VERSION,
-    TABLES,
-    HistoryWriter,
-    available_dates,
-    list_tables,
-    live_files,
-    read_table,
-    snapshot_columns,
-)
-from collectors.poller import PollResult
-from collectors.records import (
+from collectors.model.records import (
     AlertRecord,
     BrokerRecord,
     ClusterSnapshot,
@@ -42,6 +30,18 @@ from collectors.records import (
     TransactionRecord,
     ZkServerRecord,
 )
+from collectors.outputs import history, latest_state, paths
+from collectors.outputs.history import (
+    HISTORY_SCHEMA_VERSION,
+    TABLES,
+    HistoryWriter,
+    available_dates,
+    list_tables,
+    live_files,
+    read_table,
+    snapshot_columns,
+)
+from collectors.runtime.poller import PollResult
 
 DAY = 86_400.0
 T0 = 1_700_006_400.0  # 2023-11-15 00:00:00 UTC
@@ -242,7 +242,7 @@ def test_unreadable_file_is_skipped_with_a_warning(tmp_path: Path, caplog: pytes
     w.add_snapshot(small_snapshot(T0))
     w.flush()
     (tmp_path / "topic_health" / "date=2023-11-15" / "part-0-broken.parquet").write_bytes(b"garbage")
-    with caplog.at_level(logging.WARNING, logger="collectors.history"):
+    with caplog.at_level(logging.WARNING, logger="collectors.outputs.history"):
         assert read_table(tmp_path, "topic_health").time.tolist() == [T0]
     assert "part-0-broken.parquet" in caplog.text
 
@@ -287,7 +287,7 @@ def test_recover_logs_the_number_removed(tmp_path: Path, caplog: pytest.LogCaptu
     day.mkdir(parents=True)
     for i in range(3):
         (day / f".tmp-{i}.parquet").write_bytes(b"x")
-    with caplog.at_level(logging.INFO, logger="collectors.history"):
+    with caplog.at_level(logging.INFO, logger="collectors.outputs.history"):
         HistoryWriter(tmp_path)
     assert "removed 3 temp file(s)" in caplog.text and not list(day.iterdir())
 
@@ -562,7 +562,7 @@ def test_buffer_over_the_bound_flushes_early(tmp_path: Path) -> None:
 
 
 def test_latest_state_round_trip_and_atomic_replace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from collectors.records import snapshot_to_dict
+    from collectors.model.records import snapshot_to_dict
 
     state = tmp_path / "state"
     path = latest_state.write_latest(state, snapshot_to_dict(full_snapshot()), now=T0 + 1)
@@ -590,7 +590,7 @@ def test_latest_state_skips_corrupt_and_foreign_files(tmp_path: Path, caplog: py
     (tmp_path / "binary.json").write_bytes(b"\xff\xfe\x00")
     (tmp_path / "lag-windows.json").write_text('{"windows": []}')  # another component's state
     (tmp_path / ".ok.json.123.tmp").write_text("{")
-    with caplog.at_level(logging.WARNING, logger="collectors.latest_state"):
+    with caplog.at_level(logging.WARNING, logger="collectors.outputs.latest_state"):
         got = latest_state.read_latest(tmp_path)
     assert list(got) == ["ok"]
     assert "broken.json" in caplog.text and "binary.json" in caplog.text and "lag-windows" not in caplog.text
@@ -610,7 +610,7 @@ def test_latest_state_cluster_names_stay_inside_the_directory(tmp_path: Path, na
 
 def test_latest_state_names_do_not_collide(tmp_path: Path) -> None:
     names = ["a/b", "a%2Fb", "a_b", "A/B", ".x", "%2Ex", "x" * 300, "x" * 301, "é" * 100, "é" * 101]
-    assert len({latest_state.safe_name(n) for n in names}) == len(names)
+    assert len({paths.safe_name(n) for n in names}) == len(names)
     for n in names:
         latest_state.write_latest(tmp_path, {"cluster": n, "time": T0})
     assert sorted(latest_state.read_latest(tmp_path)) == sorted(names)

@@ -1,4 +1,4 @@
-"""collectors.lag: offset history, lag in seconds, Burrow-style status, retention risk, lag in messages."""
+"""collectors.model.lag: offset history, lag in seconds, Burrow-style status, retention risk, lag in messages."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collectors.lag import (
+from collectors.model.lag import (
     PARTITION_STATUS_ORDER,
     CommitWindow,
     OffsetHistory,
@@ -21,7 +21,7 @@ from collectors.lag import (
     seconds_to_retention,
     worst_partition_status,
 )
-from collectors.records import PARTITION_STATUSES
+from collectors.model.vocabulary import PARTITION_STATUSES
 
 
 def history(*samples: tuple[int, float], max_points: int = 60) -> OffsetHistory:

@@ -7,12 +7,12 @@ a group that keeps committing is not stalled, and a topic whose settings were no
 
 from __future__ import annotations
 
+from collectors.alerting.rules import evaluate
 from collectors.config import Thresholds
-from collectors.kafka_adapter import KafkaObservation, PartitionMeta
-from collectors.records import ClusterSnapshot, TopicRecord
-from collectors.rules import evaluate
-from collectors.snapshot import build_snapshot
-from collectors.state import ClusterState
+from collectors.model.observations import KafkaObservation, PartitionMeta
+from collectors.model.records import ClusterSnapshot, TopicRecord
+from collectors.model.snapshot import build_snapshot
+from collectors.model.state import ClusterState
 
 T0 = 1_800_000_000.0
 TH = Thresholds(consumer_stop_after_s=60)

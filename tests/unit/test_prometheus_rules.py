@@ -3,8 +3,8 @@
 * `promtool check rules` / `check config` / `test rules` run for real (the test command installs
   Debian's prometheus package; a missing promtool is a failure, not a skip).
 * Every alert in alerts.yml has a promtool case where it fires and one where it stays quiet.
-* Every metric an expression reads is one the exporter serves (`collectors.exporter.METRICS`), or `up`.
-* Every collector rule (`collectors.rules.RULES`) maps to the Prometheus alert(s) covering it; the
+* Every metric an expression reads is one the exporter serves (`collectors.outputs.exporter.METRICS`), or `up`.
+* Every collector rule (`collectors.alerting.rules.RULES`) maps to the Prometheus alert(s) covering it; the
   pass-through alert excludes exactly the rules that have a dedicated alert.
 * Every alert follows the conventions documented at the top of alerts.yml and is in docs/alerts.md.
 """
@@ -19,8 +19,8 @@ from typing import Any
 
 import yaml
 
-from collectors.exporter import METRICS
-from collectors.rules import RULES
+from collectors.alerting.rules import RULES
+from collectors.outputs.exporter import METRICS
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy" / "prometheus"
@@ -219,7 +219,7 @@ def test_pass_through_excludes_exactly_the_rules_with_a_dedicated_alert() -> Non
     dedicated = {r for r, names in COVERAGE.items() if PASS_THROUGH not in names}
     assert excluded == dedicated
     # what passes through must be critical in the collector, or the pass-through never sees it
-    source = (ROOT / "collectors" / "rules.py").read_text()
+    source = (ROOT / "collectors" / "alerting" / "rules.py").read_text()
     for r, names in COVERAGE.items():
         if PASS_THROUGH in names:
             assert re.search(rf'Candidate\(\s*"{r}",\s*CRITICAL', source), r

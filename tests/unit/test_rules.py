@@ -6,10 +6,11 @@ from typing import Any
 
 import pytest
 
-from collectors.alerts import AlertTracker
+from collectors.alerting.lifecycle import AlertTracker
+from collectors.alerting.rules import RULES, evaluate
 from collectors.config import Thresholds
-from collectors.durability import failures_before_data_loss, failures_before_write_stop
-from collectors.records import (
+from collectors.model.durability import failures_before_data_loss, failures_before_write_stop
+from collectors.model.records import (
     BrokerRecord,
     ClusterSnapshot,
     GroupPartitionRecord,
@@ -21,8 +22,7 @@ from collectors.records import (
     TransactionRecord,
     ZkServerRecord,
 )
-from collectors.rules import RULES, evaluate
-from collectors.state import ClusterState
+from collectors.model.state import ClusterState
 
 NOW = 1_800_000_000.0
 TH = Thresholds()
@@ -211,7 +211,7 @@ def test_every_rule_in_the_catalogue_is_documented() -> None:
 
 
 def test_alert_lifecycle_keeps_first_seen_and_resolves_once() -> None:
-    from collectors.rules import Candidate
+    from collectors.alerting.rules import Candidate
 
     tr = AlertTracker()
     c = Candidate("offline_partition", "critical", "t-0", "down")
@@ -227,7 +227,7 @@ def test_alert_lifecycle_keeps_first_seen_and_resolves_once() -> None:
 
 
 def test_alerts_sorted_by_severity_then_age() -> None:
-    from collectors.rules import Candidate
+    from collectors.alerting.rules import Candidate
 
     tr = AlertTracker()
     tr.update("c", [Candidate("a", "info", "x", "")], NOW)

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from collectors.history import REPLACES_KEY, TABLES
+from collectors.outputs.history import REPLACES_KEY, TABLES
 from spark_analytics import aggregations as A
 from spark_analytics import io, weekly_report
 from spark_analytics.weekly_report import compute, main

@@ -1,4 +1,4 @@
-"""The pure half of collectors.zk_adapter: connect strings, znode decoding, 4lw → records, follower lag.
+"""The pure half of collectors.sources.zk_adapter: connect strings, znode decoding, 4lw → records, follower lag.
 
 The srvr/mntr texts are the shapes captured from the sandbox's real 3.8
 ensemble (see tests/unit/test_zk_fourletter.py); the znode payloads are the
@@ -18,8 +18,8 @@ import pytest
 from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, NoNodeError, SessionExpiredError
 from kazoo.handlers.threading import SequentialThreadingHandler
 
-from collectors.records import ZkServerRecord
-from collectors.zk_adapter import (
+from collectors.model.records import ZkServerRecord
+from collectors.sources.zk_adapter import (
     DEFAULT_ZK_PORT,
     MAX_ZNODE_ERRORS,
     ZkAdapter,
@@ -36,7 +36,7 @@ from collectors.zk_adapter import (
     server_record,
     split_connect_string,
 )
-from collectors.zk_fourletter import (
+from collectors.sources.zk_fourletter import (
     FourLetterError,
     FourLetterNotServing,
     FourLetterNotWhitelisted,

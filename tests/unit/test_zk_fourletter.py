@@ -1,4 +1,4 @@
-"""Parsers and error mapping of collectors.zk_fourletter, on answers captured from a real 3.8 ensemble.
+"""Parsers and error mapping of collectors.sources.zk_fourletter, on answers captured from a real 3.8 ensemble.
 
 The fixtures were captured from sandbox.zookeeper.ZooKeeperEnsemble (Debian's
 ZooKeeper 3.8.0) after a few kazoo writes, so they carry non-zero latencies,
@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from collectors.zk_fourletter import (
+from collectors.sources.zk_fourletter import (
     FourLetterError,
     FourLetterNotServing,
     FourLetterNotWhitelisted,

@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from collectors.alerts import AlertTracker
-from collectors.kafka_adapter import KafkaAdapter, KafkaObservation
-from collectors.records import AlertRecord, ClusterSnapshot
-from collectors.rules import Candidate, evaluate
-from collectors.snapshot import build_snapshot
-from collectors.state import ClusterState
+from collectors.alerting.lifecycle import AlertTracker
+from collectors.alerting.rules import Candidate, evaluate
+from collectors.model.observations import KafkaObservation
+from collectors.model.records import AlertRecord, ClusterSnapshot
+from collectors.model.snapshot import build_snapshot
+from collectors.model.state import ClusterState
+from collectors.sources.kafka_adapter import KafkaAdapter
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ class ClusterPoller:
                                   config.request_timeout_s, kraft=cluster.kraft)
         self.zk: Any = None
         if cluster.zookeeper is not None:
-            from collectors.zk_adapter import ZkAdapter
+            from collectors.sources.zk_adapter import ZkAdapter
 
             zk = cluster.zookeeper
             self.zk = ZkAdapter(cluster.name, zk.connect, cfgmod.kazoo_settings(zk),
@@ -111,7 +112,7 @@ class ClusterPoller:
 
     def checkpoint(self, now: float) -> Any:
         """What a restart should resume from (call between polls: the state must not change meanwhile)."""
-        from collectors.checkpoint import Checkpoint
+        from collectors.outputs.checkpoint import Checkpoint
 
         return Checkpoint(cluster=self.name, cluster_id=self.cluster_id or self._resumed_cluster_id, saved_at=now,
                           state=self.state, alerts=self.alerts.open_for(self.name))
@@ -163,7 +164,7 @@ class Monitor:
 
         A missing, damaged, foreign or too old checkpoint never stops the monitor: that cluster starts fresh.
         """
-        from collectors.checkpoint import CheckpointError, describe, load_checkpoint
+        from collectors.outputs.checkpoint import CheckpointError, describe, load_checkpoint
 
         now = time.time() if now is None else now
         lines = []
@@ -184,7 +185,7 @@ class Monitor:
 
     def save_checkpoints(self, state_dir: Path, now: float | None = None) -> int:
         """Save every cluster's checkpoint; returns bytes written. Raises OSError (the caller alerts)."""
-        from collectors.checkpoint import save_checkpoint
+        from collectors.outputs.checkpoint import save_checkpoint
 
         now = time.time() if now is None else now
         return sum(save_checkpoint(state_dir, p.checkpoint(now))[1] for p in self.pollers)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from collectors.lag import CommitWindow, OffsetHistory
+from collectors.model.lag import CommitWindow, OffsetHistory
 
 
 @dataclass

@@ -6,7 +6,7 @@ stalled, ISR flapping counts restart from zero, the under-replication grace star
 still open is "opened" a second time (the weekly report would count one incident twice).
 
 One file per cluster, ``<state_dir>/checkpoints/<safe cluster name>.zip``, published atomically
-(`collectors.atomic.publish`), so a kill leaves the previous checkpoint or the new one. Inside:
+(`collectors.outputs.atomic.publish`), so a kill leaves the previous checkpoint or the new one. Inside:
 
 * ``meta.json`` -- version, cluster, cluster id, save time, the small state (condition timers, producer
   epochs, transaction states, ZooKeeper/KRaft election memory, known brokers) and the open alerts;
@@ -37,11 +37,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from collectors.atomic import publish, remove_stale_temps
-from collectors.lag import CommitWindow, OffsetHistory
-from collectors.latest_state import safe_name
-from collectors.records import AlertRecord
-from collectors.state import ClusterState
+from collectors.model.lag import CommitWindow, OffsetHistory
+from collectors.model.records import AlertRecord
+from collectors.model.state import ClusterState
+from collectors.outputs.atomic import publish, remove_stale_temps
+from collectors.outputs.paths import safe_name
 
 log = logging.getLogger(__name__)
 

@@ -1,20 +1,17 @@
 """The latest snapshot per cluster as one JSON file each, for the dashboard's "now" view.
 
-``<state_dir>/<safe name>.json`` holds ``collectors.records.snapshot_to_dict(snapshot)`` plus
+``<state_dir>/<safe name>.json`` holds ``collectors.model.records.snapshot_to_dict(snapshot)`` plus
 ``written_at`` (epoch seconds). Each poll replaces the file atomically: write a hidden temp file in the same
 directory, fsync, ``os.replace``, fsync the directory; a reader therefore sees the previous or the new
 document, never a mix. `read_latest` still tolerates a corrupt or foreign file (skipped with a warning),
 since a disk can be full or a file edited by hand.
 
-The file name is the cluster name percent-encoded (only ``A-Z a-z 0-9 - _ .`` kept, a leading ``.``
-encoded too), so '/', '..', NUL or unicode can neither escape the directory nor hide the file; names whose
-encoding would be too long for a file system are cut and suffixed with a hash. The name is not decoded
-back: the document itself carries ``cluster``.
+The file name is `collectors.outputs.paths.safe_name` of the cluster name; it is not decoded back:
+the document itself carries ``cluster``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -22,28 +19,14 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
-from collectors.atomic import publish, remove_stale_temps
+from collectors.outputs.atomic import publish, remove_stale_temps
+from collectors.outputs.paths import safe_name
 
 log = logging.getLogger(__name__)
 
 SUFFIX = ".json"
 TEMP_SUFFIX = ".tmp"
-MAX_STEM = 180  # well under the usual 255-byte limit for a file name
-
-
-def safe_name(cluster: str) -> str:
-    """A file-name-safe, collision-free encoding of a cluster name (without the ``.json`` suffix)."""
-    stem = quote(cluster, safe="-_.", errors="surrogatepass").replace("~", "%7E")  # "~" marks hashed names only
-    if stem.startswith("."):
-        stem = "%2E" + stem[1:]
-    if not stem:
-        stem = "~empty"
-    if len(stem) > MAX_STEM:
-        digest = hashlib.sha256(cluster.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-        stem = f"{stem[: MAX_STEM - 18]}~~{digest}"
-    return stem
 
 
 def latest_path(state_dir: Path, cluster: str) -> Path:
@@ -56,7 +39,7 @@ def write_latest(state_dir: Path, snapshot_dict: Any, now: float | None = None) 
     Raises OSError when the file cannot be written (the previous file is then left intact).
     """
     if not isinstance(snapshot_dict, dict):
-        from collectors.records import snapshot_to_dict
+        from collectors.model.records import snapshot_to_dict
 
         snapshot_dict = snapshot_to_dict(snapshot_dict)
     cluster = snapshot_dict.get("cluster")

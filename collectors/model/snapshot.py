@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections import defaultdict, deque
 from typing import Any
 
-from collectors.durability import topic_posture
-from collectors.kafka_adapter import KafkaObservation
-from collectors.lag import (
+from collectors.model.durability import topic_posture
+from collectors.model.lag import (
     evaluate_partition,
     group_status,
     lag_messages,
@@ -22,7 +21,8 @@ from collectors.lag import (
     seconds_to_retention,
     worst_partition_status,
 )
-from collectors.records import (
+from collectors.model.observations import KafkaObservation, ZkObservation
+from collectors.model.records import (
     BrokerRecord,
     ClusterSnapshot,
     GroupPartitionRecord,
@@ -34,14 +34,8 @@ from collectors.records import (
     TopicRecord,
     TransactionRecord,
 )
-from collectors.state import ClusterState
-
-OPEN_TXN_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"})
-# States in which the coordinator has no transaction open for the producer. Any other string, including a
-# state only a newer Kafka knows, is reported as-is: it gets no age (we cannot tell it is open, so it cannot
-# be "stuck"), and its producer counts as known to its coordinator (we cannot tell it is closed either, so
-# what it has open on partitions is not "hanging").
-CLOSED_TXN_STATES = frozenset({"Empty", "CompleteCommit", "CompleteAbort", "Dead"})
+from collectors.model.state import ClusterState
+from collectors.model.vocabulary import CLOSED_TXN_STATES, OPEN_TXN_STATES
 
 
 def _int(value: str | None, default: int) -> int:
@@ -55,7 +49,7 @@ def _bool(value: str | None) -> bool:
     return (value or "").strip().lower() == "true"
 
 
-def build_snapshot(name: str, obs: KafkaObservation, zk: Any | None, state: ClusterState,
+def build_snapshot(name: str, obs: KafkaObservation, zk: ZkObservation | None, state: ClusterState,
                    thresholds: Any, now: float) -> ClusterSnapshot:
     snap = ClusterSnapshot(cluster=name, time=now, reachable=obs.reachable, cluster_id=obs.cluster_id,
                            controller_id=obs.controller_id, errors=list(obs.errors), requests=obs.requests)
@@ -114,7 +108,8 @@ def _carry_configs(obs: KafkaObservation, state: ClusterState) -> None:
             del state.topic_configs[topic]
 
 
-def _brokers(snap: ClusterSnapshot, obs: KafkaObservation, zk: Any | None, state: ClusterState, now: float) -> None:
+def _brokers(snap: ClusterSnapshot, obs: KafkaObservation, zk: ZkObservation | None, state: ClusterState,
+             now: float) -> None:
     alive = {b[0] for b in obs.brokers}
     zk_ids = zk.broker_ids if zk is not None else None
     for node_id, host, port, rack in obs.brokers:
@@ -133,7 +128,7 @@ def _brokers(snap: ClusterSnapshot, obs: KafkaObservation, zk: Any | None, state
             in_zookeeper=(node_id in zk_ids) if zk_ids is not None else None, reachable=False))
 
 
-def _partitions_and_topics(snap: ClusterSnapshot, obs: KafkaObservation, zk: Any | None, state: ClusterState,
+def _partitions_and_topics(snap: ClusterSnapshot, obs: KafkaObservation, zk: ZkObservation | None, state: ClusterState,
                            now: float) -> None:
     broker_min_isr = _int(obs.broker_configs.get("min.insync.replicas"), 1)
     zk_states = zk.partition_states if zk is not None else {}

@@ -15,10 +15,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from collectors.records import ClusterSnapshot
-from collectors.state import ClusterState
-
-CRITICAL, WARNING, INFO = "critical", "warning", "info"
+from collectors.model.records import ClusterSnapshot
+from collectors.model.state import ClusterState
+from collectors.model.vocabulary import CRITICAL, INFO, PREPARE_TXN_STATES, WARNING
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +203,7 @@ def transactions(s: ClusterSnapshot, st: ClusterState, th: Any, now: float) -> I
             yield Candidate("stuck_transaction", CRITICAL, t.transactional_id,
                             f"transaction {t.transactional_id} Ongoing for {t.age_seconds:.0f}s "
                             f"(timeout {t.timeout_ms / 1000:.0f}s)", t.age_seconds)
-        elif t.state in ("PrepareCommit", "PrepareAbort", "PrepareEpochFence"):
+        elif t.state in PREPARE_TXN_STATES:
             _, since = st.txn_state_since.get(t.transactional_id, (t.state, now))
             if now - since > th.txn_prepare_stuck_s:
                 yield Candidate("stuck_transaction", CRITICAL, t.transactional_id,

@@ -1072,6 +1072,3 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(redacted(config), indent=2, ensure_ascii=False))
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -79,15 +79,15 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError, NoNodeError
 from kazoo.interfaces import IAsyncResult
 
-from collectors.records import ZkServerRecord
-from collectors.zk_fourletter import (
+from collectors.model.observations import ZkObservation
+from collectors.model.records import ZkServerRecord
+from collectors.sources.zk_fourletter import (
     FourLetterError,
     FourLetterNotServing,
     FourLetterNotWhitelisted,
@@ -105,7 +105,6 @@ __all__ = [
     "MAX_ZNODE_ERRORS",
     "PIPELINE_WINDOW",
     "ZkAdapter",
-    "ZkObservation",
     "describe_failure",
     "finalize_servers",
     "follower_lags",
@@ -146,20 +145,6 @@ STALE_ZOOKEEPER = "zookeeper"
 STALE_ZNODES = "znodes"
 
 K = TypeVar("K")
-
-
-@dataclass
-class ZkObservation:
-    """What one ZooKeeper poll learned; plain values so the snapshot builder needs no kazoo types."""
-
-    servers: list[ZkServerRecord] = field(default_factory=list)
-    broker_ids: set[int] | None = None  # children of /brokers/ids; None when they could not be read
-    controller_id: int | None = None  # /controller "brokerid"; None when absent or unreadable
-    controller_epoch: int | None = None
-    # (topic, partition) -> {"leader", "leader_epoch", "isr", "controller_epoch"}
-    partition_states: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)
-    stale_sections: set[str] = field(default_factory=set)
 
 
 # --------------------------------------------------------------------------- connect strings

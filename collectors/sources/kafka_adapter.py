@@ -34,7 +34,6 @@ import concurrent.futures
 import logging
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
 from typing import Any
 
 from kafka.protocol.admin import (
@@ -47,6 +46,8 @@ from kafka.protocol.admin import (
 )
 from kafka.protocol.consumer import ListOffsetsRequest, OffsetFetchRequest
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
+
+from collectors.model.observations import KafkaObservation, PartitionMeta
 
 log = logging.getLogger(__name__)
 
@@ -63,52 +64,6 @@ ERROR_NAMES = {
 
 def error_name(code: int) -> str:
     return ERROR_NAMES.get(code, f"error {code}")
-
-
-@dataclass
-class PartitionMeta:
-    topic: str
-    partition: int
-    leader: int
-    leader_epoch: int | None
-    replicas: list[int]
-    isr: list[int]
-    offline: list[int]
-
-
-@dataclass
-class KafkaObservation:
-    """What one poll learned, before any interpretation (records are built from this)."""
-
-    time: float
-    reachable: bool = True
-    cluster_id: str | None = None
-    controller_id: int | None = None
-    brokers: list[tuple[int, str, int, str | None]] = field(default_factory=list)
-    partitions: list[PartitionMeta] = field(default_factory=list)
-    internal_topics: set[str] = field(default_factory=set)
-    topic_names: dict[Any, str] = field(default_factory=dict)  # topic id → name (OffsetFetch v10 speaks ids)
-    topic_configs: dict[str, dict[str, str | None]] = field(default_factory=dict)
-    broker_configs: dict[str, str | None] = field(default_factory=dict)
-    log_start: dict[tuple[str, int], int] = field(default_factory=dict)
-    high_watermark: dict[tuple[str, int], int] = field(default_factory=dict)
-    last_stable: dict[tuple[str, int], int] = field(default_factory=dict)
-    groups: dict[str, dict[str, Any]] = field(default_factory=dict)  # state, members, coordinator, protocol_type
-    commits: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
-    transactions: list[dict[str, Any]] = field(default_factory=list)
-    producers: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
-    quorum: dict[str, Any] | None = None
-    kraft: bool | None = None
-    listed_transactions: dict[str, int] = field(default_factory=dict)  # transactional id → producer id
-    unreachable_brokers: set[int] = field(default_factory=set)
-    errors: list[str] = field(default_factory=list)
-    stale_sections: set[str] = field(default_factory=set)
-    requests: int = 0
-
-    def fail(self, section: str, message: str) -> None:
-        self.stale_sections.add(section)
-        if message not in self.errors:
-            self.errors.append(message)
 
 
 def _chunks(items: list[Any], size: int) -> list[list[Any]]:
@@ -131,7 +86,7 @@ class KafkaAdapter:
     # ----------------------------------------------------------------- clients
     def _kp(self) -> Any:
         if self._transport is None:
-            from collectors.kafka_transport import KafkaTransport
+            from collectors.sources.kafka_transport import KafkaTransport
 
             self._transport = KafkaTransport(
                 {**self._kp_settings, "max_in_flight_requests_per_connection": 256}, self.timeout_s)

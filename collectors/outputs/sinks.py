@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from collectors.exporter import MetricsEndpoint, MetricsServer
-from collectors.records import snapshot_to_dict
+from collectors.model.records import snapshot_to_dict
+from collectors.outputs.exporter import MetricsEndpoint, MetricsServer
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ class ExporterSink:
 
 class HistorySink:
     def __init__(self, cfg: Any, exporter: ExporterSink | None, monitor: Any = None) -> None:
-        from collectors.history import HistoryWriter
+        from collectors.outputs.history import HistoryWriter
 
         self.writer = HistoryWriter(Path(cfg.root), flush_interval_s=cfg.flush_interval_s,
                                     partition_detail=cfg.partition_detail, retention_days=cfg.retention_days,
@@ -52,7 +52,7 @@ class HistorySink:
             if error is None:
                 self.monitor.conditions.pop("history_write_failed", None)
             else:
-                from collectors.rules import Candidate
+                from collectors.alerting.rules import Candidate
 
                 self.monitor.conditions["history_write_failed"] = Candidate(
                     "history_write_failed", "warning", "history",
@@ -70,7 +70,7 @@ class LatestStateSink:
         self.state_dir = state_dir
 
     def __call__(self, results: list[Any], now: float) -> None:
-        from collectors.latest_state import write_latest
+        from collectors.outputs.latest_state import write_latest
 
         for r in results:
             try:
@@ -96,7 +96,7 @@ class CheckpointSink:
             self.save(now)
 
     def save(self, now: float) -> None:
-        from collectors.rules import Candidate
+        from collectors.alerting.rules import Candidate
 
         self._last = time.monotonic()
         try:

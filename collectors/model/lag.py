@@ -22,7 +22,7 @@ bounded: about 1.8 KB for a full 60-point history and 0.7 KB for a full
 10-observation window (measured with tracemalloc, array headers included),
 i.e. under 260 MB for 100,000 of each.
 
-Results follow the record vocabulary of :mod:`collectors.records`: unknown is
+Results follow the record vocabulary of :mod:`collectors.model.records`: unknown is
 ``None`` -- never -1, NaN or inf -- and lags are never negative, so sums and
 maxima downstream cannot be poisoned.
 """
@@ -35,7 +35,17 @@ from array import array
 from bisect import bisect_right
 from collections.abc import Iterable
 
-from collectors.records import GROUP_STATUSES, PARTITION_STATUSES
+from collectors.model.vocabulary import (
+    ERR,
+    GROUP_STATUS_OF,
+    OK,
+    PARTITION_STATUS_RANK,
+    PARTITION_STATUSES,
+    REWIND,
+    STALL,
+    STOP,
+    WARN,
+)
 
 __all__ = [
     "ERR",
@@ -55,30 +65,11 @@ __all__ = [
     "worst_partition_status",
 ]
 
-OK = "OK"
-WARN = "WARN"
-STALL = "STALL"
-STOP = "STOP"
-REWIND = "REWIND"
-ERR = "ERR"
-
-# Severity order of the partition statuses, least to most severe:
-#   OK < WARN < REWIND < STALL < STOP
-# * WARN: the consumer moves but falls behind -- it may still catch up.
-# * REWIND: the committed offset went back.  Messages are re-read, none are
-#   lost, and it is often deliberate (an offset reset to re-process), but it
-#   must be seen because it can also be a bug re-delivering side effects.
-# * STALL: members hold the partition and do not progress.  Worse than a
-#   rewind because the backlog grows and no other consumer can take the
-#   partition over while the stuck member owns it.
-# * STOP: nobody consumes at all.  The backlog grows without bound until
-#   retention deletes unread messages -- the only status that ends in loss.
-PARTITION_STATUS_ORDER: tuple[str, ...] = (OK, WARN, REWIND, STALL, STOP)
-_SEVERITY = {status: rank for rank, status in enumerate(PARTITION_STATUS_ORDER)}
-_GROUP_OF = {OK: OK, WARN: WARN, REWIND: ERR, STALL: ERR, STOP: ERR}
-
-assert set(PARTITION_STATUS_ORDER) == set(PARTITION_STATUSES)
-assert set(_GROUP_OF.values()) == set(GROUP_STATUSES)
+# The statuses and their order live in `collectors.model.vocabulary` (why each ranks where it does is
+# written there); re-exported here because the lag math is where they are decided.
+PARTITION_STATUS_ORDER: tuple[str, ...] = PARTITION_STATUSES
+_SEVERITY = PARTITION_STATUS_RANK
+_GROUP_OF = GROUP_STATUS_OF
 
 
 class OffsetHistory:

@@ -12,12 +12,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-SCHEMA_VERSION = 1
+from collectors.model import vocabulary as V
 
-# Lag status per partition (Burrow's vocabulary) and its group roll-up.
-PARTITION_STATUSES = ("OK", "WARN", "STALL", "STOP", "REWIND")
-GROUP_STATUSES = ("OK", "WARN", "ERR")
-SEVERITIES = ("info", "warning", "critical")
+SCHEMA_VERSION = 1
 
 
 @dataclass(slots=True)
@@ -56,19 +53,24 @@ class PartitionRecord:
 
     @property
     def offline(self) -> bool:
-        return self.leader < 0
+        return V.is_offline(self.leader)
 
     @property
     def under_replicated(self) -> bool:
-        return len(self.isr) < len(self.replicas)
+        return V.is_under_replicated(len(self.isr), len(self.replicas))
 
     @property
     def under_min_isr(self) -> bool:
-        return len(self.isr) < self.min_insync_replicas
+        return V.is_under_min_isr(len(self.isr), self.min_insync_replicas)
 
     @property
     def at_min_isr(self) -> bool:
-        return len(self.isr) == self.min_insync_replicas
+        return V.is_at_min_isr(len(self.isr), self.min_insync_replicas)
+
+    @property
+    def partition_class(self) -> str:
+        """The worst of offline / under_min_isr / at_min_isr / under_replicated / healthy."""
+        return V.partition_class(self.leader, len(self.isr), len(self.replicas), self.min_insync_replicas)
 
     @property
     def leader_is_preferred(self) -> bool:

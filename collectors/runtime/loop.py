@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from collectors.records import SCHEMA_VERSION, snapshot_to_dict
+from collectors.model.records import SCHEMA_VERSION, snapshot_to_dict
 
 log = logging.getLogger("collectors")
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from collectors.records import PartitionRecord
+from collectors.model.records import PartitionRecord
 
 
 def failures_before_write_stop(isr_size: int, min_isr: int, online: bool) -> int:

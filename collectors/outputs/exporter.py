@@ -27,15 +27,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from collectors.records import ClusterSnapshot
+from collectors.model.records import ClusterSnapshot
+from collectors.model.vocabulary import GROUP_STATUS_RANK, PARTITION_STATUS_RANK, SEVERITIES
 
 log = logging.getLogger(__name__)
 
-STATUS_CODE = {"OK": 0, "WARN": 1, "ERR": 2}
-PARTITION_STATUS_CODE = {"OK": 0, "WARN": 1, "REWIND": 2, "STALL": 3, "STOP": 4}
-TXN_STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead",
-              "PrepareEpochFence")
-GROUP_STATES = ("Stable", "PreparingRebalance", "CompletingRebalance", "Empty", "Dead")
 
 # name → (type, help, label names beyond "cluster"). The docs table is generated from this.
 METRICS: dict[str, tuple[str, str, tuple[str, ...]]] = {}
@@ -234,7 +230,7 @@ class SnapshotCollector(Collector):
         g(M_HIST).add_metric((c,), 1.0 if self.history_error else 0.0)
         for section in s.stale_sections:
             g(M_STALE).add_metric((c, section), 1.0)
-        sev_counts = {"critical": 0, "warning": 0, "info": 0}
+        sev_counts = dict.fromkeys(SEVERITIES, 0)
         for a in s.alerts:
             g(A_ALERT).add_metric((c, a.rule, a.severity, a.subject), 1.0)
             sev_counts[a.severity] = sev_counts.get(a.severity, 0) + 1
@@ -333,13 +329,13 @@ class SnapshotCollector(Collector):
                 m_lags.add_metric(lab, gp.lag_seconds)
             if gp.committed_offset is not None:
                 m_cur.add_metric(lab, float(gp.committed_offset))
-            m_st.add_metric(lab, float(PARTITION_STATUS_CODE.get(gp.status, 0)))
+            m_st.add_metric(lab, float(PARTITION_STATUS_RANK.get(gp.status, 0)))
         for (gid, topic), total in lag_sum.items():
             g(G_LAGSUM).add_metric((c, gid, topic), float(total))
         for grp in s.groups:
             lab = (c, grp.group_id)
             g(G_MEMBERS).add_metric(lab, float(grp.members))
-            g(G_STATUS).add_metric(lab, float(STATUS_CODE.get(grp.status, 0)))
+            g(G_STATUS).add_metric(lab, float(GROUP_STATUS_RANK.get(grp.status, 0)))
             g(G_STATE).add_metric((c, grp.group_id, grp.state), 1.0)
             if grp.lag_max is not None:
                 g(G_MAXLAG).add_metric(lab, float(grp.lag_max))

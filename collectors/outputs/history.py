@@ -46,8 +46,9 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from collectors.atomic import fsync_dir, publish
-from collectors.records import AlertRecord, ClusterSnapshot, GroupPartitionRecord
+from collectors.model.records import AlertRecord, ClusterSnapshot, GroupPartitionRecord
+from collectors.model.vocabulary import PARTITION_STATUS_RANK
+from collectors.outputs.atomic import fsync_dir, publish
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +135,6 @@ _ZK_FIELDS = ("server", "serving", "mode", "zxid", "zxid_epoch", "zxid_counter",
 _KRAFT_FIELDS = ("node_id", "log_end_offset", "lag", "last_fetch_time", "last_caught_up_time", "leader_id",
                  "leader_epoch", "high_watermark")
 _ALERT_FIELDS = ("rule", "severity", "subject", "summary", "first_seen", "last_seen", "resolved_at", "value")
-_STATUS_RANK = {"OK": 0, "WARN": 1, "REWIND": 2, "STALL": 3, "STOP": 4}  # as collectors.lag orders them
 
 
 # ----- records -> columns
@@ -216,7 +216,7 @@ def _group_lag(snap: ClusterSnapshot) -> Columns:
             secs = [p.lag_seconds for p in parts if p.lag_seconds is not None]
             to_ret = [p.seconds_to_retention for p in parts if p.seconds_to_retention is not None]
             commits = [p.last_commit_time for p in parts if p.last_commit_time is not None]
-            worst = max((p.status for p in parts), key=lambda s: _STATUS_RANK.get(s, -1), default="OK")
+            worst = max((p.status for p in parts), key=lambda s: PARTITION_STATUS_RANK.get(s, -1), default="OK")
             row = {"group_id": gid, "topic": topic, "state": g.state if g else None,
                    "members": g.members if g else None, "status": g.status if g else None,
                    "worst_partition_status": worst,

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from collectors.records import AlertRecord
-from collectors.rules import Candidate
-
-SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
+from collectors.alerting.rules import Candidate
+from collectors.model.records import AlertRecord
+from collectors.model.vocabulary import SEVERITY_RANK
 
 
 class AlertTracker:
@@ -59,5 +58,5 @@ class AlertTracker:
             rec.resolved_at = now
             resolved.append(rec)
         current = sorted((r for k, r in self.open.items() if k[0] == cluster),
-                         key=lambda r: (SEVERITY_ORDER.get(r.severity, 9), r.first_seen, r.rule, r.subject))
+                         key=lambda r: (SEVERITY_RANK.get(r.severity, 9), r.first_seen, r.rule, r.subject))
         return current, opened, resolved

@@ -1,0 +1,7 @@
+"""`python -m collectors.config FILE`: validate a configuration and print it, redacted, as JSON."""
+
+import sys
+
+from collectors.config import main
+
+sys.exit(main())

@@ -1,0 +1,74 @@
+"""What one poll learned from each source, before any interpretation.
+
+The source adapters (`collectors.sources`) fill these with plain values; the
+snapshot builder (`collectors.model.snapshot`) turns them into records. They
+live in the model so that the builder needs no client library and the
+adapters and the builder meet on a type both can see.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from collectors.model.records import ZkServerRecord
+
+
+@dataclass
+class PartitionMeta:
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int | None
+    replicas: list[int]
+    isr: list[int]
+    offline: list[int]
+
+
+@dataclass
+class KafkaObservation:
+    """What one poll learned, before any interpretation (records are built from this)."""
+
+    time: float
+    reachable: bool = True
+    cluster_id: str | None = None
+    controller_id: int | None = None
+    brokers: list[tuple[int, str, int, str | None]] = field(default_factory=list)
+    partitions: list[PartitionMeta] = field(default_factory=list)
+    internal_topics: set[str] = field(default_factory=set)
+    topic_names: dict[Any, str] = field(default_factory=dict)  # topic id → name (OffsetFetch v10 speaks ids)
+    topic_configs: dict[str, dict[str, str | None]] = field(default_factory=dict)
+    broker_configs: dict[str, str | None] = field(default_factory=dict)
+    log_start: dict[tuple[str, int], int] = field(default_factory=dict)
+    high_watermark: dict[tuple[str, int], int] = field(default_factory=dict)
+    last_stable: dict[tuple[str, int], int] = field(default_factory=dict)
+    groups: dict[str, dict[str, Any]] = field(default_factory=dict)  # state, members, coordinator, protocol_type
+    commits: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
+    transactions: list[dict[str, Any]] = field(default_factory=list)
+    producers: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
+    quorum: dict[str, Any] | None = None
+    kraft: bool | None = None
+    listed_transactions: dict[str, int] = field(default_factory=dict)  # transactional id → producer id
+    unreachable_brokers: set[int] = field(default_factory=set)
+    errors: list[str] = field(default_factory=list)
+    stale_sections: set[str] = field(default_factory=set)
+    requests: int = 0
+
+    def fail(self, section: str, message: str) -> None:
+        self.stale_sections.add(section)
+        if message not in self.errors:
+            self.errors.append(message)
+
+
+@dataclass
+class ZkObservation:
+    """What one ZooKeeper poll learned; plain values so the snapshot builder needs no kazoo types."""
+
+    servers: list[ZkServerRecord] = field(default_factory=list)
+    broker_ids: set[int] | None = None  # children of /brokers/ids; None when they could not be read
+    controller_id: int | None = None  # /controller "brokerid"; None when absent or unreadable
+    controller_epoch: int | None = None
+    # (topic, partition) -> {"leader", "leader_epoch", "isr", "controller_epoch"}
+    partition_states: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    stale_sections: set[str] = field(default_factory=set)

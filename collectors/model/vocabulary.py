@@ -1,0 +1,113 @@
+"""The words every part of the monitor shares, declared once: statuses and their order, severities,
+transaction and group states, partition classes.
+
+The collector's rules, the exporter, history, the dashboard and the Spark job all import from here, so a
+status added or re-ordered is added or re-ordered everywhere at once (they used to carry five copies of the
+lag-status order). Only plain tuples, dicts and one pure function: no I/O, no dependencies.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# ----------------------------------------------------------------------------- severities
+
+CRITICAL: Final = "critical"
+WARNING: Final = "warning"
+INFO: Final = "info"
+SEVERITIES: Final = (CRITICAL, WARNING, INFO)
+"""Most to least severe. `critical` pages; `warning` goes to a ticket or channel; `info` is context."""
+SEVERITY_RANK: Final = {s: i for i, s in enumerate(SEVERITIES)}
+"""0 for the most severe: sort alerts by it."""
+
+# ----------------------------------------------------------------------------- consumer lag statuses
+
+OK: Final = "OK"
+WARN: Final = "WARN"
+REWIND: Final = "REWIND"
+STALL: Final = "STALL"
+STOP: Final = "STOP"
+ERR: Final = "ERR"
+
+PARTITION_STATUSES: Final = (OK, WARN, REWIND, STALL, STOP)
+"""Burrow's per-partition lag statuses, least to most severe:
+
+* WARN: the consumer moves but falls behind; it may still catch up.
+* REWIND: the committed offset went back. Messages are re-read, none are lost, and it is often deliberate
+  (an offset reset), but it must be seen because it can also be a bug re-delivering side effects.
+* STALL: members hold the partition and do not progress. Worse than a rewind: the backlog grows and no
+  other consumer can take the partition over while the stuck member owns it.
+* STOP: nobody consumes at all. The backlog grows until retention deletes unread messages: the only
+  status that ends in loss.
+
+The index is the status code exported as ``kafka_consumergroup_partition_status_code``.
+"""
+PARTITION_STATUS_RANK: Final = {s: i for i, s in enumerate(PARTITION_STATUSES)}
+
+GROUP_STATUSES: Final = (OK, WARN, ERR)
+"""A group's roll-up, least to most severe (its worst partition decides); index = exported status code."""
+GROUP_STATUS_RANK: Final = {s: i for i, s in enumerate(GROUP_STATUSES)}
+GROUP_STATUS_OF: Final = {OK: OK, WARN: WARN, REWIND: ERR, STALL: ERR, STOP: ERR}
+"""Partition status → the group status it makes."""
+
+GROUP_STATES: Final = ("Stable", "PreparingRebalance", "CompletingRebalance", "Empty", "Dead")
+"""Consumer group states Kafka reports (DescribeGroups); others are reported as they come."""
+
+# ----------------------------------------------------------------------------- transactions
+
+TXN_STATES: Final = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort",
+                     "Dead", "PrepareEpochFence")
+"""Transaction states of Kafka's coordinator (DescribeTransactions)."""
+PREPARE_TXN_STATES: Final = frozenset({"PrepareCommit", "PrepareAbort", "PrepareEpochFence"})
+"""The coordinator decided; markers are being written. Lingering here means a partition leader is missing."""
+OPEN_TXN_STATES: Final = frozenset({"Ongoing"}) | PREPARE_TXN_STATES
+"""A transaction is open: it holds the LSO back for read_committed readers of its partitions."""
+CLOSED_TXN_STATES: Final = frozenset({"Empty", "CompleteCommit", "CompleteAbort", "Dead"})
+"""No transaction open for the producer. Any other string, including a state only a newer Kafka knows, is
+reported as-is: it gets no age (we cannot tell it is open, so it cannot be "stuck"), and its producer counts
+as known to its coordinator (we cannot tell it is closed either, so what it has open is not "hanging")."""
+
+# ----------------------------------------------------------------------------- partition classes
+
+OFFLINE: Final = "offline"
+UNDER_MIN_ISR: Final = "under_min_isr"
+AT_MIN_ISR: Final = "at_min_isr"
+UNDER_REPLICATED: Final = "under_replicated"
+HEALTHY: Final = "healthy"
+PARTITION_CLASSES: Final = (OFFLINE, UNDER_MIN_ISR, AT_MIN_ISR, UNDER_REPLICATED, HEALTHY)
+"""Worst first. `kafka-topics --unavailable-partitions / --under-min-isr-partitions / --at-min-isr-partitions /
+--under-replicated-partitions` in one word per partition."""
+
+
+def is_offline(leader: int) -> bool:
+    """No leader: reads and writes fail."""
+    return leader < 0
+
+
+def is_under_replicated(isr_size: int, replicas: int) -> bool:
+    return isr_size < replicas
+
+
+def is_under_min_isr(isr_size: int, min_isr: int) -> bool:
+    """acks=all producers get NOT_ENOUGH_REPLICAS."""
+    return isr_size < min_isr
+
+
+def is_at_min_isr(isr_size: int, min_isr: int) -> bool:
+    """One more failure stops acks=all writes."""
+    return isr_size == min_isr
+
+
+def partition_class(leader: int, isr_size: int, replicas: int, min_isr: int) -> str:
+    """The worst class a partition is in (a partition under min ISR is also under-replicated; this says the
+    former). At min ISR counts only where it differs from fully replicated (RF > min ISR): a topic with
+    min ISR = RF is at min ISR whenever it is healthy, which is a configuration risk, not a state."""
+    if is_offline(leader):
+        return OFFLINE
+    if is_under_min_isr(isr_size, min_isr):
+        return UNDER_MIN_ISR
+    if is_at_min_isr(isr_size, min_isr) and replicas > min_isr:
+        return AT_MIN_ISR
+    if is_under_replicated(isr_size, replicas):
+        return UNDER_REPLICATED
+    return HEALTHY
