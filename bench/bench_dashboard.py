@@ -18,7 +18,6 @@ reads served from the cache unless files changed).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
 import os
@@ -27,25 +26,21 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import TypeVar
 
+from bench.common import CLUSTER, SyntheticPoller, size_parser
+from bench.synthetic import observation
+from collectors.model.records import ClusterSnapshot, ZkServerRecord, snapshot_to_dict
+from collectors.outputs.history import HistoryWriter
+from collectors.outputs.latest_state import write_latest
+
+N = TypeVar("N", int, float)  # a lag figure keeps its type when scaled
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ["overview", "replication", "consumers", "transactions", "consensus", "history"]
 
 
 def generate(root: Path, partitions: int, groups: int, hours: float, interval: float) -> dict[str, float]:
-    from bench.bench_snapshot import Th
-    from bench.synthetic import observation
-    from collectors.alerting.lifecycle import AlertTracker
-    from collectors.alerting.rules import evaluate
-    from collectors.model.records import snapshot_to_dict
-    from collectors.model.snapshot import build_snapshot
-    from collectors.model.state import ClusterState
-    from collectors.outputs.history import HistoryWriter
-    from collectors.outputs.latest_state import write_latest
-
-    th = Th()
-    state = ClusterState(window_size=th.lag_window_points)
-    tracker = AlertTracker()
+    poller = SyntheticPoller()
     writer = HistoryWriter(root / "history", flush_interval_s=0, retention_days=None)
     polls = int(hours * 3600 / interval)
     end = time.time()
@@ -58,8 +53,8 @@ def generate(root: Path, partitions: int, groups: int, hours: float, interval: f
         now = start + (i + 1) * interval
         if snap is None or i % real_every == 0:
             obs = observation(partitions, groups, 10, now=now, seed=7 + i // real_every, step=i)
-            snap = build_snapshot("bench", obs, None, state, th, now)
-            current, opened, resolved = tracker.update("bench", evaluate(snap, state, th, now), now)
+            snap = poller.snapshot(obs, now)
+            current, opened, resolved = poller.track(snap, now)
             snap.alerts = current
             real += 1
             base = snap
@@ -79,21 +74,19 @@ def generate(root: Path, partitions: int, groups: int, hours: float, interval: f
             "rows": writer.rows_written, "alerts": len(snap.alerts)}
 
 
-def _zookeeper(i: int, polls: int) -> list:  # type: ignore[type-arg]
+def _zookeeper(i: int, polls: int) -> list[ZkServerRecord]:
     """A 3-node ensemble whose leader is re-elected three times over the run (zxid epoch 1 -> 4)."""
-    from collectors.model.records import ZkServerRecord
-
     epoch = 1 + (4 * i) // max(1, polls + 1)
     leader = epoch % 3
     counter = 1000 + i * 40
-    return [ZkServerRecord("bench", f"zk-{n}.example:2181", True, "leader" if n == leader else "follower",
+    return [ZkServerRecord(CLUSTER, f"zk-{n}.example:2181", True, "leader" if n == leader else "follower",
                            (epoch << 32) | counter, epoch, counter, None if n == leader else n, 0.4, 12.0, 0, 40,
                            180_000, 2 if n == leader else None, 2 if n == leader else None) for n in range(3)]
 
 
-def _vary(snap, now: float, factor: float):  # type: ignore[no-untyped-def]
+def _vary(snap: ClusterSnapshot, now: float, factor: float) -> ClusterSnapshot:
     """The same cluster a few minutes later: new time, lag scaled by `factor` (cheap stand-in for a poll)."""
-    def scale(v):  # type: ignore[no-untyped-def]
+    def scale(v: N | None) -> N | None:
         return None if v is None else type(v)(v * factor)
 
     gps = [dataclasses.replace(gp, lag=scale(gp.lag), lag_seconds=scale(gp.lag_seconds))
@@ -127,12 +120,9 @@ def time_pages(root: Path, runs: int) -> list[tuple[str, float, list[float]]]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--partitions", type=int, default=20_000)
-    ap.add_argument("--groups", type=int, default=2_000)
+    ap = size_parser(__doc__, partitions=20_000, groups=2_000, per_group=None)
     ap.add_argument("--hours", type=float, default=24.0)
     ap.add_argument("--interval", type=float, default=300.0)
-    ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--dir", help="data dir (default: a temp dir); reused when it already holds data")
     ap.add_argument("--keep", action="store_true", help="keep the generated temp dir")
     a = ap.parse_args()

@@ -9,46 +9,29 @@ per-partition series on and off.
 
 from __future__ import annotations
 
-import argparse
 import gzip
-import statistics
 import time
 
-from bench.bench_snapshot import Th
-from bench.synthetic import observation
-from collectors.model.snapshot import build_snapshot
-from collectors.model.state import ClusterState
+from bench.common import median_of, size_of, size_parser, timed, warmed
 from collectors.outputs.exporter import MetricsEndpoint
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--partitions", type=int, default=100_000)
-    ap.add_argument("--groups", type=int, default=10_000)
-    ap.add_argument("--per-group", type=int, default=10)
-    ap.add_argument("--runs", type=int, default=5)
-    a = ap.parse_args()
-    th = Th()
-    t0 = time.time()
-    state = ClusterState()
-    build_snapshot("bench", observation(a.partitions, a.groups, a.per_group, now=t0), None, state, th, t0)
-    snap = build_snapshot("bench", observation(a.partitions, a.groups, a.per_group, now=t0 + 30, step=1), None,
-                          state, th, t0 + 30)
+    a = size_parser(__doc__, partitions=100_000, groups=10_000).parse_args()
+    _, snap, _ = warmed(size_of(a), time.time())
     print(f"snapshot: {len(snap.partitions)} partitions, {len(snap.group_partitions)} group-partitions")
     for partition_series in (True, False):
         ep = MetricsEndpoint(partition_series)
         ep.collector.update([snap])
-        times = []
+        times: list[float] = []
         for _ in range(a.runs):
-            w = time.perf_counter()
-            ep.refresh()
-            times.append(time.perf_counter() - w)
+            with timed(times):
+                ep.refresh()
         body = ep.render()
         gz = len(gzip.compress(body, 5))
         lines = body.count(b"\n")
-        print(f"partition_series={partition_series}: render median {statistics.median(times):.2f}s "
-              f"(runs {', '.join(f'{x:.2f}' for x in times)}); {len(body) / 1e6:.1f} MB, {lines} lines, "
-              f"{gz / 1e6:.1f} MB gzipped; a scrape serves the cached bytes")
+        print(f"partition_series={partition_series}: render median {median_of(times)}; {len(body) / 1e6:.1f} MB, "
+              f"{lines} lines, {gz / 1e6:.1f} MB gzipped; a scrape serves the cached bytes")
 
 
 if __name__ == "__main__":

@@ -11,47 +11,30 @@ A read-back of the largest table is timed too, for scale.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
-from bench.synthetic import observation
-from collectors.model.snapshot import build_snapshot
-from collectors.model.state import ClusterState
+from bench.common import median_of, size_of, size_parser, timed, warmed
 from collectors.outputs.history import HistoryWriter, read_table
 
 
-class Th:
-    """Default thresholds, as collectors.config.Thresholds would give them."""
-
-    def __init__(self) -> None:
-        from collectors.config import Thresholds
-
-        self.__dict__.update(Thresholds().model_dump())
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--partitions", type=int, default=100_000)
-    ap.add_argument("--groups", type=int, default=10_000)
-    ap.add_argument("--per-group", type=int, default=10)
-    ap.add_argument("--runs", type=int, default=5)
+    ap = size_parser(__doc__, partitions=100_000, groups=10_000)
     ap.add_argument("--dir", type=Path, default=None, help="where to write (default: a temp dir, removed after)")
     a = ap.parse_args()
-    th = Th()
     t0 = time.time()
-    state = ClusterState(window_size=th.lag_window_points)
-    build_snapshot("bench", observation(a.partitions, a.groups, a.per_group, now=t0, step=0), None, state, th, t0)
-    snap = build_snapshot("bench", observation(a.partitions, a.groups, a.per_group, now=t0 + 30, step=1), None,
-                          state, th, t0 + 30)
+    _, snap, _ = warmed(size_of(a), t0)
     print(f"snapshot: {len(snap.partitions)} partitions in {len(snap.topics)} topics, "
           f"{len(snap.group_partitions)} group-partitions in {len(snap.groups)} groups, "
           f"{len(snap.transactions)} transactions; built in {time.time() - t0:.1f}s")
     base = Path(tempfile.mkdtemp(prefix="bench-history-", dir=a.dir))
-    adds, flushes, totals, reads = [], [], [], []
+    adds: list[float] = []
+    flushes: list[float] = []
+    totals: list[float] = []
+    reads: list[float] = []
     rows = files = size = 0
     per_table: dict[str, int] = {}
     try:
@@ -70,17 +53,15 @@ def main() -> None:
             totals.append(c2 - c0)
             rows, files, size = w.rows_written, w.files_written, w.bytes_written
             per_table = {p.name: sum(f.stat().st_size for f in p.rglob("*.parquet")) for p in sorted(root.iterdir())}
-            r0 = time.perf_counter()
-            n = len(read_table(root, "group_partition_lag"))
-            reads.append(time.perf_counter() - r0)
+            with timed(reads):
+                n = len(read_table(root, "group_partition_lag"))
             assert n == len(snap.group_partitions)
             shutil.rmtree(root)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     med = statistics.median(totals)
     print(f"rows {rows} in {files} files, {size / 1e6:.2f} MB written ({size / max(rows, 1):.1f} bytes/row)")
-    print(f"write (add + flush): median {med:.3f}s -> {rows / med:,.0f} rows/s "
-          f"(runs {', '.join(f'{x:.3f}' for x in totals)})")
+    print(f"write (add + flush): median {median_of(totals, 3)} -> {rows / med:,.0f} rows/s")
     print(f"  add (records -> Arrow) median {statistics.median(adds):.3f}s, "
           f"flush (Parquet + fsync + rename) median {statistics.median(flushes):.3f}s")
     print(f"read back group_partition_lag ({len(snap.group_partitions)} rows) median {statistics.median(reads):.3f}s")

@@ -9,11 +9,10 @@ per API, so the count is what the cluster would see.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import statistics
-import time
 
+from bench.common import median_of, size_parser, timed
 from sandbox.runner import Sandbox
 from sandbox.spec import Scenario
 from tests.support.monitor import make_poller
@@ -31,11 +30,8 @@ def scenario(partitions: int, groups: int, brokers: int) -> Scenario:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--partitions", type=int, default=5000)
-    ap.add_argument("--groups", type=int, default=500)
+    ap = size_parser(__doc__, partitions=5000, groups=500, per_group=None)
     ap.add_argument("--brokers", type=int, default=3)
-    ap.add_argument("--runs", type=int, default=5)
     a = ap.parse_args()
     logging.basicConfig(level=logging.ERROR)
     sb = Sandbox(scenario(a.partitions, a.groups, a.brokers), speed=1.0, zookeeper=False, tick_s=0.5)
@@ -43,12 +39,12 @@ def main() -> None:
     try:
         poller = make_poller(sb)
         first = poller.poll(sb.clock.now())  # connections, ApiVersions
-        walls, counts = [], []
+        walls: list[float] = []
+        counts: list[int] = []
         for _ in range(a.runs):
             sb.reset_request_counts()
-            t0 = time.perf_counter()
-            r = poller.poll(sb.clock.now())
-            walls.append(time.perf_counter() - t0)
+            with timed(walls):
+                r = poller.poll(sb.clock.now())
             per_api: dict[str, int] = {}
             for c in sb.request_counts().values():
                 for k, v in c.items():
@@ -58,7 +54,7 @@ def main() -> None:
         print(f"cluster: {len(s.partitions)} partitions, {len(s.groups)} groups, "
               f"{len(s.group_partitions)} group-partitions, {a.brokers} brokers (first poll "
               f"{first.snapshot.poll_duration_s:.2f}s)")
-        print(f"poll wall median {statistics.median(walls):.2f}s (runs {', '.join(f'{w:.2f}' for w in walls)})")
+        print(f"poll wall median {median_of(walls)}")
         print(f"requests per poll median {statistics.median(counts):.0f}: {dict(sorted(per_api.items()))}")
         print(f"errors: {s.errors[:3]}")
         poller.close()

@@ -11,7 +11,6 @@ the baseline), in this process. Medians of --runs runs.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import statistics
 import tempfile
@@ -21,18 +20,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.bench_snapshot import Th, rss_mb
-from bench.synthetic import observation
-from collectors.alerting.lifecycle import AlertTracker
-from collectors.alerting.rules import evaluate
+from bench.common import CLUSTER, median_of, rss_mb, size_of, size_parser, timed, warmed
 from collectors.config import MonitorConfig
-from collectors.model.snapshot import build_snapshot
-from collectors.model.state import ClusterState
 from collectors.outputs.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from collectors.outputs.history import TABLES, HistoryWriter
 from collectors.runtime.poller import Monitor
-
-CLUSTER = "bench"
 
 
 def _day_of_part_files(root: Path, day: str, files_per_table: int) -> int:
@@ -49,45 +41,31 @@ def _day_of_part_files(root: Path, day: str, files_per_table: int) -> int:
     return n
 
 
-def _median(xs: list[float]) -> str:
-    return f"{statistics.median(xs):.3f}s (runs {', '.join(f'{x:.3f}' for x in xs)})"
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--partitions", type=int, default=100_000)
-    ap.add_argument("--groups", type=int, default=10_000)
-    ap.add_argument("--per-group", type=int, default=10)
-    ap.add_argument("--runs", type=int, default=5)
+    ap = size_parser(__doc__, partitions=100_000, groups=10_000)
     ap.add_argument("--files-per-table", type=int, default=1440, help="a day of 60 s flushes")
     a = ap.parse_args()
-    th = Th()
     now = time.time()
-    state = ClusterState(window_size=th.lag_window_points)
-    tracker = AlertTracker()
     t0 = time.perf_counter()
-    for k in range(3):
-        obs = observation(a.partitions, a.groups, a.per_group, now=now - 60 + 30 * k, step=k, seed=7 + k % 2)
-        snap = build_snapshot(CLUSTER, obs, None, state, th, now - 60 + 30 * k)
-        current, _, _ = tracker.update(CLUSTER, evaluate(snap, state, th, now - 60 + 30 * k), now - 60 + 30 * k)
+    poller, _, current = warmed(size_of(a), now - 60, polls=3, track=True, flap_isr=True)
+    state = poller.state
     print(f"state: {len(state.hw_history)} log-end histories, {len(state.commit_windows)} commit windows, "
           f"{len(current)} open alerts; built in {time.perf_counter() - t0:.1f}s; RSS {rss_mb():.0f} MB")
     work = Path(tempfile.mkdtemp(prefix="bench-restart-"))
     try:
         state_dir = work / "state"
         cp = Checkpoint(CLUSTER, "bench", now, state, current)
-        saves, loads = [], []
+        saves: list[float] = []
+        loads: list[float] = []
         size = 0
         for _ in range(a.runs):
-            s0 = time.perf_counter()
-            _, size = save_checkpoint(state_dir, cp)
-            saves.append(time.perf_counter() - s0)
-            s0 = time.perf_counter()
-            loaded = load_checkpoint(state_dir, CLUSTER, lag_points=60, window_size=th.lag_window_points,
-                                     now=now, max_age_s=3600)
-            loads.append(time.perf_counter() - s0)
+            with timed(saves):
+                _, size = save_checkpoint(state_dir, cp)
+            with timed(loads):
+                loaded = load_checkpoint(state_dir, CLUSTER, lag_points=60, window_size=poller.th.lag_window_points,
+                                         now=now, max_age_s=3600)
             assert loaded is not None and len(loaded.state.commit_windows) == len(state.commit_windows)
-        print(f"checkpoint: {size / 1e6:.1f} MB; save median {_median(saves)}; load median {_median(loads)}")
+        print(f"checkpoint: {size / 1e6:.1f} MB; save median {median_of(saves, 3)}; load median {median_of(loads, 3)}")
 
         history = work / "history"
         day = time.strftime("%Y-%m-%d", time.gmtime(now))
@@ -99,18 +77,17 @@ def main() -> None:
         timings: dict[str, list[float]] = {"cold": [], "resumed": []}
         for _ in range(a.runs):
             for mode in ("cold", "resumed"):
-                s0 = time.perf_counter()
-                m = Monitor(cfg)
-                if mode == "resumed":
-                    line = m.resume(state_dir, now)[0]
-                    assert "resumed" in line, line
-                writer = HistoryWriter(history)
-                timings[mode].append(time.perf_counter() - s0)
+                with timed(timings[mode]):
+                    m = Monitor(cfg)
+                    if mode == "resumed":
+                        line = m.resume(state_dir, now)[0]
+                        assert "resumed" in line, line
+                    writer = HistoryWriter(history)
                 writer.close()
                 m.close()
         cold, resumed = statistics.median(timings["cold"]), statistics.median(timings["resumed"])
-        print(f"start to first poll, cold (baseline): median {_median(timings['cold'])}")
-        print(f"start to first poll, resumed:        median {_median(timings['resumed'])}  "
+        print(f"start to first poll, cold (baseline): median {median_of(timings['cold'], 3)}")
+        print(f"start to first poll, resumed:        median {median_of(timings['resumed'], 3)}  "
               f"ratio resumed/cold {resumed / cold:.1f}x (+{resumed - cold:.2f}s)")
         print(f"peak RSS {rss_mb():.0f} MB")
     finally:

@@ -64,7 +64,7 @@ from collectors.alerting.rules import ELECTION_ALERT_S
 from collectors.config import MonitorConfig, Thresholds
 from collectors.runtime.poller import ClusterPoller, PollResult
 from sandbox.clock import ManualClock
-from sandbox.model import REBALANCE_S
+from sandbox.groups import REBALANCE_S
 from sandbox.runner import Sandbox
 from sandbox.spec import Scenario
 from sandbox.timeline import Timeline

@@ -48,8 +48,9 @@ def observation(partitions: int = 100_000, groups: int = 10_000, partitions_per_
         obs.commits[gid] = commits
     for i in range(200):
         obs.transactions.append({"transactional_id": f"txn-{i}", "coordinator": (i % brokers) + 1,
-                                 "state": "Ongoing" if i % 4 == 0 else "CompleteCommit", "producer_id": 5000 + i,
-                                 "producer_epoch": 3, "timeout_ms": 60_000, "start_time_ms": int((now - 5) * 1000),
+                                 "transaction_state": "Ongoing" if i % 4 == 0 else "CompleteCommit",
+                                 "producer_id": 5000 + i, "producer_epoch": 3, "transaction_timeout_ms": 60_000,
+                                 "transaction_start_time_ms": int((now - 5) * 1000),
                                  "partitions": [keys[i]]})
         obs.listed_transactions[f"txn-{i}"] = 5000 + i
     return obs

@@ -7,7 +7,7 @@ The dashboard never talks to Kafka. It reads what the collector writes:
 - ``--history`` (``KMON_HISTORY``, default ``data/demo/history``): Parquet tables partitioned by date
   (`collectors.outputs.history`), read with only the needed columns, clusters and days;
 - ``--reports`` (``KMON_REPORTS``, default ``data/reports``): ``<cluster>/<week>/report.html`` and
-  ``summary.json`` from the weekly Spark job.
+  ``summary.json`` from the weekly Spark job (the directory names as `spark_analytics.layout` makes them).
 
 Caching: reads are cached with ``st.cache_resource`` keyed on a signature of the files involved (name, size,
 mtime), so a rerun that finds nothing new costs a directory listing, and new files are picked up at once.
@@ -23,7 +23,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,7 @@ import streamlit as st
 
 from collectors.outputs import history as hist
 from collectors.outputs.latest_state import read_latest
-from collectors.outputs.paths import safe_name
+from spark_analytics import layout
 
 log = logging.getLogger(__name__)
 
@@ -79,20 +79,26 @@ def _float(v: str | None, default: float | None) -> float | None:
 # ----- latest state
 
 
+def _signature(files: Iterable[os.DirEntry[str] | Path]) -> tuple[tuple[str, int, int], ...]:
+    """(name, mtime_ns, size) of each file still there: a cache key that changes whenever one is written,
+    replaced or removed (a file removed between the listing and the stat is simply left out)."""
+    out = []
+    for f in files:
+        try:
+            stt = f.stat()
+        except FileNotFoundError:
+            continue
+        out.append((f.name, stt.st_mtime_ns, stt.st_size))
+    return tuple(out)
+
+
 def state_signature(state_dir: Path) -> tuple[tuple[str, int, int], ...]:
-    """(name, mtime_ns, size) of every latest-state file: changes whenever the collector writes."""
+    """The `_signature` of every latest-state file: changes whenever the collector writes."""
     try:
         entries = [e for e in os.scandir(state_dir) if e.name.endswith(".json") and not e.name.startswith(".")]
     except (FileNotFoundError, NotADirectoryError):
         return ()
-    out = []
-    for e in entries:
-        try:
-            stt = e.stat()
-        except FileNotFoundError:
-            continue
-        out.append((e.name, stt.st_mtime_ns, stt.st_size))
-    return tuple(sorted(out))
+    return tuple(sorted(_signature(entries)))
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
@@ -110,15 +116,8 @@ def load_latest(state_dir: Path) -> dict[str, dict[str, Any]]:
 
 
 def history_signature(root: Path, table: str, start: float | None, end: float | None) -> tuple[Any, ...]:
-    files = hist.live_files(root, table, start, end)
-    out = []
-    for f in files:
-        try:
-            stt = f.stat()
-        except FileNotFoundError:
-            continue
-        out.append((f.name, stt.st_mtime_ns, stt.st_size))
-    return tuple(out)
+    """The `_signature` of the live files a history read would open."""
+    return _signature(hist.live_files(root, table, start, end))
 
 
 @st.cache_resource(max_entries=96, ttl=3600, show_spinner=False)
@@ -189,25 +188,39 @@ class Report:
 
 
 def find_reports(reports_dir: Path, cluster: str) -> list[Report]:
-    """Weekly reports of a cluster, newest week first (``<reports>/<cluster>/<week>/``)."""
-    base = None
-    for name in (cluster, safe_name(cluster)):
-        if (reports_dir / name).is_dir():
-            base = reports_dir / name
-            break
-    if base is None:
-        return []
-    out = []
-    for week_dir in sorted((d for d in base.iterdir() if d.is_dir() and not d.name.startswith(".")),
-                           key=lambda d: d.name, reverse=True):
-        html = week_dir / "report.html"
-        summary_path = week_dir / "summary.json"
-        summary, err = None, None
-        if summary_path.is_file():
-            try:
-                summary = json.loads(summary_path.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as e:
-                err = f"{summary_path.name}: {e}"
-        if html.is_file() or summary is not None or err:
-            out.append(Report(cluster, week_dir.name, week_dir, html if html.is_file() else None, summary, err))
-    return out
+    """Weekly reports of a cluster, newest week first (`spark_analytics.layout`: ``<reports>/<cluster>/<week>/``).
+
+    The job writes under the collector's collision-free `safe_name` of the cluster. Reports from before that sit
+    under the job's old name (`layout.legacy_cluster_dir`), which ``a b`` and ``a_b`` share, so a report found
+    there counts only when its summary names this cluster. The same check guards the current directory, which
+    can hold such an old report of another cluster (``a_b/`` written for ``a b``); there a report whose summary
+    names no cluster (unreadable, or only a page) is taken as this cluster's. A week in both is the current one.
+    """
+    found: dict[str, Report] = {}
+    current = layout.cluster_dir(reports_dir, cluster)
+    for base, legacy in ((current, False), (layout.legacy_cluster_dir(reports_dir, cluster), True)):
+        if (legacy and base == current) or not base.is_dir():
+            continue
+        for week_dir in base.iterdir():
+            if week_dir.name in found or not week_dir.is_dir() or week_dir.name.startswith("."):
+                continue
+            report = _read_report(cluster, week_dir)
+            owner = report.summary.get("cluster") if report and isinstance(report.summary, dict) else None
+            if report is not None and (owner == cluster or (owner is None and not legacy)):
+                found[week_dir.name] = report
+    return sorted(found.values(), key=lambda r: r.week, reverse=True)
+
+
+def _read_report(cluster: str, week_dir: Path) -> Report | None:
+    """The page and parsed summary of one week's directory; None when it holds neither."""
+    html = week_dir / layout.PAGE_FILE
+    summary_path = week_dir / layout.SUMMARY_FILE
+    summary, err = None, None
+    if summary_path.is_file():
+        try:
+            summary = json.loads(summary_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            err = f"{summary_path.name}: {e}"
+    if not (html.is_file() or summary is not None or err):
+        return None
+    return Report(cluster, week_dir.name, week_dir, html if html.is_file() else None, summary, err)

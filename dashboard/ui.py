@@ -44,7 +44,7 @@ NO_HISTORY = "No history yet — the collector writes it every flush interval (`
              "by default) under the history directory."
 
 _handover = threading.local()
-__all__ = ["NO_HISTORY", "Ctx", "epoch_local", "page_context", "run_app"]
+__all__ = ["NO_HISTORY", "Ctx", "epoch_local", "page", "page_context", "run_app"]
 
 
 @dataclass
@@ -101,6 +101,15 @@ def run_app() -> None:
         nav.run()
     finally:
         _handover.ctx = None
+
+
+def page(title: str, caption: str | None = None, all_clusters: bool = False) -> Ctx:
+    """How every page starts: its context (`page_context`), title and caption, and the freshness banners of the
+    chosen cluster (or of all clusters) — before any figure, so stale data is never read as current."""
+    ctx = page_context()
+    header(ctx, title, caption)
+    banners(ctx, all_clusters=all_clusters)
+    return ctx
 
 
 def page_context() -> Ctx:
@@ -263,6 +272,16 @@ def link(ctx: Ctx, slug: str, label: str, params: dict[str, str] | None = None, 
         st.page_link(ctx.pages[slug], label=label, icon=icon, query_params=params or None)
     else:
         st.markdown(f"[{label}]({target_url(slug, params)})")
+
+
+def linked_multiselect(label: str, options: list[str], param: str, key: str, placeholder: str) -> list[str]:
+    """A filter that a link can preset (``?topic=orders`` from an alert) and that keeps the URL in step when one
+    option is chosen, so the filtered page can be shared."""
+    wanted = query_param(param)
+    chosen = st.multiselect(label, options, default=[wanted] if wanted in options else [], key=key,
+                            placeholder=placeholder)
+    set_query(**{param: chosen[0] if len(chosen) == 1 else None})
+    return chosen
 
 
 def set_query(**params: str | None) -> None:

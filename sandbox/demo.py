@@ -24,7 +24,11 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported where used, so `--help` and the port checks answer before the heavy imports
+    from collectors.config import MonitorConfig
+    from sandbox.runner import Sandbox
 
 ROOT = Path(__file__).resolve().parents[1]
 log = logging.getLogger("demo")
@@ -59,13 +63,15 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def monitor_config(args: argparse.Namespace, sb: Any) -> Any:
+def monitor_config(args: argparse.Namespace, sb: Sandbox | None) -> MonitorConfig:
+    """The cluster config given with --config, else one for the sandbox `sb` (then started)."""
     from collectors.config import MonitorConfig, load_config
 
     data = Path(args.data_dir)
     if args.config:
         cfg = load_config(args.config)
         return cfg
+    assert sb is not None, "without --config the demo monitors its sandbox"
     cluster: dict[str, Any] = {"name": "sandbox", "bootstrap_servers": sb.bootstrap_servers}
     if sb.zk_connect:
         cluster["zookeeper"] = {"connect": sb.zk_connect}
@@ -78,7 +84,7 @@ def monitor_config(args: argparse.Namespace, sb: Any) -> Any:
         "thresholds": {"under_replicated_grace_s": 30, "consumer_stop_after_s": 120, "lag_seconds_slo": 120}})
 
 
-def start_dashboard(args: argparse.Namespace, cfg: Any) -> subprocess.Popen[bytes] | None:
+def start_dashboard(args: argparse.Namespace, cfg: MonitorConfig) -> subprocess.Popen[bytes] | None:
     app = ROOT / "dashboard" / "app.py"
     if args.no_dashboard or not app.exists():
         return None
@@ -130,9 +136,9 @@ def main(argv: list[str] | None = None) -> int:
             say(f"sandbox: bootstrap {sb.bootstrap_servers}; ZooKeeper {sb.zk_connect}; "
                 f"{len(scenario.incidents)} incidents every {scenario.repeat_every or 0:g}s (speed x{args.speed:g})")
         from collectors.config import ConfigError
-        from collectors.outputs.sinks import build_sinks
         from collectors.runtime.loop import run_loop
         from collectors.runtime.poller import Monitor
+        from collectors.runtime.sinks import build_sinks
 
         try:
             cfg = monitor_config(args, sb)
@@ -165,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _print_events(sb: Any, stop: threading.Event) -> None:
+def _print_events(sb: Sandbox, stop: threading.Event) -> None:
     seen = 0
     while not stop.wait(1.0):
         try:

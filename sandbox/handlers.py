@@ -13,9 +13,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from sandbox import kafka_defaults as kd
-from sandbox.model import Cluster, Partition
-from sandbox.protocol import APIS, Request
-from sandbox.server import UnsupportedRequest
+from sandbox.groups import Group
+from sandbox.model import Cluster
+from sandbox.protocol import KRAFT_ONLY, Request, UnsupportedRequest, supported_api_versions
+from sandbox.topology import Partition
 
 NONE = 0
 UNKNOWN_TOPIC_OR_PARTITION = 3
@@ -35,19 +36,8 @@ LIST_OFFSETS_LATEST = -1
 LIST_OFFSETS_EARLIEST = -2
 LIST_OFFSETS_MAX_TIMESTAMP = -3
 
-IMPLEMENTED = {18, 3, 60, 32, 16, 15, 10, 9, 2, 66, 65, 61, 55}
-KRAFT_ONLY = {55}
-
-
-def supported_api_versions(mode: str = "zookeeper") -> list[dict[str, int]]:
-    """What ApiVersions advertises: implemented keys only, in the schemas' version ranges."""
-    out = []
-    for key in sorted(IMPLEMENTED):
-        if key in KRAFT_ONLY and mode != "kraft":
-            continue
-        pair = APIS[key]
-        out.append({"api_key": key, "min_version": pair.min_version, "max_version": pair.max_version})
-    return out
+# One topic of an OffsetFetch: its name (None when asked by an id this cluster does not know) and the partitions asked.
+TopicAsk = tuple[str | None, list[int]]
 
 
 class Handlers:
@@ -211,7 +201,7 @@ class Handlers:
             return COORDINATOR_NOT_AVAILABLE
         return NONE if coord == node_id else NOT_COORDINATOR
 
-    def _groups_led_by(self, node_id: int) -> list[Any]:
+    def _groups_led_by(self, node_id: int) -> list[Group]:
         return [g for g in self.c.groups.values()
                 if not g.deleted and self.c.coordinator_for(g.group_id, 0) == node_id]
 
@@ -276,7 +266,7 @@ class Handlers:
         if req.api_version >= 8:
             groups = []
             for rg in body.groups:
-                topics_req = None
+                topics_req: list[TopicAsk] | None = None
                 if rg.topics is not None:
                     topics_req = []
                     for t in rg.topics:
@@ -284,18 +274,19 @@ class Handlers:
                         if req.api_version >= 10:
                             name = next((x.name for x in self.c.topics.values()
                                          if x.topic_id == t.topic_id), None)
-                        topics_req.append((name, t, list(t.partition_indexes)))
+                        topics_req.append((name, list(t.partition_indexes)))
                 err, topics = self._fetch_group_offsets(node_id, rg.group_id, topics_req, req.api_version)
                 groups.append({"group_id": rg.group_id, "topics": topics, "error_code": err})
             return {"throttle_time_ms": 0, "groups": groups}
-        topics_req = None
+        asked: list[TopicAsk] | None = None
         if body.topics is not None:
-            topics_req = [(t.name, t, list(t.partition_indexes)) for t in body.topics]
-        err, topics = self._fetch_group_offsets(node_id, body.group_id, topics_req, req.api_version)
+            asked = [(t.name, list(t.partition_indexes)) for t in body.topics]
+        err, topics = self._fetch_group_offsets(node_id, body.group_id, asked, req.api_version)
         return {"throttle_time_ms": 0, "topics": topics, "error_code": err}
 
-    def _fetch_group_offsets(self, node_id: int, group_id: str, topics_req: list[Any] | None,
+    def _fetch_group_offsets(self, node_id: int, group_id: str, topics_req: list[TopicAsk] | None,
                              version: int) -> tuple[int, list[dict[str, Any]]]:
+        """Committed offsets for the (topic name, partitions) asked; None asks for every committed one."""
         err = self._coordinator_error(node_id, group_id, 0)
         if err:
             return err, []
@@ -305,9 +296,9 @@ class Handlers:
         for (topic, idx), off in committed.items():
             by_topic.setdefault(topic, {})[idx] = off
         if topics_req is None:
-            topics_req = [(t, None, sorted(parts)) for t, parts in by_topic.items()]
+            topics_req = [(t, sorted(parts)) for t, parts in by_topic.items()]
         topics = []
-        for name, _, parts in topics_req:
+        for name, parts in topics_req:
             t = self.c.topics.get(name) if name else None
             plist = []
             for idx in parts:

@@ -8,21 +8,40 @@ runner executes on a worker thread.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
+from sandbox.model import Cluster
 from sandbox.spec import IncidentSpec
 
 if TYPE_CHECKING:
-    from sandbox.runner import Sandbox
+    from sandbox.zookeeper import ZooKeeperEnsemble
 
 Blocking = Callable[[], None] | None
+
+
+class IncidentTarget(Protocol):
+    """What incidents act on: a running `sandbox.runner.Sandbox`.
+
+    Spelled out here rather than imported, because the runner imports this module to run incidents; the
+    ZooKeeper incidents remember which servers they stopped or paused in the two lists, so that their end
+    brings back exactly those.
+    """
+
+    @property
+    def cluster(self) -> Cluster: ...
+
+    @property
+    def ensemble(self) -> ZooKeeperEnsemble | None: ...
+
+    zk_killed: list[int]
+    zk_paused: list[int]
 
 
 def _first(items: list[str] | dict[str, object]) -> str:
     return next(iter(items))
 
 
-def apply(sb: Sandbox, inc: IncidentSpec, starting: bool) -> Blocking:
+def apply(sb: IncidentTarget, inc: IncidentSpec, starting: bool) -> Blocking:
     c = sb.cluster
     kind = inc.type
     broker = inc.broker or (max(c.brokers) if c.brokers else 1)
@@ -68,16 +87,13 @@ def apply(sb: Sandbox, inc: IncidentSpec, starting: bool) -> Blocking:
     elif kind == "controller_failover" and starting:
         c.controller_failover()
     elif kind == "zk_leader_kill" and sb.ensemble is not None:
-        return _zk_leader_kill(sb, starting)
+        return _zk_leader_kill(sb.ensemble, sb.zk_killed, starting)
     elif kind == "zk_follower_pause" and sb.ensemble is not None:
-        return _zk_follower_pause(sb, inc, starting)
+        return _zk_follower_pause(sb.ensemble, sb.zk_paused, inc, starting)
     return None
 
 
-def _zk_leader_kill(sb: Sandbox, starting: bool) -> Blocking:
-    ens = sb.ensemble
-    state = sb.__dict__.setdefault("_zk_killed", [])
-
+def _zk_leader_kill(ens: ZooKeeperEnsemble, state: list[int], starting: bool) -> Blocking:
     def start() -> None:
         state.append(ens.kill_leader())
 
@@ -88,10 +104,7 @@ def _zk_leader_kill(sb: Sandbox, starting: bool) -> Blocking:
     return start if starting else end
 
 
-def _zk_follower_pause(sb: Sandbox, inc: IncidentSpec, starting: bool) -> Blocking:
-    ens = sb.ensemble
-    state = sb.__dict__.setdefault("_zk_paused", [])
-
+def _zk_follower_pause(ens: ZooKeeperEnsemble, state: list[int], inc: IncidentSpec, starting: bool) -> Blocking:
     def start() -> None:
         sid = inc.zk_server
         if sid is None:

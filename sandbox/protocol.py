@@ -2,8 +2,11 @@
 
 The classes are generated from Kafka's own JSON schemas, so encoding through
 them keeps the sandbox byte-compatible with real clients without a hand-written
-codec. This module holds only the mechanics (framing, header parsing, building
-nested responses from plain dicts); what to answer lives in `handlers`.
+codec. This module holds the mechanics (framing, header parsing, building
+nested responses from plain dicts) and the contract between the listener and
+the handlers: which APIs are served at all, and the exception a handler raises
+for one it cannot serve. Both sides import it from here, so neither imports the
+other; what to answer lives in `handlers`, the socket side in `server`.
 """
 
 from __future__ import annotations
@@ -11,14 +14,17 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import kafka.protocol.admin
 import kafka.protocol.consumer
 import kafka.protocol.metadata
 import kafka.protocol.producer  # noqa: F401  (imported for class registration)
 from kafka.protocol.api_message import ApiMessage
+from kafka.protocol.data_container import DataContainer
 from kafka.protocol.schemas.fields import StructArrayField, StructField
+
+M = TypeVar("M", bound=DataContainer)  # a message, or a struct nested in one
 
 UNSUPPORTED_VERSION = 35
 INVALID_REQUEST = 42
@@ -89,7 +95,7 @@ def decode_request(frame: bytes) -> Request:
     return Request(api_key, api_version, correlation_id, client_id, body)
 
 
-def build(cls: Any, version: int, fields: Mapping[str, Any]) -> Any:
+def build(cls: type[M], version: int, fields: Mapping[str, Any]) -> M:
     """Instantiate a (nested) message class from a plain dict, recursing into struct arrays.
 
     The handlers describe answers as dicts; building the generated nested classes
@@ -121,3 +127,25 @@ def encode_response(api_key: int, version: int, correlation_id: int, fields: Map
 
 def response_field_names(api_key: int) -> set[str]:
     return {f.name for f in APIS[api_key].response._struct._fields}
+
+
+# ---------------------------------------------------------------------- what the sandbox serves
+# The API keys `sandbox.handlers.Handlers` answers. The listener needs them too (the ApiVersions error answer
+# lists them), which is why they live here, where both import them, and not in handlers.
+IMPLEMENTED = {18, 3, 60, 32, 16, 15, 10, 9, 2, 66, 65, 61, 55}
+KRAFT_ONLY = {55}  # DescribeQuorum: a ZooKeeper-mode broker does not know it
+
+
+class UnsupportedRequest(Exception):
+    """Raised by a handler for an API (or version) the sandbox does not implement."""
+
+
+def supported_api_versions(mode: str = "zookeeper") -> list[dict[str, int]]:
+    """What ApiVersions advertises: implemented keys only, in the schemas' version ranges."""
+    out = []
+    for key in sorted(IMPLEMENTED):
+        if key in KRAFT_ONLY and mode != "kraft":
+            continue
+        pair = APIS[key]
+        out.append({"api_key": key, "min_version": pair.min_version, "max_version": pair.max_version})
+    return out

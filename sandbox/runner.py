@@ -20,16 +20,21 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
+from sandbox import incidents
 from sandbox.auth import SaslConfig
 from sandbox.clock import SimClock
 from sandbox.handlers import Handlers
 from sandbox.model import Cluster
-from sandbox.server import BrokerListener
+from sandbox.server import BrokerListener, InFlight
 from sandbox.spec import Scenario
-from sandbox.timeline import Timeline
+from sandbox.timeline import Action, Timeline
 from sandbox.tls import TlsMaterial, make_tls_material
+
+if TYPE_CHECKING:  # start() imports them only when ZooKeeper is wanted
+    from sandbox.znodes import ZnodeMirror
+    from sandbox.zookeeper import ZooKeeperEnsemble
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -47,12 +52,16 @@ class Sandbox:
         self.security = scenario.cluster.security
         sasl = (SaslConfig(self.security.sasl_mechanisms, self.security.users, self.security.scram_iterations)
                 if self.security.sasl else None)
+        self.in_flight = InFlight()  # requests outstanding across every broker of this sandbox
         self.listeners: dict[int, BrokerListener] = {
-            i: BrokerListener(i, self.handlers, host, sasl=sasl) for i in self.cluster.brokers}
+            i: BrokerListener(i, self.handlers, host, sasl=sasl, in_flight=self.in_flight)
+            for i in self.cluster.brokers}
         self.tls: TlsMaterial | None = None
         self.want_zookeeper = scenario.cluster.mode == "zookeeper" if zookeeper is None else zookeeper
-        self.ensemble: Any = None
-        self.mirror: Any = None
+        self.ensemble: ZooKeeperEnsemble | None = None
+        self.mirror: ZnodeMirror | None = None
+        self.zk_killed: list[int] = []  # ZooKeeper servers a zk_leader_kill incident stopped, to restart at its end
+        self.zk_paused: list[int] = []  # and those a zk_follower_pause incident paused, to resume
         self.timeline = Timeline(scenario.incidents, scenario.repeat_every)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -220,9 +229,7 @@ class Sandbox:
         self._push_zookeeper()
         self._ticks += 1
 
-    async def _run_incident_action(self, action: Any) -> None:
-        from sandbox import incidents
-
+    async def _run_incident_action(self, action: Action) -> None:
         log.info("incident %s: %s", "start" if action.starting else "end", action.spec.type)
         blocking = incidents.apply(self, action.spec, action.starting)
         if blocking is not None:
@@ -254,8 +261,9 @@ class Sandbox:
         self._zk_write = self._blocking.submit(self.mirror.apply, snapshot)
 
     def _sync_zookeeper_now(self) -> None:
-        if self.mirror is not None:
-            self.mirror.apply(self.call(lambda c: self.mirror.full_snapshot(c)))
+        mirror = self.mirror
+        if mirror is not None:
+            mirror.apply(self.call(mirror.full_snapshot))
 
     def request_counts(self) -> dict[int, dict[str, int]]:
         return self.call(lambda c: {i: dict(ln.request_counts) for i, ln in self.listeners.items()})

@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from collectors.config import yaml_line_of
+from collectors.config.problems import yaml_line_of
 from sandbox.spec import Scenario
 
 DEFAULT_SCENARIO = Path(__file__).with_name("scenarios") / "default.yaml"

@@ -27,9 +27,11 @@ from sandbox.protocol import (
     APIS,
     UNSUPPORTED_VERSION,
     Request,
+    UnsupportedRequest,
     decode_request,
     encode_response,
     response_field_names,
+    supported_api_versions,
 )
 
 log = logging.getLogger(__name__)
@@ -41,12 +43,31 @@ FAILED_AUTH_CLOSE_DELAY_S = 0.1
 Closing at once lets a client see the close before it has read the answer (kafka-python over TLS does)."""
 
 
+class InFlight:
+    """Requests received and not yet answered, across the listeners that share it: what clients have
+    outstanding at once (a monitor's `max_concurrent_requests` is checked against `peak`). Touched only on
+    the sandbox's event loop."""
+
+    def __init__(self) -> None:
+        self.now = 0
+        self.peak = 0
+
+    def received(self) -> None:
+        self.now += 1
+        self.peak = max(self.peak, self.now)
+
+    def answered(self) -> None:
+        self.now -= 1
+
+
 class BrokerListener:
     """The socket side of one simulated broker."""
 
     def __init__(self, node_id: int, handler: Handler, host: str = "127.0.0.1", port: int = 0,
-                 ssl_context: ssl.SSLContext | None = None, sasl: SaslConfig | None = None) -> None:
+                 ssl_context: ssl.SSLContext | None = None, sasl: SaslConfig | None = None,
+                 in_flight: InFlight | None = None) -> None:
         self.node_id = node_id
+        self.in_flight = in_flight or InFlight()
         self.host = host
         self.port = port
         self._handler = handler
@@ -87,6 +108,9 @@ class BrokerListener:
         self._server = None
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Read frames as they arrive, answer them one at a time in order (as a Kafka broker does per
+        connection). Reading ahead of answering is what lets `in_flight` count what the client really has
+        outstanding: requests it sent and has no answer to yet."""
         self._writers.add(writer)
         task = asyncio.current_task()
         if task is not None:
@@ -94,6 +118,36 @@ class BrokerListener:
         conn = self.sasl.connection() if self.sasl is not None else None
         peer = writer.get_extra_info("peername")
         peer_text = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        frames: asyncio.Queue[bytes | None] = asyncio.Queue()
+        receiving = asyncio.create_task(self._receive(reader, frames))
+        try:
+            while (frame := await frames.get()) is not None:
+                try:
+                    reply, close = self._answer(frame, conn, peer_text)
+                    if self.response_delay_s > 0:
+                        await asyncio.sleep(self.response_delay_s)
+                    if reply is not None and not writer.is_closing():
+                        writer.write(reply)
+                        await writer.drain()
+                finally:
+                    self.in_flight.answered()
+                if close:
+                    if reply is not None:
+                        await asyncio.sleep(FAILED_AUTH_CLOSE_DELAY_S)
+                    return
+        except (ConnectionError, ssl.SSLError, asyncio.CancelledError):
+            pass
+        finally:
+            receiving.cancel()
+            while not frames.empty():  # received, never answered: the connection took them along
+                if frames.get_nowait() is not None:
+                    self.in_flight.answered()
+            if task is not None:
+                self._tasks.discard(task)  # type: ignore[arg-type]
+            self._writers.discard(writer)
+            writer.close()
+
+    async def _receive(self, reader: asyncio.StreamReader, frames: asyncio.Queue[bytes | None]) -> None:
         try:
             while True:
                 head = await reader.readexactly(4)
@@ -102,23 +156,12 @@ class BrokerListener:
                     log.warning("broker %s: bad frame size %s; closing", self.node_id, size)
                     return
                 frame = await reader.readexactly(size)
-                reply, close = self._answer(frame, conn, peer_text)
-                if self.response_delay_s > 0:
-                    await asyncio.sleep(self.response_delay_s)
-                if reply is not None and not writer.is_closing():
-                    writer.write(reply)
-                    await writer.drain()
-                if close:
-                    if reply is not None:
-                        await asyncio.sleep(FAILED_AUTH_CLOSE_DELAY_S)
-                    return
+                self.in_flight.received()
+                frames.put_nowait(frame)
         except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError, asyncio.CancelledError):
             pass
         finally:
-            if task is not None:
-                self._tasks.discard(task)  # type: ignore[arg-type]
-            self._writers.discard(writer)
-            writer.close()
+            frames.put_nowait(None)
 
     def _answer(self, frame: bytes, conn: SaslConnection | None = None, peer: str = "?") -> tuple[bytes | None, bool]:
         """The encoded reply (None: no answer) and whether to close the connection after it."""
@@ -175,10 +218,6 @@ class BrokerListener:
         return [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in SASL_API_RANGES.items()]
 
 
-class UnsupportedRequest(Exception):
-    """Raised by a handler for an API (or version) the sandbox does not implement."""
-
-
 def _merge_api_keys(base: list[dict[str, int]], extra: list[dict[str, int]]) -> list[dict[str, int]]:
     have = {k["api_key"] for k in base}
     return sorted([*base, *(e for e in extra if e["api_key"] not in have)], key=lambda k: k["api_key"])
@@ -196,8 +235,6 @@ def unsupported_answer(req: Request, extra_api_keys: list[dict[str, int]] | None
     if pair is None:
         return None
     if req.api_key == 18:
-        from sandbox.handlers import supported_api_versions
-
         keys = _merge_api_keys(supported_api_versions(), extra_api_keys or [])
         return encode_response(18, 0, req.correlation_id, {"error_code": UNSUPPORTED_VERSION, "api_keys": keys})
     return error_answer(req, UNSUPPORTED_VERSION)

@@ -23,7 +23,8 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.retry import KazooRetry
 
-from sandbox.model import ChangeLog, Cluster, Partition
+from sandbox.model import Cluster
+from sandbox.topology import ChangeLog, Partition
 
 log = logging.getLogger(__name__)
 

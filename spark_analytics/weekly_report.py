@@ -3,7 +3,8 @@
     spark-submit spark_analytics/weekly_report.py --history PATH --week 2026-W47 --out DIR
     python -m spark_analytics.weekly_report --history PATH [--week YYYY-Www] [--out DIR] [--master local[*]]
 
-For every cluster with polls in the week it writes ``DIR/<cluster>/<week>/``:
+For every cluster with polls in the week it writes ``DIR/<cluster>/<week>/`` (the cluster name encoded by
+`collectors.outputs.paths.safe_name`, like every file named after a cluster; see `spark_analytics.layout`):
 
 * ``report.html``: a self-contained page (plotly.js inlined once, works offline),
 * ``summary.json``: the headline figures beside last week's (numbers or null, never NaN),
@@ -19,7 +20,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import re
 import sys
 import time
 import traceback
@@ -33,8 +33,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from collectors.model.vocabulary import SEVERITY_RANK
 from spark_analytics import aggregations as A
-from spark_analytics import io, render
+from spark_analytics import io, layout, render
+from spark_analytics.figures import HEADLINE_NAMES, UNITS
+from spark_analytics.formatting import PER_SECOND, SHARE, fmt_value
 
 log = logging.getLogger("spark_analytics.weekly_report")
 
@@ -265,10 +268,6 @@ def _pd(t: pa.Table) -> Any:
     return t.to_pandas()
 
 
-def safe_name(s: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", s).strip("._") or "cluster"
-
-
 def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -281,7 +280,7 @@ def _row(t: pa.Table) -> dict[str, Any] | None:
 def _as_number(v: Any, unit: str) -> Any:
     if v is None or (isinstance(v, float) and v != v):
         return None
-    if isinstance(v, float) and v.is_integer() and unit not in ("share", "/s"):
+    if isinstance(v, float) and v.is_integer() and unit not in (SHARE, PER_SECOND):
         return int(v)
     return v
 
@@ -305,7 +304,6 @@ def cluster_notes(cluster: str, c: Computed, polls: dict[str, Any] | None) -> li
 
 
 def cluster_doc(cluster: str, c: Computed, opts: A.Options, global_notes: list[str]) -> dict[str, Any]:
-    units = {n: u for n, _, _, u in A.HEADLINE}
     head = _row(_of(c.headline, cluster)) or {}
     prev = _row(_of(c.previous_headline, cluster))
     polls = _row(_of(c.tables["polls"], cluster))
@@ -351,14 +349,14 @@ def cluster_doc(cluster: str, c: Computed, opts: A.Options, global_notes: list[s
         "percentiles": ("exact (interpolated)" if opts.exact_percentiles
                         else f"percentile_approx, accuracy {opts.accuracy}"),
         "previous_available": prev is not None,
-        "headline": {n: _as_number(head.get(n), units[n]) for n in A.HEADLINE_NAMES},
-        "previous": {n: _as_number(prev.get(n), units[n]) if prev else None for n in A.HEADLINE_NAMES},
+        "headline": {n: _as_number(head.get(n), UNITS[n]) for n in HEADLINE_NAMES},
+        "previous": {n: _as_number(prev.get(n), UNITS[n]) if prev else None for n in HEADLINE_NAMES},
         "week_over_week": wow_rows,
         "worse_than_last_week": [r["metric"] for r in wow_rows if r["worse"]],
         "worst_topics": worst_topics,
         "worst_groups": worst_groups,
         "open_incidents": [{k: r[k] for k in ("rule", "severity", "subject", "start", "open_for_s")}
-                           for r in sorted(inc, key=lambda r: (render.SEVERITY_RANK.get(r["severity"], 9), r["start"]))
+                           for r in sorted(inc, key=lambda r: (SEVERITY_RANK.get(r["severity"], 9), r["start"]))
                            if r["status"] == "open"],
         "zk_elections": [{"time": r["time"], "at": _iso(r["time"]), "epoch_before": r["epoch_before"],
                           "epoch_after": r["epoch_after"], "leader": r["leader"]} for r in elections],
@@ -371,18 +369,19 @@ def cluster_doc(cluster: str, c: Computed, opts: A.Options, global_notes: list[s
 
 
 def write_cluster(cluster: str, c: Computed, out: Path, opts: A.Options, global_notes: list[str]) -> Path:
-    target = out / safe_name(cluster) / c.period.label
+    """One cluster's report directory (`layout.report_dir`: where the dashboard looks for it); returns it."""
+    target = layout.report_dir(out, cluster, c.period.label)
     per = {name: _of(t, cluster) for name, t in c.tables.items()}
     per.update({name: _of(t, cluster) for name, t in c.series.items()})
     per["headline"] = _of(c.headline, cluster)
     per["previous_headline"] = _of(c.previous_headline, cluster)
     per["week_over_week"] = _of(c.week_over_week, cluster)
     for name, t in per.items():
-        io.write_parquet(target / "tables" / f"{name}.parquet", t)
+        io.write_parquet(target / layout.TABLES_DIR / f"{name}.parquet", t)
     doc = cluster_doc(cluster, c, opts, global_notes)
-    io.write_json(target / "summary.json", doc)
+    io.write_json(target / layout.SUMMARY_FILE, doc)
     page = render.render_report(doc, {name: _pd(t) for name, t in per.items()})
-    io.write_text(target / "report.html", page)
+    io.write_text(target / layout.PAGE_FILE, page)
     return target
 
 
@@ -404,12 +403,11 @@ def run(args: Args, spark: Any) -> int:
     for cluster in clusters:
         target = write_cluster(cluster, c, args.out, args.opts, global_notes)
         head = _row(_of(c.headline, cluster)) or {}
-        print(f"{cluster} {args.period.label}: {target / 'report.html'} — under min ISR "
-              f"{render.fmt_value(head.get('under_min_isr_minutes'), 'min')}, incidents "
-              f"{render.fmt_num(head.get('incidents_opened'))}, worst broker availability "
-              f"{render.fmt_value(head.get('min_broker_availability'), 'share')}, lag SLO "
-              f"{render.fmt_value(head.get('lag_slo_share'), 'share')}, ZooKeeper elections "
-              f"{render.fmt_num(head.get('zk_elections'))}")
+        brief = ", ".join(f"{label} {fmt_value(head.get(name), UNITS[name])}" for name, label in (
+            ("under_min_isr_minutes", "under min ISR"), ("incidents_opened", "incidents"),
+            ("min_broker_availability", "worst broker availability"), ("lag_slo_share", "lag SLO"),
+            ("zk_elections", "ZooKeeper elections")))
+        print(f"{cluster} {args.period.label}: {target / layout.PAGE_FILE} — {brief}")
     print(f"computed in {c.seconds:.1f}s")
     return 0
 

@@ -1,23 +1,38 @@
-"""Alert rules: pure functions from a snapshot (plus the poller's short memory) to alert candidates.
+"""Alert rules: pure functions from a snapshot to alert candidates.
 
-Each rule names a condition on-call can act on; thresholds come from config.
-A rule that needs "for how long" asks `state.since(...)`, which only records
-when a condition started holding. Candidates carry no times: `alerts.py`
-turns them into alerts that stay one alert while the condition holds.
+A rule sees the poll's snapshot, the poller's memory of earlier polls (`ClusterState`: ISR change times,
+producer epochs, election times — read, never written), how long each timed condition has held (`held`:
+(rule, subject) → since when, as of the previous poll) and the thresholds. It changes nothing: the poller
+advances the timers from what the rules report (`collectors.alerting.evaluation`) and the alert lifecycle
+(`collectors.alerting.lifecycle`) gives candidates their identity and history. A timed condition that holds
+but not yet for long enough is reported as a *pending* candidate: it keeps its timer running and raises no
+alert.
 
-The catalogue (rule → meaning) is `RULES`; the README's alert table and the
-Prometheus rules in deploy/ mirror it.
+What each rule means, its severity, its Prometheus twin and its runbook entry are in
+`collectors.alerting.catalogue`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from collectors.model.records import ClusterSnapshot
+from collectors.alerting.catalogue import RULES
+from collectors.alerting.thresholds import Thresholds
+from collectors.model.records import ClusterSnapshot, GroupPartitionRecord
 from collectors.model.state import ClusterState
-from collectors.model.vocabulary import CRITICAL, INFO, PREPARE_TXN_STATES, WARNING
+from collectors.model.vocabulary import (
+    AT_MIN_ISR,
+    CRITICAL,
+    INFO,
+    OFFLINE,
+    PREPARE_TXN_STATES,
+    UNDER_MIN_ISR,
+    WARNING,
+)
+
+Held = Mapping[tuple[str, str], float]
+"""(rule, subject) → the time its condition started holding, as of the previous poll."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,43 +42,8 @@ class Candidate:
     subject: str
     summary: str
     value: float | None = None
+    pending: bool = False  # the condition holds but not yet for as long as the rule requires: no alert
 
-
-RULES: dict[str, str] = {
-    "cluster_unreachable": "no broker answered the poll; everything shown is stale",
-    "data_stale": "part of the poll failed (named sections); those figures are from earlier or missing",
-    "offline_partition": "a partition has no leader: reads and writes fail",
-    "under_min_isr": "ISR below min.insync.replicas: acks=all producers get NOT_ENOUGH_REPLICAS",
-    "at_min_isr": "ISR at min.insync.replicas: one more failure stops acks=all writes",
-    "under_replicated": "ISR smaller than the replica set for longer than the grace period",
-    "isr_flapping": "a partition's ISR changed many times within the window",
-    "preferred_leader_imbalance": "many partitions are led by a non-preferred replica",
-    "unsafe_durability": "topic settings that can lose acknowledged data or stop writes on one failure",
-    "broker_down": "a broker that holds replicas is not registered",
-    "broker_unreachable": "a registered broker does not answer requests",
-    "no_controller": "no active controller",
-    "controller_mismatch": "ZooKeeper's /controller and the metadata disagree on the controller",
-    "consumer_lag_status": "a group's lag status is WARN or ERR (stalled, stopped, rewound)",
-    "consumer_lag_seconds": "a group's oldest unread message is older than the lag SLO",
-    "retention_data_loss": "committed offset below log start: retention deleted messages the group never read",
-    "retention_risk": "retention will delete unread messages soon at the current pace",
-    "stuck_transaction": "a transaction open past its timeout, or lingering in PrepareCommit/PrepareAbort",
-    "hanging_transaction": "an open transaction on a partition that no coordinator knows",
-    "lso_gap": "open transactions hold read_committed consumers far behind the high watermark",
-    "producer_epoch_bumps": "a transactional producer's epoch keeps rising (fencing, zombie restarts)",
-    "zk_quorum_lost": "fewer than a majority of ZooKeeper servers serve",
-    "zk_no_leader": "no ZooKeeper server reports itself leader",
-    "zk_multiple_leaders": "more than one ZooKeeper server reports itself leader",
-    "zk_node_not_serving": "a ZooKeeper server does not answer or is not serving",
-    "zk_follower_behind": "a ZooKeeper follower's zxid is behind the leader for longer than the threshold",
-    "zk_leader_election": "the ZooKeeper leader changed (zxid epoch went up) recently",
-    "zk_isr_mismatch": "the ISR in ZooKeeper differs from the ISR in metadata for two polls",
-    "kraft_no_leader": "the KRaft quorum has no leader",
-    "kraft_voter_lagging": "a KRaft voter's log end is far behind the quorum high watermark",
-    "kraft_leader_election": "the KRaft quorum leader changed recently",
-    "history_write_failed": "the Parquet history could not be written (disk full, read-only); rows wait in memory",
-    "state_write_failed": "the poller checkpoint under state_dir could not be written; a restart would start blind",
-}
 
 ELECTION_ALERT_S = 600.0  # how long an election stays visible as an alert
 # A controller failover reaches ZooKeeper's /controller first and the brokers' metadata only once the new
@@ -72,14 +52,14 @@ ELECTION_ALERT_S = 600.0  # how long an election stays visible as an alert
 CONTROLLER_MISMATCH_GRACE_S = 30.0
 
 
-Rule = Callable[[ClusterSnapshot, ClusterState, Any, float], Iterator[Candidate]]
+Rule = Callable[[ClusterSnapshot, ClusterState, Held, Thresholds, float], Iterator[Candidate]]
 
 
 def _tp(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
 
-def cluster_health(s: ClusterSnapshot, st: ClusterState, th: Any, now: float) -> Iterator[Candidate]:
+def cluster_health(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now: float) -> Iterator[Candidate]:
     if not s.reachable:
         yield Candidate("cluster_unreachable", CRITICAL, s.cluster,
                         f"cluster {s.cluster} unreachable: {s.errors[0] if s.errors else 'no answer'}")
@@ -88,48 +68,50 @@ def cluster_health(s: ClusterSnapshot, st: ClusterState, th: Any, now: float) ->
                         f"stale sections: {', '.join(s.stale_sections)}", float(len(s.stale_sections)))
 
 
-def partitions(s: ClusterSnapshot, st: ClusterState, th: Any, now: float) -> Iterator[Candidate]:
+def partitions(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now: float) -> Iterator[Candidate]:
     for p in s.partitions:
         subj = _tp(p.topic, p.partition)
         isr, rf, mi = len(p.isr), p.replication_factor, p.min_insync_replicas
-        if p.offline:
+        cls = p.partition_class
+        if cls == OFFLINE:
             yield Candidate("offline_partition", CRITICAL, subj,
                             f"{subj} has no leader (replicas {p.replicas}, ISR {p.isr})")
             continue
-        if p.under_min_isr:
+        if cls == UNDER_MIN_ISR:
             yield Candidate("under_min_isr", CRITICAL, subj,
                             f"{subj} ISR {p.isr} below min.insync.replicas={mi}: acks=all writes fail", float(isr))
-        elif p.at_min_isr and rf > mi:
+        elif cls == AT_MIN_ISR:
             yield Candidate("at_min_isr", WARNING, subj,
                             f"{subj} ISR {p.isr} at min.insync.replicas={mi}: one more failure stops writes",
                             float(isr))
-        since = st.since("under_replicated", subj, p.under_replicated, now)
-        if since is not None and now - since >= th.under_replicated_grace_s:
+        if p.under_replicated:
+            since = held.get(("under_replicated", subj), now)
             yield Candidate("under_replicated", WARNING, subj,
                             f"{subj} under-replicated for {now - since:.0f}s: ISR {p.isr} of {p.replicas}",
-                            float(rf - isr))
+                            float(rf - isr), pending=now - since < th.under_replicated_grace_s)
         changes = st.isr_changes.get((p.topic, p.partition))
         if changes:
             recent = sum(1 for t in changes if t >= now - th.isr_flap_window_s)
             if recent >= th.isr_flap_changes:
                 yield Candidate("isr_flapping", WARNING, subj,
                                 f"{subj} ISR changed {recent} times in {th.isr_flap_window_s:.0f}s", float(recent))
-        if p.zk_isr is not None:
-            since = st.since("zk_isr_mismatch", subj, p.zk_isr_mismatch, now)
-            if since is not None and now > since:
-                yield Candidate("zk_isr_mismatch", WARNING, subj,
-                                f"{subj} ISR in ZooKeeper {p.zk_isr} differs from metadata {p.isr}")
+        if p.zk_isr is not None and p.zk_isr_mismatch:
+            since = held.get(("zk_isr_mismatch", subj), now)
+            yield Candidate("zk_isr_mismatch", WARNING, subj,
+                            f"{subj} ISR in ZooKeeper {p.zk_isr} differs from metadata {p.isr}",
+                            pending=not now > since)  # seen on two polls
     online = [p for p in s.partitions if not p.offline]
     if online:
         off = sum(1 for p in online if not p.leader_is_preferred)
         ratio = off / len(online)
-        since = st.since("preferred_leader_imbalance", s.cluster, ratio > th.preferred_leader_imbalance_ratio, now)
-        if since is not None and now - since >= th.under_replicated_grace_s:
+        if ratio > th.preferred_leader_imbalance_ratio:
+            since = held.get(("preferred_leader_imbalance", s.cluster), now)
             yield Candidate("preferred_leader_imbalance", INFO, s.cluster,
-                            f"{off} of {len(online)} partitions ({ratio:.0%}) led by a non-preferred replica", ratio)
+                            f"{off} of {len(online)} partitions ({ratio:.0%}) led by a non-preferred replica", ratio,
+                            pending=now - since < th.under_replicated_grace_s)
 
 
-def topics(s: ClusterSnapshot, st: ClusterState, th: Any, now: float) -> Iterator[Candidate]:
+def topics(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now: float) -> Iterator[Candidate]:
     if "configs" in s.stale_sections:
         # DescribeConfigs failed this poll (e.g. the controller answers too late): the snapshot then holds Kafka's
         # defaults (min.insync.replicas=1), not the topics' settings. Open alerts are kept (KEEP_WHEN_STALE);
@@ -154,7 +136,7 @@ def topics(s: ClusterSnapshot, st: ClusterState, th: Any, now: float) -> Iterato
             yield Candidate("unsafe_durability", severity, t.topic, f"{t.topic}: " + "; ".join(problems))
 
 
-def brokers(s: ClusterSnapshot, st: ClusterState, th: Any, now: float) -> Iterator[Candidate]:
+def brokers(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now: float) -> Iterator[Candidate]:
     for b in s.brokers:
         subj = f"broker-{b.broker_id}"
         if not b.alive:
@@ -166,8 +148,8 @@ def brokers(s: ClusterSnapshot, st: ClusterState, th: Any, now: float) -> Iterat
         yield Candidate("no_controller", CRITICAL, s.cluster, "metadata reports no active controller")
 
 
-def groups(s: ClusterSnapshot, st: ClusterState, th: Any, now: float) -> Iterator[Candidate]:
-    by_group: dict[str, list[Any]] = {}
+def groups(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now: float) -> Iterator[Candidate]:
+    by_group: dict[str, list[GroupPartitionRecord]] = {}
     for gp in s.group_partitions:
         by_group.setdefault(gp.group_id, []).append(gp)
     for g in s.groups:
@@ -196,7 +178,7 @@ def groups(s: ClusterSnapshot, st: ClusterState, th: Any, now: float) -> Iterato
                             worst)
 
 
-def transactions(s: ClusterSnapshot, st: ClusterState, th: Any, now: float) -> Iterator[Candidate]:
+def transactions(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now: float) -> Iterator[Candidate]:
     for t in s.transactions:
         if t.state == "Ongoing" and t.age_seconds is not None and \
                 t.age_seconds > t.timeout_ms / 1000.0 + th.txn_timeout_grace_s:
@@ -230,7 +212,7 @@ def transactions(s: ClusterSnapshot, st: ClusterState, th: Any, now: float) -> I
                             float(gap))
 
 
-def zookeeper(s: ClusterSnapshot, st: ClusterState, th: Any, now: float) -> Iterator[Candidate]:
+def zookeeper(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now: float) -> Iterator[Candidate]:
     servers = s.zookeeper
     if not servers:
         return
@@ -249,12 +231,12 @@ def zookeeper(s: ClusterSnapshot, st: ClusterState, th: Any, now: float) -> Iter
         if not z.serving:
             yield Candidate("zk_node_not_serving", WARNING, z.server,
                             f"ZooKeeper {z.server} not serving: {z.error or 'no answer'}")
-        behind = z.lag_behind_leader is not None and z.lag_behind_leader > 0
-        since = st.since("zk_follower_behind", z.server, behind, now)
-        if since is not None and now - since >= th.zk_follower_behind_s:
+        if z.lag_behind_leader is not None and z.lag_behind_leader > 0:
+            since = held.get(("zk_follower_behind", z.server), now)
             yield Candidate("zk_follower_behind", WARNING, z.server,
                             f"ZooKeeper {z.server} {z.lag_behind_leader} transactions behind the leader for "
-                            f"{now - since:.0f}s", float(z.lag_behind_leader or 0))
+                            f"{now - since:.0f}s", float(z.lag_behind_leader),
+                            pending=now - since < th.zk_follower_behind_s)
     if st.zk_election_at is not None and now - st.zk_election_at < ELECTION_ALERT_S:
         yield Candidate("zk_leader_election", INFO, s.cluster,
                         f"ZooKeeper elected a new leader (epoch {st.zk_leader_epoch}) "
@@ -262,15 +244,13 @@ def zookeeper(s: ClusterSnapshot, st: ClusterState, th: Any, now: float) -> Iter
     controllers = {b.broker_id for b in s.brokers if b.is_controller}
     zk_controller = st.zk_controller
     if zk_controller is not None and controllers and zk_controller not in controllers:
-        since = st.since("controller_mismatch", s.cluster, True, now)
-        if since is not None and now > since and now - since >= CONTROLLER_MISMATCH_GRACE_S:
-            yield Candidate("controller_mismatch", CRITICAL, s.cluster,
-                            f"/controller says {zk_controller}, metadata says {sorted(controllers)}")
-    else:
-        st.since("controller_mismatch", s.cluster, False, now)
+        since = held.get(("controller_mismatch", s.cluster), now)
+        yield Candidate("controller_mismatch", CRITICAL, s.cluster,
+                        f"/controller says {zk_controller}, metadata says {sorted(controllers)}",
+                        pending=not (now > since and now - since >= CONTROLLER_MISMATCH_GRACE_S))
 
 
-def kraft(s: ClusterSnapshot, st: ClusterState, th: Any, now: float) -> Iterator[Candidate]:
+def kraft(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now: float) -> Iterator[Candidate]:
     voters = [v for v in s.kraft_voters if v.role in ("leader", "voter")]
     if not voters:
         return
@@ -288,13 +268,24 @@ def kraft(s: ClusterSnapshot, st: ClusterState, th: Any, now: float) -> Iterator
                         f"{now - st.kraft_election_at:.0f}s ago")
 
 
-ALL_RULES: tuple[Rule, ...] = (cluster_health, partitions, topics, brokers, groups, transactions, zookeeper, kraft)
+FAMILY_RULES: Mapping[str, Rule] = {
+    "cluster": cluster_health, "partitions": partitions, "topics": topics, "brokers": brokers, "groups": groups,
+    "transactions": transactions, "zookeeper": zookeeper, "kraft": kraft}
+"""Each evaluator by the catalogue family of the rules it raises (`monitor` rules are raised by the runtime)."""
+UNREACHABLE_FAMILIES = ("cluster", "zookeeper")
+"""What can still be judged when no broker answered: the cluster's unreachability and its ZooKeeper ensemble."""
 
 
-def evaluate(s: ClusterSnapshot, st: ClusterState, th: Any, now: float) -> list[Candidate]:
-    if not s.reachable:
-        return list(cluster_health(s, st, th, now)) + list(zookeeper(s, st, th, now))
+def families_evaluated(s: ClusterSnapshot) -> tuple[str, ...]:
+    return tuple(FAMILY_RULES) if s.reachable else UNREACHABLE_FAMILIES
+
+
+def evaluate(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now: float) -> list[Candidate]:
+    """Every candidate of this poll, pending ones included (filter them with `firing`)."""
     out: list[Candidate] = []
-    for rule in ALL_RULES:
-        out.extend(rule(s, st, th, now))
+    for family in families_evaluated(s):
+        out.extend(FAMILY_RULES[family](s, st, held, th, now))
     return out
+
+
+assert set(FAMILY_RULES) | {"monitor"} == {r.family for r in RULES.values()}

@@ -2,6 +2,6 @@
 
 import sys
 
-from collectors.config import main
+from collectors.config.cli import main
 
 sys.exit(main())

@@ -34,6 +34,7 @@ import operator
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterable
+from typing import Protocol
 
 from collectors.model.vocabulary import (
     ERR,
@@ -56,6 +57,7 @@ __all__ = [
     "STOP",
     "WARN",
     "CommitWindow",
+    "LagSettings",
     "OffsetHistory",
     "evaluate_partition",
     "group_status",
@@ -68,6 +70,16 @@ __all__ = [
 # The statuses and their order live in `collectors.model.vocabulary` (why each ranks where it does is
 # written there); re-exported here because the lag math is where they are decided.
 PARTITION_STATUS_ORDER: tuple[str, ...] = PARTITION_STATUSES
+
+
+class LagSettings(Protocol):
+    """The thresholds lag status needs (`collectors.alerting.thresholds.Thresholds` has them; the model names
+    only what it reads, so it does not depend on where the configuration lives)."""
+
+    lag_allowed_messages: int
+    lag_min_points: int
+    consumer_stop_after_s: float
+
 _SEVERITY = PARTITION_STATUS_RANK
 _GROUP_OF = GROUP_STATUS_OF
 

@@ -9,9 +9,68 @@ adapters and the builder meet on a type both can see.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from collectors.model.records import ZkServerRecord
+
+
+class GroupInfo(TypedDict, total=False):
+    """A group as ListGroups / DescribeGroups describe it (fields arrive as the answers do)."""
+
+    state: str
+    members: int
+    protocol_type: str
+    coordinator: int | None
+
+
+class TransactionInfo(TypedDict):
+    """DescribeTransactions' answer for one transactional id, in the protocol's own field names, plus the
+    coordinator that gave it."""
+
+    transactional_id: str
+    transaction_state: str
+    transaction_timeout_ms: int
+    transaction_start_time_ms: int  # -1 when no transaction is open
+    producer_id: int
+    producer_epoch: int
+    partitions: list[tuple[str, int]]
+    coordinator: int | None
+
+
+class ProducerInfo(TypedDict):
+    """DescribeProducers' answer for one producer on one partition."""
+
+    producer_id: int
+    producer_epoch: int
+    last_timestamp: int  # ms; -1 when unknown
+    txn_start_offset: int  # -1 when no transaction is open
+
+
+class QuorumReplica(TypedDict):
+    replica_id: int
+    log_end_offset: int  # -1 when unknown
+    last_fetch_timestamp: int
+    last_caught_up_timestamp: int
+
+
+class QuorumInfo(TypedDict):
+    """DescribeQuorum's answer for the metadata log (KRaft)."""
+
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    voters: list[QuorumReplica]
+    observers: list[QuorumReplica]
+
+
+class ZnodePartitionState(TypedDict):
+    """/brokers/topics/<t>/partitions/<p>/state as Kafka writes it."""
+
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    controller_epoch: int
+    version: NotRequired[int]
 
 
 @dataclass
@@ -42,11 +101,11 @@ class KafkaObservation:
     log_start: dict[tuple[str, int], int] = field(default_factory=dict)
     high_watermark: dict[tuple[str, int], int] = field(default_factory=dict)
     last_stable: dict[tuple[str, int], int] = field(default_factory=dict)
-    groups: dict[str, dict[str, Any]] = field(default_factory=dict)  # state, members, coordinator, protocol_type
+    groups: dict[str, GroupInfo] = field(default_factory=dict)
     commits: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
-    transactions: list[dict[str, Any]] = field(default_factory=list)
-    producers: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
-    quorum: dict[str, Any] | None = None
+    transactions: list[TransactionInfo] = field(default_factory=list)
+    producers: dict[tuple[str, int], list[ProducerInfo]] = field(default_factory=dict)
+    quorum: QuorumInfo | None = None
     kraft: bool | None = None
     listed_transactions: dict[str, int] = field(default_factory=dict)  # transactional id → producer id
     unreachable_brokers: set[int] = field(default_factory=set)
@@ -68,7 +127,6 @@ class ZkObservation:
     broker_ids: set[int] | None = None  # children of /brokers/ids; None when they could not be read
     controller_id: int | None = None  # /controller "brokerid"; None when absent or unreadable
     controller_epoch: int | None = None
-    # (topic, partition) -> {"leader", "leader_epoch", "isr", "controller_epoch"}
-    partition_states: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+    partition_states: dict[tuple[str, int], ZnodePartitionState] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     stale_sections: set[str] = field(default_factory=set)

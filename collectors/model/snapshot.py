@@ -10,10 +10,10 @@ knows (hanging).
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from typing import Any
 
 from collectors.model.durability import topic_posture
 from collectors.model.lag import (
+    LagSettings,
     evaluate_partition,
     group_status,
     lag_messages,
@@ -50,7 +50,7 @@ def _bool(value: str | None) -> bool:
 
 
 def build_snapshot(name: str, obs: KafkaObservation, zk: ZkObservation | None, state: ClusterState,
-                   thresholds: Any, now: float) -> ClusterSnapshot:
+                   thresholds: LagSettings, now: float) -> ClusterSnapshot:
     snap = ClusterSnapshot(cluster=name, time=now, reachable=obs.reachable, cluster_id=obs.cluster_id,
                            controller_id=obs.controller_id, errors=list(obs.errors), requests=obs.requests)
     if zk is not None:
@@ -192,7 +192,7 @@ def _change_kind(before: tuple[int, tuple[int, ...]], after: tuple[int, tuple[in
     return "leader_change"
 
 
-def _groups(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, th: Any, now: float) -> None:
+def _groups(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, th: LagSettings, now: float) -> None:
     topics = {t.topic: t for t in snap.topics}
     offline = {(p.topic, p.partition) for p in snap.partitions if p.offline}
     for gid in sorted(obs.groups):
@@ -262,21 +262,21 @@ def _transactions(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterSt
     coordinator_pids: set[int] = set()  # producers whose coordinator may have a transaction open for them
     pid_to_txn: dict[int, str] = {}
     for t in obs.transactions:
-        tid = t["transactional_id"]
+        tid, txn_state, started_ms = t["transactional_id"], t["transaction_state"], t["transaction_start_time_ms"]
         pid_to_txn[t["producer_id"]] = tid
-        start = t["start_time_ms"] / 1000.0 if t.get("start_time_ms", -1) and t["start_time_ms"] > 0 else None
-        is_open = t["state"] in OPEN_TXN_STATES
-        if t["state"] not in CLOSED_TXN_STATES:
+        start = started_ms / 1000.0 if started_ms > 0 else None
+        is_open = txn_state in OPEN_TXN_STATES
+        if txn_state not in CLOSED_TXN_STATES:
             coordinator_pids.add(t["producer_id"])
         prev = state.txn_state_since.get(tid)
-        if prev is None or prev[0] != t["state"]:
-            state.txn_state_since[tid] = (t["state"], now)
+        if prev is None or prev[0] != txn_state:
+            state.txn_state_since[tid] = (txn_state, now)
         epochs = state.producer_epochs.setdefault(tid, deque(maxlen=64))
         if not epochs or epochs[-1][1] != t["producer_epoch"]:
             epochs.append((now, t["producer_epoch"]))
         snap.transactions.append(TransactionRecord(
-            cluster=snap.cluster, transactional_id=tid, coordinator=t.get("coordinator"), state=t["state"],
-            producer_id=t["producer_id"], producer_epoch=t["producer_epoch"], timeout_ms=t["timeout_ms"],
+            cluster=snap.cluster, transactional_id=tid, coordinator=t.get("coordinator"), state=txn_state,
+            producer_id=t["producer_id"], producer_epoch=t["producer_epoch"], timeout_ms=t["transaction_timeout_ms"],
             start_time=start if is_open else None,
             age_seconds=max(0.0, now - start) if (is_open and start is not None) else None,
             partitions=[f"{topic}-{p}" for topic, p in t.get("partitions", [])]))

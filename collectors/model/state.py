@@ -23,7 +23,8 @@ class ClusterState:
     commit_windows: dict[tuple[str, str, int], CommitWindow] = field(default_factory=dict)
     partition_view: dict[tuple[str, int], tuple[int, tuple[int, ...]]] = field(default_factory=dict)
     isr_changes: dict[tuple[str, int], deque[float]] = field(default_factory=dict)
-    condition_since: dict[tuple[str, str], float] = field(default_factory=dict)  # (rule, subject) → since
+    # (rule, subject) → since when a timed alert condition has held; read by the rules, advanced by the poller
+    condition_since: dict[tuple[str, str], float] = field(default_factory=dict)
     producer_epochs: dict[str, deque[tuple[float, int]]] = field(default_factory=dict)
     txn_state_since: dict[str, tuple[str, float]] = field(default_factory=dict)
     unknown_open_txns: dict[tuple[str, int, int], int] = field(default_factory=dict)  # seen-count
@@ -35,7 +36,6 @@ class ClusterState:
     known_brokers: dict[int, float] = field(default_factory=dict)  # broker id → last seen alive
     topic_configs: dict[str, dict[str, str | None]] = field(default_factory=dict)  # last read, for failed reads
     broker_configs: dict[str, str | None] = field(default_factory=dict)
-    _touched: set[tuple[str, str]] = field(default_factory=set)
     last_good: float | None = None
     polls: int = 0
 
@@ -51,22 +51,10 @@ class ClusterState:
             w = self.commit_windows[key] = CommitWindow(self.window_size)
         return w
 
-    def since(self, rule: str, subject: str, holds: bool, now: float) -> float | None:
-        """Track how long a condition has held continuously; None when it does not hold."""
-        key = (rule, subject)
-        self._touched.add(key)
-        if not holds:
-            self.condition_since.pop(key, None)
-            return None
-        return self.condition_since.setdefault(key, now)
-
     def prune(self, partitions: set[tuple[str, int]], group_partitions: set[tuple[str, str, int]]) -> None:
-        """Forget what no longer exists, and conditions no rule looked at this poll."""
+        """Forget what no longer exists."""
         for d, keep in ((self.hw_history, partitions), (self.partition_view, partitions),
                         (self.isr_changes, partitions), (self.commit_windows, group_partitions)):
             if len(d) > len(keep) or any(k not in keep for k in d):
                 for k in [k for k in d if k not in keep]:
                     del d[k]
-        for k in [k for k in self.condition_since if k not in self._touched]:
-            del self.condition_since[k]
-        self._touched = set()

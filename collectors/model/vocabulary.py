@@ -12,9 +12,7 @@ from typing import Final
 
 # ----------------------------------------------------------------------------- severities
 
-CRITICAL: Final = "critical"
-WARNING: Final = "warning"
-INFO: Final = "info"
+CRITICAL, WARNING, INFO = "critical", "warning", "info"
 SEVERITIES: Final = (CRITICAL, WARNING, INFO)
 """Most to least severe. `critical` pages; `warning` goes to a ticket or channel; `info` is context."""
 SEVERITY_RANK: Final = {s: i for i, s in enumerate(SEVERITIES)}
@@ -22,12 +20,7 @@ SEVERITY_RANK: Final = {s: i for i, s in enumerate(SEVERITIES)}
 
 # ----------------------------------------------------------------------------- consumer lag statuses
 
-OK: Final = "OK"
-WARN: Final = "WARN"
-REWIND: Final = "REWIND"
-STALL: Final = "STALL"
-STOP: Final = "STOP"
-ERR: Final = "ERR"
+OK, WARN, REWIND, STALL, STOP, ERR = "OK", "WARN", "REWIND", "STALL", "STOP", "ERR"
 
 PARTITION_STATUSES: Final = (OK, WARN, REWIND, STALL, STOP)
 """Burrow's per-partition lag statuses, least to most severe:
@@ -67,13 +60,17 @@ CLOSED_TXN_STATES: Final = frozenset({"Empty", "CompleteCommit", "CompleteAbort"
 reported as-is: it gets no age (we cannot tell it is open, so it cannot be "stuck"), and its producer counts
 as known to its coordinator (we cannot tell it is closed either, so what it has open is not "hanging")."""
 
+# ----------------------------------------------------------------------------- stale sections
+
+STALE_SECTIONS: Final = ("cluster", "partitions", "offsets", "groups", "transactions", "producers", "configs",
+                         "znodes", "zookeeper", "quorum")
+"""Parts of a poll that can fail on their own; a failed one is listed in the snapshot's ``stale_sections``
+(``cluster``: nothing answered at all)."""
+
 # ----------------------------------------------------------------------------- partition classes
 
-OFFLINE: Final = "offline"
-UNDER_MIN_ISR: Final = "under_min_isr"
-AT_MIN_ISR: Final = "at_min_isr"
-UNDER_REPLICATED: Final = "under_replicated"
-HEALTHY: Final = "healthy"
+OFFLINE, UNDER_MIN_ISR, AT_MIN_ISR = "offline", "under_min_isr", "at_min_isr"
+UNDER_REPLICATED, HEALTHY = "under_replicated", "healthy"
 PARTITION_CLASSES: Final = (OFFLINE, UNDER_MIN_ISR, AT_MIN_ISR, UNDER_REPLICATED, HEALTHY)
 """Worst first. `kafka-topics --unavailable-partitions / --under-min-isr-partitions / --at-min-isr-partitions /
 --under-replicated-partitions` in one word per partition."""

@@ -19,9 +19,9 @@ import logging
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -154,10 +154,19 @@ M_POLLS = _m("kafka_monitor_polls", "counter", "Polls completed")
 M_HIST = _m("kafka_monitor_history_write_errors", "gauge", "1 if the last history flush failed")
 
 
+class _Samples(Protocol):
+    def add_metric(self, labels: Sequence[str], value: float) -> None: ...
+
+
+Family = Callable[[str], _Samples]
+"""The metric family of a name, created on first use: prometheus-client's for `collect`, our text writer's for
+`render_text`. Both take `add_metric(labels, value)`, so one fill serves both."""
+
+
 class SnapshotCollector(Collector):
     """prometheus-client collector over the latest snapshot per cluster (no cluster requests)."""
 
-    def __init__(self, partition_series: bool = True, clock: Any = time.time) -> None:
+    def __init__(self, partition_series: bool = True, clock: Callable[[], float] = time.time) -> None:
         self.partition_series = partition_series
         self._clock = clock
         self._lock = threading.Lock()
@@ -177,7 +186,7 @@ class SnapshotCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         fam: dict[str, Metric] = {}
 
-        def g(name: str) -> Any:
+        def g(name: str) -> Metric:
             m = fam.get(name)
             if m is None:
                 kind, help_text, labels = METRICS[name]
@@ -211,7 +220,7 @@ class SnapshotCollector(Collector):
         parts.append("")
         return "\n".join(parts).encode()
 
-    def _fill(self, g: Any) -> None:
+    def _fill(self, g: Family) -> None:
         with self._lock:
             snaps = list(self._snapshots.values())
             polls = dict(self._polls)
@@ -219,7 +228,7 @@ class SnapshotCollector(Collector):
         for s in snaps:
             self._cluster(s, g, polls.get(s.cluster, 0), now)
 
-    def _cluster(self, s: ClusterSnapshot, g: Any, polls: int, now: float) -> None:
+    def _cluster(self, s: ClusterSnapshot, g: Family, polls: int, now: float) -> None:
         c = s.cluster
         g(CLUSTER_REACHABLE).add_metric((c,), 1.0 if s.reachable else 0.0)
         g(M_DUR).add_metric((c,), s.poll_duration_s)
@@ -254,7 +263,7 @@ class SnapshotCollector(Collector):
         self._zookeeper(s, g)
         self._kraft(s, g, now)
 
-    def _topics(self, s: ClusterSnapshot, g: Any) -> None:
+    def _topics(self, s: ClusterSnapshot, g: Family) -> None:
         c = s.cluster
         tot = {CL_OFFLINE: 0, CL_URP: 0, CL_UMI: 0, CL_AMI: 0}
         for t in s.topics:
@@ -274,7 +283,7 @@ class SnapshotCollector(Collector):
         for name, value in tot.items():
             g(name).add_metric((c,), float(value))
 
-    def _partitions(self, s: ClusterSnapshot, g: Any) -> None:
+    def _partitions(self, s: ClusterSnapshot, g: Family) -> None:
         c = s.cluster
         hanging = {(p.topic, p.partition) for p in s.producers if p.hanging}
         m_rep, m_isr, m_urp, m_lead, m_pref = g(P_REPLICAS), g(P_ISR), g(P_URP), g(P_LEADER), g(P_PREF)
@@ -305,7 +314,7 @@ class SnapshotCollector(Collector):
             if m_zk is not None and p.zk_isr is not None:
                 m_zk.add_metric(lab, 1.0 if sorted(p.zk_isr) != sorted(p.isr) else 0.0)
 
-    def _groups(self, s: ClusterSnapshot, g: Any) -> None:
+    def _groups(self, s: ClusterSnapshot, g: Family) -> None:
         c = s.cluster
         lag_sum: dict[tuple[str, str], int] = defaultdict(int)
         lost: dict[str, int] = defaultdict(int)
@@ -345,7 +354,7 @@ class SnapshotCollector(Collector):
             if grp.group_id in to_ret:
                 g(G_TORET).add_metric(lab, to_ret[grp.group_id])
 
-    def _transactions(self, s: ClusterSnapshot, g: Any, now: float) -> None:
+    def _transactions(self, s: ClusterSnapshot, g: Family, now: float) -> None:
         c = s.cluster
         for t in s.transactions:
             lab = (c, t.transactional_id)
@@ -356,7 +365,7 @@ class SnapshotCollector(Collector):
                 g(X_AGE).add_metric(lab, t.age_seconds)
         g(X_HANGING).add_metric((c,), float(sum(1 for p in s.producers if p.hanging)))
 
-    def _zookeeper(self, s: ClusterSnapshot, g: Any) -> None:
+    def _zookeeper(self, s: ClusterSnapshot, g: Family) -> None:
         c = s.cluster
         for z in s.zookeeper:
             lab = (c, z.server)
@@ -372,7 +381,7 @@ class SnapshotCollector(Collector):
                 if value is not None:
                     g(name).add_metric(lab, float(value))
 
-    def _kraft(self, s: ClusterSnapshot, g: Any, now: float) -> None:
+    def _kraft(self, s: ClusterSnapshot, g: Family, now: float) -> None:
         if not s.kraft_voters:
             return
         c = s.cluster

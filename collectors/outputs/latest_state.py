@@ -20,6 +20,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from collectors.model.records import ClusterSnapshot, snapshot_to_dict
 from collectors.outputs.atomic import publish, remove_stale_temps
 from collectors.outputs.paths import safe_name
 
@@ -33,14 +34,12 @@ def latest_path(state_dir: Path, cluster: str) -> Path:
     return Path(state_dir) / f"{safe_name(cluster)}{SUFFIX}"
 
 
-def write_latest(state_dir: Path, snapshot_dict: Any, now: float | None = None) -> Path:
+def write_latest(state_dir: Path, snapshot_dict: dict[str, Any] | ClusterSnapshot, now: float | None = None) -> Path:
     """Replace the cluster's latest-state file with `snapshot_dict` (a dict or a ClusterSnapshot).
 
     Raises OSError when the file cannot be written (the previous file is then left intact).
     """
-    if not isinstance(snapshot_dict, dict):
-        from collectors.model.records import snapshot_to_dict
-
+    if isinstance(snapshot_dict, ClusterSnapshot):
         snapshot_dict = snapshot_to_dict(snapshot_dict)
     cluster = snapshot_dict.get("cluster")
     if not isinstance(cluster, str):

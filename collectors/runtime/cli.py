@@ -14,9 +14,14 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from collectors.runtime.loop import document
+
+if TYPE_CHECKING:
+    from collectors.config import MonitorConfig
+    from collectors.model.poll import PollResult
+    from collectors.runtime.poller import Monitor
 
 log = logging.getLogger("collectors")
 
@@ -69,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         monitor.close()
 
 
-def _print_summary(r: Any) -> None:
+def _print_summary(r: PollResult) -> None:
     s = r.snapshot
     print(f"{s.cluster}: reachable={s.reachable} brokers={sum(b.alive for b in s.brokers)}/{len(s.brokers)} "
           f"partitions={len(s.partitions)} groups={len(s.groups)} alerts={len(s.alerts)} "
@@ -78,9 +83,9 @@ def _print_summary(r: Any) -> None:
         print(f"  [{a.severity}] {a.rule} {a.subject}: {a.summary}")
 
 
-def _run_forever(monitor: Any, config: Any, as_json: bool) -> int:
-    from collectors.outputs.sinks import build_sinks
+def _run_forever(monitor: Monitor, config: MonitorConfig, as_json: bool) -> int:
     from collectors.runtime.loop import install_stop_handlers, run_loop
+    from collectors.runtime.sinks import build_sinks
 
     stop = threading.Event()
     install_stop_handlers(stop)

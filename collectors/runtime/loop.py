@@ -8,14 +8,19 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from collectors.model.records import SCHEMA_VERSION, snapshot_to_dict
+from collectors.model.poll import PollResult
+from collectors.model.records import SCHEMA_VERSION, AlertRecord, snapshot_to_dict
+
+if TYPE_CHECKING:
+    from collectors.runtime.poller import Monitor
+    from collectors.runtime.sinks import Sink
 
 log = logging.getLogger("collectors")
 
 
-def document(results: list[Any], now: float) -> dict[str, Any]:
+def document(results: list[PollResult], now: float) -> dict[str, Any]:
     """The JSON document of `--json`: schema version, time, one snapshot per cluster (docs/snapshot-schema.md)."""
     return {"schema_version": SCHEMA_VERSION, "generated_at": now,
             "clusters": [snapshot_to_dict(r.snapshot) for r in results]}
@@ -38,10 +43,10 @@ def install_stop_handlers(stop: threading.Event) -> None:
     signal.signal(signal.SIGINT, handler)
 
 
-def _log_changes(cluster: str, opened: list[Any], resolved: list[Any], per_rule: int = 3) -> None:
+def _log_changes(cluster: str, opened: list[AlertRecord], resolved: list[AlertRecord], per_rule: int = 3) -> None:
     """One line per alert, but one summary line per rule when a single event opens many (a broker crash)."""
     for verb, alerts, level in (("opened", opened, logging.WARNING), ("resolved", resolved, logging.INFO)):
-        by_rule: dict[str, list[Any]] = {}
+        by_rule: dict[str, list[AlertRecord]] = {}
         for a in alerts:
             by_rule.setdefault(a.rule, []).append(a)
         for rule, items in by_rule.items():
@@ -54,7 +59,7 @@ def _log_changes(cluster: str, opened: list[Any], resolved: list[Any], per_rule:
                         rule, len(items), subjects)
 
 
-def run_loop(monitor: Any, interval_s: float, sinks: list[Any], stop: threading.Event,
+def run_loop(monitor: Monitor, interval_s: float, sinks: list[Sink], stop: threading.Event,
              clock: Callable[[], float] = time.time, as_json: bool = False) -> None:
     """Poll every `interval_s` until `stop` is set; outputs failing never stop the polling."""
     while not stop.is_set():

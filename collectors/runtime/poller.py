@@ -11,71 +11,45 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
+from collectors.alerting.catalogue import kept_when_stale
+from collectors.alerting.evaluation import judge
 from collectors.alerting.lifecycle import AlertTracker
-from collectors.alerting.rules import Candidate, evaluate
+from collectors.alerting.rules import Candidate
+from collectors.config import ClusterConfig, MonitorConfig
 from collectors.model.observations import KafkaObservation
-from collectors.model.records import AlertRecord, ClusterSnapshot
+from collectors.model.poll import PollResult
 from collectors.model.snapshot import build_snapshot
 from collectors.model.state import ClusterState
+from collectors.sources.client_settings import confluent_settings, kafka_python_settings, kazoo_settings
 from collectors.sources.kafka_adapter import KafkaAdapter
+from collectors.sources.limiter import RequestLimiter
+
+if TYPE_CHECKING:
+    from collectors.outputs.checkpoint import Checkpoint
+    from collectors.sources.zk_adapter import ZkAdapter
 
 log = logging.getLogger(__name__)
 
-# Stale section → rules whose open alerts are kept (not resolved) while it is stale.
-KEEP_WHEN_STALE: dict[str, frozenset[str]] = {
-    "cluster": frozenset({
-        "offline_partition", "under_min_isr", "at_min_isr", "under_replicated", "isr_flapping",
-        "preferred_leader_imbalance", "unsafe_durability", "broker_down", "broker_unreachable", "no_controller",
-        "consumer_lag_status", "consumer_lag_seconds", "retention_data_loss", "retention_risk",
-        "stuck_transaction", "hanging_transaction", "lso_gap", "producer_epoch_bumps", "zk_isr_mismatch",
-        "controller_mismatch", "kraft_no_leader", "kraft_voter_lagging", "kraft_leader_election"}),
-    "partitions": frozenset({"offline_partition", "under_min_isr", "at_min_isr", "under_replicated"}),
-    "offsets": frozenset({"consumer_lag_status", "consumer_lag_seconds", "retention_data_loss", "retention_risk",
-                          "lso_gap"}),
-    "groups": frozenset({"consumer_lag_status", "consumer_lag_seconds", "retention_data_loss", "retention_risk"}),
-    "transactions": frozenset({"stuck_transaction", "hanging_transaction", "producer_epoch_bumps"}),
-    "producers": frozenset({"hanging_transaction"}),
-    "configs": frozenset({"unsafe_durability"}),
-    "znodes": frozenset({"zk_isr_mismatch", "controller_mismatch"}),
-    "zookeeper": frozenset({"zk_follower_behind", "zk_leader_election"}),
-    "quorum": frozenset({"kraft_no_leader", "kraft_voter_lagging", "kraft_leader_election"}),
-}
-
-
-@dataclass
-class PollResult:
-    snapshot: ClusterSnapshot
-    opened: list[AlertRecord] = field(default_factory=list)
-    resolved: list[AlertRecord] = field(default_factory=list)
-
-    @property
-    def node_unreachable(self) -> bool:
-        """Exit-code 1 material: we could not talk to the cluster, a broker or a ZooKeeper server."""
-        s = self.snapshot
-        return (not s.reachable or any(b.alive and b.reachable is False for b in s.brokers)
-                or any(not z.serving for z in s.zookeeper))
-
-
 class ClusterPoller:
-    def __init__(self, cluster: Any, config: Any) -> None:
-        from collectors import config as cfgmod
-
+    def __init__(self, cluster: ClusterConfig, config: MonitorConfig, limiter: RequestLimiter | None = None) -> None:
+        """`limiter` bounds requests in flight across every cluster of a Monitor (`max_concurrent_requests`);
+        a poller on its own gets a limiter of its own."""
         self.name: str = cluster.name
         self.config = config
         self.thresholds = config.thresholds
-        self.kafka = KafkaAdapter(cluster.name, cfgmod.confluent_settings(cluster, config.request_timeout_s),
-                                  cfgmod.kafka_python_settings(cluster, config.request_timeout_s),
-                                  config.request_timeout_s, kraft=cluster.kraft)
-        self.zk: Any = None
+        self.kafka = KafkaAdapter(cluster.name, confluent_settings(cluster, config.request_timeout_s),
+                                  kafka_python_settings(cluster, config.request_timeout_s),
+                                  config.request_timeout_s, kraft=cluster.kraft,
+                                  limiter=limiter or RequestLimiter(config.max_concurrent_requests))
+        self.zk: ZkAdapter | None = None
         if cluster.zookeeper is not None:
             from collectors.sources.zk_adapter import ZkAdapter
 
             zk = cluster.zookeeper
-            self.zk = ZkAdapter(cluster.name, zk.connect, cfgmod.kazoo_settings(zk),
+            self.zk = ZkAdapter(cluster.name, zk.connect, kazoo_settings(zk),
                                 four_letter_words=zk.four_letter_words, timeout_s=config.request_timeout_s)
         self.state = ClusterState(window_size=self.thresholds.lag_window_points)
         self.alerts = AlertTracker()
@@ -101,23 +75,20 @@ class ClusterPoller:
             self._check_resumed_identity(obs.cluster_id)
             self.cluster_id = obs.cluster_id
         snap = build_snapshot(self.name, obs, zk_obs, self.state, self.thresholds, now)
-        candidates = evaluate(snap, self.state, self.thresholds, now) + list(extra or [])
-        keep: set[str] = set()
-        for section in snap.stale_sections:
-            keep |= KEEP_WHEN_STALE.get(section, frozenset())
-        current, opened, resolved = self.alerts.update(self.name, candidates, now, frozenset(keep))
+        candidates = judge(snap, self.state, self.thresholds, now) + list(extra or [])
+        current, opened, resolved = self.alerts.update(self.name, candidates, now, kept_when_stale(snap.stale_sections))
         snap.alerts = current
         snap.poll_duration_s = time.monotonic() - started
         return PollResult(snap, opened, resolved)
 
-    def checkpoint(self, now: float) -> Any:
+    def checkpoint(self, now: float) -> Checkpoint:
         """What a restart should resume from (call between polls: the state must not change meanwhile)."""
         from collectors.outputs.checkpoint import Checkpoint
 
         return Checkpoint(cluster=self.name, cluster_id=self.cluster_id or self._resumed_cluster_id, saved_at=now,
                           state=self.state, alerts=self.alerts.open_for(self.name))
 
-    def resume(self, cp: Any) -> None:
+    def resume(self, cp: Checkpoint) -> None:
         """Take over a checkpoint's memory; undone at the first poll if the cluster turns out to be another one."""
         self.state = cp.state
         self.alerts.forget(self.name)
@@ -146,9 +117,10 @@ class ClusterPoller:
 class Monitor:
     """All configured clusters; `poll_once` polls them concurrently."""
 
-    def __init__(self, config: Any) -> None:
+    def __init__(self, config: MonitorConfig) -> None:
         self.config = config
-        self.pollers = [ClusterPoller(c, config) for c in config.clusters]
+        self.limiter = RequestLimiter(config.max_concurrent_requests)
+        self.pollers = [ClusterPoller(c, config, self.limiter) for c in config.clusters]
         # conditions of the monitor itself, raised as alerts on every cluster while they hold
         self.conditions: dict[str, Candidate] = {}
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(self.pollers)),

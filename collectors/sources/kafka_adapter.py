@@ -34,6 +34,7 @@ import concurrent.futures
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from kafka.protocol.admin import (
@@ -47,7 +48,8 @@ from kafka.protocol.admin import (
 from kafka.protocol.consumer import ListOffsetsRequest, OffsetFetchRequest
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
-from collectors.model.observations import KafkaObservation, PartitionMeta
+from collectors.model.observations import KafkaObservation, PartitionMeta, QuorumReplica
+from collectors.sources.limiter import RequestLimiter
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +68,15 @@ def error_name(code: int) -> str:
     return ERROR_NAMES.get(code, f"error {code}")
 
 
+def _answered_groups(groups: Iterable[Any], api: str, obs: KafkaObservation) -> Iterator[Any]:
+    """The groups of an answer that carry no error; each error is recorded against the groups section."""
+    for g in groups:
+        if g.error_code:
+            obs.fail("groups", f"{api} {g.group_id}: {error_name(g.error_code)}")
+        else:
+            yield g
+
+
 def _chunks(items: list[Any], size: int) -> list[list[Any]]:
     return [items[i:i + size] for i in range(0, len(items), size)]
 
@@ -74,14 +85,16 @@ class KafkaAdapter:
     """Owns the two clients of one cluster; `observe` never raises for cluster trouble."""
 
     def __init__(self, name: str, confluent_settings: dict[str, Any], kafka_python_settings: dict[str, Any],
-                 request_timeout_s: float, kraft: bool | None = None) -> None:
+                 request_timeout_s: float, kraft: bool | None = None, limiter: RequestLimiter | None = None) -> None:
         self.name = name
+        self.limiter = limiter
         self._ck_settings = confluent_settings
         self._kp_settings = kafka_python_settings
         self.timeout_s = request_timeout_s
         self.kraft_hint = kraft
         self._transport: Any = None
         self._ck: Any = None
+        self._configs_pool: concurrent.futures.ThreadPoolExecutor | None = None
 
     # ----------------------------------------------------------------- clients
     def _kp(self) -> Any:
@@ -89,7 +102,7 @@ class KafkaAdapter:
             from collectors.sources.kafka_transport import KafkaTransport
 
             self._transport = KafkaTransport(
-                {**self._kp_settings, "max_in_flight_requests_per_connection": 256}, self.timeout_s)
+                {**self._kp_settings, "max_in_flight_requests_per_connection": 256}, self.timeout_s, self.limiter)
         return self._transport
 
     def _confluent(self) -> Any:
@@ -104,6 +117,9 @@ class KafkaAdapter:
             self._transport.close()
             self._transport = None
         self._ck = None
+        if self._configs_pool is not None:
+            self._configs_pool.shutdown(wait=False, cancel_futures=True)
+            self._configs_pool = None
 
     # ----------------------------------------------------------------- the poll
     def observe(self, now: float | None = None) -> KafkaObservation:
@@ -189,11 +205,6 @@ class KafkaAdapter:
             kinds.append(("txn_list", b))
             requests.append((b, ListGroupsRequest(states_filter=[], types_filter=[])))
             kinds.append(("group_list", b))
-        if self.kraft_hint is not False:
-            requests.append((None, DescribeQuorumRequest(topics=[DescribeQuorumRequest.TopicData(
-                topic_name="__cluster_metadata", partitions=[
-                    DescribeQuorumRequest.TopicData.PartitionData(partition_index=0)])])))
-            kinds.append(("quorum", -1))
         targets = {"earliest": obs.log_start, "latest": obs.high_watermark, "lso": obs.last_stable}
         for (kind, node), out in zip(kinds, kp.send_many(requests), strict=True):
             if kind in targets:
@@ -227,8 +238,6 @@ class KafkaAdapter:
                         continue  # connect workers and other group types have no offsets to lag
                     obs.groups[g.group_id] = {"state": getattr(g, "group_state", None) or "Unknown", "members": 0,
                                               "coordinator": node, "protocol_type": g.protocol_type}
-            elif kind == "quorum":
-                self._parse_quorum(out, obs)
 
     def _parse_quorum(self, out: Any, obs: KafkaObservation) -> None:
         if not out.ok:
@@ -247,7 +256,7 @@ class KafkaAdapter:
             return
         part = r.topics[0].partitions[0]
 
-        def replicas(items: Any) -> list[dict[str, Any]]:
+        def replicas(items: Any) -> list[QuorumReplica]:
             return [{"replica_id": v.replica_id, "log_end_offset": v.log_end_offset,
                      "last_fetch_timestamp": getattr(v, "last_fetch_timestamp", -1),
                      "last_caught_up_timestamp": getattr(v, "last_caught_up_timestamp", -1)} for v in items]
@@ -258,11 +267,15 @@ class KafkaAdapter:
                       "observers": replicas(part.observers)}
 
     # ----------------------------------------------------------------- groups and transactions
+    @staticmethod
+    def _healthy_broker(obs: KafkaObservation) -> int | None:
+        """The first broker that answered this poll so far (None: let the client choose)."""
+        return next((b[0] for b in obs.brokers if b[0] not in obs.unreachable_brokers), None)
+
     def _find_coordinators(self, kp: Any, keys: list[str], key_type: int, obs: KafkaObservation,
                            section: str) -> dict[str, int]:
         # ask a broker that answered this poll: a slow one would cost a whole request timeout again
-        healthy = [b[0] for b in obs.brokers if b[0] not in obs.unreachable_brokers]
-        node = healthy[0] if healthy else None
+        node = self._healthy_broker(obs)
         requests = [(node, FindCoordinatorRequest(key_type=key_type, coordinator_keys=chunk, min_version=4))
                     for chunk in _chunks(keys, COORDINATOR_KEYS_PER_REQUEST)]
         found: dict[str, int] = {}
@@ -303,25 +316,29 @@ class KafkaAdapter:
         for node, tids in sorted(txn_by_coord.items()):
             requests.append((node, DescribeTransactionsRequest(transactional_ids=sorted(tids))))
             kinds.append("txn")
+        if self.kraft_hint is not False:
+            # any broker forwards it to the quorum; ask one that answered this poll (a dead one picked at random
+            # by the client would cost the quorum view for the poll)
+            requests.append((self._healthy_broker(obs), DescribeQuorumRequest(topics=[DescribeQuorumRequest.TopicData(
+                topic_name="__cluster_metadata", partitions=[
+                    DescribeQuorumRequest.TopicData.PartitionData(partition_index=0)])])))
+            kinds.append("quorum")
         for kind, out in zip(kinds, kp.send_many(requests), strict=True):
+            if kind == "quorum":
+                self._parse_quorum(out, obs)
+                continue
             section = "transactions" if kind == "txn" else "groups"
             if not out.ok:
                 obs.fail(section, f"{type(out.request).__name__} to broker {out.node_id} failed: "
                                   f"{type(out.error).__name__}")
                 continue
             if kind == "describe":
-                for g in out.response.groups:
-                    if g.error_code:
-                        obs.fail("groups", f"DescribeGroups {g.group_id}: {error_name(g.error_code)}")
-                        continue
+                for g in _answered_groups(out.response.groups, "DescribeGroups", obs):
                     info = obs.groups.setdefault(g.group_id, {})
                     info.update(state=g.group_state, members=len(g.members), protocol_type=g.protocol_type,
                                 coordinator=out.node_id)
             elif kind == "offsets":
-                for g in out.response.groups:
-                    if g.error_code:
-                        obs.fail("groups", f"OffsetFetch {g.group_id}: {error_name(g.error_code)}")
-                        continue
+                for g in _answered_groups(out.response.groups, "OffsetFetch", obs):
                     commits = obs.commits.setdefault(g.group_id, {})
                     for t in g.topics:
                         name = getattr(t, "name", None) or obs.topic_names.get(getattr(t, "topic_id", None))
@@ -338,9 +355,9 @@ class KafkaAdapter:
                         continue
                     obs.transactions.append({
                         "transactional_id": ts.transactional_id, "coordinator": out.node_id,
-                        "state": ts.transaction_state, "producer_id": ts.producer_id,
-                        "producer_epoch": ts.producer_epoch, "timeout_ms": ts.transaction_timeout_ms,
-                        "start_time_ms": ts.transaction_start_time_ms,
+                        "transaction_state": ts.transaction_state, "producer_id": ts.producer_id,
+                        "producer_epoch": ts.producer_epoch, "transaction_timeout_ms": ts.transaction_timeout_ms,
+                        "transaction_start_time_ms": ts.transaction_start_time_ms,
                         "partitions": [(t.topic, p) for t in ts.topics for p in t.partitions]})
 
     def _producers(self, kp: Any, obs: KafkaObservation) -> None:
@@ -380,29 +397,55 @@ class KafkaAdapter:
                         for s in p.active_producers]
 
     # ----------------------------------------------------------------- configs
-    def _start_configs(self, obs: KafkaObservation) -> dict[Any, Any] | None:
+    def _start_configs(self, obs: KafkaObservation) -> concurrent.futures.Future[dict[Any, Any]] | None:
+        """DescribeConfigs through librdkafka, in the background while the rest of the poll goes on.
+
+        It runs on a thread of its own because its requests count against the request limiter like every
+        other: that thread takes its slots, waits for librdkafka's answers and gives them back, so the poll's
+        thread never holds slots while it waits for more.
+        """
+        topics = sorted({p.topic for p in obs.partitions})
+        broker = obs.controller_id
+        if broker is None and obs.brokers:
+            broker = obs.brokers[0][0]
+        if not topics and broker is None:
+            return None
+        if self._configs_pool is None:
+            self._configs_pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix=f"configs-{self.name}")
+        return self._configs_pool.submit(self._describe_configs, topics, broker)
+
+    def _describe_configs(self, topics: list[str], broker: int | None) -> dict[Any, Any]:
         from confluent_kafka.admin import ConfigResource
 
-        topics = sorted({p.topic for p in obs.partitions})
-        resources = [ConfigResource("TOPIC", t) for t in topics]
+        ck = self._confluent()
+        calls = [[ConfigResource("TOPIC", t) for t in topics]] if topics else []
+        if broker is not None:
+            calls.append([ConfigResource("BROKER", str(broker))])
+        futs: dict[Any, Any] = {}
+        while calls:
+            taken = self.limiter.acquire_up_to(len(calls)) if self.limiter is not None else len(calls)
+            batch, calls = calls[:taken], calls[taken:]
+            try:
+                started: dict[Any, Any] = {}
+                for resources in batch:
+                    started.update(ck.describe_configs(resources, request_timeout=self.timeout_s))
+                concurrent.futures.wait(list(started.values()), timeout=self.timeout_s + 2)
+                futs.update(started)
+            finally:
+                if self.limiter is not None:
+                    self.limiter.release(taken)
+        return futs
+
+    def _finish_configs(self, pending: concurrent.futures.Future[dict[Any, Any]] | None,
+                        obs: KafkaObservation) -> None:
+        if pending is None:
+            return
         try:
-            ck = self._confluent()
-            futs = dict(ck.describe_configs(resources, request_timeout=self.timeout_s)) if resources else {}
-            broker = obs.controller_id
-            if broker is None and obs.brokers:
-                broker = obs.brokers[0][0]
-            if broker is not None:
-                futs.update(ck.describe_configs([ConfigResource("BROKER", str(broker))],
-                                                request_timeout=self.timeout_s))
-            return futs
+            futs = pending.result(timeout=2 * (self.timeout_s + 2))
         except Exception as e:
             obs.fail("configs", f"DescribeConfigs failed: {type(e).__name__}: {e}")
-            return None
-
-    def _finish_configs(self, futs: dict[Any, Any] | None, obs: KafkaObservation) -> None:
-        if not futs:
             return
-        concurrent.futures.wait(list(futs.values()), timeout=self.timeout_s + 2)
         for res, fut in futs.items():
             try:
                 entries = fut.result(timeout=0)

@@ -20,7 +20,9 @@ import kafka.errors as kafka_errors
 from kafka.admin import KafkaAdminClient
 from kafka.net.compat import KafkaNetClient
 
-from collectors.config import REDACTED, is_secret_key
+from collectors.model.secrets import REDACTED, is_secret_key
+from collectors.sources.client_settings import CLIENT_ID
+from collectors.sources.limiter import RequestLimiter
 
 log = logging.getLogger(__name__)
 
@@ -117,10 +119,12 @@ class _BootstrapWatch:
 class KafkaTransport:
     """One kafka-python admin client per cluster, used only as a connection pool."""
 
-    def __init__(self, settings: dict[str, Any], request_timeout_s: float) -> None:
+    def __init__(self, settings: dict[str, Any], request_timeout_s: float,
+                 limiter: RequestLimiter | None = None) -> None:
         self.timeout_ms = int(request_timeout_s * 1000)
+        self.limiter = limiter
         watch = _BootstrapWatch()
-        kwargs = {"client_id": "kafka-reliability-monitor", "request_timeout_ms": self.timeout_ms,
+        kwargs = {"client_id": CLIENT_ID, "request_timeout_ms": self.timeout_ms,
                   "bootstrap_timeout_ms": self.timeout_ms, **settings, "kafka_client": watch.make_client}
         try:
             self.admin = KafkaAdminClient(**kwargs)
@@ -143,10 +147,23 @@ class KafkaTransport:
             log.debug("closing kafka-python admin failed", exc_info=True)
 
     def send_many(self, requests: Sequence[tuple[int | None, Any]]) -> list[Outcome]:
-        """Send every (node_id, request) concurrently; node None = any broker. Never raises."""
+        """Send every (node_id, request) concurrently, as many at once as the limiter lets; node None = any
+        broker. Never raises."""
         if not requests:
             return []
         self.sent += len(requests)
+        if self.limiter is None:
+            return self._send_batch(requests)
+        out: list[Outcome] = []
+        while len(out) < len(requests):
+            taken = self.limiter.acquire_up_to(len(requests) - len(out))
+            try:
+                out.extend(self._send_batch(requests[len(out):len(out) + taken]))
+            finally:
+                self.limiter.release(taken)
+        return out
+
+    def _send_batch(self, requests: Sequence[tuple[int | None, Any]]) -> list[Outcome]:
         manager = self._manager
         timeout_ms = self.timeout_ms
 

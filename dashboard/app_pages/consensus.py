@@ -6,10 +6,8 @@ from dashboard import ui
 from dashboard.views import consensus as csv
 from dashboard.views.common import SEVERITY_STYLE
 
-ctx = ui.page_context()
-ui.header(ctx, "Consensus", "The ZooKeeper ensemble or KRaft quorum under the cluster. A zxid is epoch:counter — "
-                            "a new epoch means a leader election.")
-ui.banners(ctx)
+ctx = ui.page("Consensus", "The ZooKeeper ensemble or KRaft quorum under the cluster. A zxid is epoch:counter — "
+                           "a new epoch means a leader election.")
 doc = ctx.doc
 
 if doc:

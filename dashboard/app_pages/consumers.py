@@ -6,18 +6,13 @@ from dashboard import ui
 from dashboard.views import consumers as cv
 from dashboard.views.common import STATUS_STYLE
 
-ctx = ui.page_context()
-ui.header(ctx, "Consumers", "Lag in messages and in seconds, lag status (Burrow's OK / WARN / STALL / STOP / REWIND) "
-                            "and how close retention is to deleting what a group has not read.")
-ui.banners(ctx)
+ctx = ui.page("Consumers", "Lag in messages and in seconds, lag status (Burrow's OK / WARN / STALL / STOP / REWIND) "
+                           "and how close retention is to deleting what a group has not read.")
 doc = ctx.doc
 
 if doc:
     all_groups = sorted({g.get("group_id") for g in doc.get("groups") or []})
-    wanted = ui.query_param("group")
-    chosen = st.multiselect("Groups", all_groups, default=[wanted] if wanted in all_groups else [], key="con_groups",
-                            placeholder="all groups")
-    ui.set_query(group=chosen[0] if len(chosen) == 1 else None)
+    chosen = ui.linked_multiselect("Groups", all_groups, "group", key="con_groups", placeholder="all groups")
     groups = cv.groups_frame(doc, ctx.tz, chosen or None)
     if groups.empty:
         st.info("No consumer groups seen on this cluster." if not all_groups else "No group matches the filter.")

@@ -7,9 +7,7 @@ from dashboard.views import alerts as av
 from dashboard.views import reports as rpv
 from dashboard.views.common import SEVERITY_STYLE
 
-ctx = ui.page_context()
-ui.header(ctx, "History / Reports", "What opened, when, and for how long; and the weekly reliability reports.")
-ui.banners(ctx)
+ctx = ui.page("History / Reports", "What opened, when, and for how long; and the weekly reliability reports.")
 
 st.subheader("Alert timeline")
 events = ctx.history("alert_events", ["time", "cluster", "event", "rule", "severity", "subject", "summary",

@@ -8,9 +8,7 @@ from dashboard.views import overview as ov
 from dashboard.views.alerts import target_url
 from dashboard.views.common import SEVERITY_STYLE
 
-ctx = ui.page_context()
-ui.header(ctx, "Overview", "Is any acknowledged data at risk, is anyone stuck, and since when?")
-ui.banners(ctx, all_clusters=True)
+ctx = ui.page("Overview", "Is any acknowledged data at risk, is anyone stuck, and since when?", all_clusters=True)
 
 if ctx.docs:
     health = ov.health_frame(ctx.docs, ctx.fresh)

@@ -6,17 +6,12 @@ from dashboard import ui
 from dashboard.views import replication as rv
 from dashboard.views.common import STATUS_STYLE
 
-ctx = ui.page_context()
-ui.header(ctx, "Replication", "In-sync replicas, brokers and how many failures each topic can take.")
-ui.banners(ctx)
+ctx = ui.page("Replication", "In-sync replicas, brokers and how many failures each topic can take.")
 doc = ctx.doc
 
 if doc:
     all_topics = sorted({p.get("topic") for p in doc.get("partitions") or []})
-    wanted = ui.query_param("topic")
-    topics = st.multiselect("Topics", all_topics, default=[wanted] if wanted in all_topics else [], key="rep_topics",
-                            placeholder="all topics")
-    ui.set_query(topic=topics[0] if len(topics) == 1 else None)
+    topics = ui.linked_multiselect("Topics", all_topics, "topic", key="rep_topics", placeholder="all topics")
     all_parts = rv.partitions_frame(doc)
     parts = all_parts[all_parts["topic"].isin(topics)].reset_index(drop=True) if topics else all_parts
     counts = rv.state_counts(parts)

@@ -6,17 +6,14 @@ from dashboard import ui
 from dashboard.views import transactions as tv
 from dashboard.views.common import SEVERITY_STYLE
 
-ctx = ui.page_context()
-ui.header(ctx, "Transactions", "An open transaction holds back the last stable offset (LSO): read_committed "
-                               "consumers cannot read past it until it commits or aborts.")
-ui.banners(ctx)
+ctx = ui.page("Transactions", "An open transaction holds back the last stable offset (LSO): read_committed "
+                              "consumers cannot read past it until it commits or aborts.")
 doc = ctx.doc
 
 if doc:
-    topic_q, txn_q = ui.query_param("topic"), ui.query_param("txn")
+    txn_q = ui.query_param("txn")
     all_topics = sorted({p.get("topic") for p in doc.get("partitions") or []})
-    topics = st.multiselect("Topics", all_topics, default=[topic_q] if topic_q in all_topics else [],
-                            key="txn_topics", placeholder="all topics")
+    topics = ui.linked_multiselect("Topics", all_topics, "topic", key="txn_topics", placeholder="all topics")
     if txn_q:
         st.caption(f"Showing transactional id **{txn_q}** (from the link).")
     txns = doc.get("transactions") or []

@@ -12,25 +12,17 @@ from urllib.parse import urlencode
 import pandas as pd
 import plotly.graph_objects as go
 
+from collectors.alerting.catalogue import RULES
 from dashboard.views.common import (
     SEVERITY_COLORS,
     SEVERITY_ORDER,
-    base_layout,
-    empty_figure,
     epoch_to_axis,
     epoch_to_local,
     fmt_duration,
     fmt_utc,
     is_missing,
 )
-
-PARTITION_RULES = frozenset({"offline_partition", "under_min_isr", "at_min_isr", "under_replicated", "isr_flapping",
-                             "zk_isr_mismatch"})
-GROUP_RULES = frozenset({"consumer_lag_status", "consumer_lag_seconds", "retention_data_loss", "retention_risk"})
-TXN_RULES = frozenset({"stuck_transaction", "producer_epoch_bumps"})
-TXN_PARTITION_RULES = frozenset({"hanging_transaction", "lso_gap"})
-BROKER_RULES = frozenset({"broker_down", "broker_unreachable"})
-CONSENSUS_PREFIXES = ("zk_", "kraft_")
+from dashboard.views.plotting import base_layout, empty_figure
 
 ALERT_COLUMNS = ["severity", "rule", "subject", "open_for", "summary", "opened", "opened_utc", "cluster", "link",
                  "open_for_s"]
@@ -45,35 +37,25 @@ def split_topic_partition(subject: str) -> tuple[str, int | None]:
 
 
 def alert_target(rule: str, subject: str, cluster: str | None = None) -> tuple[str, dict[str, str]]:
-    """(page slug, query parameters) of the page that shows what the alert is about."""
+    """(page slug, query parameters) of the page that shows what the alert is about: the rule catalogue says
+    which page and what the subject names."""
     params: dict[str, str] = {"cluster": cluster} if cluster else {}
-    if rule in PARTITION_RULES:
-        page = "consensus" if rule == "zk_isr_mismatch" else "replication"
+    spec = RULES.get(rule)
+    if spec is None:  # a rule newer than this dashboard
+        return "history", params
+    if spec.subject == "partition":
         params["topic"] = split_topic_partition(subject)[0]
-    elif rule == "unsafe_durability":
-        page = "replication"
+    elif spec.subject == "topic":
         params["topic"] = subject
-    elif rule in BROKER_RULES:
-        page = "replication"
+    elif spec.subject == "broker":
         broker = subject.removeprefix("broker-")
         if broker.isdigit():
             params["broker"] = broker
-    elif rule in GROUP_RULES:
-        page = "consumers"
+    elif spec.subject == "group":
         params["group"] = subject
-    elif rule in TXN_RULES:
-        page = "transactions"
+    elif spec.subject == "transactional_id":
         params["txn"] = subject
-    elif rule in TXN_PARTITION_RULES:
-        page = "transactions"
-        params["topic"] = split_topic_partition(subject)[0]
-    elif rule.startswith(CONSENSUS_PREFIXES) or rule == "controller_mismatch":
-        page = "consensus"
-    elif rule in ("preferred_leader_imbalance", "no_controller"):
-        page = "replication"
-    else:  # cluster_unreachable, data_stale and rules this dashboard does not know yet
-        page = "history"
-    return page, params
+    return spec.page, params
 
 
 def target_url(page: str, params: dict[str, str]) -> str:
@@ -162,7 +144,8 @@ def alert_intervals(events: pd.DataFrame, ref_time: float | dict[str, float]) ->
 
 
 def timeline_label(rule: str, subject: str, by_topic: bool) -> str:
-    if by_topic and (rule in PARTITION_RULES or rule in TXN_PARTITION_RULES):
+    spec = RULES.get(rule)
+    if by_topic and spec is not None and spec.subject == "partition":
         return f"{rule}: {split_topic_partition(subject)[0]}"
     return f"{rule}: {subject}"
 

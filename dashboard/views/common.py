@@ -1,7 +1,7 @@
-"""Shared pieces of the views: the colour-blind-safe palette, time formatting, freshness, plotly helpers.
+"""Shared pieces of the views: the colour-blind-safe palette, time formatting, freshness, record frames.
 
 Everything here is pure (no Streamlit): inputs are plain dicts (latest-state documents) and pandas frames
-(history), outputs are display frames, strings and plotly figures.
+(history), outputs are display frames and strings. The plotly helpers are in `dashboard.views.plotting`.
 
 Times are epoch seconds (UTC) everywhere in the data. They are shown in the viewer's time zone with UTC
 available on hover; plotly has no notion of time zones, so figures get naive local wall-clock datetimes on
@@ -11,7 +11,6 @@ the axis and the UTC time in ``customdata`` for the hover text.
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -19,9 +18,10 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pandas as pd
-import plotly.graph_objects as go
 
 from collectors.model.vocabulary import SEVERITY_RANK
+from spark_analytics import formatting
+from spark_analytics.formatting import is_missing
 
 # Okabe & Ito (2008), the palette designed to stay distinguishable with every common colour-vision deficiency.
 OKABE_ITO = {
@@ -49,15 +49,6 @@ def tzinfo(tz: str | None) -> ZoneInfo:
         return ZoneInfo("UTC")
 
 
-def is_missing(v: Any) -> bool:
-    if v is None or v is pd.NA:
-        return True
-    try:
-        return isinstance(v, float) and math.isnan(v)
-    except TypeError:
-        return False
-
-
 def fmt_ts(t: float | None, tz: str | None = None, with_zone: bool = True) -> str:
     """``2025-11-22 14:03:12 CET`` in the viewer's zone; an em dash when unknown."""
     if is_missing(t):
@@ -71,17 +62,10 @@ def fmt_utc(t: float | None) -> str:
 
 
 def fmt_duration(seconds: float | None) -> str:
-    """Short human duration: ``45s``, ``3m 12s``, ``2h 05m``, ``3d 4h``; negative clamps to 0s."""
-    if is_missing(seconds):
-        return "—"
-    s = max(0, round(float(seconds)))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m {s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h {(s % 3600) // 60:02d}m"
-    return f"{s // 86400}d {(s % 86400) // 3600}h"
+    """Short human duration for dense tables and banners: ``45s``, ``3m 12s``, ``2h 05m``, ``3d 04h`` (the weekly
+    report's rule, compact: `spark_analytics.formatting.fmt_duration`); negative clamps to 0s; an em dash when
+    unknown."""
+    return "—" if is_missing(seconds) else formatting.fmt_duration(seconds, compact=True)
 
 
 def fmt_count(n: Any) -> str:
@@ -216,7 +200,7 @@ def _num(v: Any) -> float | None:
         return None
 
 
-# ----- frames and figures
+# ----- frames
 
 
 def records_frame(records: list[dict[str, Any]] | None, columns: Iterable[str]) -> pd.DataFrame:
@@ -227,27 +211,3 @@ def records_frame(records: list[dict[str, Any]] | None, columns: Iterable[str]) 
         if c not in df.columns:
             df[c] = pd.Series([None] * len(df), dtype="object")
     return df
-
-
-def base_layout(fig: go.Figure, height: int = 320, title: str | None = None, legend: bool = True) -> go.Figure:
-    fig.update_layout(template="plotly_white", height=height, margin={"l": 10, "r": 10, "t": 40 if title else 10,
-                                                                        "b": 10},
-                      title={"text": title} if title else None, showlegend=legend,
-                      legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
-                      font={"size": 12}, hoverlabel={"namelength": -1})
-    return fig
-
-
-def empty_figure(message: str, height: int = 200) -> go.Figure:
-    fig = go.Figure()
-    fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
-                       font={"size": 14, "color": "#555"})
-    fig.update_xaxes(visible=False)
-    fig.update_yaxes(visible=False)
-    return base_layout(fig, height=height, legend=False)
-
-
-def time_hover(value_label: str, value_fmt: str = "%{y:,}") -> str:
-    """Hover text: local time on the axis, UTC from customdata[0]."""
-    return (f"%{{x|%Y-%m-%d %H:%M:%S}} (local)<br>%{{customdata[0]}}<br>{value_label}: {value_fmt}"
-            "<extra>%{fullData.name}</extra>")

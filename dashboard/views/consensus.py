@@ -9,8 +9,6 @@ import plotly.graph_objects as go
 
 from dashboard.views.common import (
     OKABE_ITO,
-    base_layout,
-    empty_figure,
     epoch_to_axis,
     epoch_to_local,
     epoch_to_utc_text,
@@ -19,6 +17,7 @@ from dashboard.views.common import (
     is_missing,
     zxid_parts,
 )
+from dashboard.views.plotting import base_layout, empty_figure
 
 MODE_COLORS = {"leader": OKABE_ITO["blue"], "standalone": OKABE_ITO["blue"], "follower": OKABE_ITO["sky_blue"],
                "observer": OKABE_ITO["bluish_green"], "not serving": OKABE_ITO["vermillion"],

@@ -8,18 +8,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from collectors.model.vocabulary import GROUP_STATUS_RANK
-from dashboard.views.common import (
-    OKABE_ITO,
-    SERIES_COLORS,
-    base_layout,
-    empty_figure,
-    epoch_to_axis,
-    epoch_to_local,
-    epoch_to_utc_text,
-    fmt_duration,
-    is_missing,
-    records_frame,
-)
+from dashboard.views.common import OKABE_ITO, SERIES_COLORS, epoch_to_local, fmt_duration, is_missing, records_frame
+from dashboard.views.plotting import base_layout, empty_figure, time_trace
 
 GROUP_COLUMNS = ["group_id", "state", "members", "status", "worst_partition_status", "lag_sum", "lag_max",
                  "lag_seconds_max", "partitions", "topics", "last_commit_time"]
@@ -138,13 +128,10 @@ def lag_figure(hist: pd.DataFrame, tz: str | None, metric: str = "lag_sum", grou
     fig = go.Figure()
     for i, s in enumerate(keep):
         d = h[h["series"] == s].sort_values("time")
-        fig.add_trace(go.Scatter(
-            x=epoch_to_axis(d["time"], tz), y=d["value"], mode="lines", name=s,
+        fig.add_trace(time_trace(
+            d["time"], d["value"], tz, s, label, "%{y:,.0f}", mode="lines",
             line={"color": SERIES_COLORS[i % len(SERIES_COLORS)], "width": 2,
-                  "dash": ["solid", "dash", "dot", "dashdot"][(i // len(SERIES_COLORS)) % 4]},
-            customdata=[[u] for u in epoch_to_utc_text(d["time"])],
-            hovertemplate=f"%{{x|%Y-%m-%d %H:%M:%S}} (local)<br>%{{customdata[0]}}<br>{label}: %{{y:,.0f}}"
-                          "<extra>%{fullData.name}</extra>"))
+                  "dash": ["solid", "dash", "dot", "dashdot"][(i // len(SERIES_COLORS)) % 4]}))
     fig.update_yaxes(title=label, rangemode="tozero")
     fig.update_xaxes(title=None)
     return base_layout(fig, height=340)

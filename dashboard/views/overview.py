@@ -9,17 +9,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from collectors.model.vocabulary import GROUP_STATUS_RANK
-from dashboard.views.common import (
-    OKABE_ITO,
-    SERIES_COLORS,
-    Freshness,
-    base_layout,
-    empty_figure,
-    epoch_to_axis,
-    epoch_to_utc_text,
-    fmt_duration,
-    is_missing,
-)
+from dashboard.views.common import OKABE_ITO, SERIES_COLORS, Freshness, fmt_duration, is_missing
+from dashboard.views.plotting import base_layout, empty_figure, time_trace
 
 HEALTH_COLUMNS = ["cluster", "verdict", "data", "brokers up", "controller", "offline", "under min ISR",
                   "under-replicated", "worst group", "groups ERR", "groups WARN", "stuck txns", "hanging txns",
@@ -134,12 +125,8 @@ def sparklines_figure(cluster_hist: pd.DataFrame, tz: str | None, broker_hist: p
         color = SERIES_COLORS[(i - 1) % len(SERIES_COLORS)]
         if label in ("offline partitions", "under min ISR"):
             color = OKABE_ITO["vermillion"]
-        fig.add_trace(go.Scatter(x=epoch_to_axis(t, tz), y=v, mode="lines", name=label, line={"color": color,
-                                                                                               "width": 1.5},
-                                 fill="tozeroy", customdata=[[u] for u in epoch_to_utc_text(t)],
-                                 hovertemplate="%{x|%H:%M:%S} (local)<br>%{customdata[0]}<br>%{y:,}<extra>"
-                                               + label + "</extra>"),
-                      row=1, col=i)
+        fig.add_trace(time_trace(t, v, tz, label, label, mode="lines", line={"color": color, "width": 1.5},
+                                 fill="tozeroy"), row=1, col=i)
         fig.update_yaxes(rangemode="tozero", nticks=3, row=1, col=i)
         fig.update_xaxes(nticks=3, tickformat="%H:%M", row=1, col=i)
     base_layout(fig, height=170, legend=False)

@@ -8,16 +8,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboard.views.common import (
-    OKABE_ITO,
-    base_layout,
-    empty_figure,
-    epoch_to_local,
-    fmt_duration,
-    fmt_utc,
-    is_missing,
-    records_frame,
-)
+from dashboard.views.common import OKABE_ITO, epoch_to_local, fmt_duration, fmt_utc, is_missing, records_frame
+from dashboard.views.plotting import base_layout, empty_figure
 
 # The four partition states, worst last, with colour-blind-safe colours that also differ in lightness
 # (sky blue, yellow, vermillion, black) and a short text that is printed in the cells as well.

@@ -1,7 +1,9 @@
 """Weekly Spark reports: a ``summary.json`` into headline figures (with week-over-week deltas) and tables.
 
 The Spark job's format (`spark_analytics/weekly_report.py`: ``headline``, ``week_over_week``, ``worst_topics``,
-``open_incidents``, ``notes`` ...) is shown as designed; any other JSON is shown generically.
+``open_incidents``, ``notes`` ...) is shown as designed; any other JSON is shown generically. The figures are
+picked (`spark_analytics.figures.KEY_FIGURES`) and formatted (`spark_analytics.formatting`) by the same code as
+the report page the History page embeds, so a figure reads the same on the card and on the page.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from typing import Any
 
 import pandas as pd
 
-from dashboard.views.common import fmt_duration, is_missing
+from spark_analytics.figures import KEY_FIGURES
+from spark_analytics.formatting import SHARE, fmt_change, fmt_duration, fmt_num, fmt_value, is_missing
 
 SECRET_WORDS = ("password", "secret", "token", "credential", "sasl", "jaas", "keystore", "truststore", "api_key")
 
@@ -74,10 +77,6 @@ def summary_figures(summary: dict[str, Any], max_metrics: int = 16) -> tuple[lis
 
 # ----- the weekly Spark job's summary.json (spark_analytics/weekly_report.py)
 
-KEY_FIGURES = ("under_min_isr_minutes", "offline_minutes", "under_replicated_minutes", "incidents_opened",
-               "mttr_minutes", "min_broker_availability", "lag_slo_share", "worst_lag_seconds_p99",
-               "stuck_transactions", "hanging_transactions", "zk_elections", "coverage")
-
 
 @dataclass(frozen=True)
 class Figure:
@@ -91,34 +90,24 @@ def is_spark_summary(summary: Any) -> bool:
     return isinstance(summary, dict) and isinstance(summary.get("week_over_week"), list)
 
 
-def fmt_report_value(v: Any, unit: str) -> str:
-    """A figure with its unit, as the report page prints it."""
-    if is_missing(v):
-        return "n/a"
-    if unit == "share":
-        return f"{float(v) * 100:.2f} %"
-    if unit == "min":
-        return f"{float(v):,.1f} min"
-    if unit == "s":
-        return fmt_duration(v)
-    if unit == "/s":
-        return f"{float(v):,.2f}/s"
-    if isinstance(v, float) and not v.is_integer():
-        return f"{v:,.2f}" + (f" {unit}" if unit else "")
-    return f"{int(v):,}" + (f" {unit}" if unit else "")
-
-
 def _delta(row: dict[str, Any]) -> tuple[str | None, str]:
-    change, unit, pol = row.get("change"), row.get("unit") or "", row.get("polarity") or 0
+    """st.metric's (delta, delta_color): no delta without last week; "0" (grey, no arrow) when unchanged."""
+    change, pol = row.get("change"), row.get("polarity") or 0
     if is_missing(change) or is_missing(row.get("last_week")):
         return None, "off"
-    if unit == "share":
-        text = f"{float(change) * 100:+.2f} pts vs last week"
-    elif unit == "s":
-        text = ("+" if change >= 0 else "−") + f"{fmt_duration(abs(change))} vs last week"
-    else:
-        text = f"{float(change):+,.4g}{' ' + unit if unit else ''} vs last week"
-    return text, "inverse" if pol > 0 else ("normal" if pol < 0 else "off")
+    text = fmt_change(change, row.get("unit") or "")
+    if text == "0":
+        return text, "off"
+    return f"{text} vs last week", "inverse" if pol > 0 else ("normal" if pol < 0 else "off")
+
+
+def _coverage_note(summary: dict[str, Any]) -> list[str]:
+    """How much of the week the figures speak for, as the report page's subtitle says it."""
+    head = summary.get("headline") if isinstance(summary.get("headline"), dict) else {}
+    if is_missing(head.get("coverage")):
+        return []
+    return [f"The data covers {fmt_value(head['coverage'], SHARE)} of the week ({fmt_num(head.get('polls'))} "
+            f"polls every {fmt_duration(head.get('poll_interval_s'))})."]
 
 
 TIME_COLUMNS = frozenset({"start", "end", "time", "start_time", "end_time"})
@@ -153,13 +142,13 @@ def weekly_summary(summary: dict[str, Any]) -> tuple[list[Figure], dict[str, pd.
         if r is None:
             continue
         delta, color = _delta(r)
-        figures.append(Figure(str(r.get("label", name)), fmt_report_value(r.get("this_week"), r.get("unit") or ""),
+        figures.append(Figure(str(r.get("label", name)), fmt_value(r.get("this_week"), r.get("unit") or ""),
                               delta, color))
     tables: dict[str, pd.DataFrame] = {}
     worse = set(summary.get("worse_than_last_week") or [])
     wow = pd.DataFrame([{
-        "figure": r.get("label"), "this week": fmt_report_value(r.get("this_week"), r.get("unit") or ""),
-        "last week": fmt_report_value(r.get("last_week"), r.get("unit") or ""),
+        "figure": r.get("label"), "this week": fmt_value(r.get("this_week"), r.get("unit") or ""),
+        "last week": fmt_value(r.get("last_week"), r.get("unit") or ""),
         "worse": "WORSE" if r.get("metric") in worse else ""} for r in summary["week_over_week"]
         if isinstance(r, dict)])
     tables["Week over week"] = wow
@@ -170,5 +159,5 @@ def weekly_summary(summary: dict[str, Any]) -> tuple[list[Figure], dict[str, pd.
         if isinstance(items, list) and items and all(isinstance(x, dict) for x in items):
             tables[title] = _readable(pd.DataFrame([{c: v for c, v in x.items() if _safe_key(str(c))}
                                                     for x in items]))
-    notes = [str(n) for n in summary.get("notes") or []]
+    notes = _coverage_note(summary) + [str(n) for n in summary.get("notes") or []]
     return figures, tables, notes

@@ -8,16 +8,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from collectors.model.vocabulary import OPEN_TXN_STATES
-from dashboard.views.common import (
-    SERIES_COLORS,
-    base_layout,
-    empty_figure,
-    epoch_to_axis,
-    epoch_to_local,
-    epoch_to_utc_text,
-    fmt_duration,
-    is_missing,
-)
+from dashboard.views.common import SERIES_COLORS, epoch_to_local, fmt_duration, is_missing
+from dashboard.views.plotting import base_layout, empty_figure, time_trace
 
 
 def _stuck_ids(doc: dict[str, Any]) -> set[str]:
@@ -108,11 +100,8 @@ def lso_gap_figure(hist: pd.DataFrame, tz: str | None, topics: list[str] | None 
     fig = go.Figure()
     for i, s in enumerate(keep):
         d = h[h["series"] == s].sort_values("time")
-        fig.add_trace(go.Scatter(x=epoch_to_axis(d["time"], tz), y=d["value"], mode="lines+markers", name=s,
-                                 marker={"size": 4}, line={"color": SERIES_COLORS[i % len(SERIES_COLORS)]},
-                                 customdata=[[u] for u in epoch_to_utc_text(d["time"])],
-                                 hovertemplate="%{x|%Y-%m-%d %H:%M:%S} (local)<br>%{customdata[0]}<br>"
-                                               "LSO gap: %{y:,} messages<extra>%{fullData.name}</extra>"))
+        fig.add_trace(time_trace(d["time"], d["value"], tz, s, "LSO gap", "%{y:,} messages", mode="lines+markers",
+                                 marker={"size": 4}, line={"color": SERIES_COLORS[i % len(SERIES_COLORS)]}))
     fig.update_yaxes(title="LSO gap (messages)", rangemode="tozero")
     fig.update_xaxes(title=None)
     return base_layout(fig, height=300)
@@ -150,12 +139,9 @@ def producer_epoch_figure(hist: pd.DataFrame, tz: str | None, txns: list[str] | 
     fig = go.Figure()
     for i, tid in enumerate(order[:top_n]):
         d = h[h["transactional_id"] == tid].sort_values("time")
-        fig.add_trace(go.Scatter(x=epoch_to_axis(d["time"], tz), y=d["producer_epoch"].astype("float64"),
+        fig.add_trace(time_trace(d["time"], d["producer_epoch"].astype("float64"), tz, str(tid), "epoch", "%{y}",
                                  mode="lines+markers", line={"shape": "hv", "color": SERIES_COLORS[i % 8]},
-                                 marker={"size": 4}, name=str(tid),
-                                 customdata=[[u] for u in epoch_to_utc_text(d["time"])],
-                                 hovertemplate="%{x|%Y-%m-%d %H:%M:%S} (local)<br>%{customdata[0]}<br>"
-                                               "epoch %{y}<extra>%{fullData.name}</extra>"))
+                                 marker={"size": 4}))
     fig.update_yaxes(title="producer epoch", rangemode="tozero", dtick=1 if h["producer_epoch"].max() < 12 else None)
     fig.update_xaxes(title=None)
     return base_layout(fig, height=280)

@@ -194,7 +194,7 @@ def test_history_page_timeline_and_weekly_report(env: Any, tmp_path: Path, monke
     assert {t["name"] for t in bars} >= {"critical", "critical (open)"}  # broker 3 resolved, broker 2 still open
     metrics = {m.label: m for m in at.metric}
     assert metrics["Offline partitions"].value == "12.5 min" and metrics["Incidents opened"].value == "4"
-    assert "+10 min vs last week" in str(metrics["Offline partitions"].proto.delta)
+    assert "+10.0 min vs last week" in str(metrics["Offline partitions"].proto.delta)
     assert "No polls on 2026-11-16." in texts(at)
     assert frame_with(at, "worse")["worse"].tolist() == ["WORSE", ""]
     assert at.get("iframe"), "report.html is embedded"

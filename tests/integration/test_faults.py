@@ -74,8 +74,8 @@ def test_unwritable_history_raises_an_alert_and_metrics_keep_serving(sb: Sandbox
     import urllib.request
 
     from collectors.config import MonitorConfig
-    from collectors.outputs.sinks import build_sinks
     from collectors.runtime.poller import Monitor
+    from collectors.runtime.sinks import build_sinks
 
     def free_port() -> int:
         import socket

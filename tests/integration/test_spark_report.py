@@ -11,6 +11,9 @@ leader is killed twice (175 s, 245 s), a hanging transaction lives on orders-1 f
 billing stalls at 255 s for 60 s (lag seconds over the 30 s SLO given on the command line) and producer "tx"
 restarts twice (two epoch bumps).
 
+The cluster is called "sandbox eu-ü" (tests.support.spark_history.CLUSTER), so the report goes to its
+encoded directory name (`spark_analytics.layout`) and the dashboard's lookup must find it there.
+
 Tolerances: minutes under min ISR are polls x poll interval, so they may differ from the model's own interval
 (from its event log) by up to one poll interval (10 s) — plus 1 s for the jitter of the simulated schedule.
 Everything the collector itself recorded (polls, alerts, transactions) must match exactly.
@@ -33,6 +36,8 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from dashboard.data import find_reports
+from spark_analytics import layout
 from spark_analytics.aggregations import DEFAULT_TXN_GRACE_S, Period
 from spark_analytics.weekly_report import main
 from tests.support.spark_history import HistoryRun, build_history, spark_session, under_min_isr_window
@@ -66,7 +71,7 @@ def report(run: HistoryRun, week: Period, spark: Any, tmp_path_factory: pytest.T
     rc = main(["--history", str(run.root), "--week", week.label, "--out", str(out),
                "--lag-slo-seconds", str(SLO_S)], spark=spark)
     assert rc == 0
-    yield out / run.cluster / week.label
+    yield layout.report_dir(out, run.cluster, week.label)
 
 
 @pytest.fixture(scope="module")
@@ -202,6 +207,15 @@ def test_outputs_summary_json_and_tables(report: Path, doc: dict[str, Any], week
         return not (isinstance(v, float) and not math.isfinite(v))
 
     assert finite(doc)
+
+
+def test_the_dashboard_finds_the_report_of_a_cluster_named_with_spaces_and_unicode(run: HistoryRun, report: Path,
+                                                                                  week: Period) -> None:
+    out = report.parents[1]
+    assert [p.name for p in out.iterdir()] == ["sandbox%20eu-%C3%BC"]  # safe_name, as the collector's files
+    [found] = find_reports(out, run.cluster)
+    assert (found.week, found.directory, found.summary["cluster"]) == (week.label, report, run.cluster)
+    assert found.html is not None and f"— {run.cluster} —" in found.html.read_text()
 
 
 def test_report_page_is_self_contained_and_renders_charts(report: Path, tmp_path: Path) -> None:

@@ -84,6 +84,7 @@ ZK_KILLS_AT = (175.0, 245.0)  # simulated seconds after start; each kill is rest
 ZK_RESTART_AFTER = 15.0
 RESTARTS_AT = (280.0, 290.0)  # producer "tx" restarts: two epoch bumps
 STALL_AT, STALL_FOR = 255.0, 60.0  # group billing stalls: lag seconds grow past a 30 s SLO
+CLUSTER = "sandbox eu-ü"  # a space and a non-ASCII letter: the report's directory is its safe_name, not the name
 
 
 def spark_cluster() -> dict[str, Any]:
@@ -139,15 +140,17 @@ def build_history(root: Path, sim_seconds: float = 330.0, poll_every: float = 10
     ``HistoryWriter(root, flush_interval_s=0)``; the writer is flushed every few polls and at the end.
     """
     from collectors.outputs.history import HistoryWriter
-    from tests.support.monitor import make_poller
+    from collectors.runtime.poller import ClusterPoller
+    from tests.support.monitor import monitor_config
     from tests.support.sandbox import running_sandbox, scenario
 
     started = time.monotonic()
     sc = scenario(spark_cluster(), INCIDENTS)
     with running_sandbox(sc, speed=speed, zookeeper=True) as sb:
         t0 = sb.cluster.start
-        run = HistoryRun(Path(root), "sandbox", t0, t0 + sim_seconds, poll_every)
-        poller = make_poller(sb)
+        run = HistoryRun(Path(root), CLUSTER, t0, t0 + sim_seconds, poll_every)
+        cfg = monitor_config(sb, name=CLUSTER)
+        poller = ClusterPoller(cfg.clusters[0], cfg)
         writer = HistoryWriter(Path(root), flush_interval_s=0, retention_days=None)
         kills = list(ZK_KILLS_AT)
         restart: tuple[float, int] | None = None

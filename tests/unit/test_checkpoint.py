@@ -13,8 +13,8 @@ import pytest
 
 from bench.bench_snapshot import Th
 from bench.synthetic import observation
+from collectors.alerting.evaluation import judge
 from collectors.alerting.lifecycle import AlertTracker
-from collectors.alerting.rules import evaluate
 from collectors.config import MonitorConfig
 from collectors.model.snapshot import build_snapshot
 from collectors.model.state import ClusterState
@@ -25,8 +25,8 @@ from collectors.outputs.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from collectors.outputs.sinks import CheckpointSink
 from collectors.runtime.poller import Monitor
+from collectors.runtime.sinks import CheckpointSink
 
 T0 = 1_800_000_000.0
 
@@ -41,7 +41,7 @@ def busy_state(polls: int = 8, partitions: int = 400, groups: int = 40) -> tuple
         now = T0 + 30 * k
         obs = observation(partitions, groups, 5, now=now, step=k, seed=3 + k % 2)  # ISRs flap between two seeds
         snap = build_snapshot("prod", obs, None, state, th, now)
-        current, _, _ = tracker.update("prod", evaluate(snap, state, th, now), now)
+        current, _, _ = tracker.update("prod", judge(snap, state, th, now), now)
     # the parts synthetic observations do not fill
     state.condition_since[("under_replicated", "topic-00001-3")] = T0 + 12.5
     state.producer_epochs["tx-a"] = deque([(T0, 4), (T0 + 30, 5)], maxlen=64)
@@ -102,8 +102,8 @@ def test_resumed_state_keeps_judging_like_the_original(tmp_path: Path) -> None:
     b = build_snapshot("prod", obs, None, cp.state, th, now)
     assert [(g.group_id, g.partition, g.status, g.lag_seconds) for g in a.group_partitions] == \
         [(g.group_id, g.partition, g.status, g.lag_seconds) for g in b.group_partitions]
-    alerts_a = [(c.rule, c.subject, c.summary) for c in evaluate(a, state, th, now)]
-    assert alerts_a and alerts_a == [(c.rule, c.subject, c.summary) for c in evaluate(b, cp.state, th, now)]
+    alerts_a = [(c.rule, c.subject, c.summary) for c in judge(a, state, th, now)]
+    assert alerts_a and alerts_a == [(c.rule, c.subject, c.summary) for c in judge(b, cp.state, th, now)]
 
 
 def test_smaller_windows_keep_the_newest_points(tmp_path: Path) -> None:

@@ -866,8 +866,9 @@ def test_fuzz_unicode_cluster_names(fuzz_dir: Path, name: str) -> None:
     if config is not None:
         loaded = config.clusters[0].name
         assert loaded and "/" not in loaded and len(loaded) <= 100 and loaded not in (".", "..")
-        assert parse_config(yaml.safe_dump({"clusters": [{"name": loaded, "bootstrap_servers": "h:1"}]}),
-                            environ={}).clusters[0].name == loaded  # normalisation is idempotent
+        # normalisation is idempotent; the loaded name is written back escaped, since a literal ${ in a file is $${
+        again = {"clusters": [{"name": loaded.replace("${", "$${"), "bootstrap_servers": "h:1"}]}
+        assert parse_config(yaml.safe_dump(again), environ={}).clusters[0].name == loaded
 
 
 def _name_key(name: str) -> str:

@@ -19,6 +19,7 @@ from dashboard.views import overview as ov
 from dashboard.views import replication as rv
 from dashboard.views import reports as rpv
 from dashboard.views import transactions as tv
+from spark_analytics import formatting, layout
 
 NOW = 1_800_000_000.0
 
@@ -132,7 +133,7 @@ def test_durability_posture_and_config_risks() -> None:
     posture = rv.durability_frame(doc)
     assert list(posture["topic"]) == ["risky", "safe"]
     assert "stops acks=all writes" in posture.loc[0, "risk"] and "unclean" in posture.loc[0, "risk"]
-    assert posture.loc[0, "retention"] == "infinite" and posture.loc[1, "retention"] == "7d 0h"
+    assert posture.loc[0, "retention"] == "infinite" and posture.loc[1, "retention"] == "7d 00h"
     assert list(rv.config_risks(doc)["topic"]) == ["risky"]
 
 
@@ -263,7 +264,7 @@ def test_zxid_as_epoch_counter_and_hex() -> None:
 
 
 @pytest.mark.parametrize(("seconds", "text"), [(0, "0s"), (45.4, "45s"), (192, "3m 12s"), (7500, "2h 05m"),
-                                               (273600, "3d 4h"), (-5, "0s"), (None, "—"), (float("nan"), "—")])
+                                               (273600, "3d 04h"), (-5, "0s"), (None, "—"), (float("nan"), "—")])
 def test_fmt_duration(seconds: float | None, text: str) -> None:
     assert common.fmt_duration(seconds) == text
 
@@ -506,11 +507,11 @@ def test_weekly_spark_summary_figures_with_deltas() -> None:
     figures, tables, notes = rpv.weekly_summary(SPARK_SUMMARY)
     by_label = {f.label: f for f in figures}
     offline = by_label["Offline partitions"]
-    assert (offline.value, offline.delta, offline.delta_color) == ("1.5 min", "+1 min vs last week", "inverse")
+    assert (offline.value, offline.delta, offline.delta_color) == ("1.5 min", "+1.0 min vs last week", "inverse")
     slo = by_label["Consumer polls within lag SLO"]
-    assert (slo.value, slo.delta, slo.delta_color) == ("97.00 %", "-2.00 pts vs last week", "normal")
+    assert (slo.value, slo.delta, slo.delta_color) == ("97.00 %", "-2.00 pp vs last week", "normal")
     lag = by_label["Worst group p99 lag"]
-    assert lag.value == "4m 28s" and lag.delta is None  # no last week: no delta
+    assert lag.value == "4 min 28 s" and lag.delta is None  # no last week: no delta; spelled as on the page
     assert "Polls" not in by_label  # not a key figure; it is in the week-over-week table
     wow = tables["Week over week"]
     assert list(wow["worse"]) == ["WORSE", "WORSE", "", ""]
@@ -518,18 +519,95 @@ def test_weekly_spark_summary_figures_with_deltas() -> None:
     assert notes == ["No polls on 2026-11-16."]
     generic, _, _ = rpv.weekly_summary({"availability": 0.5})
     assert generic == [rpv.Figure("availability", "0.5")]
+    covered = dict(SPARK_SUMMARY, headline={"coverage": 0.25, "polls": 6048, "poll_interval_s": 30.0},
+                   week_over_week=[dict(SPARK_SUMMARY["week_over_week"][0], this_week=0.5, change=0.0)])
+    figures, _, notes = rpv.weekly_summary(covered)
+    assert notes[0] == "The data covers 25.00 % of the week (6,048 polls every 30 s)."
+    assert (figures[0].delta, figures[0].delta_color) == ("0", "off")  # unchanged: grey, no arrow
+
+
+# What the dashboard's cards and the report page print (spark_analytics.formatting, shared): where the two old
+# formatters differed, the better of each was kept.
+@pytest.mark.parametrize(("value", "unit", "text"), [
+    (None, "min", "n/a"), (float("nan"), "share", "n/a"), (pd.NaT, "s", "n/a"),
+    (0.975, "share", "97.50 %"), (12.5, "min", "12.5 min"), (3.254, "/s", "3.25/s"),
+    (268.4, "s", "4 min 28 s"),  # the page's spelling (the cards said "4m 28s" beside "12.5 min")
+    (59.6, "s", "1 min 00 s"), (7500, "s", "2 h 05 min"), (273600, "s", "3 d 04 h"),  # rounded first; two units
+    (12.3, "msgs", "12 msgs"), (1234.0, "records", "1,234 records"),  # whole items (the cards said "12.30 msgs")
+    (4, "", "4"), (4.0, "", "4"), (1234567, "", "1,234,567"), (2.25, "", "2.2"),  # counts stay counts
+    (3.0, "bytes", "3 bytes"),  # an unknown unit is kept (the page dropped it)
+    ("n/a yet", "min", "n/a yet"),  # a hand-edited summary does not break the page
+])
+def test_report_values_read_the_same_on_the_page_and_the_cards(value: Any, unit: str, text: str) -> None:
+    assert formatting.fmt_value(value, unit) == text
+
+
+@pytest.mark.parametrize(("change", "unit", "text"), [
+    (10.0, "min", "+10.0 min"), (-0.02, "share", "-2.00 pp"), (-268.4, "s", "-4 min 28 s"), (3, "", "+3"),
+    (0.0, "min", "0"), (None, "min", "n/a"), ("?", "min", "?"),
+])
+def test_week_over_week_change_text(change: Any, unit: str, text: str) -> None:
+    assert formatting.fmt_change(change, unit) == text  # ASCII '-': st.metric reads the arrow from it
+
+
+# ----- finding the weekly reports
+
+
+def write_report(directory: Path, cluster: str | None, html: bool = True) -> Path:
+    """A week's report directory as the job writes it (`cluster` None: a summary that names no cluster)."""
+    directory.mkdir(parents=True)
+    summary = {"week": directory.name} if cluster is None else {"cluster": cluster, "week": directory.name}
+    (directory / "summary.json").write_text(json.dumps(summary))
+    if html:
+        (directory / "report.html").write_text(f"<h1>{cluster}</h1>")
+    return directory
+
+
+def owners(reports_dir: Path, cluster: str) -> list[tuple[str, Any]]:
+    return [(r.week, (r.summary or {}).get("cluster")) for r in data.find_reports(reports_dir, cluster)]
 
 
 def test_find_reports_newest_week_first(tmp_path: Path) -> None:
-    for week in ("2025-W46", "2025-W47"):
-        d = tmp_path / "c1" / week
-        d.mkdir(parents=True)
-        (d / "summary.json").write_text(json.dumps({"week": week}))
-    (tmp_path / "c1" / "2025-W47" / "report.html").write_text("<h1>r</h1>")
+    write_report(tmp_path / "c1" / "2025-W46", "c1", html=False)
+    write_report(tmp_path / "c1" / "2025-W47", "c1")
     reports = data.find_reports(tmp_path, "c1")
     assert [r.week for r in reports] == ["2025-W47", "2025-W46"]
-    assert reports[0].html is not None and reports[1].html is None and reports[0].summary == {"week": "2025-W47"}
+    assert reports[0].html is not None and reports[1].html is None and reports[0].summary["week"] == "2025-W47"
     assert data.find_reports(tmp_path, "other") == []
+
+
+@pytest.mark.parametrize("cluster", ["prod eu/1", "a b", "a_b", "zürich 東京", "..", ".hidden"])
+def test_each_cluster_finds_its_own_report_where_the_job_writes_it(tmp_path: Path, cluster: str) -> None:
+    everyone = ("prod eu/1", "a b", "a_b", "zürich 東京", "..", ".hidden")
+    for c in everyone:
+        write_report(layout.report_dir(tmp_path, c, "2026-W47"), c)
+    assert len({p.name for p in tmp_path.iterdir()}) == len(everyone)  # one directory each, none nested or hidden
+    assert owners(tmp_path, cluster) == [("2026-W47", cluster)]
+
+
+def test_reports_under_the_old_directory_name_are_found_only_by_their_cluster(tmp_path: Path) -> None:
+    # Before the job used safe_name, "a b" and "a_b" both wrote to a_b/, "prod eu" to prod_eu/.
+    write_report(tmp_path / "prod_eu" / "2026-W40", "prod eu")
+    write_report(tmp_path / "prod_eu" / "2026-W41", "prod/eu")  # the same old name, another cluster
+    write_report(tmp_path / "prod_eu" / "2026-W42", None)  # cannot tell whose: not shown
+    write_report(layout.report_dir(tmp_path, "prod eu", "2026-W47"), "prod eu")
+    assert owners(tmp_path, "prod eu") == [("2026-W47", "prod eu"), ("2026-W40", "prod eu")]
+    write_report(tmp_path / "a_b" / "2026-W40", "a b")  # old: a b's report in what is now a_b's directory
+    write_report(tmp_path / "a_b" / "2026-W41", "a_b")
+    write_report(tmp_path / "a_b" / "2026-W42", None)  # in a_b's own directory: a_b's
+    write_report(layout.report_dir(tmp_path, "a b", "2026-W47"), "a b")
+    assert owners(tmp_path, "a b") == [("2026-W47", "a b"), ("2026-W40", "a b")]
+    assert owners(tmp_path, "a_b") == [("2026-W42", None), ("2026-W41", "a_b")]
+    write_report(tmp_path / "z_rich" / "2026-W40", "zürich 東京")  # non-ASCII: legacy z_rich
+    assert layout.legacy_cluster_dir(tmp_path, "zürich 東京").name == "z_rich"
+    assert owners(tmp_path, "zürich 東京") == [("2026-W40", "zürich 東京")]
+
+
+def test_a_week_in_both_directories_is_the_current_one(tmp_path: Path) -> None:
+    write_report(tmp_path / "prod_eu" / "2026-W47", "prod eu", html=False)
+    current = write_report(layout.report_dir(tmp_path, "prod eu", "2026-W47"), "prod eu")
+    [r] = data.find_reports(tmp_path, "prod eu")
+    assert r.directory == current and r.html == current / "report.html"
 
 
 def test_settings_arguments_beat_environment() -> None:

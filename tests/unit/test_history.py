@@ -30,7 +30,7 @@ from collectors.model.records import (
     TransactionRecord,
     ZkServerRecord,
 )
-from collectors.outputs import history, latest_state, paths
+from collectors.outputs import latest_state, paths
 from collectors.outputs.history import (
     HISTORY_SCHEMA_VERSION,
     TABLES,
@@ -41,6 +41,7 @@ from collectors.outputs.history import (
     read_table,
     snapshot_columns,
 )
+from collectors.outputs.history import writer as history_writer
 from collectors.runtime.poller import PollResult
 
 DAY = 86_400.0
@@ -369,7 +370,7 @@ class Killed(BaseException):
 
 
 def kill_after(monkeypatch: pytest.MonkeyPatch, deletions: int) -> None:
-    real = history._unlink
+    real = history_writer.unlink_quietly
     done = [0]
 
     def unlink(path: Path) -> None:
@@ -378,7 +379,7 @@ def kill_after(monkeypatch: pytest.MonkeyPatch, deletions: int) -> None:
         done[0] += 1
         real(path)
 
-    monkeypatch.setattr(history, "_unlink", unlink)
+    monkeypatch.setattr(history_writer, "unlink_quietly", unlink)
 
 
 @pytest.mark.parametrize("deletions", [0, 3])
@@ -504,7 +505,7 @@ def test_disk_full_on_rename_keeps_rows_and_leaves_no_temp(tmp_path: Path, monke
     def full(src: Any, dst: Any) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(history.os, "replace", full)
+    monkeypatch.setattr(history_writer.os, "replace", full)
     assert not w.maybe_flush(T0 + 3600)
     assert "No space left" in (w.last_error or "") and w.buffered_rows == 2 and w.flush_failures == 1
     monkeypatch.undo()
@@ -524,7 +525,7 @@ def test_partial_flush_failure_writes_each_row_once(tmp_path: Path, monkeypatch:
             raise OSError(errno.EIO, "I/O error")
         real(src, dst)
 
-    monkeypatch.setattr(history.os, "replace", replace)
+    monkeypatch.setattr(history_writer.os, "replace", replace)
     assert not w.flush()
     assert w.buffered_rows == 1  # the cluster row was written, the topic row kept
     monkeypatch.undo()
@@ -540,7 +541,7 @@ def test_buffer_is_bounded_while_flushes_fail(tmp_path: Path, monkeypatch: pytes
     def full(src: Any, dst: Any) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(history.os, "replace", full)
+    monkeypatch.setattr(history_writer.os, "replace", full)
     for i in range(5):  # 2 rows each (cluster + topic_health)
         w.add_snapshot(small_snapshot(T0 + i))
     assert w.buffered_rows <= 6 and w.dropped_rows == 10 - w.buffered_rows and w.last_error

@@ -7,7 +7,7 @@ a group that keeps committing is not stalled, and a topic whose settings were no
 
 from __future__ import annotations
 
-from collectors.alerting.rules import evaluate
+from collectors.alerting.evaluation import judge
 from collectors.config import Thresholds
 from collectors.model.observations import KafkaObservation, PartitionMeta
 from collectors.model.records import ClusterSnapshot, TopicRecord
@@ -62,9 +62,9 @@ def test_durability_is_not_judged_on_settings_that_were_not_read() -> None:
     # what the snapshot holds when DescribeConfigs failed: Kafka's default min.insync.replicas=1
     defaults = TopicRecord("c", "t", False, 1, 3, 1, False, 604_800_000, "delete")
     s = ClusterSnapshot(cluster="c", time=T0, controller_id=1, topics=[defaults])
-    assert {c.rule for c in evaluate(s, ClusterState(), TH, T0)} == {"unsafe_durability"}
+    assert {c.rule for c in judge(s, ClusterState(), TH, T0)} == {"unsafe_durability"}
     s.stale_sections = ["configs"]
-    assert "unsafe_durability" not in {c.rule for c in evaluate(s, ClusterState(), TH, T0)}
+    assert "unsafe_durability" not in {c.rule for c in judge(s, ClusterState(), TH, T0)}
 
 
 def test_settings_that_fail_to_load_are_the_last_ones_read_not_kafkas_defaults() -> None:
@@ -86,7 +86,7 @@ def test_settings_that_fail_to_load_are_the_last_ones_read_not_kafkas_defaults()
     carried = poll(T0 + 30, configs_read=False)
     assert carried.stale_sections == ["configs"]
     assert carried.partitions[0].min_insync_replicas == 2 and carried.partitions[0].under_min_isr
-    assert "under_min_isr" in {c.rule for c in evaluate(carried, st, TH, T0 + 30)}
+    assert "under_min_isr" in {c.rule for c in judge(carried, st, TH, T0 + 30)}
     # a topic never read before has nothing to carry: the default stands (and the section says stale)
     fresh = ClusterState()
     obs = observation(T0, 100, 120)

@@ -4,7 +4,7 @@
   Debian's prometheus package; a missing promtool is a failure, not a skip).
 * Every alert in alerts.yml has a promtool case where it fires and one where it stays quiet.
 * Every metric an expression reads is one the exporter serves (`collectors.outputs.exporter.METRICS`), or `up`.
-* Every collector rule (`collectors.alerting.rules.RULES`) maps to the Prometheus alert(s) covering it; the
+* Every collector rule (`collectors.alerting.catalogue`) maps to the Prometheus alert(s) covering it; the
   pass-through alert excludes exactly the rules that have a dedicated alert.
 * Every alert follows the conventions documented at the top of alerts.yml and is in docs/alerts.md.
 """
@@ -19,7 +19,8 @@ from typing import Any
 
 import yaml
 
-from collectors.alerting.rules import RULES
+from collectors.alerting.catalogue import CATALOGUE, PASS_THROUGH, PROMETHEUS_ONLY, RULES
+from collectors.model import vocabulary
 from collectors.outputs.exporter import METRICS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,57 +29,13 @@ ALERTS = DEPLOY / "alerts.yml"
 TEST_FILES = sorted((DEPLOY / "tests").glob("*.yml"))
 DOC = ROOT / "docs" / "alerts.md"
 
-PASS_THROUGH = "KafkaMonitorCollectorCriticalAlert"
-
-# Collector rule -> the Prometheus alert(s) that cover the same condition.
-COVERAGE: dict[str, tuple[str, ...]] = {
-    "cluster_unreachable": ("KafkaClusterUnreachable",),
-    "data_stale": ("KafkaMonitorSectionStale",),
-    "offline_partition": ("KafkaOfflinePartitions",),
-    "under_min_isr": ("KafkaUnderMinIsrPartitions",),
-    "at_min_isr": ("KafkaAtMinIsrPartitions",),
-    "under_replicated": ("KafkaUnderReplicatedPartitions",),
-    "isr_flapping": ("KafkaIsrFlapping",),
-    "preferred_leader_imbalance": ("KafkaPreferredLeaderImbalance",),
-    "unsafe_durability": ("KafkaTopicUncleanLeaderElectionEnabled", "KafkaTopicMinIsrAboveReplicationFactor",
-                          "KafkaTopicMinIsrEqualsReplicationFactor", "KafkaTopicMinIsrTooLow"),
-    "broker_down": ("KafkaBrokerDown",),
-    "broker_unreachable": ("KafkaBrokerDown",),  # kafka_broker_up is 0 for both
-    "no_controller": ("KafkaNoActiveController",),
-    # ZooKeeper's /controller is not exported as a metric: the collector's own alert passes through.
-    "controller_mismatch": (PASS_THROUGH,),
-    "consumer_lag_status": ("KafkaConsumerGroupLagWarning", "KafkaConsumerGroupLagError"),
-    "consumer_lag_seconds": ("KafkaConsumerGroupLagSecondsHigh",),
-    "retention_data_loss": ("KafkaConsumerGroupRetentionDataLoss",),
-    "retention_risk": ("KafkaConsumerGroupRetentionRisk",),
-    "stuck_transaction": ("KafkaTransactionPastTimeout", "KafkaTransactionStuckInPrepare"),
-    "hanging_transaction": ("KafkaHangingTransaction",),
-    "lso_gap": ("KafkaLsoGap",),
-    "producer_epoch_bumps": ("KafkaProducerEpochBumps",),
-    "zk_quorum_lost": ("ZooKeeperQuorumLost",),
-    "zk_no_leader": ("ZooKeeperNoLeader",),
-    "zk_multiple_leaders": ("ZooKeeperMultipleLeaders",),
-    "zk_node_not_serving": ("ZooKeeperServerDown",),
-    "zk_follower_behind": ("ZooKeeperFollowerBehind",),
-    "zk_leader_election": ("ZooKeeperLeaderElection",),
-    "zk_isr_mismatch": ("KafkaZooKeeperIsrMismatch",),
-    "kraft_no_leader": ("KafkaKRaftNoLeader",),
-    "kraft_voter_lagging": ("KafkaKRaftVoterLagging",),
-    "kraft_leader_election": ("KafkaKRaftLeaderElection",),
-    "history_write_failed": ("KafkaMonitorHistoryWriteFailing",),
-    "state_write_failed": ("KafkaMonitorStateWriteFailing",),
-}
+# Collector rule -> the Prometheus alert(s) that cover the same condition, from the rule catalogue.
+COVERAGE: dict[str, tuple[str, ...]] = {r.name: r.prometheus for r in CATALOGUE}
 
 # Collector rules deliberately left without a Prometheus alert: rule -> reason. None today.
 UNCOVERED: dict[str, str] = {}
 
-# Prometheus alerts with no collector rule: they watch the monitor itself, which cannot alert on its own death.
-PROMETHEUS_ONLY: dict[str, str] = {
-    "KafkaMonitorDown": "the exporter cannot report that it is not running",
-    "KafkaMonitorDataStale": "a stuck poll loop produces no new alerts at all",
-}
-
-SEVERITIES = {"critical", "warning", "info"}
+SEVERITIES = set(vocabulary.SEVERITIES)
 PROMQL_WORDS = {"and", "or", "unless", "bool", "offset", "by", "without", "on", "ignoring", "group_left",
                 "group_right", "inf", "nan"}
 
@@ -222,6 +179,7 @@ def test_pass_through_excludes_exactly_the_rules_with_a_dedicated_alert() -> Non
     source = (ROOT / "collectors" / "alerting" / "rules.py").read_text()
     for r, names in COVERAGE.items():
         if PASS_THROUGH in names:
+            assert RULES[r].severity == "critical", r
             assert re.search(rf'Candidate\(\s*"{r}",\s*CRITICAL', source), r
 
 

@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
+from collectors.alerting.catalogue import RULES
+from collectors.alerting.evaluation import judge
 from collectors.alerting.lifecycle import AlertTracker
-from collectors.alerting.rules import RULES, evaluate
 from collectors.config import Thresholds
 from collectors.model.durability import failures_before_data_loss, failures_before_write_stop
 from collectors.model.records import (
@@ -46,7 +47,7 @@ def snap(**kw: Any) -> ClusterSnapshot:
 
 
 def rules(s: ClusterSnapshot, st: ClusterState | None = None, now: float = NOW) -> set[tuple[str, str]]:
-    return {(c.rule, c.subject) for c in evaluate(s, st or ClusterState(), TH, now)}
+    return {(c.rule, c.subject) for c in judge(s, st or ClusterState(), TH, now)}
 
 
 @pytest.mark.parametrize(("partition", "expected"), [
@@ -72,6 +73,34 @@ def test_under_replicated_needs_the_grace_period() -> None:
     assert ("under_replicated", "t-0") not in rules(s, st, NOW + 101)  # the clock restarts
 
 
+def test_rules_are_pure_and_the_poller_keeps_the_timers() -> None:
+    import copy
+
+    from collectors.alerting.evaluation import advance_timers
+    from collectors.alerting.rules import evaluate, families_evaluated
+
+    st = ClusterState()
+    s = snap(partitions=[part(isr=(1, 2), min_isr=1), part(p=1, leader=-1, isr=(1,))])
+    held = {("under_replicated", "t-0"): NOW - TH.under_replicated_grace_s, ("under_replicated", "gone-0"): NOW - 5}
+    before_state, before_held = copy.deepcopy(st), dict(held)
+    first = evaluate(s, st, held, TH, NOW)
+    assert evaluate(s, st, held, TH, NOW) == first  # same inputs, same answer
+    assert held == before_held and st.condition_since == before_state.condition_since  # nothing written
+    by_rule = {c.rule: c for c in first}
+    assert not by_rule["under_replicated"].pending and "for 60s" in by_rule["under_replicated"].summary
+    # the timers after this poll: t-0 keeps its start, gone-0 stopped holding (dropped), nothing new
+    after = advance_timers(held, first, families_evaluated(s), NOW)
+    assert after == {("under_replicated", "t-0"): NOW - TH.under_replicated_grace_s}
+    # a condition seen for the first time is pending and starts its timer now
+    fresh = evaluate(s, st, {}, TH, NOW)
+    assert [c.pending for c in fresh if c.rule == "under_replicated"] == [True]
+    assert advance_timers({}, fresh, families_evaluated(s), NOW) == {("under_replicated", "t-0"): NOW}
+    # an unreachable cluster judges only itself and ZooKeeper: partition timers are kept as they were
+    down = snap()
+    down.reachable = False
+    assert advance_timers(held, evaluate(down, st, held, TH, NOW), families_evaluated(down), NOW) == held
+
+
 @pytest.mark.parametrize(("t", "flagged"), [
     (topic(), False),
     (topic(unclean=True), True),
@@ -86,7 +115,7 @@ def test_unsafe_durability(t: TopicRecord, flagged: bool) -> None:
 
 
 def test_minisr_above_rf_is_critical() -> None:
-    c = [c for c in evaluate(snap(topics=[topic(min_isr=4)]), ClusterState(), TH, NOW)]
+    c = [c for c in judge(snap(topics=[topic(min_isr=4)]), ClusterState(), TH, NOW)]
     assert c[0].severity == "critical" and "always fail" in c[0].summary
 
 
@@ -123,7 +152,7 @@ def test_group_rules(g: GroupRecord, gps: list[GroupPartitionRecord], expected: 
 
 
 def test_lag_status_severity() -> None:
-    cands = evaluate(snap(groups=[grp("ERR", worst="STOP")], group_partitions=[gp(status="STOP")]),
+    cands = judge(snap(groups=[grp("ERR", worst="STOP")], group_partitions=[gp(status="STOP")]),
                      ClusterState(), TH, NOW)
     assert [c.severity for c in cands if c.rule == "consumer_lag_status"] == ["critical"]
 

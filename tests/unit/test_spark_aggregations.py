@@ -514,3 +514,20 @@ def test_cli_rejects_bad_arguments_with_exit_code_2(tmp_path: Path, capsys: pyte
     assert "--history" in capsys.readouterr().err
     assert main(["--history", str(tmp_path), "--lag-slo-seconds", "x"]) == 2
     assert "--lag-slo-seconds" in capsys.readouterr().err
+
+
+def test_each_cluster_is_written_where_the_dashboard_looks(tmp_path: Path) -> None:
+    """The job's output directory and the dashboard's lookup agree (both `spark_analytics.layout`); no Spark."""
+    from collectors.outputs.paths import safe_name
+    from dashboard.data import find_reports
+
+    empty = pa.table({"cluster": pa.array([], pa.string())})
+    needed = ("polls", "topic_replication", "consumer_lag", "incidents", "zk_elections", "transactions")
+    c = weekly_report.Computed(W, PREV, {n: empty for n in needed}, empty, empty, empty, {}, {})
+    names = ("prod eu/1", "a b", "a_b", "zürich 東京")
+    written = {n: weekly_report.write_cluster(n, c, tmp_path, A.Options(), []) for n in names}
+    assert len({d.parent for d in written.values()}) == len(names)  # a b and a_b no longer share a directory
+    for name, directory in written.items():
+        [found] = find_reports(tmp_path, name)
+        assert (found.directory, found.week, found.summary["cluster"]) == (directory, W.label, name)
+        assert found.html is not None and directory.relative_to(tmp_path).parts == (safe_name(name), W.label)

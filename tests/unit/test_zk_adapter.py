@@ -1,4 +1,5 @@
-"""The pure half of collectors.sources.zk_adapter: connect strings, znode decoding, 4lw → records, follower lag.
+"""collectors.sources.zk_adapter and its pure halves: connect strings (endpoints), znode decoding (zk_znodes),
+4lw → records and follower lag (zk_servers), and the adapter's session handling against a fake kazoo.
 
 The srvr/mntr texts are the shapes captured from the sandbox's real 3.8
 ensemble (see tests/unit/test_zk_fourletter.py); the znode payloads are the
@@ -19,23 +20,8 @@ from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, NoNodeError,
 from kazoo.handlers.threading import SequentialThreadingHandler
 
 from collectors.model.records import ZkServerRecord
-from collectors.sources.zk_adapter import (
-    DEFAULT_ZK_PORT,
-    MAX_ZNODE_ERRORS,
-    ZkAdapter,
-    describe_failure,
-    finalize_servers,
-    follower_lags,
-    format_server,
-    join_connect_string,
-    parse_broker_ids,
-    parse_controller,
-    parse_controller_epoch,
-    parse_partition_state,
-    server_answered,
-    server_record,
-    split_connect_string,
-)
+from collectors.sources.endpoints import DEFAULT_ZK_PORT, format_server, join_connect_string, split_connect_string
+from collectors.sources.zk_adapter import ZkAdapter
 from collectors.sources.zk_fourletter import (
     FourLetterError,
     FourLetterNotServing,
@@ -44,6 +30,20 @@ from collectors.sources.zk_fourletter import (
     FourLetterUnreachable,
     parse_mntr,
     parse_srvr,
+)
+from collectors.sources.zk_servers import (
+    describe_failure,
+    finalize_servers,
+    follower_lags,
+    server_answered,
+    server_record,
+)
+from collectors.sources.zk_znodes import (
+    MAX_ZNODE_ERRORS,
+    parse_broker_ids,
+    parse_controller,
+    parse_controller_epoch,
+    parse_partition_state,
 )
 
 # ----------------------------------------------------------------------------- connect strings

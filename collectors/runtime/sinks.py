@@ -11,12 +11,24 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
+from collectors.alerting.rules import Candidate
+from collectors.config import HistoryConfig, MonitorConfig
+from collectors.model.poll import PollResult
 from collectors.model.records import snapshot_to_dict
 from collectors.outputs.exporter import MetricsEndpoint, MetricsServer
 
+if TYPE_CHECKING:
+    from collectors.runtime.poller import Monitor
+
 log = logging.getLogger(__name__)
+
+
+class Sink(Protocol):
+    """Called after every poll with its results; a sink may also have ``close()``."""
+
+    def __call__(self, results: list[PollResult], now: float) -> None: ...
 
 
 class ExporterSink:
@@ -24,7 +36,7 @@ class ExporterSink:
         self.endpoint = MetricsEndpoint(partition_series)
         self.server = MetricsServer(self.endpoint, host, port).start()
 
-    def __call__(self, results: list[Any], now: float) -> None:
+    def __call__(self, results: list[PollResult], now: float) -> None:
         self.endpoint.update([r.snapshot for r in results])
 
     def close(self) -> None:
@@ -32,7 +44,7 @@ class ExporterSink:
 
 
 class HistorySink:
-    def __init__(self, cfg: Any, exporter: ExporterSink | None, monitor: Any = None) -> None:
+    def __init__(self, cfg: HistoryConfig, exporter: ExporterSink | None, monitor: Monitor | None = None) -> None:
         from collectors.outputs.history import HistoryWriter
 
         self.writer = HistoryWriter(Path(cfg.root), flush_interval_s=cfg.flush_interval_s,
@@ -41,7 +53,7 @@ class HistorySink:
         self.exporter = exporter
         self.monitor = monitor
 
-    def __call__(self, results: list[Any], now: float) -> None:
+    def __call__(self, results: list[PollResult], now: float) -> None:
         for r in results:
             self.writer.add(r)
         self.writer.maybe_flush()  # the writer times flushes on the wall clock; `now` may be simulated
@@ -52,8 +64,6 @@ class HistorySink:
             if error is None:
                 self.monitor.conditions.pop("history_write_failed", None)
             else:
-                from collectors.alerting.rules import Candidate
-
                 self.monitor.conditions["history_write_failed"] = Candidate(
                     "history_write_failed", "warning", "history",
                     f"history not written: {error} ({self.writer.buffered_rows} rows waiting, "
@@ -69,7 +79,7 @@ class LatestStateSink:
     def __init__(self, state_dir: Path) -> None:
         self.state_dir = state_dir
 
-    def __call__(self, results: list[Any], now: float) -> None:
+    def __call__(self, results: list[PollResult], now: float) -> None:
         from collectors.outputs.latest_state import write_latest
 
         for r in results:
@@ -82,7 +92,7 @@ class LatestStateSink:
 class CheckpointSink:
     """Saves the pollers' memory every `interval_s` (wall clock) and on close, so a restart resumes it."""
 
-    def __init__(self, state_dir: Path, interval_s: float, monitor: Any) -> None:
+    def __init__(self, state_dir: Path, interval_s: float, monitor: Monitor) -> None:
         self.state_dir = state_dir
         self.interval_s = interval_s
         self.monitor = monitor
@@ -90,14 +100,12 @@ class CheckpointSink:
         self._now: float | None = None  # the poll clock (simulated in the demo), for saved_at
         self.saves = 0
 
-    def __call__(self, results: list[Any], now: float) -> None:
+    def __call__(self, results: list[PollResult], now: float) -> None:
         self._now = now
         if time.monotonic() - self._last >= self.interval_s:
             self.save(now)
 
     def save(self, now: float) -> None:
-        from collectors.alerting.rules import Candidate
-
         self._last = time.monotonic()
         try:
             self.monitor.save_checkpoints(self.state_dir, now)
@@ -116,8 +124,8 @@ class CheckpointSink:
             self.save(self._now)
 
 
-def build_sinks(config: Any, monitor: Any = None) -> list[Any]:
-    sinks: list[Any] = []
+def build_sinks(config: MonitorConfig, monitor: Monitor | None = None) -> list[Sink]:
+    sinks: list[Sink] = []
     exporter = None
     if config.exporter.enabled:
         exporter = ExporterSink(config.exporter.host, config.exporter.port, config.exporter.partition_series)

@@ -1,0 +1,134 @@
+"""The rule catalogue: every alert rule the collector can raise, declared once (in ``rules.yaml`` beside
+this module: prose is easier to keep right as data than as Python strings).
+
+One entry per rule says what the rule means, how bad it can get, what on-call does first, which
+Prometheus alerts in ``deploy/prometheus/alerts.yml`` mirror it, which dashboard page shows its subject,
+whether its open alerts survive a poll that could not refresh their evidence, and whether it needs to
+know how long its condition has held. The rules (`collectors.alerting.rules`), the poller, the dashboard,
+the docs (`docs/alerts.md`'s collector-rule table is generated from here, see `rules_markdown`) and the
+tests that hold ``alerts.yml`` and the docs against the code all read it, so adding a rule in one place
+and forgetting another fails a test instead of shipping silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import yaml
+
+from collectors.model.vocabulary import SEVERITIES, STALE_SECTIONS
+
+RUNBOOK = "docs/alerts.md"
+
+FAMILIES = ("cluster", "partitions", "topics", "brokers", "groups", "transactions", "zookeeper", "kraft", "monitor")
+"""Which evaluator raises a rule (`monitor`: raised by the runtime about itself, on every cluster)."""
+SUBJECTS = ("cluster", "partition", "topic", "broker", "group", "transactional_id", "zk_server", "kraft_voter",
+            "monitor")
+"""What an alert's ``subject`` names: ``orders-3``, ``orders``, ``broker-2``, a group id, a transactional id,
+``host:port`` of a ZooKeeper server, ``voter-1``, the cluster's own name, or a part of the monitor itself
+(``history``, ``state``)."""
+PAGES = ("overview", "replication", "consumers", "transactions", "consensus", "history")
+"""Dashboard pages (their URL slugs)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSpec:
+    name: str
+    severity: str
+    """The highest severity the rule raises."""
+    family: str
+    subject: str
+    page: str
+    meaning: str
+    first_step: str
+    prometheus: tuple[str, ...]
+    """The alerts in deploy/prometheus/alerts.yml that cover the same condition."""
+    keep_when_stale: frozenset[str] = frozenset()
+    """While one of these sections is stale, open alerts of this rule are kept rather than resolved on
+    missing evidence."""
+    timed: bool = False
+    """The rule asks how long its condition has held (a grace period, or "on two polls"); the poller keeps
+    a timer per (rule, subject) for it."""
+    severity_note: str | None = None
+    """How the severity varies, where it does."""
+
+    @property
+    def anchor(self) -> str:
+        """The runbook section of this rule: ``docs/alerts.md#rule-<name>``."""
+        return f"{RUNBOOK}#rule-{self.name.replace('_', '-')}"
+
+
+CATALOGUE_FILE = Path(__file__).with_name("rules.yaml")
+
+
+class CatalogueError(ValueError):
+    """rules.yaml is malformed: a developer's mistake, reported at import with the rule and field."""
+
+
+def load_catalogue(path: Path = CATALOGUE_FILE) -> tuple[RuleSpec, ...]:
+    """Read and check the catalogue: every field known and of the right kind, every value from its vocabulary."""
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or not data:
+        raise CatalogueError(f"{path}: expected a mapping of rule name -> fields")
+    known = {f.name for f in fields(RuleSpec)} - {"name"}
+    out = []
+    for name, entry in data.items():
+        if not isinstance(entry, dict) or set(entry) - known or not isinstance(name, str):
+            raise CatalogueError(f"{path}: {name}: unknown fields {sorted(set(entry or {}) - known)}")
+        try:
+            spec = RuleSpec(name=name, **{**entry, "prometheus": tuple(entry.get("prometheus") or ()),
+                                          "keep_when_stale": frozenset(entry.get("keep_when_stale") or ())})
+        except TypeError as e:
+            raise CatalogueError(f"{path}: {name}: {e}") from None
+        for what, value, allowed in (("severity", spec.severity, SEVERITIES), ("family", spec.family, FAMILIES),
+                                     ("subject", spec.subject, SUBJECTS), ("page", spec.page, PAGES)):
+            if value not in allowed:
+                raise CatalogueError(f"{path}: {name}: {what} {value!r} is not one of {list(allowed)}")
+        if not (spec.meaning and spec.first_step and spec.prometheus):
+            raise CatalogueError(f"{path}: {name}: meaning, first_step and prometheus are required")
+        if not spec.keep_when_stale <= set(STALE_SECTIONS):
+            raise CatalogueError(f"{path}: {name}: keep_when_stale names unknown sections")
+        out.append(spec)
+    return tuple(out)
+
+
+CATALOGUE: tuple[RuleSpec, ...] = load_catalogue()
+
+RULES: Mapping[str, RuleSpec] = {r.name: r for r in CATALOGUE}
+
+PROMETHEUS_ONLY: Mapping[str, str] = {
+    "KafkaMonitorDown": "the exporter cannot report that it is not running",
+    "KafkaMonitorDataStale": "a stuck poll loop produces no new alerts at all",
+}
+"""Prometheus alerts with no collector rule: they watch the monitor itself, which cannot alert on its own death."""
+
+PASS_THROUGH = "KafkaMonitorCollectorCriticalAlert"
+"""The Prometheus alert that re-raises critical collector alerts whose rule has no dedicated alert."""
+
+
+def rules_of(family: str) -> frozenset[str]:
+    return frozenset(r.name for r in CATALOGUE if r.family == family)
+
+
+def kept_when_stale(sections: list[str] | set[str] | frozenset[str]) -> frozenset[str]:
+    """Rules whose open alerts are kept while these sections are stale."""
+    stale = set(sections)
+    return frozenset(r.name for r in CATALOGUE if r.keep_when_stale & stale)
+
+
+TIMED_RULES: frozenset[str] = frozenset(r.name for r in CATALOGUE if r.timed)
+
+
+def rules_markdown() -> str:
+    """The collector-rule table of docs/alerts.md (a test keeps the page equal to this)."""
+    out = ["| rule | severity | meaning | Prometheus alert | on-call first step |",
+           "| --- | --- | --- | --- | --- |"]
+    for r in CATALOGUE:
+        alerts = ", ".join(f"`{a}`" for a in r.prometheus)
+        if r.prometheus == (PASS_THROUGH,):
+            alerts += " (pass-through)"
+        out.append(f'| <a id="rule-{r.name.replace("_", "-")}"></a>`{r.name}` | {r.severity_note or r.severity} | '
+                   f"{r.meaning} | {alerts} | {r.first_step} |")
+    return "\n".join(out) + "\n"

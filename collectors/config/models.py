@@ -1,0 +1,66 @@
+"""The whole configuration: the top level of the YAML file, composed of the sections the rooms define.
+
+Each section lives beside the code it configures (clusters in ``collectors.sources``, thresholds in
+``collectors.alerting``, exporter and history in ``collectors.outputs``); what is left here is what belongs to
+the monitor as a whole: the poll cadence, the request budget, where state lives, the log level.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from collectors.alerting.thresholds import Thresholds
+from collectors.model.settings import DAY, ConfigPath, Count, Seconds, StrictModel
+from collectors.outputs.settings import ExporterConfig, HistoryConfig
+from collectors.sources.settings import ClusterConfig
+
+__all__ = ["MonitorConfig"]
+
+
+class MonitorConfig(StrictModel):
+    """The whole monitor configuration (the top level of the YAML file)."""
+
+    clusters: list[ClusterConfig] = Field(min_length=1)
+    """Clusters to watch; names must be unique (ignoring case, since they become directory names)."""
+    poll_interval_s: Seconds = Field(30.0, gt=0, le=3600)
+    """Seconds between polls of each cluster."""
+    request_timeout_s: Seconds = Field(10.0, ge=1, le=300)
+    """Timeout of a single Kafka/ZooKeeper request; librdkafka accepts at most 300 s."""
+    max_concurrent_requests: Count = Field(16, ge=1, le=1024)
+    """The monitor's Kafka admin requests in flight at once, across all clusters, so a poll cannot swamp a
+    struggling cluster (collectors/sources/limiter.py). Not counted: the clients' own connection housekeeping
+    (ApiVersions, metadata refreshes) and ZooKeeper reads, which have their own window of 1000 per session."""
+    thresholds: Thresholds = Field(default_factory=Thresholds)
+    """Alert thresholds; every one has a default."""
+    exporter: ExporterConfig = Field(default_factory=ExporterConfig)
+    """Prometheus endpoint."""
+    history: HistoryConfig = Field(default_factory=HistoryConfig)
+    """Parquet history."""
+    state_dir: ConfigPath = Path("data/state")
+    """Where state that must survive restarts lives (lag windows, flap counters); relative to the working directory."""
+    checkpoint_interval_s: Seconds = Field(60.0, gt=0, le=DAY)
+    """How often the pollers' memory (lag windows, offset histories, open alerts) is saved under state_dir;
+    a restart resumes from it. Also saved on a clean stop."""
+    checkpoint_max_age_s: Seconds = Field(3600.0, ge=0, le=30 * DAY)
+    """A checkpoint older than this is not resumed (alerts open then would span the whole outage); 0 never resumes."""
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    """Logging level (case-insensitive in the file)."""
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_level(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
+    @field_validator("clusters")
+    @classmethod
+    def _unique_names(cls, value: list[ClusterConfig]) -> list[ClusterConfig]:
+        seen: dict[str, int] = {}
+        for i, cluster in enumerate(value):
+            key = cluster.name.casefold()
+            if key in seen:
+                raise ValueError(f"clusters[{i}] and clusters[{seen[key]}] are both named {cluster.name!r}")
+            seen[key] = i
+        return value

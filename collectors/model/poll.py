@@ -1,0 +1,24 @@
+"""What one poll of one cluster produced: its snapshot and the alerts that opened and resolved with it.
+
+The unit every output consumes (exporter, history, latest state) and the runtime passes around.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from collectors.model.records import AlertRecord, ClusterSnapshot
+
+
+@dataclass
+class PollResult:
+    snapshot: ClusterSnapshot
+    opened: list[AlertRecord] = field(default_factory=list)
+    resolved: list[AlertRecord] = field(default_factory=list)
+
+    @property
+    def node_unreachable(self) -> bool:
+        """Exit-code 1 material: we could not talk to the cluster, a broker or a ZooKeeper server."""
+        s = self.snapshot
+        return (not s.reachable or any(b.alive and b.reachable is False for b in s.brokers)
+                or any(not z.serving for z in s.zookeeper))

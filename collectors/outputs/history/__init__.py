@@ -1,0 +1,67 @@
+"""Snapshot history as Parquet: one dataset per table under a root, Hive-partitioned by UTC date.
+
+Layout (``docs/history-schema.md`` documents every table and column)::
+
+    <root>/<table>/date=YYYY-MM-DD/part-<time_ns>-<uuid8>.parquet     one flush of one table and day
+    <root>/<table>/date=YYYY-MM-DD/compact-<time_ns>-<uuid8>.parquet  a compaction of earlier files of that day
+
+Writing. `HistoryWriter.add` turns a poll's records into Arrow record batches at once (the records are
+mutable and shared with the alert tracker, and Arrow is far smaller than Python objects) and buffers them.
+`flush` writes, per table and date, one new file: a hidden temp file ``.tmp-<uuid>.parquet`` in the same
+directory, fsync, ``os.replace`` to its final name, fsync of the directory. Rows leave the buffer only once
+their file has been renamed into place, so a failed flush loses nothing (up to ``max_buffer_rows``; beyond
+that the oldest rows are dropped and counted) and a killed process leaves only whole files plus hidden temp
+files, which every reader ignores (pyarrow and Spark skip names starting with ``.`` or ``_``) and the next
+writer deletes. At most the unflushed interval is lost.
+
+Compaction (the superseding scheme). ``compact(table, date)`` merges a past day's live files into one
+``compact-*.parquet`` file whose Parquet footer metadata ``kmon.replaces`` lists the file names it contains
+(the inputs, plus whatever those inputs had themselves superseded). Publishing the merged file is a single
+atomic rename that publishes data and the superseding list together; the inputs are deleted afterwards. A
+reader that sees a ``compact-*`` file excludes every name it lists, so between the rename and the deletes,
+and after a kill in between, readers see each row exactly once; the next writer start (or compaction)
+finishes the deletes. `read_table` and `live_files` apply this rule; a foreign reader (Spark) should read the
+file list from `live_files`. One writer per root at a time is assumed (it deletes temp files on start).
+"""
+
+
+from __future__ import annotations
+
+from collectors.outputs.history.files import available_dates, list_tables, live_files
+from collectors.outputs.history.reader import read_arrow, read_table, to_pandas
+from collectors.outputs.history.rows import Columns, snapshot_columns
+from collectors.outputs.history.schema import (
+    COMPACT_ROW_GROUP,
+    COMPRESSION,
+    DATE_PREFIX,
+    DEFAULT_MAX_BUFFER_ROWS,
+    DELETING_PREFIX,
+    DETAIL_TABLES,
+    HISTORY_SCHEMA_VERSION,
+    REPLACES_KEY,
+    TABLES,
+    TEMP_PREFIX,
+)
+from collectors.outputs.history.writer import HistoryWriter
+
+__all__ = [
+    "COMPACT_ROW_GROUP",
+    "COMPRESSION",
+    "DATE_PREFIX",
+    "DEFAULT_MAX_BUFFER_ROWS",
+    "DELETING_PREFIX",
+    "DETAIL_TABLES",
+    "HISTORY_SCHEMA_VERSION",
+    "REPLACES_KEY",
+    "TABLES",
+    "TEMP_PREFIX",
+    "Columns",
+    "HistoryWriter",
+    "available_dates",
+    "list_tables",
+    "live_files",
+    "read_arrow",
+    "read_table",
+    "snapshot_columns",
+    "to_pandas",
+]

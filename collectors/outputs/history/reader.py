@@ -1,0 +1,115 @@
+"""Reading history back: Arrow tables and pandas frames over the live files of a time range.
+
+See the package docstring (`collectors.outputs.history`) for the layout and the guarantees.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from collectors.outputs.history.files import live_files
+from collectors.outputs.history.schema import TABLES
+
+log = logging.getLogger(__name__)
+
+_PANDAS_TYPES: dict[pa.DataType, Any] = {}
+
+
+def _pandas_type(t: pa.DataType) -> Any:
+    import pandas as pd
+
+    if not _PANDAS_TYPES:
+        _PANDAS_TYPES.update({
+            pa.int8(): pd.Int8Dtype(), pa.int16(): pd.Int16Dtype(), pa.int32(): pd.Int32Dtype(),
+            pa.int64(): pd.Int64Dtype(), pa.float32(): pd.Float32Dtype(), pa.float64(): pd.Float64Dtype(),
+            pa.bool_(): pd.BooleanDtype(), pa.string(): pd.StringDtype("pyarrow"),
+            pa.large_string(): pd.StringDtype("pyarrow")})
+    return _PANDAS_TYPES.get(t)
+
+
+def to_pandas(table: pa.Table) -> Any:
+    """Arrow -> pandas with nullable dtypes: a null stays <NA> (never NaN, never a sentinel); lists as lists."""
+    df = table.to_pandas(types_mapper=_pandas_type)
+    for f in table.schema:
+        if (pa.types.is_list(f.type) or pa.types.is_large_list(f.type)) and table.num_rows:
+            df[f.name] = table.column(f.name).to_pylist()
+    return df
+
+
+def read_arrow(root: Path, table: str, start: float | None = None, end: float | None = None,
+               clusters: Sequence[str] | None = None, columns: Sequence[str] | None = None) -> pa.Table:
+    """Like `read_table`, as an Arrow table."""
+    table_dir = Path(root) / table
+    schema = TABLES.get(table)
+    if schema is None:
+        files = live_files(root, table)
+        if not files:
+            raise ValueError(f"unknown history table {table!r}; known: {', '.join(TABLES)}")
+        schema = pa.unify_schemas([pq.read_schema(f).remove_metadata() for f in files])
+    full = schema.remove_metadata()
+    if "date" not in full.names:
+        full = full.append(pa.field("date", pa.string()))
+    wanted = list(columns) if columns is not None else [n for n in full.names if n != "date"]
+    unknown = [c for c in wanted if c not in full.names]
+    if unknown:
+        raise ValueError(f"unknown column(s) {', '.join(unknown)} in history table {table!r}; "
+                         f"known: {', '.join(full.names)}")
+    expr = None
+    for cond in ((ds.field("time") >= start) if start is not None else None,
+                 (ds.field("time") < end) if end is not None else None,
+                 ds.field("cluster").isin(list(clusters)) if clusters is not None else None):
+        if cond is not None:
+            expr = cond if expr is None else expr & cond
+    partitioning = ds.partitioning(pa.schema([pa.field("date", pa.string())]), flavor="hive")
+    skip: set[Path] = set()
+    for attempt in range(5):
+        files = [f for f in live_files(root, table, start, end) if f not in skip]
+        if not files:
+            return full.empty_table().select(wanted)
+        try:
+            dataset = ds.dataset([str(f) for f in files], schema=full, format="parquet", partitioning=partitioning,
+                                 partition_base_dir=str(table_dir))
+            result = dataset.to_table(columns=wanted, filter=expr)
+            break
+        except FileNotFoundError:
+            if attempt == 4:
+                raise
+            continue  # a compaction or retention run deleted a file after we listed it: list again
+        except (pa.ArrowInvalid, OSError):
+            bad = {f for f in files if not _readable(f)}
+            if not bad or attempt == 4:
+                raise
+            skip |= bad
+    if "time" in wanted and result.num_rows:
+        result = result.sort_by("time")
+    return result
+
+
+def _readable(path: Path) -> bool:
+    try:
+        pq.read_metadata(path)
+        return True
+    except FileNotFoundError:
+        return True  # gone, not broken: the next listing will not have it
+    except (OSError, pa.ArrowException) as e:
+        log.warning("history: skipping unreadable file %s: %s", path, e)
+        return False
+
+
+def read_table(root: Path, table: str, start: float | None = None, end: float | None = None,
+               clusters: Sequence[str] | None = None, columns: Sequence[str] | None = None) -> Any:
+    """Rows of one history table as a pandas DataFrame, sorted by time.
+
+    `start` <= time < `end` (epoch seconds; days outside the range are never opened), `clusters` keeps
+    those clusters only, `columns` selects columns (``date`` is available too). Files written with an older
+    schema read with the missing columns null; a missing or empty table gives an empty frame with the
+    table's columns. Nullable pandas dtypes throughout: a null stays <NA>, never NaN or -1.
+    """
+    return to_pandas(read_arrow(root, table, start, end, clusters, columns))

@@ -1,0 +1,171 @@
+"""A poll's records as the history tables' columns (pure: records in, Arrow batches out).
+
+See the package docstring (`collectors.outputs.history`) for the layout and the guarantees.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from collectors.model.records import AlertRecord, ClusterSnapshot, GroupPartitionRecord
+from collectors.model.vocabulary import PARTITION_STATUS_RANK
+from collectors.outputs.history.schema import ALERT_FIELDS, HISTORY_SCHEMA_VERSION, KRAFT_FIELDS, TABLES, ZK_FIELDS
+
+# ----- records -> columns
+
+
+Columns = dict[str, list[Any]]
+
+
+def _fields(records: Sequence[Any], names: Iterable[str]) -> Columns:
+    return {n: [getattr(r, n) for r in records] for n in names}
+
+
+def _schema_fields(table: str) -> list[str]:
+    return [n for n in TABLES[table].names if n not in ("cluster", "time", "schema_version")]
+
+
+def snapshot_columns(snap: ClusterSnapshot, opened: Sequence[AlertRecord] = (),
+                     resolved: Sequence[AlertRecord] = (), partition_detail: bool = False) -> dict[str, Columns]:
+    """One poll as columns per table (``cluster``/``time``/``schema_version`` are added by the writer).
+
+    Tables without rows are left out. Exposed for tests and for the row-count documentation.
+    """
+    out: dict[str, Columns] = {}
+    topics = snap.topics
+    out["cluster"] = {
+        "cluster_id": [snap.cluster_id], "reachable": [snap.reachable], "stale": [snap.stale],
+        "stale_sections": [",".join(snap.stale_sections)], "mode": [snap.mode],
+        "controller_id": [snap.controller_id], "poll_duration_s": [snap.poll_duration_s],
+        "requests": [snap.requests], "errors": [len(snap.errors)], "brokers": [len(snap.brokers)],
+        "topics": [len(topics)], "partitions": [sum(t.partitions for t in topics)],
+        "under_replicated": [sum(t.under_replicated for t in topics)],
+        "under_min_isr": [sum(t.under_min_isr for t in topics)], "at_min_isr": [sum(t.at_min_isr for t in topics)],
+        "offline": [sum(t.offline for t in topics)], "groups": [len(snap.groups)],
+        "alerts_open": [len(snap.alerts)], "alerts_critical": [sum(a.severity == "critical" for a in snap.alerts)]}
+    if snap.brokers:
+        out["brokers"] = _fields(snap.brokers, _schema_fields("brokers"))
+    if topics:
+        out["topic_health"] = _fields(topics, _schema_fields("topic_health"))
+    if snap.partition_changes:
+        cols = _fields(snap.partition_changes, ("time", *_schema_fields("partition_changes")))
+        cols["cluster"] = [c.cluster for c in snap.partition_changes]  # events carry their own time
+        out["partition_changes"] = cols
+    if snap.groups or snap.group_partitions:
+        out["group_lag"] = _group_lag(snap)
+    if partition_detail and snap.group_partitions:
+        out["group_partition_lag"] = _fields(snap.group_partitions, _schema_fields("group_partition_lag"))
+    open_txns = [t for t in snap.transactions if t.start_time is not None]
+    if open_txns:
+        out["transactions"] = _fields(open_txns, _schema_fields("transactions"))
+    if snap.producers:
+        out["producers"] = _fields(snap.producers, _schema_fields("producers"))
+    gaps = [(p, g) for p in snap.partitions if (g := p.lso_gap)]
+    if gaps:
+        out["lso_gap"] = {"topic": [p.topic for p, _ in gaps], "partition": [p.partition for p, _ in gaps],
+                          "lso_gap": [g for _, g in gaps], "high_watermark": [p.high_watermark for p, _ in gaps],
+                          "last_stable_offset": [p.last_stable_offset for p, _ in gaps]}
+    if snap.zookeeper or snap.kraft_voters:
+        out["consensus"] = _consensus(snap)
+    if opened or resolved:
+        events = [("open", a) for a in opened] + [("resolve", a) for a in resolved]
+        cols = {"event": [e for e, _ in events]}
+        cols.update({n: [getattr(a, n) for _, a in events] for n in ALERT_FIELDS})
+        out["alert_events"] = cols
+    return out
+
+
+def _group_lag(snap: ClusterSnapshot) -> Columns:
+    """Per group and topic; a group without committed partitions gets one row with topic null."""
+    by_group: dict[str, dict[str, list[GroupPartitionRecord]]] = defaultdict(lambda: defaultdict(list))
+    for gp in snap.group_partitions:
+        by_group[gp.group_id][gp.topic].append(gp)
+    cols: Columns = {n: [] for n in _schema_fields("group_lag")}
+    groups = {g.group_id: g for g in snap.groups}
+    for gid in list(groups) + [g for g in by_group if g not in groups]:
+        g = groups.get(gid)
+        per_topic = by_group.get(gid) or {None: []}
+        for topic, parts in per_topic.items():
+            lags = [p.lag for p in parts if p.lag is not None]
+            secs = [p.lag_seconds for p in parts if p.lag_seconds is not None]
+            to_ret = [p.seconds_to_retention for p in parts if p.seconds_to_retention is not None]
+            commits = [p.last_commit_time for p in parts if p.last_commit_time is not None]
+            worst = max((p.status for p in parts), key=lambda s: PARTITION_STATUS_RANK.get(s, -1), default="OK")
+            row = {"group_id": gid, "topic": topic, "state": g.state if g else None,
+                   "members": g.members if g else None, "status": g.status if g else None,
+                   "worst_partition_status": worst,
+                   "lag_sum": sum(lags) if lags else None, "lag_max": max(lags) if lags else None,
+                   "lag_seconds_max": max(secs) if secs else None, "partitions": len(parts),
+                   "below_log_start": sum(p.below_log_start for p in parts),
+                   "min_seconds_to_retention": min(to_ret) if to_ret else None,
+                   "last_commit_time": max(commits) if commits else None}
+            for k, v in row.items():
+                cols[k].append(v)
+    return cols
+
+
+def _consensus(snap: ClusterSnapshot) -> Columns:
+    cols: Columns = {n: [] for n in _schema_fields("consensus")}
+    for z in snap.zookeeper:
+        row = {n: getattr(z, n) for n in ZK_FIELDS}
+        row["kind"] = "zookeeper"
+        for k in cols:
+            cols[k].append(row.get(k))
+    for v in snap.kraft_voters:
+        row = {n: getattr(v, n) for n in KRAFT_FIELDS}
+        row.update(kind="kraft", server=f"{'observer' if v.role == 'observer' else 'voter'}-{v.node_id}", mode=v.role)
+        for k in cols:
+            cols[k].append(row.get(k))
+    return cols
+
+
+def _clean_floats(values: list[Any]) -> list[Any]:
+    """NaN never reaches a file: it becomes null (sums and charts downstream must not be poisoned)."""
+    return [None if v is None or (isinstance(v, float) and math.isnan(v)) else v for v in values]
+
+
+def to_batch(table: str, cols: Columns, cluster: str, t: float) -> pa.RecordBatch:
+    schema = TABLES[table]
+    n = len(next(iter(cols.values())))
+    arrays = []
+    for f in schema:
+        if f.name == "schema_version":
+            values: list[Any] = [HISTORY_SCHEMA_VERSION] * n
+        elif f.name in cols:
+            values = cols[f.name]
+        elif f.name == "cluster":
+            values = [cluster] * n
+        elif f.name == "time":
+            values = [t] * n
+        else:
+            values = [None] * n
+        if pa.types.is_floating(f.type):
+            values = _clean_floats(values)
+        arrays.append(pa.array(values, type=f.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _date_of(t: float) -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime(t))
+
+
+def split_by_date(batch: pa.RecordBatch) -> list[tuple[str, pa.RecordBatch]]:
+    times = batch.column("time").to_pylist()
+    dates = {t: _date_of(t) for t in set(times)}
+    if len(set(dates.values())) == 1:
+        return [(next(iter(dates.values())), batch)]
+    idx: dict[str, list[int]] = defaultdict(list)
+    for i, t in enumerate(times):
+        idx[dates[t]].append(i)
+    return [(d, batch.take(pa.array(rows, pa.int64()))) for d, rows in sorted(idx.items())]
+
+
+# ----- files
+
+

@@ -1,0 +1,110 @@
+"""The history tables: their Arrow schemas and the names and constants every reader and writer shares.
+
+See the package docstring (`collectors.outputs.history`) for the layout and the guarantees.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+HISTORY_SCHEMA_VERSION = 1
+"""Version of the history tables' schema (``schema_version`` column and ``kmon.history_schema_version``)."""
+
+DEFAULT_MAX_BUFFER_ROWS = 1_000_000
+COMPRESSION = "zstd"
+COMPACT_ROW_GROUP = 128 * 1024
+REPLACES_KEY = b"kmon.replaces"
+TEMP_PREFIX = ".tmp-"
+DELETING_PREFIX = ".deleting-"
+DATE_PREFIX = "date="
+
+_S, _F64, _I32, _I64, _B = pa.string(), pa.float64(), pa.int32(), pa.int64(), pa.bool_()
+_LI32, _LS = pa.list_(pa.int32()), pa.list_(pa.string())
+
+
+def _schema(*cols: tuple[str, pa.DataType]) -> pa.Schema:
+    base = [("cluster", _S), ("time", _F64), ("schema_version", _I32)]
+    return pa.schema([pa.field(n, t) for n, t in (*base, *cols)])
+
+
+# Every field is nullable in Arrow terms (so files of any schema version merge and cast cleanly); which
+# columns are always set is documented in docs/history-schema.md.
+TABLES: dict[str, pa.Schema] = {
+    "cluster": _schema(
+        ("cluster_id", _S), ("reachable", _B), ("stale", _B), ("stale_sections", _S), ("mode", _S),
+        ("controller_id", _I32), ("poll_duration_s", _F64), ("requests", _I64), ("errors", _I32),
+        ("brokers", _I32), ("topics", _I32), ("partitions", _I32), ("under_replicated", _I32),
+        ("under_min_isr", _I32), ("at_min_isr", _I32), ("offline", _I32), ("groups", _I32),
+        ("alerts_open", _I32), ("alerts_critical", _I32)),
+    "brokers": _schema(
+        ("broker_id", _I32), ("host", _S), ("port", _I32), ("rack", _S), ("alive", _B), ("in_zookeeper", _B),
+        ("is_controller", _B), ("reachable", _B)),
+    "topic_health": _schema(
+        ("topic", _S), ("internal", _B), ("partitions", _I32), ("replication_factor", _I32),
+        ("min_insync_replicas", _I32), ("unclean_leader_election", _B), ("retention_ms", _I64),
+        ("cleanup_policy", _S), ("under_replicated", _I32), ("under_min_isr", _I32), ("at_min_isr", _I32),
+        ("offline", _I32), ("preferred_leader_imbalance", _I32), ("failures_before_write_stop", _I32),
+        ("failures_before_data_loss", _I32)),
+    "partition_changes": _schema(
+        ("topic", _S), ("partition", _I32), ("kind", _S), ("leader_before", _I32), ("leader_after", _I32),
+        ("isr_before", _LI32), ("isr_after", _LI32)),
+    "group_lag": _schema(
+        ("group_id", _S), ("topic", _S), ("state", _S), ("members", _I32), ("status", _S),
+        ("worst_partition_status", _S), ("lag_sum", _I64), ("lag_max", _I64), ("lag_seconds_max", _F64),
+        ("partitions", _I32), ("below_log_start", _I32), ("min_seconds_to_retention", _F64),
+        ("last_commit_time", _F64)),
+    "group_partition_lag": _schema(
+        ("group_id", _S), ("topic", _S), ("partition", _I32), ("committed_offset", _I64),
+        ("log_start_offset", _I64), ("high_watermark", _I64), ("last_stable_offset", _I64), ("lag", _I64),
+        ("lag_seconds", _F64), ("status", _S), ("last_commit_time", _F64), ("below_log_start", _B),
+        ("seconds_to_retention", _F64)),
+    "transactions": _schema(
+        ("transactional_id", _S), ("coordinator", _I32), ("state", _S), ("producer_id", _I64),
+        ("producer_epoch", _I32), ("timeout_ms", _I64), ("start_time", _F64), ("age_seconds", _F64),
+        ("partitions", _LS)),
+    "producers": _schema(
+        ("topic", _S), ("partition", _I32), ("producer_id", _I64), ("producer_epoch", _I32),
+        ("txn_start_offset", _I64), ("last_timestamp", _F64), ("transactional_id", _S), ("hanging", _B)),
+    "lso_gap": _schema(
+        ("topic", _S), ("partition", _I32), ("lso_gap", _I64), ("high_watermark", _I64),
+        ("last_stable_offset", _I64)),
+    "consensus": _schema(
+        ("kind", _S), ("server", _S), ("node_id", _I32), ("serving", _B), ("mode", _S),
+        # ZooKeeper (ZkServerRecord)
+        ("zxid", _I64), ("zxid_epoch", _I64), ("zxid_counter", _I64), ("lag_behind_leader", _I64),
+        ("latency_avg_ms", _F64), ("latency_max_ms", _F64), ("outstanding_requests", _I64), ("connections", _I64),
+        ("znode_count", _I64), ("learners", _I32), ("synced_followers", _I32), ("error", _S),
+        # KRaft (KRaftVoterRecord)
+        ("log_end_offset", _I64), ("lag", _I64), ("last_fetch_time", _F64), ("last_caught_up_time", _F64),
+        ("leader_id", _I32), ("leader_epoch", _I32), ("high_watermark", _I64)),
+    "alert_events": _schema(
+        ("event", _S), ("rule", _S), ("severity", _S), ("subject", _S), ("summary", _S), ("first_seen", _F64),
+        ("last_seen", _F64), ("resolved_at", _F64), ("value", _F64)),
+}
+DETAIL_TABLES = frozenset({"group_partition_lag"})
+"""Tables written only with ``partition_detail`` on."""
+
+ZK_FIELDS = ("server", "serving", "mode", "zxid", "zxid_epoch", "zxid_counter", "lag_behind_leader",
+              "latency_avg_ms", "latency_max_ms", "outstanding_requests", "connections", "znode_count", "learners",
+              "synced_followers", "error")
+KRAFT_FIELDS = ("node_id", "log_end_offset", "lag", "last_fetch_time", "last_caught_up_time", "leader_id",
+                 "leader_epoch", "high_watermark")
+ALERT_FIELDS = ("rule", "severity", "subject", "summary", "first_seen", "last_seen", "resolved_at", "value")
+
+
+def conform(batch: pa.RecordBatch | pa.Table, schema: pa.Schema) -> pa.Table:
+    """Columns of `schema` in its order: missing ones null, others cast (older files may use other types)."""
+    table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+    arrays = []
+    for f in schema:
+        if f.name in table.column_names:
+            col = table.column(f.name)
+            arrays.append(col if col.type == f.type else col.cast(f.type))
+        else:
+            arrays.append(pa.nulls(table.num_rows, f.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+# ----- writer
+
+

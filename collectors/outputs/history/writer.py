@@ -1,0 +1,339 @@
+"""`HistoryWriter`: buffer a poll's rows, flush them as whole files, compact past days, apply retention.
+
+See the package docstring (`collectors.outputs.history`) for the layout and the guarantees.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from collectors.model.poll import PollResult
+from collectors.model.records import AlertRecord, ClusterSnapshot
+from collectors.outputs.atomic import fsync_dir
+from collectors.outputs.history.files import (
+    date_dirs,
+    ensure_dir,
+    new_name,
+    publish_file,
+    replaced_names,
+    scan_date_dir,
+    unlink_quietly,
+    utc_date,
+)
+from collectors.outputs.history.rows import snapshot_columns, split_by_date, to_batch
+from collectors.outputs.history.schema import (
+    COMPACT_ROW_GROUP,
+    COMPRESSION,
+    DATE_PREFIX,
+    DEFAULT_MAX_BUFFER_ROWS,
+    DELETING_PREFIX,
+    HISTORY_SCHEMA_VERSION,
+    REPLACES_KEY,
+    TABLES,
+    TEMP_PREFIX,
+    conform,
+)
+
+log = logging.getLogger(__name__)
+
+@dataclass(slots=True)
+class _Chunk:
+    table: str
+    date: str
+    batch: pa.RecordBatch
+
+
+class HistoryWriter:
+    """Buffers poll results as Arrow batches and writes them as Parquet files atomically (see module doc).
+
+    Never raises from `add`, `flush`, `maybe_flush` or `close` on I/O trouble: the error is kept in
+    `last_error` (None again after the next fully successful flush) for the caller to turn into an alert.
+    """
+
+    def __init__(self, root: Path, flush_interval_s: float = 60, partition_detail: bool = False,
+                 retention_days: int | None = 30, compact_min_files: int = 10,
+                 clock: Callable[[], float] = time.time, max_buffer_rows: int = DEFAULT_MAX_BUFFER_ROWS,
+                 maintenance_interval_s: float = 3600) -> None:
+        self.root = Path(root)
+        self.flush_interval_s = float(flush_interval_s)
+        self.partition_detail = partition_detail
+        self.retention_days = retention_days
+        self.compact_min_files = max(2, int(compact_min_files))
+        self.clock = clock
+        self.max_buffer_rows = max(1, int(max_buffer_rows))
+        self.maintenance_interval_s = maintenance_interval_s
+        self.last_error: str | None = None
+        self.last_error_at: float | None = None
+        self.last_maintenance_error: str | None = None
+        self.dropped_rows = 0
+        self.flush_failures = 0
+        self.rows_written = 0
+        self.files_written = 0
+        self.bytes_written = 0
+        self._chunks: list[_Chunk] = []
+        self._buffered = 0
+        self._failing = False
+        self._lock = threading.RLock()
+        self._last_flush = clock()
+        self._last_maintenance = -math.inf
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            self.recover()
+        except OSError as e:
+            self._record_error(f"history root {self.root}: {e}")
+
+    # ----- buffering
+
+    @property
+    def buffered_rows(self) -> int:
+        return self._buffered
+
+    def add(self, result: PollResult) -> None:
+        """Buffer one `PollResult` (snapshot + newly opened + newly resolved alerts)."""
+        self.add_snapshot(result.snapshot, result.opened, result.resolved)
+
+    def add_snapshot(self, snapshot: ClusterSnapshot, opened: Sequence[AlertRecord] = (),
+                     resolved: Sequence[AlertRecord] = ()) -> None:
+        try:
+            tables = snapshot_columns(snapshot, opened, resolved, self.partition_detail)
+            chunks = []
+            for table, cols in tables.items():
+                batch = to_batch(table, cols, snapshot.cluster, snapshot.time)
+                chunks.extend(_Chunk(table, d, b) for d, b in split_by_date(batch))
+        except Exception as e:  # a record the schema cannot hold is a bug; it must not stop the poll loop
+            log.exception("history: cannot convert the snapshot of %s", getattr(snapshot, "cluster", "?"))
+            self._record_error(f"cannot convert snapshot: {type(e).__name__}: {e}")
+            return
+        with self._lock:
+            self._chunks.extend(chunks)
+            self._buffered += sum(c.batch.num_rows for c in chunks)
+            if self._buffered > self.max_buffer_rows:
+                if not self._failing:
+                    self.flush()
+                self._enforce_bound()
+
+    def _enforce_bound(self) -> None:
+        while self._buffered > self.max_buffer_rows and self._chunks:
+            oldest = self._chunks.pop(0)
+            self._buffered -= oldest.batch.num_rows
+            self.dropped_rows += oldest.batch.num_rows
+            log.warning("history: buffer full after failed flushes; dropped %d %s rows of %s",
+                        oldest.batch.num_rows, oldest.table, oldest.date)
+
+    def _record_error(self, message: str) -> None:
+        self.last_error = message
+        self.last_error_at = self.clock()
+
+    # ----- flushing
+
+    def maybe_flush(self, now: float | None = None) -> bool:
+        """Flush when `flush_interval_s` has passed since the last flush; also runs maintenance hourly.
+
+        Returns False only when a flush was due and failed.
+        """
+        now = self.clock() if now is None else now
+        ok = True
+        if now - self._last_flush >= self.flush_interval_s:
+            ok = self.flush()
+        if now - self._last_maintenance >= self.maintenance_interval_s:
+            self._last_maintenance = now
+            self.maintain(now)
+        return ok
+
+    def flush(self) -> bool:
+        """Write every buffered row: one new file per table and date. True when all were written."""
+        with self._lock:
+            self._last_flush = self.clock()
+            groups: dict[tuple[str, str], list[_Chunk]] = defaultdict(list)
+            for c in self._chunks:
+                groups[(c.table, c.date)].append(c)
+            errors: list[str] = []
+            written: set[int] = set()
+            for (table, day), chunks in groups.items():
+                try:
+                    self._write(table, day, [c.batch for c in chunks])
+                except Exception as e:  # OSError above all (disk full, read-only); never crash the poll loop
+                    if not isinstance(e, OSError):
+                        log.exception("history: unexpected error writing %s/%s", table, day)
+                    errors.append(f"{table}/{DATE_PREFIX}{day}: {type(e).__name__}: {e}")
+                    continue
+                written.update(id(c) for c in chunks)
+            if written:
+                self._chunks = [c for c in self._chunks if id(c) not in written]
+                self._buffered = sum(c.batch.num_rows for c in self._chunks)
+            if errors:
+                self.flush_failures += 1
+                self._failing = True
+                more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+                self._record_error(f"history flush failed: {errors[0]}{more}")
+                log.error("history: flush failed for %d of %d files; %d rows kept: %s", len(errors), len(groups),
+                          self._buffered, "; ".join(errors[:3]))
+                self._enforce_bound()
+                return False
+            self._failing = False
+            self.last_error = None
+            return True
+
+    def _write(self, table: str, day: str, batches: list[pa.RecordBatch]) -> None:
+        directory = self.root / table / f"{DATE_PREFIX}{day}"
+        ensure_dir(directory)
+        data = pa.Table.from_batches(batches, schema=TABLES[table]).replace_schema_metadata(
+            {"kmon.table": table, "kmon.history_schema_version": str(HISTORY_SCHEMA_VERSION)})
+        size = publish_file(directory, new_name("part"),
+                        lambda f: pq.write_table(data, f, compression=COMPRESSION))
+        self.rows_written += data.num_rows
+        self.files_written += 1
+        self.bytes_written += size
+
+    def close(self) -> bool:
+        return self.flush()
+
+    # ----- recovery, retention, compaction
+
+    def recover(self) -> dict[str, int]:
+        """Remove what a killed process can leave behind and finish interrupted compactions."""
+        counts = {"temp_files": 0, "superseded_files": 0, "deleting_dirs": 0}
+        for table_dir in self._table_dirs():
+            for entry in list(os.scandir(table_dir)):
+                if entry.name.startswith(DELETING_PREFIX) and entry.is_dir():
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                    counts["deleting_dirs"] += 1
+            for _, d in date_dirs(table_dir):
+                for name in os.listdir(d):
+                    if name.startswith(TEMP_PREFIX) or name.endswith(".tmp"):
+                        unlink_quietly(d / name)
+                        counts["temp_files"] += 1
+                counts["superseded_files"] += self._delete_superseded(d)
+        if any(counts.values()):
+            log.info("history: removed %d temp file(s), %d file(s) superseded by a compaction and %d "
+                     "half-deleted day(s) left by an earlier run under %s", counts["temp_files"],
+                     counts["superseded_files"], counts["deleting_dirs"], self.root)
+        return counts
+
+    def _table_dirs(self) -> list[Path]:
+        try:
+            entries = list(os.scandir(self.root))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return sorted(Path(e.path) for e in entries if e.is_dir() and not e.name.startswith((".", "_")))
+
+    @staticmethod
+    def _delete_superseded(directory: Path) -> int:
+        _, superseded = scan_date_dir(directory)
+        # Plain part files first, compact files last: whatever survives a kill here is still superseded
+        # by a compact file that is itself still present.
+        for name in sorted(superseded, key=lambda n: n.startswith("compact-")):
+            unlink_quietly(directory / name)
+        if superseded:
+            fsync_dir(directory)
+        return len(superseded)
+
+    def maintain(self, now: float | None = None) -> None:
+        """Retention, then compaction of finished days; errors are logged and kept in last_maintenance_error."""
+        try:
+            self.apply_retention(now)
+            self.maybe_compact(now)
+            self.last_maintenance_error = None
+        except Exception as e:
+            log.exception("history: maintenance failed")
+            self.last_maintenance_error = f"{type(e).__name__}: {e}"
+
+    def apply_retention(self, now: float | None = None) -> int:
+        """Delete ``date=`` directories older than `retention_days` (today, UTC, counts as day 0)."""
+        if self.retention_days is None:
+            return 0
+        cutoff = utc_date(self.clock() if now is None else now) - timedelta(days=self.retention_days)
+        removed = 0
+        for table_dir in self._table_dirs():
+            for day, d in date_dirs(table_dir):
+                if day >= cutoff:
+                    continue
+                # Rename first so readers see the day vanish at once, then delete at leisure.
+                doomed = table_dir / f"{DELETING_PREFIX}{d.name}-{uuid.uuid4().hex[:8]}"
+                os.replace(d, doomed)
+                shutil.rmtree(doomed, ignore_errors=True)
+                removed += 1
+        if removed:
+            log.info("history: retention removed %d day(s) older than %s", removed, cutoff)
+        return removed
+
+    def maybe_compact(self, now: float | None = None) -> int:
+        """Compact every finished (before today, UTC) day of every table with >= compact_min_files files."""
+        today = utc_date(self.clock() if now is None else now)
+        done = 0
+        for table_dir in self._table_dirs():
+            for day, d in date_dirs(table_dir):
+                if day >= today:
+                    continue
+                live, _ = scan_date_dir(d)
+                if len(live) >= self.compact_min_files and self.compact(table_dir.name, day.isoformat()):
+                    done += 1
+        return done
+
+    def compact(self, table: str, day: str) -> bool:
+        """Merge the live files of one table and day into one (see the module doc for the scheme)."""
+        directory = self.root / table / f"{DATE_PREFIX}{day}"
+        self._delete_superseded(directory)  # finish any interrupted compaction first
+        live, _ = scan_date_dir(directory)
+        if len(live) < 2:
+            return False
+        replaces: set[str] = set(live)
+        schemas = []
+        for name in live:
+            if name.startswith("compact-"):
+                replaces |= replaced_names(directory / name)
+            schemas.append(pq.read_schema(directory / name))
+        target = TABLES.get(table)
+        if target is None:
+            target = pa.unify_schemas([s.remove_metadata() for s in schemas])
+        for f in (f for s in schemas for f in s):  # columns from a newer writer survive the merge
+            if f.name not in target.names and f.name != "date":
+                target = target.append(f)
+        target = target.with_metadata({"kmon.table": table, "kmon.history_schema_version": str(HISTORY_SCHEMA_VERSION),
+                                       REPLACES_KEY.decode(): json.dumps(sorted(replaces))})
+        rows = 0
+
+        def write(f: Any) -> None:
+            nonlocal rows
+            with pq.ParquetWriter(f, target, compression=COMPRESSION) as w:
+                pending: list[pa.Table] = []
+                size = 0
+                for name in live:
+                    with pq.ParquetFile(directory / name) as source:
+                        for batch in source.iter_batches(batch_size=COMPACT_ROW_GROUP):
+                            pending.append(conform(batch, target))
+                            size += batch.num_rows
+                            rows += batch.num_rows
+                            if size >= COMPACT_ROW_GROUP:
+                                w.write_table(pa.concat_tables(pending))
+                                pending, size = [], 0
+                if pending:
+                    w.write_table(pa.concat_tables(pending))
+
+        name = new_name("compact")
+        publish_file(directory, name, write)
+        deleted = self._delete_superseded(directory)
+        log.info("history: compacted %d files (%d rows) of %s/%s into %s; deleted %d", len(live), rows, table, day,
+                 name, deleted)
+        return True
+
+
+# ----- reading
+
+

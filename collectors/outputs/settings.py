@@ -1,0 +1,56 @@
+"""The ``exporter:`` and ``history:`` sections of the configuration, beside the outputs they configure.
+
+Defaults are chosen for a first run on a laptop (metrics on loopback only, roll-ups without per-partition
+detail in history); ``collectors.config`` composes these sections into the whole configuration.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+
+from pydantic import Field, field_validator
+
+from collectors.model.settings import DAY, ConfigPath, Count, Seconds, StrictModel, is_host_name
+
+__all__ = ["ExporterConfig", "HistoryConfig"]
+
+
+class ExporterConfig(StrictModel):
+    """The Prometheus /metrics endpoint."""
+
+    enabled: bool = True
+    """Serve /metrics; off for --once runs or when only history is wanted."""
+    host: str = "127.0.0.1"
+    """Listen address; loopback by default so metrics are not exposed by accident. "0.0.0.0" or "::" for all."""
+    port: Count = Field(9308, ge=1, le=65535)
+    """Listen port (9308 is the port registered for Kafka exporters)."""
+    partition_series: bool = True
+    """Per-partition series; False keeps only per-topic / per-group roll-ups for clusters with many partitions."""
+
+    @field_validator("host")
+    @classmethod
+    def _check_host(cls, value: str) -> str:
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            if not is_host_name(value):
+                raise ValueError("expected an IP address (e.g. 0.0.0.0, ::) or a host name, without brackets") from None
+        return value
+
+
+class HistoryConfig(StrictModel):
+    """Snapshot history written as Parquet for the Spark report and the dashboard."""
+
+    enabled: bool = True
+    """Write history at all."""
+    root: ConfigPath = Path("data/history")
+    """Directory of the Parquet dataset (relative paths are relative to the working directory)."""
+    flush_interval_s: Seconds = Field(60.0, gt=0, le=DAY)
+    """Buffered rows are written at least this often; lower means less lost on a crash, more small files."""
+    partition_detail: bool = False
+    """Also store per-partition rows (large); by default only topic, group and cluster roll-ups."""
+    retention_days: Count = Field(30, ge=1, le=3650)
+    """Days of history kept; older files are deleted."""
+    compact_min_files: Count = Field(10, ge=2, le=1_000_000)
+    """Merge a day's small files once there are at least this many."""

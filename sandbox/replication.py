@@ -1,0 +1,241 @@
+"""Brokers coming and going, and what that does to leaders and ISRs.
+
+* Brokers crash uncontrolled: the process is gone at once (connection refused),
+  but the controller only notices when the session expires
+  (`zookeeper.session.timeout.ms`, 18 s, or `broker.session.timeout.ms`, 9 s in
+  KRaft). Until then the dead broker stays registered and keeps leadership, as
+  in a real cluster; then it is fenced, leaders move to an alive in-sync
+  replica and it leaves every ISR. With no such replica the partition goes
+  offline (leader -1) keeping the last ISR member, unless the topic allows
+  unclean election, in which case an out-of-sync replica takes over and the
+  high watermark falls back to its log end (acknowledged data lost).
+* Followers fetch at a bounded rate; one that has not caught up to the leader's
+  log end for `replica.lag.time.max.ms` leaves the ISR and rejoins once its log
+  end reaches the high watermark. High watermark = min log end over the ISR.
+* Odd but legal states on demand: a broker that flaps (crash/restart on a
+  period), a partition offline with every broker up (its replicas' log
+  directories failed).
+"""
+
+from __future__ import annotations
+
+from sandbox.controller import Controller
+from sandbox.topology import Partition
+
+FOLLOWER_FETCH_RATE = 20_000.0  # messages/s a healthy follower can copy per partition
+SLOW_FOLLOWER_FACTOR = 0.2  # share of the produce rate a slow follower keeps up with
+
+
+class Replication(Controller):
+    """Broker lifecycle, session expiry, leader election, follower fetching and the ISR."""
+
+    _last_rebalance: float | None = None  # last auto.leader.rebalance check; None: none yet (count from start)
+
+    # ----------------------------------------------------------------- time
+    def _flap(self) -> None:
+        """Brokers scripted to flap: down for the first `down` seconds of every `period`, up for the rest."""
+        for b in self.brokers.values():
+            if b.flap is None:
+                continue
+            since, period, down = b.flap
+            phase = (self.now - since) % period
+            if phase < down and b.process_up:
+                self.crash_broker(b.node_id)
+                b.crashed_at = self.now - phase  # the crash happened at the cycle start, between two steps
+            elif phase >= down and not b.process_up:
+                self.restart_broker(b.node_id)
+
+    def _expire_sessions(self) -> None:
+        timeout = self.session_timeout_s()
+        for b in self.brokers.values():
+            if b.registered and not b.process_up and b.crashed_at is not None \
+                    and self.now - b.crashed_at >= timeout:
+                self._fence(b.node_id)
+
+    def _fence(self, node_id: int) -> None:
+        """The controller declares a broker dead: move leadership, shrink ISRs."""
+        b = self.brokers[node_id]
+        b.registered = False
+        self.changes.brokers.add(node_id)
+        self.log(f"broker {node_id} fenced (session expired)")
+        if self.controller_id == node_id:
+            self._elect_controller()
+        for p in self.all_partitions():
+            if node_id not in p.replicas:
+                continue
+            changed = False
+            if node_id in p.isr and len(p.isr) > 1:
+                p.isr.remove(node_id)
+                changed = True
+            if p.leader == node_id:
+                self._elect_leader(p)
+                changed = True
+            if changed:
+                p.partition_epoch += 1
+                self.changes.partitions.add((p.topic, p.index))
+
+    def _elect_leader(self, p: Partition) -> None:
+        candidates = [r for r in p.replicas if r in p.isr and self.brokers[r].registered
+                      and r not in p.failed_replicas]
+        if candidates:
+            p.leader = candidates[0]
+            p.leader_epoch += 1
+            return
+        p.leader = -1
+        p.leader_epoch += 1
+        if self.unclean_allowed(p.topic):
+            out_of_sync = [r for r in p.replicas if self.brokers[r].registered and r not in p.failed_replicas]
+            if out_of_sync:
+                new = out_of_sync[0]
+                lost = p.hwm - int(p.leo[new])
+                p.leader = new
+                p.isr = [new]
+                p.hwm = min(p.hwm, int(p.leo[new]))
+                for r in p.replicas:
+                    p.leo[r] = min(p.leo[r], p.leo[new])
+                self.log(f"unclean election {p.topic}-{p.index}: leader {new}, {max(lost, 0)} messages lost")
+
+    def _replicate(self, dt: float) -> None:
+        lag_max = int(self.broker_setting("replica.lag.time.max.ms")) / 1000.0
+        shrinks: dict[int, list[str]] = {}
+        expands: dict[int, list[str]] = {}
+        for t in self.topics.values():
+            for p in t.partitions:
+                if not p.online:
+                    continue
+                leader_up = self.brokers[p.leader].process_up
+                target = p.leo[p.leader]
+                changed = False
+                for r in p.replicas:
+                    if r == p.leader:
+                        p.caught_up_at[r] = self.now
+                        continue
+                    b = self.brokers[r]
+                    if b.process_up and leader_up:
+                        rate = (t.produce_rate / max(len(t.partitions), 1) * SLOW_FOLLOWER_FACTOR
+                                if b.slow_fetch else FOLLOWER_FETCH_RATE)
+                        p.leo[r] = min(target, p.leo[r] + rate * dt)
+                        if p.leo[r] >= target:
+                            p.caught_up_at[r] = self.now
+                    in_isr = r in p.isr
+                    if in_isr and b.registered and self.now - p.caught_up_at[r] > lag_max and leader_up:
+                        p.isr.remove(r)
+                        changed = True
+                        shrinks.setdefault(r, []).append(f"{p.topic}-{p.index}")
+                    elif not in_isr and b.registered and b.process_up and leader_up \
+                            and p.leo[r] >= p.hwm and p.leo[r] >= target:
+                        p.isr.append(r)
+                        p.isr.sort(key=p.replicas.index)
+                        changed = True
+                        expands.setdefault(r, []).append(f"{p.topic}-{p.index}")
+                if leader_up:
+                    p.hwm = max(p.hwm, int(min(p.leo[r] for r in p.isr)))
+                if changed:
+                    p.partition_epoch += 1
+                    self.changes.partitions.add((p.topic, p.index))
+        for what, per_broker in (("left", shrinks), ("rejoined", expands)):
+            for broker, parts in sorted(per_broker.items()):
+                sample = ", ".join(parts[:3]) + (f" and {len(parts) - 3} more" if len(parts) > 3 else "")
+                self.log(f"broker {broker} {what} the ISR of {len(parts)} partitions ({sample})")
+
+    def _rebalance_leaders(self) -> None:
+        """auto.leader.rebalance.enable: move leadership back to the preferred replica periodically."""
+        if self.broker_setting("auto.leader.rebalance.enable") != "true":
+            return
+        interval = int(self.broker_setting("leader.imbalance.check.interval.seconds"))
+        last = self.start if self._last_rebalance is None else self._last_rebalance
+        if self.now - last < interval:
+            return
+        self._last_rebalance = self.now
+        self.elect_preferred_leaders()
+
+    def elect_preferred_leaders(self) -> None:
+        """Move leadership back to the first replica wherever it is in sync (kafka-leader-election)."""
+        for p in self.all_partitions():
+            pref = p.replicas[0]
+            if p.online and p.leader != pref and pref in p.isr and self.brokers[pref].registered:
+                p.leader = pref
+                p.leader_epoch += 1
+                p.partition_epoch += 1
+                self.changes.partitions.add((p.topic, p.index))
+
+    # ----------------------------------------------------------------- incidents
+    def crash_broker(self, node_id: int) -> None:
+        b = self.brokers[node_id]
+        if not b.process_up:
+            return
+        b.process_up = False
+        b.crashed_at = self.now
+        self.changes.brokers.add(node_id)
+        self.log(f"broker {node_id} crashed")
+
+    def restart_broker(self, node_id: int) -> None:
+        b = self.brokers[node_id]
+        if b.process_up:
+            return
+        b.process_up = True
+        b.crashed_at = None
+        was_registered = b.registered
+        b.registered = True
+        self.changes.brokers.add(node_id)
+        self.log(f"broker {node_id} restarted")
+        if self.controller_id < 0:
+            self._elect_controller()
+        for p in self.all_partitions():
+            if node_id not in p.replicas:
+                continue
+            if not was_registered and p.leader == -1 and node_id in p.isr and node_id not in p.failed_replicas:
+                p.leader = node_id  # the last in-sync replica is back: the partition comes online
+                p.leader_epoch += 1
+                p.partition_epoch += 1
+                self.changes.partitions.add((p.topic, p.index))
+            p.caught_up_at[node_id] = self.now
+
+    def start_flapping(self, node_id: int, period_s: float, down_s: float | None = None) -> None:
+        """Crash the broker now and every `period_s`; it restarts `down_s` (default half a period) after each."""
+        down = period_s / 2 if down_s is None else down_s
+        if not 0 < down < period_s:
+            raise ValueError(f"down_s must be in (0, {period_s}), got {down}")
+        self.brokers[node_id].flap = (self.now, period_s, down)
+        self.log(f"broker {node_id} flapping: down {down:g}s every {period_s:g}s")
+        self._flap()
+
+    def stop_flapping(self, node_id: int) -> None:
+        """End the flapping; the broker is restarted if it is down at that moment."""
+        b = self.brokers[node_id]
+        if b.flap is None:
+            return
+        b.flap = None
+        self.restart_broker(node_id)
+        self.log(f"broker {node_id} stopped flapping")
+
+    def set_broker_delay(self, node_id: int, delay_s: float) -> None:
+        self.brokers[node_id].response_delay_s = delay_s
+
+    def set_slow_follower(self, node_id: int, slow: bool) -> None:
+        self.brokers[node_id].slow_fetch = slow
+
+    def fail_partition(self, topic: str, index: int | None = None) -> None:
+        """Every replica of the partition (None: of the topic) loses its log directory; brokers stay up.
+
+        As Kafka's controller does, the partition keeps its last leader as sole ISR member and goes offline.
+        """
+        for p in self.topics[topic].partitions if index is None else [self.topics[topic].partitions[index]]:
+            p.failed_replicas = set(p.replicas)
+            if p.online:
+                p.isr = [p.leader]
+                p.leader = -1
+                p.leader_epoch += 1
+                p.partition_epoch += 1
+                self.changes.partitions.add((p.topic, p.index))
+            self.log(f"{p.topic}-{p.index} offline: every replica's log directory failed")
+
+    def recover_partition(self, topic: str, index: int | None = None) -> None:
+        """Undo `fail_partition`: the last ISR member leads again; the others rejoin once caught up."""
+        for p in self.topics[topic].partitions if index is None else [self.topics[topic].partitions[index]]:
+            p.failed_replicas = set()
+            if not p.online:
+                self._elect_leader(p)
+                p.partition_epoch += 1
+                self.changes.partitions.add((p.topic, p.index))
+            self.log(f"{p.topic}-{p.index} log directories back")

@@ -1,0 +1,92 @@
+"""Transactions (``transactions``, ``producers``, ``lso_gap``): stuck and hanging transactions, producer epoch
+bumps, LSO gap percentiles."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from spark_analytics.aggregations.common import before_end, episodes, in_period, percentiles
+from spark_analytics.aggregations.defaults import DEFAULT_ACCURACY, DEFAULT_TXN_GRACE_S
+from spark_analytics.period import Period
+
+
+def transaction_detail(transactions: DataFrame, period: Period, grace_s: float = DEFAULT_TXN_GRACE_S) -> DataFrame:
+    """One row per transaction seen in the period: distinct (cluster, transactional_id, start_time).
+
+    ``stuck`` when its largest observed open age exceeds ``timeout_ms`` + `grace_s` (the coordinator
+    aborts expired transactions on a timer, every 10 s by default, so a few seconds past the timeout is normal).
+    """
+    t = transactions.filter(in_period(period) & F.col("start_time").isNotNull())
+    agg = t.groupBy("cluster", "transactional_id", "start_time").agg(
+        F.min("time").alias("first_seen"), F.max("time").alias("last_seen"), F.count(F.lit(1)).alias("polls"),
+        F.max("age_seconds").alias("max_age_s"), F.max("timeout_ms").alias("timeout_ms"),
+        F.max_by("state", "time").alias("last_state"), F.array_sort(F.collect_set("state")).alias("states"),
+        F.max_by("producer_id", "time").alias("producer_id"),
+        F.max_by("producer_epoch", "time").alias("producer_epoch"),
+        F.max_by("partitions", "time").alias("partitions"))
+    return agg.withColumn("stuck", F.coalesce(F.col("max_age_s") > F.col("timeout_ms") / 1000.0 + F.lit(grace_s),
+                                              F.lit(False)))
+
+
+def producer_epoch_bumps(transactions: DataFrame, period: Period) -> DataFrame:
+    """Per cluster and transactional id: producer epoch increases between consecutive observations.
+
+    ``epoch_bumps`` sums the increases (each InitProducerId or coordinator fence adds one), ``epoch_increases``
+    counts the polls where the epoch was seen higher than before. Only observations of the same producer id are
+    compared (a new producer id starts again at epoch 0). The transactions table only has rows while a
+    transaction is open, so bumps while none is open show up at the next open transaction.
+    """
+    t = transactions.filter(before_end(period) & F.col("producer_epoch").isNotNull())
+    per_poll = t.groupBy("cluster", "transactional_id", "time").agg(
+        F.max_by("producer_id", "producer_epoch").alias("producer_id"), F.max("producer_epoch").alias("epoch"))
+    w = Window.partitionBy("cluster", "transactional_id").orderBy("time")
+    per_poll = (per_poll.withColumn("_prev", F.lag("epoch").over(w))
+                .withColumn("_prev_pid", F.lag("producer_id").over(w)))
+    delta = F.when(F.col("_prev_pid") == F.col("producer_id"), F.col("epoch") - F.col("_prev"))
+    per_poll = per_poll.withColumn("_delta", F.greatest(F.lit(0), F.coalesce(delta, F.lit(0))))
+    inside = per_poll.filter(in_period(period))
+    return inside.groupBy("cluster", "transactional_id").agg(
+        F.sum("_delta").cast("long").alias("epoch_bumps"), F.count_if(F.col("_delta") > 0).alias("epoch_increases"),
+        F.min_by("epoch", "time").alias("first_epoch"), F.max_by("epoch", "time").alias("last_epoch"))
+
+
+def transactions_by_id(detail: DataFrame, bumps: DataFrame) -> DataFrame:
+    """Per cluster and transactional id: transactions seen, stuck, longest open, epoch bumps (from the two above)."""
+    per = detail.groupBy("cluster", "transactional_id").agg(
+        F.count(F.lit(1)).alias("transactions_seen"), F.count_if("stuck").alias("stuck"),
+        F.max("max_age_s").alias("longest_open_s"), F.max("timeout_ms").alias("timeout_ms"))
+    return (per.join(bumps, ["cluster", "transactional_id"], "full")
+            .select("cluster", "transactional_id", F.coalesce("transactions_seen", F.lit(0)).alias("transactions_seen"),
+                    F.coalesce("stuck", F.lit(0)).alias("stuck"), "longest_open_s", "timeout_ms",
+                    F.coalesce("epoch_bumps", F.lit(0)).alias("epoch_bumps"),
+                    F.coalesce("epoch_increases", F.lit(0)).alias("epoch_increases"), "first_epoch", "last_epoch"))
+
+
+def hanging_transactions(producers: DataFrame, poll_idx: DataFrame, period: Period) -> DataFrame:
+    """Episodes of a producer with an open transaction on a partition that no coordinator knows (``hanging``).
+
+    One hanging transaction (topic, partition, producer id) can give several episodes when some polls could not
+    tell (the transactions section stale); the headline counts distinct (topic, partition, producer id).
+    """
+    h = producers.filter(before_end(period) & F.coalesce(F.col("hanging"), F.lit(False)))
+    return episodes(h.select("cluster", "topic", "partition", "producer_id", "time", "txn_start_offset",
+                             "transactional_id"),
+                    ["cluster", "topic", "partition", "producer_id"], poll_idx, period,
+                    [F.max("txn_start_offset").alias("txn_start_offset"),
+                     F.max("transactional_id").alias("transactional_id")])
+
+
+def lso_gaps(lso_gap: DataFrame, period: Period, exact: bool = True, accuracy: int = DEFAULT_ACCURACY,
+             by: Sequence[str] = ("cluster", "topic")) -> DataFrame:
+    """LSO gap percentiles (messages between the high watermark and the last stable offset).
+
+    The history has a row only for partitions whose gap is > 0 at the poll, so these are percentiles over
+    partition-polls *with an open transaction holding the LSO back*; ``partition_polls`` says how many.
+    """
+    g = lso_gap.filter(in_period(period))
+    return percentiles(g.groupBy(*by), {"lso_gap": "lso_gap"}, exact, accuracy,
+                       F.count(F.lit(1)).alias("partition_polls"),
+                       F.countDistinct("topic", "partition").alias("partitions"))
