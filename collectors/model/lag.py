@@ -84,7 +84,17 @@ _SEVERITY = PARTITION_STATUS_RANK
 _GROUP_OF = GROUP_STATUS_OF
 
 
-class OffsetHistory:
+class _Points:
+    """What both per-partition tables share: an ``array`` of offsets, one per point, whose length is theirs."""
+
+    __slots__ = ()
+    _offsets: array[int]
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+
+class OffsetHistory(_Points):
     """Per-partition table of (log-end offset, first seen, last seen) points.
 
     A point ``(o, first, last)`` says: the log end (high watermark) was ``o``
@@ -151,9 +161,6 @@ class OffsetHistory:
         """Forget every point (e.g. when the partition disappears)."""
         del self._offsets[:]
         del self._times[:]
-
-    def __len__(self) -> int:
-        return len(self._offsets)
 
     @property
     def max_points(self) -> int:
@@ -260,7 +267,7 @@ def lag_seconds(history: OffsetHistory, committed: int | None, now: float) -> fl
     return lag if lag > 0.0 else 0.0
 
 
-class CommitWindow:
+class CommitWindow(_Points):
     """Ring of the last ``size`` distinct committed offsets ``(offset, first seen, latest lag)``.
 
     Like Burrow's ring of commits: polls that see the same committed offset
@@ -333,9 +340,6 @@ class CommitWindow:
         del self._floors[:]
         self._last_change_time = None
         self._prev_hw = None
-
-    def __len__(self) -> int:
-        return len(self._offsets)
 
     @property
     def size(self) -> int:

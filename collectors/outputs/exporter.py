@@ -21,8 +21,10 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, Protocol
 
+import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -33,125 +35,22 @@ from collectors.model.vocabulary import GROUP_STATUS_RANK, PARTITION_STATUS_RANK
 log = logging.getLogger(__name__)
 
 
-# name → (type, help, label names beyond "cluster"). The docs table is generated from this.
-METRICS: dict[str, tuple[str, str, tuple[str, ...]]] = {}
+METRICS_FILE = Path(__file__).with_name("metrics.yaml")
 
 
-def _m(name: str, kind: str, help_text: str, *labels: str) -> str:
-    METRICS[name] = (kind, help_text, labels)
-    return name
+def load_metrics(path: Path = METRICS_FILE) -> dict[str, tuple[str, str, tuple[str, ...]]]:
+    """The metric catalogue (metrics.yaml): name → (type, help, label names beyond "cluster")."""
+    out: dict[str, tuple[str, str, tuple[str, ...]]] = {}
+    for name, spec in yaml.safe_load(path.read_text(encoding="utf-8")).items():
+        if spec.get("kind") not in ("gauge", "counter") or not spec.get("help") or set(spec) - {"kind", "labels",
+                                                                                                 "help"}:
+            raise ValueError(f"{path}: {name}: needs kind (gauge|counter), help and optional labels, nothing else")
+        out[name] = (spec["kind"], spec["help"], tuple(spec.get("labels") or ()))
+    return out
 
 
-# cluster and brokers
-BROKERS = _m("kafka_brokers", "gauge", "Brokers registered (alive) in the cluster metadata")
-BROKER_UP = _m("kafka_broker_up", "gauge", "1 if the broker is registered and answered this poll", "broker")
-BROKER_CONTROLLER = _m("kafka_broker_is_controller", "gauge", "1 for the active controller", "broker")
-BROKER_IN_ZK = _m("kafka_broker_registered_in_zookeeper", "gauge", "1 if /brokers/ids/<id> exists", "broker")
-CLUSTER_REACHABLE = _m("kafka_monitor_cluster_reachable", "gauge", "1 if the last poll reached the cluster")
-CL_OFFLINE = _m("kafka_cluster_offline_partitions", "gauge", "Partitions without a leader")
-CL_URP = _m("kafka_cluster_under_replicated_partitions", "gauge", "Partitions with ISR smaller than replicas")
-CL_UMI = _m("kafka_cluster_under_min_isr_partitions", "gauge", "Partitions with ISR below min.insync.replicas")
-CL_AMI = _m("kafka_cluster_at_min_isr_partitions", "gauge", "Partitions with ISR equal to min.insync.replicas")
-# topics
-T_PARTS = _m("kafka_topic_partitions", "gauge", "Number of partitions of the topic", "topic")
-T_RF = _m("kafka_topic_replication_factor", "gauge", "Replication factor of the topic", "topic")
-T_MINISR = _m("kafka_topic_min_insync_replicas", "gauge", "Effective min.insync.replicas", "topic")
-T_UNCLEAN = _m("kafka_topic_unclean_leader_election_enabled", "gauge", "1 if unclean election is allowed", "topic")
-T_URP = _m("kafka_topic_under_replicated_partitions", "gauge", "Under-replicated partitions of the topic", "topic")
-T_UMI = _m("kafka_topic_under_min_isr_partitions", "gauge", "Partitions under min ISR (acks=all fails)", "topic")
-T_AMI = _m("kafka_topic_at_min_isr_partitions", "gauge", "Partitions at min ISR (one failure from write stop)",
-           "topic")
-T_OFFLINE = _m("kafka_topic_offline_partitions", "gauge", "Partitions of the topic without a leader", "topic")
-T_IMBAL = _m("kafka_topic_non_preferred_leader_partitions", "gauge", "Partitions led by a non-preferred replica",
-             "topic")
-T_WRITE = _m("kafka_topic_failures_before_write_stop", "gauge",
-             "Broker failures the worst partition can take before acks=all writes stop", "topic")
-T_LOSS = _m("kafka_topic_failures_before_data_loss", "gauge",
-            "Broker failures the worst partition can take before acknowledged data can be lost", "topic")
-T_RET = _m("kafka_topic_retention_seconds", "gauge", "Effective retention.ms in seconds (absent if infinite)",
-           "topic")
-# partitions (kafka_exporter names first)
-P_REPLICAS = _m("kafka_topic_partition_replicas", "gauge", "Replicas of the partition", "topic", "partition")
-P_ISR = _m("kafka_topic_partition_in_sync_replica", "gauge", "In-sync replicas of the partition", "topic", "partition")
-P_URP = _m("kafka_topic_partition_under_replicated_partition", "gauge", "1 if under-replicated", "topic", "partition")
-P_LEADER = _m("kafka_topic_partition_leader", "gauge", "Leader broker id (-1 when offline)", "topic", "partition")
-P_PREF = _m("kafka_topic_partition_leader_is_preferred", "gauge", "1 if led by the preferred replica", "topic",
-            "partition")
-P_CUR = _m("kafka_topic_partition_current_offset", "gauge", "High watermark", "topic", "partition")
-P_OLD = _m("kafka_topic_partition_oldest_offset", "gauge", "Log start offset", "topic", "partition")
-P_LSO = _m("kafka_topic_partition_last_stable_offset", "gauge", "Last stable offset (read_committed limit)", "topic",
-           "partition")
-P_LSOGAP = _m("kafka_topic_partition_lso_gap", "gauge", "High watermark minus last stable offset", "topic",
-              "partition")
-P_UMI = _m("kafka_topic_partition_under_min_isr", "gauge", "1 if ISR below min.insync.replicas", "topic", "partition")
-P_AMI = _m("kafka_topic_partition_at_min_isr", "gauge", "1 if ISR equals min.insync.replicas", "topic", "partition")
-P_OFF = _m("kafka_topic_partition_offline", "gauge", "1 if the partition has no leader", "topic", "partition")
-P_HANG = _m("kafka_topic_partition_hanging_transaction", "gauge",
-            "1 if a transaction is open on the partition that no coordinator knows", "topic", "partition")
-P_ZKMIS = _m("kafka_topic_partition_zookeeper_isr_mismatch", "gauge", "1 if ZooKeeper's ISR differs from metadata",
-             "topic", "partition")
-# consumer groups
-G_LAG = _m("kafka_consumergroup_lag", "gauge", "High watermark minus committed offset", "consumergroup", "topic",
-           "partition")
-G_LAGS = _m("kafka_consumergroup_lag_seconds", "gauge", "Age of the oldest unread message (omitted when unknown)",
-            "consumergroup", "topic", "partition")
-G_CUR = _m("kafka_consumergroup_current_offset", "gauge", "Committed offset", "consumergroup", "topic", "partition")
-G_PSTATUS = _m("kafka_consumergroup_partition_status_code", "gauge",
-               "Lag status per partition: 0 OK, 1 WARN, 2 REWIND, 3 STALL, 4 STOP", "consumergroup", "topic",
-               "partition")
-G_LAGSUM = _m("kafka_consumergroup_topic_lag", "gauge",
-               "Lag summed over the group's partitions of a topic (kafka_exporter's kafka_consumergroup_lag_sum)",
-              "consumergroup", "topic")
-G_MAXLAG = _m("kafka_consumergroup_group_max_lag", "gauge", "Largest partition lag of the group", "consumergroup")
-G_MAXLAGS = _m("kafka_consumergroup_group_max_lag_seconds", "gauge", "Largest lag in seconds of the group",
-               "consumergroup")
-G_MEMBERS = _m("kafka_consumergroup_members", "gauge", "Members of the group", "consumergroup")
-G_STATUS = _m("kafka_consumergroup_status_code", "gauge", "Group lag status: 0 OK, 1 WARN, 2 ERR", "consumergroup")
-G_STATE = _m("kafka_consumergroup_state", "gauge", "1 for the group's current state", "consumergroup", "state")
-G_LOST = _m("kafka_consumergroup_retention_loss_partitions", "gauge",
-            "Partitions whose committed offset is below the log start (unread data deleted)", "consumergroup")
-G_TORET = _m("kafka_consumergroup_seconds_to_retention", "gauge",
-             "Estimated seconds until retention deletes unread messages (smallest over partitions)", "consumergroup")
-# transactions
-X_STATE = _m("kafka_transaction_state", "gauge", "1 for the transactional id's current state", "transactional_id",
-             "state")
-X_AGE = _m("kafka_transaction_open_age_seconds", "gauge", "Age of the open transaction", "transactional_id")
-X_TIMEOUT = _m("kafka_transaction_timeout_seconds", "gauge", "transaction.timeout.ms in seconds", "transactional_id")
-X_EPOCH = _m("kafka_transaction_producer_epoch", "gauge", "Producer epoch (rises on fencing and restarts)",
-             "transactional_id")
-X_HANGING = _m("kafka_transaction_hanging_partitions", "gauge", "Partitions with a hanging transaction")
-# ZooKeeper
-Z_UP = _m("zookeeper_up", "gauge", "1 if the server answered and serves requests", "server")
-Z_LEADER = _m("zookeeper_is_leader", "gauge", "1 if the server is the leader", "server")
-Z_MODE = _m("zookeeper_mode", "gauge", "1 for the server's mode", "server", "mode")
-Z_EPOCH = _m("zookeeper_zxid_epoch", "gauge", "zxid epoch (high 32 bits); rises with each election", "server")
-Z_COUNTER = _m("zookeeper_zxid_sequence", "gauge", "zxid counter (low 32 bits): transactions in this epoch", "server")
-Z_LAG = _m("zookeeper_follower_lag", "gauge", "Transactions the follower is behind the leader", "server")
-Z_AVG = _m("zookeeper_request_latency_avg_seconds", "gauge", "Average request latency", "server")
-Z_MAX = _m("zookeeper_request_latency_max_seconds", "gauge", "Maximum request latency", "server")
-Z_OUT = _m("zookeeper_outstanding_requests", "gauge", "Queued requests", "server")
-Z_CONN = _m("zookeeper_connections", "gauge", "Client connections", "server")
-Z_NODES = _m("zookeeper_znodes", "gauge", "Znodes in the data tree", "server")
-Z_LEARN = _m("zookeeper_learners", "gauge", "Learners connected to the leader", "server")
-Z_SYNCED = _m("zookeeper_synced_followers", "gauge", "Followers in sync with the leader", "server")
-# KRaft
-K_LEADER = _m("kafka_kraft_leader_id", "gauge", "Quorum leader id (-1 when none)")
-K_EPOCH = _m("kafka_kraft_leader_epoch", "gauge", "Quorum leader epoch")
-K_HW = _m("kafka_kraft_high_watermark", "gauge", "Metadata log high watermark")
-K_LAG = _m("kafka_kraft_voter_lag", "gauge", "Records a voter or observer is behind the high watermark", "node",
-           "role")
-K_CAUGHT = _m("kafka_kraft_voter_caught_up_age_seconds", "gauge", "Seconds since the replica was last caught up",
-              "node", "role")
-# alerts and the monitor itself
-A_ALERT = _m("kafka_monitor_alert", "gauge", "1 for every open alert", "rule", "severity", "subject")
-A_OPEN = _m("kafka_monitor_alerts_open", "gauge", "Open alerts by severity", "severity")
-M_DUR = _m("kafka_monitor_poll_duration_seconds", "gauge", "Duration of the last poll")
-M_REQ = _m("kafka_monitor_poll_requests", "gauge", "Requests the last poll sent to the cluster")
-M_ERR = _m("kafka_monitor_poll_errors", "gauge", "Errors met by the last poll")
-M_STALE = _m("kafka_monitor_stale", "gauge", "1 for each section the last poll could not refresh", "section")
-M_AGE = _m("kafka_monitor_data_age_seconds", "gauge", "Seconds since the snapshot was taken (computed at scrape)")
-M_POLLS = _m("kafka_monitor_polls", "counter", "Polls completed")
-M_HIST = _m("kafka_monitor_history_write_errors", "gauge", "1 if the last history flush failed")
+METRICS = load_metrics()
+"""Every family the exporter serves; the docs table (`metrics_table_markdown`) is generated from it."""
 
 
 class _Samples(Protocol):
@@ -230,31 +129,31 @@ class SnapshotCollector(Collector):
 
     def _cluster(self, s: ClusterSnapshot, g: Family, polls: int, now: float) -> None:
         c = s.cluster
-        g(CLUSTER_REACHABLE).add_metric((c,), 1.0 if s.reachable else 0.0)
-        g(M_DUR).add_metric((c,), s.poll_duration_s)
-        g(M_REQ).add_metric((c,), float(s.requests))
-        g(M_ERR).add_metric((c,), float(len(s.errors)))
-        g(M_AGE).add_metric((c,), max(0.0, now - s.time))
-        g(M_POLLS).add_metric((c,), float(polls))
-        g(M_HIST).add_metric((c,), 1.0 if self.history_error else 0.0)
+        g("kafka_monitor_cluster_reachable").add_metric((c,), 1.0 if s.reachable else 0.0)
+        g("kafka_monitor_poll_duration_seconds").add_metric((c,), s.poll_duration_s)
+        g("kafka_monitor_poll_requests").add_metric((c,), float(s.requests))
+        g("kafka_monitor_poll_errors").add_metric((c,), float(len(s.errors)))
+        g("kafka_monitor_data_age_seconds").add_metric((c,), max(0.0, now - s.time))
+        g("kafka_monitor_polls").add_metric((c,), float(polls))
+        g("kafka_monitor_history_write_errors").add_metric((c,), 1.0 if self.history_error else 0.0)
         for section in s.stale_sections:
-            g(M_STALE).add_metric((c, section), 1.0)
+            g("kafka_monitor_stale").add_metric((c, section), 1.0)
         sev_counts = dict.fromkeys(SEVERITIES, 0)
         for a in s.alerts:
-            g(A_ALERT).add_metric((c, a.rule, a.severity, a.subject), 1.0)
+            g("kafka_monitor_alert").add_metric((c, a.rule, a.severity, a.subject), 1.0)
             sev_counts[a.severity] = sev_counts.get(a.severity, 0) + 1
         for sev, n in sev_counts.items():
-            g(A_OPEN).add_metric((c, sev), float(n))
+            g("kafka_monitor_alerts_open").add_metric((c, sev), float(n))
         if not s.reachable:
             self._zookeeper(s, g)
             return  # nothing else is known; absent series beat stale ones presented as current
-        g(BROKERS).add_metric((c,), float(sum(1 for b in s.brokers if b.alive)))
+        g("kafka_brokers").add_metric((c,), float(sum(1 for b in s.brokers if b.alive)))
         for b in s.brokers:
             bid = str(b.broker_id)
-            g(BROKER_UP).add_metric((c, bid), 1.0 if b.alive and b.reachable is not False else 0.0)
-            g(BROKER_CONTROLLER).add_metric((c, bid), 1.0 if b.is_controller else 0.0)
+            g("kafka_broker_up").add_metric((c, bid), 1.0 if b.alive and b.reachable is not False else 0.0)
+            g("kafka_broker_is_controller").add_metric((c, bid), 1.0 if b.is_controller else 0.0)
             if b.in_zookeeper is not None:
-                g(BROKER_IN_ZK).add_metric((c, bid), 1.0 if b.in_zookeeper else 0.0)
+                g("kafka_broker_registered_in_zookeeper").add_metric((c, bid), 1.0 if b.in_zookeeper else 0.0)
         self._topics(s, g)
         if self.partition_series:
             self._partitions(s, g)
@@ -265,31 +164,38 @@ class SnapshotCollector(Collector):
 
     def _topics(self, s: ClusterSnapshot, g: Family) -> None:
         c = s.cluster
-        tot = {CL_OFFLINE: 0, CL_URP: 0, CL_UMI: 0, CL_AMI: 0}
+        totals = dict.fromkeys(("offline", "under_replicated", "under_min_isr", "at_min_isr"), 0)
         for t in s.topics:
             lab = (c, t.topic)
-            for name, value in ((T_PARTS, t.partitions), (T_RF, t.replication_factor),
-                                (T_MINISR, t.min_insync_replicas), (T_UNCLEAN, int(t.unclean_leader_election)),
-                                (T_URP, t.under_replicated), (T_UMI, t.under_min_isr), (T_AMI, t.at_min_isr),
-                                (T_OFFLINE, t.offline), (T_IMBAL, t.preferred_leader_imbalance),
-                                (T_WRITE, t.failures_before_write_stop), (T_LOSS, t.failures_before_data_loss)):
-                g(name).add_metric(lab, float(value))
+            for name, value in (("partitions", t.partitions), ("replication_factor", t.replication_factor),
+                                ("min_insync_replicas", t.min_insync_replicas),
+                                ("unclean_leader_election_enabled", int(t.unclean_leader_election)),
+                                ("under_replicated_partitions", t.under_replicated),
+                                ("under_min_isr_partitions", t.under_min_isr), ("at_min_isr_partitions", t.at_min_isr),
+                                ("offline_partitions", t.offline),
+                                ("non_preferred_leader_partitions", t.preferred_leader_imbalance),
+                                ("failures_before_write_stop", t.failures_before_write_stop),
+                                ("failures_before_data_loss", t.failures_before_data_loss)):
+                g(f"kafka_topic_{name}").add_metric(lab, float(value))
             if t.retention_ms is not None:
-                g(T_RET).add_metric(lab, t.retention_ms / 1000.0)
-            tot[CL_OFFLINE] += t.offline
-            tot[CL_URP] += t.under_replicated
-            tot[CL_UMI] += t.under_min_isr
-            tot[CL_AMI] += t.at_min_isr
-        for name, value in tot.items():
-            g(name).add_metric((c,), float(value))
+                g("kafka_topic_retention_seconds").add_metric(lab, t.retention_ms / 1000.0)
+            for key in totals:
+                totals[key] += getattr(t, key)
+        for key, value in totals.items():
+            g(f"kafka_cluster_{key}_partitions").add_metric((c,), float(value))
 
     def _partitions(self, s: ClusterSnapshot, g: Family) -> None:
         c = s.cluster
         hanging = {(p.topic, p.partition) for p in s.producers if p.hanging}
-        m_rep, m_isr, m_urp, m_lead, m_pref = g(P_REPLICAS), g(P_ISR), g(P_URP), g(P_LEADER), g(P_PREF)
-        m_cur, m_old, m_lso, m_gap = g(P_CUR), g(P_OLD), g(P_LSO), g(P_LSOGAP)
-        m_umi, m_ami, m_off, m_hang = g(P_UMI), g(P_AMI), g(P_OFF), g(P_HANG)
-        m_zk = g(P_ZKMIS) if s.zookeeper else None
+        def part(name: str) -> _Samples:
+            return g(f"kafka_topic_partition_{name}")
+
+        m_rep, m_isr, m_urp = part("replicas"), part("in_sync_replica"), part("under_replicated_partition")
+        m_lead, m_pref = part("leader"), part("leader_is_preferred")
+        m_cur, m_old, m_lso = part("current_offset"), part("oldest_offset"), part("last_stable_offset")
+        m_gap, m_umi, m_ami = part("lso_gap"), part("under_min_isr"), part("at_min_isr")
+        m_off, m_hang = part("offline"), part("hanging_transaction")
+        m_zk = part("zookeeper_isr_mismatch") if s.zookeeper else None
         for p in s.partitions:
             lab = (c, p.topic, str(p.partition))
             isr, rf, offline = len(p.isr), len(p.replicas), p.leader < 0
@@ -320,7 +226,8 @@ class SnapshotCollector(Collector):
         lost: dict[str, int] = defaultdict(int)
         to_ret: dict[str, float] = {}
         per_partition = self.partition_series
-        m_lag, m_lags, m_cur, m_st = g(G_LAG), g(G_LAGS), g(G_CUR), g(G_PSTATUS)
+        m_lag, m_lags = g("kafka_consumergroup_lag"), g("kafka_consumergroup_lag_seconds")
+        m_cur, m_st = g("kafka_consumergroup_current_offset"), g("kafka_consumergroup_partition_status_code")
         for gp in s.group_partitions:
             if gp.lag is not None:
                 lag_sum[(gp.group_id, gp.topic)] += gp.lag
@@ -340,61 +247,67 @@ class SnapshotCollector(Collector):
                 m_cur.add_metric(lab, float(gp.committed_offset))
             m_st.add_metric(lab, float(PARTITION_STATUS_RANK.get(gp.status, 0)))
         for (gid, topic), total in lag_sum.items():
-            g(G_LAGSUM).add_metric((c, gid, topic), float(total))
+            g("kafka_consumergroup_topic_lag").add_metric((c, gid, topic), float(total))
         for grp in s.groups:
             lab = (c, grp.group_id)
-            g(G_MEMBERS).add_metric(lab, float(grp.members))
-            g(G_STATUS).add_metric(lab, float(GROUP_STATUS_RANK.get(grp.status, 0)))
-            g(G_STATE).add_metric((c, grp.group_id, grp.state), 1.0)
+            g("kafka_consumergroup_members").add_metric(lab, float(grp.members))
+            g("kafka_consumergroup_status_code").add_metric(lab, float(GROUP_STATUS_RANK.get(grp.status, 0)))
+            g("kafka_consumergroup_state").add_metric((c, grp.group_id, grp.state), 1.0)
             if grp.lag_max is not None:
-                g(G_MAXLAG).add_metric(lab, float(grp.lag_max))
+                g("kafka_consumergroup_group_max_lag").add_metric(lab, float(grp.lag_max))
             if grp.lag_seconds_max is not None:
-                g(G_MAXLAGS).add_metric(lab, grp.lag_seconds_max)
-            g(G_LOST).add_metric(lab, float(lost.get(grp.group_id, 0)))
+                g("kafka_consumergroup_group_max_lag_seconds").add_metric(lab, grp.lag_seconds_max)
+            g("kafka_consumergroup_retention_loss_partitions").add_metric(lab, float(lost.get(grp.group_id, 0)))
             if grp.group_id in to_ret:
-                g(G_TORET).add_metric(lab, to_ret[grp.group_id])
+                g("kafka_consumergroup_seconds_to_retention").add_metric(lab, to_ret[grp.group_id])
 
     def _transactions(self, s: ClusterSnapshot, g: Family, now: float) -> None:
         c = s.cluster
         for t in s.transactions:
             lab = (c, t.transactional_id)
-            g(X_STATE).add_metric((c, t.transactional_id, t.state), 1.0)
-            g(X_TIMEOUT).add_metric(lab, t.timeout_ms / 1000.0)
-            g(X_EPOCH).add_metric(lab, float(t.producer_epoch))
+            g("kafka_transaction_state").add_metric((c, t.transactional_id, t.state), 1.0)
+            g("kafka_transaction_timeout_seconds").add_metric(lab, t.timeout_ms / 1000.0)
+            g("kafka_transaction_producer_epoch").add_metric(lab, float(t.producer_epoch))
             if t.age_seconds is not None:
-                g(X_AGE).add_metric(lab, t.age_seconds)
-        g(X_HANGING).add_metric((c,), float(sum(1 for p in s.producers if p.hanging)))
+                g("kafka_transaction_open_age_seconds").add_metric(lab, t.age_seconds)
+        g("kafka_transaction_hanging_partitions").add_metric((c,), float(sum(1 for p in s.producers if p.hanging)))
 
     def _zookeeper(self, s: ClusterSnapshot, g: Family) -> None:
         c = s.cluster
         for z in s.zookeeper:
             lab = (c, z.server)
-            g(Z_UP).add_metric(lab, 1.0 if z.serving else 0.0)
-            g(Z_LEADER).add_metric(lab, 1.0 if z.mode == "leader" else 0.0)
+            g("zookeeper_up").add_metric(lab, 1.0 if z.serving else 0.0)
+            g("zookeeper_is_leader").add_metric(lab, 1.0 if z.mode == "leader" else 0.0)
             if z.mode:
-                g(Z_MODE).add_metric((c, z.server, z.mode), 1.0)
-            for name, value in ((Z_EPOCH, z.zxid_epoch), (Z_COUNTER, z.zxid_counter), (Z_LAG, z.lag_behind_leader),
-                                (Z_AVG, None if z.latency_avg_ms is None else z.latency_avg_ms / 1000.0),
-                                (Z_MAX, None if z.latency_max_ms is None else z.latency_max_ms / 1000.0),
-                                (Z_OUT, z.outstanding_requests), (Z_CONN, z.connections), (Z_NODES, z.znode_count),
-                                (Z_LEARN, z.learners), (Z_SYNCED, z.synced_followers)):
+                g("zookeeper_mode").add_metric((c, z.server, z.mode), 1.0)
+            for name, value in (("zxid_epoch", z.zxid_epoch), ("zxid_sequence", z.zxid_counter),
+                                ("follower_lag", z.lag_behind_leader),
+                                ("request_latency_avg_seconds", _seconds(z.latency_avg_ms)),
+                                ("request_latency_max_seconds", _seconds(z.latency_max_ms)),
+                                ("outstanding_requests", z.outstanding_requests), ("connections", z.connections),
+                                ("znodes", z.znode_count), ("learners", z.learners),
+                                ("synced_followers", z.synced_followers)):
                 if value is not None:
-                    g(name).add_metric(lab, float(value))
+                    g(f"zookeeper_{name}").add_metric(lab, float(value))
 
     def _kraft(self, s: ClusterSnapshot, g: Family, now: float) -> None:
         if not s.kraft_voters:
             return
         c = s.cluster
         first = s.kraft_voters[0]
-        g(K_LEADER).add_metric((c,), float(first.leader_id))
-        g(K_EPOCH).add_metric((c,), float(first.leader_epoch))
-        g(K_HW).add_metric((c,), float(first.high_watermark))
+        g("kafka_kraft_leader_id").add_metric((c,), float(first.leader_id))
+        g("kafka_kraft_leader_epoch").add_metric((c,), float(first.leader_epoch))
+        g("kafka_kraft_high_watermark").add_metric((c,), float(first.high_watermark))
         for v in s.kraft_voters:
             lab = (c, str(v.node_id), v.role)
             if v.lag is not None:
-                g(K_LAG).add_metric(lab, float(v.lag))
+                g("kafka_kraft_voter_lag").add_metric(lab, float(v.lag))
             if v.last_caught_up_time is not None:
-                g(K_CAUGHT).add_metric(lab, max(0.0, s.time - v.last_caught_up_time))
+                g("kafka_kraft_voter_caught_up_age_seconds").add_metric(lab, max(0.0, s.time - v.last_caught_up_time))
+
+
+def _seconds(ms: float | None) -> float | None:
+    return None if ms is None else ms / 1000.0
 
 
 def _escape(value: str) -> str:

@@ -31,7 +31,7 @@ BUDGET_S = 30.0
 
 CHILD = r"""
 import os, sys
-sys.path.insert(0, sys.argv[3])
+
 from pathlib import Path
 from collectors.outputs.history import HistoryWriter
 from collectors.model.records import ClusterSnapshot, TopicRecord
