@@ -53,6 +53,9 @@ class RuleSpec:
     a timer per (rule, subject) for it."""
     severity_note: str | None = None
     """How the severity varies, where it does."""
+    risk: bool = False
+    """A standing risk (configuration, leader placement), not something that happened: listed apart from the
+    incidents, never a cause of one."""
 
     @property
     def anchor(self) -> str:
@@ -119,6 +122,7 @@ def kept_when_stale(sections: list[str] | set[str] | frozenset[str]) -> frozense
 
 
 TIMED_RULES: frozenset[str] = frozenset(r.name for r in CATALOGUE if r.timed)
+RISK_RULES: frozenset[str] = frozenset(r.name for r in CATALOGUE if r.risk)
 
 
 def rules_markdown() -> str:

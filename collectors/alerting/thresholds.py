@@ -54,6 +54,9 @@ class Thresholds(StrictModel):
     """A KRaft voter this many metadata records behind the leader is lagging."""
     stale_after_polls: Count = Field(2, ge=1, le=1000)
     """Data not refreshed for this many polls is marked stale instead of being reported as current."""
+    incident_hold_down_s: Seconds = Field(300.0, ge=0, le=MAX_DURATION_S)
+    """A cause that comes back within this long of its incident resolving continues that incident (same id)
+    instead of opening a new one: a flapping cause is one incident, not one per flap."""
 
     @field_validator("lag_min_points")
     @classmethod

@@ -7,7 +7,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from collectors.model.records import AlertRecord, ClusterSnapshot
+from collectors.model.records import AlertRecord, ClusterSnapshot, IncidentRecord
+
+
+@dataclass(frozen=True, slots=True)
+class IncidentEvent:
+    """Something on-call should know happened to an incident: opened, updated (its severity changed),
+    resolved, reopened (came back within the hold-down window). History keeps these."""
+
+    time: float
+    event: str
+    incident: IncidentRecord  # as it was at that moment
 
 
 @dataclass
@@ -15,6 +25,7 @@ class PollResult:
     snapshot: ClusterSnapshot
     opened: list[AlertRecord] = field(default_factory=list)
     resolved: list[AlertRecord] = field(default_factory=list)
+    incident_events: list[IncidentEvent] = field(default_factory=list)
 
     @property
     def node_unreachable(self) -> bool:

@@ -242,6 +242,36 @@ class AlertRecord:
 
 
 @dataclass(slots=True)
+class IncidentRecord:
+    """One cause and everything it explains: what on-call reads, what pages, what the weekly report counts.
+
+    Alerts stay the detail (one per rule and subject); an incident groups the alerts of one cause (a broker
+    down with the partition alerts of every partition it held, the consensus layer, one topic, one group, one
+    transactional id) and carries its blast radius. Counts are None where they do not apply to the kind."""
+
+    cluster: str
+    id: str  # stable while the cause lasts, and across a return within the hold-down window
+    kind: str  # broker / consensus / topic / group / transaction / cluster / monitor
+    subject: str  # "broker 3", "brokers 2, 3", a topic, a group id, a transactional id, "zookeeper", …
+    severity: str  # the worst of its alerts
+    summary: str  # one sentence: the cause, then its worst consequence
+    opened: float
+    last_seen: float
+    resolved_at: float | None = None
+    alerts: int = 0  # member alerts
+    members: dict[str, int] = field(default_factory=dict)  # rule → member alerts
+    sample: list[str] = field(default_factory=list)  # up to 20 member subjects, worst first
+    brokers: list[int] = field(default_factory=list)  # the brokers down (broker incidents)
+    partitions: int | None = None  # partitions affected (a down broker among their replicas / the topic's)
+    topics: int | None = None
+    offline: int | None = None  # of those, partitions without a leader (unavailable)
+    under_min_isr: int | None = None  # acks=all writes failing now
+    at_min_isr: int | None = None  # one more broker failure stops acks=all writes
+    unclean_topics: int | None = None  # affected topics with unclean.leader.election.enable=true
+    consequences: list[str] = field(default_factory=list)  # "group billing", … explained by this cause
+
+
+@dataclass(slots=True)
 class ClusterSnapshot:
     cluster: str
     time: float
@@ -265,6 +295,7 @@ class ClusterSnapshot:
     kraft_voters: list[KRaftVoterRecord] = field(default_factory=list)
     partition_changes: list[PartitionChangeRecord] = field(default_factory=list)
     alerts: list[AlertRecord] = field(default_factory=list)
+    incidents: list[IncidentRecord] = field(default_factory=list)
 
 
 DERIVED_PARTITION_FIELDS = ("replication_factor", "offline", "under_replicated", "under_min_isr", "at_min_isr",
@@ -293,7 +324,8 @@ def snapshot_to_dict(snap: ClusterSnapshot) -> dict[str, Any]:
 
 RECORD_TYPES: tuple[type, ...] = (
     ClusterSnapshot, BrokerRecord, TopicRecord, PartitionRecord, PartitionChangeRecord, GroupRecord,
-    GroupPartitionRecord, TransactionRecord, ProducerRecord, ZkServerRecord, KRaftVoterRecord, AlertRecord)
+    GroupPartitionRecord, TransactionRecord, ProducerRecord, ZkServerRecord, KRaftVoterRecord, AlertRecord,
+    IncidentRecord)
 
 
 def schema_markdown() -> str:

@@ -38,7 +38,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from collectors.model.lag import CommitWindow, OffsetHistory
-from collectors.model.records import AlertRecord
+from collectors.model.records import AlertRecord, IncidentRecord
 from collectors.model.state import ClusterState
 from collectors.outputs.atomic import publish, remove_stale_temps
 from collectors.outputs.paths import safe_name
@@ -74,6 +74,7 @@ class Checkpoint:
     saved_at: float
     state: ClusterState
     alerts: list[AlertRecord] = field(default_factory=list)
+    incidents: list[IncidentRecord] = field(default_factory=list)  # open, and resolved within the hold-down
 
 
 def checkpoint_path(state_dir: Path, cluster: str) -> Path:
@@ -149,6 +150,7 @@ def _meta(cp: Checkpoint) -> dict[str, Any]:
         "known_brokers": [[b, t] for b, t in st.known_brokers.items()],
         "topic_configs": st.topic_configs, "broker_configs": st.broker_configs,
         "alerts": [asdict(a) for a in cp.alerts],
+        "incidents": [asdict(i) for i in cp.incidents],
     }
 
 
@@ -298,13 +300,21 @@ def load_checkpoint(state_dir: Path, cluster: str, *, lag_points: int, window_si
                     raise CheckpointError(f"alert {a.rule!r} has non-text fields")
                 for value, what in ((a.first_seen, "first_seen"), (a.last_seen, "last_seen"), (a.value, "value")):
                     _finite(value, f"alert {what}")
+            # incidents arrived in a later version: a checkpoint without them resumes with none (the first poll
+            # re-opens them from the resumed alerts, under new ids)
+            incidents = [IncidentRecord(**i) for i in meta.get("incidents", [])]
+            for i in incidents:
+                if i.cluster != cluster or not all(isinstance(v, str) for v in (i.id, i.kind, i.subject, i.severity)):
+                    raise CheckpointError("incidents of another cluster or with non-text fields")
+                for value, what in ((i.opened, "opened"), (i.last_seen, "last_seen"), (i.resolved_at, "resolved_at")):
+                    _finite(value, f"incident {what}")
     except CheckpointError as e:
         raise CheckpointError(f"{path}: {e}") from e
     except (KeyError, TypeError, ValueError, IndexError, OSError, zipfile.BadZipFile, pa.ArrowException) as e:
         raise CheckpointError(f"{path}: damaged: {type(e).__name__}: {e}") from e
     cluster_id = meta.get("cluster_id")
     return Checkpoint(cluster=cluster, cluster_id=cluster_id if isinstance(cluster_id, str) else None,
-                      saved_at=saved_at, state=state, alerts=alerts)
+                      saved_at=saved_at, state=state, alerts=alerts, incidents=incidents)
 
 
 def describe(cp: Checkpoint, now: float | None = None) -> str:

@@ -144,6 +144,12 @@ class SnapshotCollector(Collector):
             sev_counts[a.severity] = sev_counts.get(a.severity, 0) + 1
         for sev, n in sev_counts.items():
             g("kafka_monitor_alerts_open").add_metric((c, sev), float(n))
+        incidents = dict.fromkeys(SEVERITIES, 0)
+        for i in s.incidents:
+            g("kafka_monitor_incident").add_metric((c, i.kind, i.subject, i.severity), 1.0)
+            incidents[i.severity] = incidents.get(i.severity, 0) + 1
+        for sev, n in incidents.items():
+            g("kafka_monitor_incidents_open").add_metric((c, sev), float(n))
         if not s.reachable:
             self._zookeeper(s, g)
             return  # nothing else is known; absent series beat stale ones presented as current

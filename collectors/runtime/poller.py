@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from collectors.alerting.catalogue import kept_when_stale
+from collectors.alerting.correlation import correlate
 from collectors.alerting.evaluation import judge
+from collectors.alerting.incidents import IncidentTracker
 from collectors.alerting.lifecycle import AlertTracker
 from collectors.alerting.rules import Candidate
 from collectors.config import ClusterConfig, MonitorConfig
@@ -53,6 +55,7 @@ class ClusterPoller:
                                 four_letter_words=zk.four_letter_words, timeout_s=config.request_timeout_s)
         self.state = ClusterState(window_size=self.thresholds.lag_window_points)
         self.alerts = AlertTracker()
+        self.incidents = IncidentTracker(self.thresholds.incident_hold_down_s)
         self.cluster_id: str | None = None  # as last reported by the cluster
         self._resumed_cluster_id: str | None = None  # from a checkpoint, until the cluster confirms it
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"poll-{self.name}")
@@ -78,15 +81,17 @@ class ClusterPoller:
         candidates = judge(snap, self.state, self.thresholds, now) + list(extra or [])
         current, opened, resolved = self.alerts.update(self.name, candidates, now, kept_when_stale(snap.stale_sections))
         snap.alerts = current
+        snap.incidents, incident_events = self.incidents.update(self.name, correlate(snap, current), now)
         snap.poll_duration_s = time.monotonic() - started
-        return PollResult(snap, opened, resolved)
+        return PollResult(snap, opened, resolved, incident_events)
 
     def checkpoint(self, now: float) -> Checkpoint:
         """What a restart should resume from (call between polls: the state must not change meanwhile)."""
         from collectors.outputs.checkpoint import Checkpoint
 
         return Checkpoint(cluster=self.name, cluster_id=self.cluster_id or self._resumed_cluster_id, saved_at=now,
-                          state=self.state, alerts=self.alerts.open_for(self.name))
+                          state=self.state, alerts=self.alerts.open_for(self.name),
+                          incidents=self.incidents.open_for(self.name) + self.incidents.recent_for(self.name))
 
     def resume(self, cp: Checkpoint) -> None:
         """Take over a checkpoint's memory; undone at the first poll if the cluster turns out to be another one."""
@@ -94,6 +99,8 @@ class ClusterPoller:
         self.alerts.forget(self.name)
         for a in cp.alerts:
             self.alerts.open[a.key] = a
+        self.incidents.forget(self.name)
+        self.incidents.restore(cp.incidents)
         self._resumed_cluster_id = cp.cluster_id
 
     def _check_resumed_identity(self, cluster_id: str) -> None:
@@ -103,6 +110,7 @@ class ClusterPoller:
                         self.name, cluster_id, expected)
             self.state = ClusterState(window_size=self.thresholds.lag_window_points)
             self.alerts.forget(self.name)
+            self.incidents.forget(self.name)
 
     def _observe_kafka(self, now: float) -> KafkaObservation:
         try:

@@ -1,0 +1,120 @@
+"""Incident lifecycle: identity across polls, severity, events, and damping.
+
+`correlate` says which causes are present in one poll; this tracker makes each cause one incident for as
+long as it lasts: the same cause (cluster, kind, key) keeps its id and its opened time, its severity is
+its worst alert now, and it produces events only when something a person cares about changes — opened,
+severity changed, resolved, reopened.
+
+Damping: a cause that comes back within `hold_down_s` of resolving (a group that keeps flipping at the
+edge of the retention-risk threshold, a broker that restarts and crashes again) continues its incident —
+same id, a "reopened" event — instead of opening a new one, so a flapping cause is one incident in the
+weekly report, not twenty.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+from collectors.alerting.correlation import Cause
+from collectors.model.poll import IncidentEvent
+from collectors.model.records import IncidentRecord
+from collectors.model.vocabulary import SEVERITY_RANK
+
+OPENED, UPDATED, RESOLVED, REOPENED = "opened", "updated", "resolved", "reopened"
+
+Key = tuple[str, str, str]  # cluster, kind, key
+
+
+def incident_id(cluster: str, kind: str, key: str, opened: float) -> str:
+    """Short, stable, unique per cause occurrence (names can be long or hold any character)."""
+    digest = hashlib.sha1(f"{cluster}\0{kind}\0{key}\0{opened!r}".encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{kind}-{digest[:10]}"
+
+
+class IncidentTracker:
+    def __init__(self, hold_down_s: float = 300.0) -> None:
+        self.hold_down_s = hold_down_s
+        self.open: dict[Key, IncidentRecord] = {}
+        self.recent: dict[Key, IncidentRecord] = {}  # resolved within the hold-down window
+
+    def open_for(self, cluster: str) -> list[IncidentRecord]:
+        return [i for k, i in self.open.items() if k[0] == cluster]
+
+    def recent_for(self, cluster: str) -> list[IncidentRecord]:
+        return [i for k, i in self.recent.items() if k[0] == cluster]
+
+    def forget(self, cluster: str) -> None:
+        """Drop the cluster's incidents without events (their memory is being discarded)."""
+        self.open = {k: i for k, i in self.open.items() if k[0] != cluster}
+        self.recent = {k: i for k, i in self.recent.items() if k[0] != cluster}
+
+    def restore(self, incidents: Iterable[IncidentRecord]) -> None:
+        """Take over incidents from a checkpoint (open ones, and resolved ones still within the hold-down)."""
+        for inc in incidents:
+            key = (inc.cluster, inc.kind, _key_of(inc))
+            (self.recent if inc.resolved_at is not None else self.open)[key] = inc
+
+    def update(self, cluster: str, causes: Iterable[Cause], now: float
+               ) -> tuple[list[IncidentRecord], list[IncidentEvent]]:
+        """Apply one poll's causes: returns (the cluster's open incidents worst first, events)."""
+        events: list[IncidentEvent] = []
+        seen: set[Key] = set()
+        for c in causes:
+            key = (cluster, c.kind, c.key)
+            if key in seen:
+                continue
+            seen.add(key)
+            inc = self.open.get(key)
+            if inc is None:
+                inc = self.recent.pop(key, None)
+                if inc is not None and now - (inc.resolved_at or now) <= self.hold_down_s:
+                    inc.resolved_at = None
+                    self.open[key] = inc
+                    _fill(inc, c, now)
+                    events.append(IncidentEvent(now, REOPENED, _copy(inc)))
+                    continue
+                inc = IncidentRecord(cluster=cluster, id=incident_id(cluster, c.kind, c.key, now), kind=c.kind,
+                                     subject=c.subject, severity=c.severity, summary=c.summary, opened=now,
+                                     last_seen=now)
+                self.open[key] = inc
+                _fill(inc, c, now)
+                events.append(IncidentEvent(now, OPENED, _copy(inc)))
+                continue
+            before = inc.severity
+            _fill(inc, c, now)
+            if inc.severity != before:
+                events.append(IncidentEvent(now, UPDATED, _copy(inc)))
+        for key in [k for k in self.open if k[0] == cluster and k not in seen]:
+            inc = self.open.pop(key)
+            inc.resolved_at = now
+            self.recent[key] = inc
+            events.append(IncidentEvent(now, RESOLVED, _copy(inc)))
+        for key in [k for k, i in self.recent.items() if k[0] == cluster and
+                    now - (i.resolved_at or now) > self.hold_down_s]:
+            del self.recent[key]
+        current = sorted(self.open_for(cluster), key=lambda i: (SEVERITY_RANK.get(i.severity, 9), i.opened, i.id))
+        return current, events
+
+
+def _key_of(inc: IncidentRecord) -> str:
+    """The correlation key of a restored incident (what `Cause.key` was for it): one broker incident and one
+    consensus incident per cluster, the cluster and the monitor by kind, the others by their subject."""
+    if inc.kind == "broker":
+        return "brokers"
+    if inc.kind in ("consensus", "monitor", "cluster"):
+        return inc.kind
+    return inc.subject
+
+
+def _fill(inc: IncidentRecord, c: Cause, now: float) -> None:
+    inc.subject, inc.severity, inc.summary, inc.last_seen = c.subject, c.severity, c.summary, now
+    inc.alerts, inc.members, inc.sample = len(c.alerts), c.members, c.sample()
+    inc.brokers, inc.partitions, inc.topics = list(c.brokers), c.partitions, c.topics
+    inc.offline, inc.under_min_isr, inc.at_min_isr = c.offline, c.under_min_isr, c.at_min_isr
+    inc.unclean_topics, inc.consequences = c.unclean_topics, list(c.consequences)
+
+
+def _copy(inc: IncidentRecord) -> IncidentRecord:
+    """An event's own copy: the open record keeps changing with later polls."""
+    return IncidentRecord(**{f: getattr(inc, f) for f in IncidentRecord.__dataclass_fields__})

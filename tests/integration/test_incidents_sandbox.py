@@ -1,0 +1,87 @@
+"""One broker crash on the sandbox is one incident whose blast radius is what the cluster really shows.
+
+The sandbox is ground truth: after the crash, with simulated time frozen, the partitions that have the
+dead broker among their replicas and their classes (offline, under / at min ISR) are read from its model
+and compared with the incident the collector opened from what it saw over TCP.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from sandbox.model import Cluster
+from sandbox.runner import Sandbox
+from tests.support.monitor import make_poller, poll, poll_until
+from tests.support.sandbox import TEST_CLUSTER, frozen, running_sandbox, scenario
+
+pytestmark = pytest.mark.integration
+
+DEAD = 2
+
+
+@pytest.fixture(scope="module")
+def sb() -> Iterator[Sandbox]:
+    cluster: dict[str, Any] = {**TEST_CLUSTER, "topics": [
+        *TEST_CLUSTER["topics"],
+        {"name": "risky", "partitions": 4, "replication_factor": 3, "produce_rate": 3,
+         "configs": {"unclean.leader.election.enable": "true"}},
+    ]}
+    with running_sandbox(scenario(cluster), speed=10.0) as s:
+        s.advance_to(s.cluster.start + 10)
+        yield s
+
+
+def _truth(c: Cluster) -> dict[str, Any]:
+    hit = [p for t in c.topics.values() for p in t.partitions if DEAD in p.replicas]  # internal topics too
+    classes: Counter[str] = Counter()
+    for p in hit:
+        isr, mi = len(p.isr), c.min_isr(p.topic)
+        if not p.online:
+            classes["offline"] += 1
+        elif isr < mi:
+            classes["under_min_isr"] += 1
+        elif isr == mi and len(p.replicas) > mi:
+            classes["at_min_isr"] += 1
+    topics = {p.topic for p in hit}
+    return {"partitions": len(hit), "topics": len(topics), **classes,
+            "unclean": sum(1 for t in topics if c.unclean_allowed(t))}
+
+
+def test_a_broker_crash_is_one_incident_with_the_real_blast_radius(sb: Sandbox) -> None:
+    poller = make_poller(sb)
+    try:
+        first = poll(poller, sb)
+        assert first.snapshot.incidents == [] and first.incident_events == []
+        sb.call(lambda c: c.crash_broker(DEAD))
+        r = poll_until(poller, sb, lambda r: any(i.kind == "broker" and i.offline for i in r.snapshot.incidents)
+                       and any(a.rule == "at_min_isr" for a in r.snapshot.alerts))
+        with frozen(sb):
+            r = poll(poller, sb)
+            truth = sb.call(_truth)
+        broker = [i for i in r.snapshot.incidents if i.kind == "broker"]
+        assert len(broker) == 1, r.snapshot.incidents
+        inc = broker[0]
+        assert inc.subject == f"broker {DEAD}" and inc.brokers == [DEAD] and inc.severity == "critical"
+        assert (inc.partitions, inc.topics) == (truth["partitions"], truth["topics"])
+        assert (inc.offline, inc.under_min_isr, inc.at_min_isr) == (
+            truth.get("offline", 0), truth.get("under_min_isr", 0), truth.get("at_min_isr", 0))
+        assert inc.offline > 0 and inc.at_min_isr > 0  # the RF-1 topic lost partitions, the RF-3 ones a replica
+        assert inc.unclean_topics == truth["unclean"] == 1
+        # every partition-level alert is inside the broker incident; nothing else is a cause of its own
+        partition_rules = {"offline_partition", "under_min_isr", "at_min_isr", "under_replicated", "isr_flapping"}
+        symptoms = sum(1 for a in r.snapshot.alerts if a.rule in partition_rules)
+        assert sum(n for rule, n in inc.members.items() if rule in partition_rules) == symptoms > 0
+        assert len(r.snapshot.incidents) <= 3, [(i.kind, i.subject) for i in r.snapshot.incidents]
+        ids = {i.id for i in r.snapshot.incidents}
+        # the incident keeps its id while the broker stays down, and resolves once when it is back
+        sb.call(lambda c: c.restart_broker(DEAD))
+        done = poll_until(poller, sb, lambda r: not any(i.kind == "broker" for i in r.snapshot.incidents),
+                          timeout=60)
+        assert inc.id in ids
+        assert not any(e.event == "opened" and e.incident.kind == "broker" for e in done.incident_events)
+    finally:
+        poller.close()

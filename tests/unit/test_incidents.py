@@ -1,0 +1,179 @@
+"""Correlation and the incident lifecycle: one cause, one incident, with its blast radius."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from collectors.alerting.correlation import correlate
+from collectors.alerting.evaluation import judge
+from collectors.alerting.incidents import IncidentTracker
+from collectors.alerting.lifecycle import AlertTracker
+from collectors.config import Thresholds
+from collectors.model.records import (
+    AlertRecord,
+    BrokerRecord,
+    ClusterSnapshot,
+    GroupPartitionRecord,
+    GroupRecord,
+    PartitionRecord,
+    TopicRecord,
+)
+from collectors.model.state import ClusterState
+
+NOW = 1_800_000_000.0
+TH = Thresholds()
+
+
+def cluster(down: tuple[int, ...] = (), topics: int = 4, parts: int = 6, min_isr: int = 2,
+            unclean: tuple[str, ...] = (), brokers: int = 4) -> ClusterSnapshot:
+    """`topics` topics of `parts` partitions, RF 3 spread round-robin over `brokers`; the down brokers are out
+    of every ISR and no longer lead (a partition whose replicas are all down is offline)."""
+    s = ClusterSnapshot(cluster="c", time=NOW, controller_id=1)
+    s.brokers = [BrokerRecord("c", b, "h", 9092, alive=b not in down, is_controller=b == 1,
+                              reachable=b not in down) for b in range(1, brokers + 1)]
+    for ti in range(topics):
+        name = f"t{ti}"
+        s.topics.append(TopicRecord("c", name, False, parts, 3, min_isr, name in unclean, 604_800_000, "delete"))
+        for p in range(parts):
+            replicas = [(ti + p + k) % brokers + 1 for k in range(3)]
+            isr = [b for b in replicas if b not in down]
+            s.partitions.append(PartitionRecord("c", name, p, isr[0] if isr else -1, 1, replicas, isr, [], min_isr))
+    return s
+
+
+def alerts_of(s: ClusterSnapshot, st: ClusterState | None = None, now: float = NOW) -> list[AlertRecord]:
+    current, _, _ = AlertTracker().update("c", judge(s, st or ClusterState(), TH, now), now)
+    return current
+
+
+def truth(s: ClusterSnapshot, down: set[int]) -> list[PartitionRecord]:
+    return [p for p in s.partitions if down & set(p.replicas)]
+
+
+def test_one_broker_down_is_one_incident_with_its_exact_blast_radius() -> None:
+    s = cluster(down=(3,), unclean=("t1",))
+    causes = correlate(s, alerts_of(s))
+    assert [c.kind for c in causes] == ["broker"]
+    b = causes[0]
+    hit = truth(s, {3})
+    assert b.subject == "broker 3" and b.brokers == [3] and b.severity == "critical"
+    assert b.partitions == len(hit) and b.topics == len({p.topic for p in hit})
+    assert b.at_min_isr == sum(p.partition_class == "at_min_isr" for p in hit) == len(hit)
+    assert b.offline == 0 and b.under_min_isr == 0 and b.unclean_topics == 1
+    assert b.members == {"at_min_isr": len(hit), "broker_down": 1}
+    assert b.summary.startswith(f"broker 3 is down; {len(hit)} partitions on 4 topics lost a replica: ")
+    assert "at min ISR (one more broker failure stops acks=all writes)" in b.summary
+    assert "unclean election enabled on 1 affected topic" in b.summary
+    assert b.sample()[0] == "broker_down broker-3" and len(b.sample()) == len(hit) + 1  # critical first
+
+
+def test_two_brokers_down_is_one_incident_worst_consequence_first() -> None:
+    s = cluster(down=(2, 3))
+    causes = correlate(s, alerts_of(s))
+    assert [c.kind for c in causes] == ["broker"]
+    b = causes[0]
+    assert b.subject == "brokers 2, 3" and b.brokers == [2, 3]
+    hit = truth(s, {2, 3})
+    assert b.partitions == len(hit)
+    assert b.under_min_isr == sum(p.partition_class == "under_min_isr" for p in hit) > 0
+    assert b.summary.index("under min ISR") < b.summary.index("at min ISR")
+
+
+def test_partition_symptoms_without_a_broker_cause_group_per_topic() -> None:
+    s = cluster()
+    for p in s.partitions:
+        if p.topic == "t2" and p.partition < 2:
+            p.isr = p.isr[:2]  # a slow follower, no broker down
+    causes = correlate(s, alerts_of(s))
+    assert [(c.kind, c.subject) for c in causes] == [("topic", "t2")]
+    assert causes[0].summary == "t2: 2 of 6 partitions at min isr"
+    assert causes[0].partitions == 2 and causes[0].at_min_isr == 2
+
+
+def _group(s: ClusterSnapshot, gid: str, on: list[PartitionRecord]) -> None:
+    s.groups.append(GroupRecord("c", gid, "Stable", 1, 1, status="ERR", worst_partition_status="STALL",
+                                lag_sum=100, partitions=len(on)))
+    for p in on:
+        s.group_partitions.append(GroupPartitionRecord("c", gid, p.topic, p.partition, 5, 0, 105, 105, 100, None,
+                                                       status="STALL"))
+
+
+def test_a_group_stuck_on_offline_partitions_is_a_consequence_not_a_second_cause() -> None:
+    s = cluster(down=(1, 2, 3), brokers=4)
+    offline = [p for p in s.partitions if p.offline]
+    healthy = [p for p in s.partitions if not (set(p.replicas) & {1, 2, 3})]
+    assert offline
+    _group(s, "stuck-by-outage", offline[:2])
+    _group(s, "stuck-on-its-own", healthy[:1] or [p for p in s.partitions if p.leader == 4][:1])
+    causes = correlate(s, alerts_of(s))
+    kinds = [(c.kind, c.subject) for c in causes]
+    assert ("group", "stuck-by-outage") not in kinds and ("group", "stuck-on-its-own") in kinds
+    b = next(c for c in causes if c.kind == "broker")
+    assert b.consequences == ["group stuck-by-outage"] and "consumer_lag_status" in b.members
+    assert b.offline == len(offline)
+
+
+def test_risks_are_not_incidents_and_consensus_is_one() -> None:
+    s = cluster(min_isr=1)  # RF 3 with min ISR 1: unsafe_durability on every topic
+    a = alerts_of(s)
+    assert {x.rule for x in a} == {"unsafe_durability"}
+    assert correlate(s, a) == []
+    zk = [AlertRecord(r, sev, "c", subj, f"{r} here", NOW, NOW) for r, sev, subj in (
+        ("zk_node_not_serving", "warning", "zk2:2181"), ("zk_quorum_lost", "critical", "c"),
+        ("controller_mismatch", "critical", "c"))]
+    causes = correlate(s, a + zk)
+    assert [(c.kind, c.severity, len(c.alerts)) for c in causes] == [("consensus", "critical", 3)]
+
+
+def test_incident_identity_severity_events_and_hold_down() -> None:
+    tr = IncidentTracker(hold_down_s=300)
+    s = cluster(down=(3,))
+    inc, ev = tr.update("c", correlate(s, alerts_of(s)), NOW)
+    assert [e.event for e in ev] == ["opened"] and len(inc) == 1
+    first = inc[0].id
+    s2 = cluster(down=(2, 3))  # a second broker: the same incident, worse
+    inc, ev = tr.update("c", correlate(s2, alerts_of(s2)), NOW + 30)
+    assert [i.id for i in inc] == [first] and inc[0].subject == "brokers 2, 3" and inc[0].opened == NOW
+    assert [e.event for e in ev] == []  # still critical: no event
+    inc, ev = tr.update("c", [], NOW + 60)
+    assert inc == [] and [(e.event, e.incident.id, e.incident.resolved_at) for e in ev] == [
+        ("resolved", first, NOW + 60)]
+    inc, ev = tr.update("c", correlate(s, alerts_of(s)), NOW + 200)  # back within the hold-down
+    assert [i.id for i in inc] == [first] and [e.event for e in ev] == ["reopened"]
+    assert inc[0].resolved_at is None and inc[0].opened == NOW
+    tr.update("c", [], NOW + 230)
+    inc, ev = tr.update("c", correlate(s, alerts_of(s)), NOW + 600)  # back after the hold-down: a new one
+    assert [e.event for e in ev] == ["opened"] and inc[0].id != first
+
+
+def test_severity_change_is_an_update_event() -> None:
+    tr = IncidentTracker()
+    s = cluster()
+    s.partitions[0].isr = s.partitions[0].isr[:2]
+    tr.update("c", correlate(s, alerts_of(s)), NOW)
+    s.partitions[0].isr = s.partitions[0].isr[:1]  # now under min ISR: critical
+    _, ev = tr.update("c", correlate(s, alerts_of(s)), NOW + 30)
+    assert [(e.event, e.incident.severity) for e in ev] == [("updated", "critical")]
+
+
+def test_incidents_survive_a_checkpoint(tmp_path: Path) -> None:
+    from collectors.outputs.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+
+    tr = IncidentTracker()
+    s = cluster(down=(3,))
+    inc, _ = tr.update("c", correlate(s, alerts_of(s)), NOW)
+    save_checkpoint(tmp_path, Checkpoint(cluster="c", cluster_id="x", saved_at=NOW, state=ClusterState(),
+                                         incidents=inc))
+    cp = load_checkpoint(tmp_path, "c", lag_points=60, window_size=10, now=NOW + 10, max_age_s=3600)
+    assert cp is not None and [i.id for i in cp.incidents] == [inc[0].id]
+    again = IncidentTracker()
+    again.restore(cp.incidents)
+    after, ev = again.update("c", correlate(s, alerts_of(s)), NOW + 30)
+    assert [i.id for i in after] == [inc[0].id] and ev == []
+
+
+def test_a_big_outage_stays_one_incident_with_a_capped_sample() -> None:
+    s = cluster(down=(3,), topics=200, parts=50, brokers=6)
+    causes = correlate(s, alerts_of(s))
+    assert len(causes) == 1 and causes[0].partitions == len(truth(s, {3})) > 1000
+    assert len(causes[0].sample()) == 20
