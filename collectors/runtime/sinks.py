@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from collectors.alerting.rules import Candidate
-from collectors.config import HistoryConfig, MonitorConfig
+from collectors.config import HistoryConfig, MonitorConfig, Thresholds
 from collectors.model.poll import PollResult
 from collectors.model.records import snapshot_to_dict
 from collectors.outputs.exporter import MetricsEndpoint, MetricsServer
@@ -44,12 +44,14 @@ class ExporterSink:
 
 
 class HistorySink:
-    def __init__(self, cfg: HistoryConfig, exporter: ExporterSink | None, monitor: Monitor | None = None) -> None:
+    def __init__(self, cfg: HistoryConfig, exporter: ExporterSink | None, monitor: Monitor | None = None,
+                 thresholds: Thresholds | None = None) -> None:
         from collectors.outputs.history import HistoryWriter
 
         self.writer = HistoryWriter(Path(cfg.root), flush_interval_s=cfg.flush_interval_s,
                                     partition_detail=cfg.partition_detail, retention_days=cfg.retention_days,
-                                    compact_min_files=cfg.compact_min_files)
+                                    compact_min_files=cfg.compact_min_files,
+                                    thresholds=thresholds.model_dump_json() if thresholds is not None else None)
         self.exporter = exporter
         self.monitor = monitor
 
@@ -131,7 +133,7 @@ def build_sinks(config: MonitorConfig, monitor: Monitor | None = None) -> list[S
         exporter = ExporterSink(config.exporter.host, config.exporter.port, config.exporter.partition_series)
         sinks.append(exporter)
     if config.history.enabled:
-        sinks.append(HistorySink(config.history, exporter, monitor))
+        sinks.append(HistorySink(config.history, exporter, monitor, config.thresholds))
     sinks.append(LatestStateSink(Path(config.state_dir)))
     if monitor is not None:
         sinks.append(CheckpointSink(Path(config.state_dir), config.checkpoint_interval_s, monitor))

@@ -16,12 +16,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from collectors.model.poll import IncidentEvent, PollResult
 from collectors.model.records import (
     AlertRecord,
     BrokerRecord,
     ClusterSnapshot,
     GroupPartitionRecord,
     GroupRecord,
+    IncidentRecord,
     KRaftVoterRecord,
     PartitionChangeRecord,
     PartitionRecord,
@@ -42,7 +44,6 @@ from collectors.outputs.history import (
     snapshot_columns,
 )
 from collectors.outputs.history import writer as history_writer
-from collectors.runtime.poller import PollResult
 
 DAY = 86_400.0
 T0 = 1_700_006_400.0  # 2023-11-15 00:00:00 UTC
@@ -95,6 +96,27 @@ def full_snapshot(t: float = T0, cluster: str = "c1") -> ClusterSnapshot:
     return s
 
 
+def incident_events(t: float = T0) -> list[IncidentEvent]:
+    inc = IncidentRecord("c1", "broker-0123456789", "broker", "broker 2", "critical", "broker 2 is down; …", t,
+                         t, alerts=3, members={"broker_down": 1, "at_min_isr": 2}, brokers=[2], partitions=2,
+                         topics=1, offline=0, under_min_isr=0, at_min_isr=2, unclean_topics=0,
+                         consequences=["group g1"])
+    return [IncidentEvent(t, "opened", inc), IncidentEvent(t + 30, "updated", inc)]
+
+
+def test_incident_events_are_history_rows_with_their_own_time(tmp_path: Path) -> None:
+    w = HistoryWriter(tmp_path, clock=lambda: T0)
+    w.add(PollResult(full_snapshot(T0), incident_events=incident_events(T0)))
+    assert w.flush()
+    rows = read_table(tmp_path, "incident_events").to_dict("records")
+    assert [(r["event"], r["time"], r["id"]) for r in rows] == [("opened", T0, "broker-0123456789"),
+                                                                ("updated", T0 + 30, "broker-0123456789")]
+    assert json.loads(rows[0]["members"]) == {"at_min_isr": 2, "broker_down": 1}
+    assert list(rows[0]["brokers"]) == [2] and list(rows[0]["consequences"]) == ["group g1"]
+    cluster = read_table(tmp_path, "cluster").to_dict("records")[0]
+    assert cluster["incidents_open"] == 0
+
+
 def opened_resolved(t: float = T0) -> tuple[list[AlertRecord], list[AlertRecord]]:
     return ([AlertRecord("under_replicated", "warning", "c1", "orders-1", "URP", t, t, value=1.0)],
             [AlertRecord("consumer_lag_status", "critical", "c1", "g1", "lag", t - 600, t - 30, None, t)])
@@ -123,7 +145,7 @@ def test_rows_per_table_from_a_snapshot() -> None:
 def test_flush_writes_one_file_per_table_and_date(tmp_path: Path) -> None:
     w = HistoryWriter(tmp_path, partition_detail=True, clock=lambda: T0)
     opened, resolved = opened_resolved()
-    w.add(PollResult(full_snapshot(T0), opened, resolved))
+    w.add(PollResult(full_snapshot(T0), opened, resolved, incident_events(T0)))
     w.add(PollResult(full_snapshot(T0 + 60)))
     w.add(PollResult(full_snapshot(T0 + DAY)))
     assert w.buffered_rows > 0 and not list(tmp_path.rglob("*.parquet"))
@@ -131,7 +153,8 @@ def test_flush_writes_one_file_per_table_and_date(tmp_path: Path) -> None:
     assert set(list_tables(tmp_path)) == set(TABLES)
     for table in TABLES:
         days = {p.parent.name for p in files_in(tmp_path, table)}
-        expected = {"date=2023-11-15"} if table == "alert_events" else {"date=2023-11-15", "date=2023-11-16"}
+        events = table in ("alert_events", "incident_events")
+        expected = {"date=2023-11-15"} if events else {"date=2023-11-15", "date=2023-11-16"}
         assert days == expected, table
         assert len(files_in(tmp_path, table)) == len(expected), table
     assert all(p.name.startswith("part-") for p in tmp_path.rglob("*.parquet"))
@@ -141,7 +164,7 @@ def test_flush_writes_one_file_per_table_and_date(tmp_path: Path) -> None:
     meta = pq.read_schema(files_in(tmp_path, "cluster")[0]).metadata
     assert meta[b"kmon.history_schema_version"] == str(HISTORY_SCHEMA_VERSION).encode()
     assert w.flush()  # nothing buffered: no new files
-    assert len(list(tmp_path.rglob("*.parquet"))) == 2 * len(TABLES) - 1
+    assert len(list(tmp_path.rglob("*.parquet"))) == 2 * len(TABLES) - 2  # the two event tables: one day each
 
 
 def test_read_table_round_trips_values(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ See the package docstring (`collectors.outputs.history`) for the layout and the 
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections import defaultdict
@@ -13,6 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from collectors.model.poll import IncidentEvent
 from collectors.model.records import AlertRecord, ClusterSnapshot, GroupPartitionRecord
 from collectors.model.vocabulary import PARTITION_STATUS_RANK
 from collectors.outputs.history.schema import ALERT_FIELDS, HISTORY_SCHEMA_VERSION, KRAFT_FIELDS, TABLES, ZK_FIELDS
@@ -32,7 +34,9 @@ def _schema_fields(table: str) -> list[str]:
 
 
 def snapshot_columns(snap: ClusterSnapshot, opened: Sequence[AlertRecord] = (),
-                     resolved: Sequence[AlertRecord] = (), partition_detail: bool = False) -> dict[str, Columns]:
+                     resolved: Sequence[AlertRecord] = (), partition_detail: bool = False,
+                     incident_events: Sequence[IncidentEvent] = (), thresholds: str | None = None
+                     ) -> dict[str, Columns]:
     """One poll as columns per table (``cluster``/``time``/``schema_version`` are added by the writer).
 
     Tables without rows are left out. Exposed for tests and for the row-count documentation.
@@ -48,7 +52,8 @@ def snapshot_columns(snap: ClusterSnapshot, opened: Sequence[AlertRecord] = (),
         "under_replicated": [sum(t.under_replicated for t in topics)],
         "under_min_isr": [sum(t.under_min_isr for t in topics)], "at_min_isr": [sum(t.at_min_isr for t in topics)],
         "offline": [sum(t.offline for t in topics)], "groups": [len(snap.groups)],
-        "alerts_open": [len(snap.alerts)], "alerts_critical": [sum(a.severity == "critical" for a in snap.alerts)]}
+        "alerts_open": [len(snap.alerts)], "alerts_critical": [sum(a.severity == "critical" for a in snap.alerts)],
+        "incidents_open": [len(snap.incidents)], "thresholds": [thresholds]}
     if snap.brokers:
         out["brokers"] = _fields(snap.brokers, _schema_fields("brokers"))
     if topics:
@@ -78,7 +83,21 @@ def snapshot_columns(snap: ClusterSnapshot, opened: Sequence[AlertRecord] = (),
         cols = {"event": [e for e, _ in events]}
         cols.update({n: [getattr(a, n) for _, a in events] for n in ALERT_FIELDS})
         out["alert_events"] = cols
+    if incident_events:
+        out["incident_events"] = _incident_events(incident_events)
     return out
+
+
+def _incident_events(events: Sequence[IncidentEvent]) -> Columns:
+    """Events carry their own time; `members` (rule → alerts) is JSON text, one object per row."""
+    incs = [e.incident for e in events]
+    cols: Columns = {"time": [e.time for e in events], "cluster": [i.cluster for i in incs],
+                     "event": [e.event for e in events],
+                     "members": [json.dumps(i.members, sort_keys=True) for i in incs]}
+    for name in ("id", "kind", "subject", "severity", "summary", "opened", "resolved_at", "alerts", "brokers",
+                 "partitions", "topics", "offline", "under_min_isr", "at_min_isr", "unclean_topics", "consequences"):
+        cols[name] = [getattr(i, name) for i in incs]
+    return cols
 
 
 def _group_lag(snap: ClusterSnapshot) -> Columns:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-HISTORY_SCHEMA_VERSION = 1
+HISTORY_SCHEMA_VERSION = 2
 """Version of the history tables' schema (``schema_version`` column and ``kmon.history_schema_version``)."""
 
 DEFAULT_MAX_BUFFER_ROWS = 1_000_000
@@ -35,7 +35,9 @@ TABLES: dict[str, pa.Schema] = {
         ("controller_id", _I32), ("poll_duration_s", _F64), ("requests", _I64), ("errors", _I32),
         ("brokers", _I32), ("topics", _I32), ("partitions", _I32), ("under_replicated", _I32),
         ("under_min_isr", _I32), ("at_min_isr", _I32), ("offline", _I32), ("groups", _I32),
-        ("alerts_open", _I32), ("alerts_critical", _I32)),
+        ("alerts_open", _I32), ("alerts_critical", _I32),
+        # version 2
+        ("incidents_open", _I32), ("thresholds", _S)),
     "brokers": _schema(
         ("broker_id", _I32), ("host", _S), ("port", _I32), ("rack", _S), ("alive", _B), ("in_zookeeper", _B),
         ("is_controller", _B), ("reachable", _B)),
@@ -77,6 +79,11 @@ TABLES: dict[str, pa.Schema] = {
         # KRaft (KRaftVoterRecord)
         ("log_end_offset", _I64), ("lag", _I64), ("last_fetch_time", _F64), ("last_caught_up_time", _F64),
         ("leader_id", _I32), ("leader_epoch", _I32), ("high_watermark", _I64)),
+    "incident_events": _schema(  # version 2
+        ("event", _S), ("id", _S), ("kind", _S), ("subject", _S), ("severity", _S), ("summary", _S), ("opened", _F64),
+        ("resolved_at", _F64), ("alerts", _I32), ("members", _S), ("brokers", _LI32), ("partitions", _I32),
+        ("topics", _I32), ("offline", _I32), ("under_min_isr", _I32), ("at_min_isr", _I32),
+        ("unclean_topics", _I32), ("consequences", _LS)),
     "alert_events": _schema(
         ("event", _S), ("rule", _S), ("severity", _S), ("subject", _S), ("summary", _S), ("first_seen", _F64),
         ("last_seen", _F64), ("resolved_at", _F64), ("value", _F64)),

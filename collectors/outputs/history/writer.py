@@ -23,7 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from collectors.model.poll import PollResult
+from collectors.model.poll import IncidentEvent, PollResult
 from collectors.model.records import AlertRecord, ClusterSnapshot
 from collectors.outputs.atomic import fsync_dir
 from collectors.outputs.history.files import (
@@ -69,8 +69,11 @@ class HistoryWriter:
     def __init__(self, root: Path, flush_interval_s: float = 60, partition_detail: bool = False,
                  retention_days: int | None = 30, compact_min_files: int = 10,
                  clock: Callable[[], float] = time.time, max_buffer_rows: int = DEFAULT_MAX_BUFFER_ROWS,
-                 maintenance_interval_s: float = 3600) -> None:
+                 maintenance_interval_s: float = 3600, thresholds: str | None = None) -> None:
+        """`thresholds`: the alert thresholds in force, as JSON text, recorded with every poll's cluster row so
+        that the weekly report judges history by what the collector used, not by defaults of its own."""
         self.root = Path(root)
+        self.thresholds = thresholds
         self.flush_interval_s = float(flush_interval_s)
         self.partition_detail = partition_detail
         self.retention_days = retention_days
@@ -105,13 +108,14 @@ class HistoryWriter:
         return self._buffered
 
     def add(self, result: PollResult) -> None:
-        """Buffer one `PollResult` (snapshot + newly opened + newly resolved alerts)."""
-        self.add_snapshot(result.snapshot, result.opened, result.resolved)
+        """Buffer one `PollResult` (snapshot + newly opened + newly resolved alerts + incident events)."""
+        self.add_snapshot(result.snapshot, result.opened, result.resolved, result.incident_events)
 
     def add_snapshot(self, snapshot: ClusterSnapshot, opened: Sequence[AlertRecord] = (),
-                     resolved: Sequence[AlertRecord] = ()) -> None:
+                     resolved: Sequence[AlertRecord] = (), incident_events: Sequence[IncidentEvent] = ()) -> None:
         try:
-            tables = snapshot_columns(snapshot, opened, resolved, self.partition_detail)
+            tables = snapshot_columns(snapshot, opened, resolved, self.partition_detail, incident_events,
+                                      self.thresholds)
             chunks = []
             for table, cols in tables.items():
                 batch = to_batch(table, cols, snapshot.cluster, snapshot.time)
