@@ -30,10 +30,11 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
 
 from collectors.alerting.catalogue import RISK_RULES, RULES
-from collectors.model.records import AlertRecord, ClusterSnapshot, PartitionRecord
+from collectors.model.records import AlertRecord, ClusterSnapshot, IncidentRecord, PartitionRecord
 from collectors.model.vocabulary import AT_MIN_ISR, OFFLINE, SEVERITY_RANK, UNDER_MIN_ISR
 
 BROKER, CONSENSUS, TOPIC, GROUP, TRANSACTION, CLUSTER, MONITOR = (
@@ -54,30 +55,34 @@ TXN_PARTITION_RULES = frozenset({"hanging_transaction", "lso_gap"})
 
 @dataclass(slots=True)
 class Cause:
-    """One cause present in this poll, with the alerts it explains and its blast radius."""
+    """One cause present in this poll: the alerts it explains and what its incident says now (kind, subject,
+    severity, summary, blast radius, consequences); the tracker gives the incident its id and times. Reads
+    as its incident (``cause.subject`` is ``cause.incident.subject``)."""
 
-    kind: str
     key: str  # identity within the cluster and kind (the same cause keeps the same key across polls)
-    subject: str
-    severity: str
-    summary: str
-    alerts: list[AlertRecord] = field(default_factory=list)
-    brokers: list[int] = field(default_factory=list)
-    partitions: int | None = None
-    topics: int | None = None
-    offline: int | None = None
-    under_min_isr: int | None = None
-    at_min_isr: int | None = None
-    unclean_topics: int | None = None
-    consequences: list[str] = field(default_factory=list)
+    alerts: list[AlertRecord]
+    incident: IncidentRecord
 
-    @property
-    def members(self) -> dict[str, int]:
-        return dict(sorted(Counter(a.rule for a in self.alerts).items()))
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.incident, name)
 
     def sample(self, size: int = SAMPLE_SIZE) -> list[str]:
         worst = sorted(self.alerts, key=lambda a: (SEVERITY_RANK.get(a.severity, 9), a.rule, a.subject))
         return [f"{a.rule} {a.subject}" for a in worst[:size]]
+
+    def finish(self) -> Cause:
+        """Fill the member counts and sample once the alerts are all in."""
+        inc = self.incident
+        inc.alerts, inc.members, inc.sample = len(self.alerts), dict(sorted(Counter(
+            a.rule for a in self.alerts).items())), self.sample()
+        return self
+
+
+def _cause(snap: ClusterSnapshot, kind: str, key: str, subject: str, severity: str, summary: str,
+           alerts: list[AlertRecord], **radius: Any) -> Cause:
+    return Cause(key, alerts, IncidentRecord(cluster=snap.cluster, id="", kind=kind, subject=subject,
+                                             severity=severity, summary=summary, opened=snap.time,
+                                             last_seen=snap.time, **radius))
 
 
 def _worst(severities: Iterable[str]) -> str:
@@ -127,13 +132,13 @@ def correlate(snap: ClusterSnapshot, alerts: Sequence[AlertRecord]) -> list[Caus
         sizes = Counter(p.topic for p in snap.partitions)
         unclean = {t.topic for t in snap.topics if t.unclean_leader_election}
         for topic, members in sorted(by_topic.items()):
-            causes.append(_topic_cause(topic, members, parts, sizes[topic], topic in unclean))
+            causes.append(_topic_cause(snap, topic, members, parts, sizes[topic], topic in unclean))
 
     consensus = [a for r in sorted(CONSENSUS_RULES) for a in by_rule.get(r, ())]
     if consensus:
         layer = snap.mode or ("zookeeper" if snap.zookeeper else "kraft" if snap.kraft_voters else "controller")
         worst = min(consensus, key=lambda a: (SEVERITY_RANK.get(a.severity, 9), a.rule))
-        causes.append(Cause(CONSENSUS, "consensus", layer, _worst(a.severity for a in consensus),
+        causes.append(_cause(snap, CONSENSUS, "consensus", layer, _worst(a.severity for a in consensus),
                             f"{layer}: {worst.summary}" + (f" (+{len(consensus) - 1} more)" if len(consensus) > 1
                                                            else ""), consensus))
 
@@ -151,9 +156,9 @@ def correlate(snap: ClusterSnapshot, alerts: Sequence[AlertRecord]) -> list[Caus
         stuck_on = bad_parts.get(gid, [])
         if broker_cause is not None and stuck_on and all(unavailable(p) for p in stuck_on):
             broker_cause.alerts.extend(members)
-            broker_cause.consequences.append(f"group {gid}")
+            broker_cause.incident.consequences.append(f"group {gid}")
             continue
-        causes.append(_single(GROUP, gid, gid, members))
+        causes.append(_single(snap, GROUP, gid, gid, members))
 
     by_txn: dict[str, list[AlertRecord]] = defaultdict(list)
     for rule, items in by_rule.items():
@@ -165,27 +170,27 @@ def correlate(snap: ClusterSnapshot, alerts: Sequence[AlertRecord]) -> list[Caus
         on = parts.get(subject) if subject in parts else None
         if broker_cause is not None and on is not None and unavailable(on):
             broker_cause.alerts.extend(members)
-            broker_cause.consequences.append(f"transaction on {subject}")
+            broker_cause.incident.consequences.append(f"transaction on {subject}")
             continue
-        causes.append(_single(TRANSACTION, subject, subject, members))
+        causes.append(_single(snap, TRANSACTION, subject, subject, members))
 
     for kind, rules in ((CLUSTER, ("cluster_unreachable", "data_stale")),
                         (MONITOR, ("history_write_failed", "state_write_failed"))):
         members = [a for r in rules for a in by_rule.get(r, ())]
         if members:
-            causes.append(_single(kind, kind, snap.cluster if kind == CLUSTER else "monitor", members))
+            causes.append(_single(snap, kind, kind, snap.cluster if kind == CLUSTER else "monitor", members))
 
     if broker_cause is not None:
-        broker_cause.severity = _worst(a.severity for a in broker_cause.alerts)
+        broker_cause.incident.severity = _worst(a.severity for a in broker_cause.alerts)
     order = {k: i for i, k in enumerate(INCIDENT_KINDS)}
     causes.sort(key=lambda c: (SEVERITY_RANK.get(c.severity, 9), order[c.kind], c.key))
-    return causes
+    return [c.finish() for c in causes]
 
 
-def _single(kind: str, key: str, subject: str, members: list[AlertRecord]) -> Cause:
+def _single(snap: ClusterSnapshot, kind: str, key: str, subject: str, members: list[AlertRecord]) -> Cause:
     worst = min(members, key=lambda a: (SEVERITY_RANK.get(a.severity, 9), a.rule))
     more = f" (+{len(members) - 1} more)" if len(members) > 1 else ""
-    return Cause(kind, key, subject, worst.severity, worst.summary + more, list(members))
+    return _cause(snap, kind, key, subject, worst.severity, worst.summary + more, list(members))
 
 
 def _broker_cause(snap: ClusterSnapshot, down: set[int], by_rule: dict[str, list[AlertRecord]],
@@ -215,19 +220,19 @@ def _broker_cause(snap: ClusterSnapshot, down: set[int], by_rule: dict[str, list
                             "(acknowledged data can be lost)")
     summary = f"{who} {verb} {what}; {_plural(len(affected), 'partition')} on {_plural(len(topics), 'topic')} " \
               "lost a replica" + (": " + "; ".join(consequences) if consequences else "")
-    return Cause(BROKER, "brokers", who, "critical", summary, members, brokers=ids, partitions=len(affected),
+    return _cause(snap, BROKER, "brokers", who, "critical", summary, members, brokers=ids, partitions=len(affected),
                  topics=len(topics), offline=classes[OFFLINE], under_min_isr=classes[UNDER_MIN_ISR],
                  at_min_isr=classes[AT_MIN_ISR], unclean_topics=unclean)
 
 
-def _topic_cause(topic: str, members: list[AlertRecord], parts: dict[str, PartitionRecord], size: int,
-                 unclean: bool) -> Cause:
+def _topic_cause(snap: ClusterSnapshot, topic: str, members: list[AlertRecord], parts: dict[str, PartitionRecord],
+                 size: int, unclean: bool) -> Cause:
     """Partition alerts of one topic that no broker outage explains: "orders: 12 of 24 partitions …"."""
     hit = {a.subject for a in members}
     classes = Counter(parts[s].partition_class for s in hit if s in parts)
     worst = min(members, key=lambda a: (SEVERITY_RANK.get(a.severity, 9), a.rule))
     what = worst.rule.replace("_", " ").replace("partition", "").strip()
     summary = f"{topic}: {len(hit)} of {size} partitions {what}" if size else f"{topic}: {worst.summary}"
-    return Cause(TOPIC, topic, topic, worst.severity, summary, list(members), partitions=len(hit), topics=1,
+    return _cause(snap, TOPIC, topic, topic, worst.severity, summary, list(members), partitions=len(hit), topics=1,
                  offline=classes[OFFLINE], under_min_isr=classes[UNDER_MIN_ISR], at_min_isr=classes[AT_MIN_ISR],
                  unclean_topics=int(unclean))

@@ -17,6 +17,7 @@ import hashlib
 from collections.abc import Iterable
 
 from collectors.alerting.correlation import Cause
+from collectors.alerting.lifecycle import first_of_each
 from collectors.model.poll import IncidentEvent
 from collectors.model.records import IncidentRecord
 from collectors.model.vocabulary import SEVERITY_RANK
@@ -60,11 +61,7 @@ class IncidentTracker:
         """Apply one poll's causes: returns (the cluster's open incidents worst first, events)."""
         events: list[IncidentEvent] = []
         seen: set[Key] = set()
-        for c in causes:
-            key = (cluster, c.kind, c.key)
-            if key in seen:
-                continue
-            seen.add(key)
+        for key, c in first_of_each(causes, lambda c: (cluster, c.kind, c.key), seen):
             inc = self.open.get(key)
             if inc is None:
                 inc = self.recent.pop(key, None)
@@ -74,11 +71,10 @@ class IncidentTracker:
                     _fill(inc, c, now)
                     events.append(IncidentEvent(now, REOPENED, _copy(inc)))
                     continue
-                inc = IncidentRecord(cluster=cluster, id=incident_id(cluster, c.kind, c.key, now), kind=c.kind,
-                                     subject=c.subject, severity=c.severity, summary=c.summary, opened=now,
-                                     last_seen=now)
+                inc = _copy(c.incident)
+                inc.id = incident_id(cluster, c.kind, c.key, now)
+                inc.cluster, inc.opened, inc.last_seen = cluster, now, now
                 self.open[key] = inc
-                _fill(inc, c, now)
                 events.append(IncidentEvent(now, OPENED, _copy(inc)))
                 continue
             before = inc.severity
@@ -107,12 +103,16 @@ def _key_of(inc: IncidentRecord) -> str:
     return inc.subject
 
 
+_IDENTITY = frozenset({"cluster", "id", "opened", "last_seen", "resolved_at"})
+_CONTENT = tuple(f for f in IncidentRecord.__dataclass_fields__ if f not in _IDENTITY)
+"""What a poll's cause says about its incident; identity and times are the tracker's."""
+
+
 def _fill(inc: IncidentRecord, c: Cause, now: float) -> None:
-    inc.subject, inc.severity, inc.summary, inc.last_seen = c.subject, c.severity, c.summary, now
-    inc.alerts, inc.members, inc.sample = len(c.alerts), c.members, c.sample()
-    inc.brokers, inc.partitions, inc.topics = list(c.brokers), c.partitions, c.topics
-    inc.offline, inc.under_min_isr, inc.at_min_isr = c.offline, c.under_min_isr, c.at_min_isr
-    inc.unclean_topics, inc.consequences = c.unclean_topics, list(c.consequences)
+    for name in _CONTENT:
+        value = getattr(c.incident, name)
+        setattr(inc, name, list(value) if isinstance(value, list) else value)
+    inc.last_seen = now
 
 
 def _copy(inc: IncidentRecord) -> IncidentRecord:

@@ -9,11 +9,25 @@ stops producing candidates and resolves.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from typing import TypeVar
 
 from collectors.alerting.rules import Candidate
 from collectors.model.records import AlertRecord
 from collectors.model.vocabulary import SEVERITY_RANK
+
+T = TypeVar("T")
+K = TypeVar("K")
+
+
+def first_of_each(items: Iterable[T], key: Callable[[T], K], seen: set[K]) -> Iterator[tuple[K, T]]:
+    """Each item whose key is not in `seen` yet, with its key, adding it to `seen` (a rule can report the same
+    subject twice in one poll; the first report wins, and `seen` is what the poll reported)."""
+    for item in items:
+        k = key(item)
+        if k not in seen:
+            seen.add(k)
+            yield k, item
 
 
 class AlertTracker:
@@ -37,11 +51,7 @@ class AlertTracker:
         """
         seen: set[tuple[str, str, str]] = set()
         opened: list[AlertRecord] = []
-        for c in candidates:
-            key = (cluster, c.rule, c.subject)
-            if key in seen:
-                continue
-            seen.add(key)
+        for key, c in first_of_each(candidates, lambda c: (cluster, c.rule, c.subject), seen):
             rec = self.open.get(key)
             if rec is None:
                 rec = AlertRecord(rule=c.rule, severity=c.severity, cluster=cluster, subject=c.subject,

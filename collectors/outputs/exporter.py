@@ -18,7 +18,7 @@ import gzip
 import logging
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -138,18 +138,14 @@ class SnapshotCollector(Collector):
         g("kafka_monitor_history_write_errors").add_metric((c,), 1.0 if self.history_error else 0.0)
         for section in s.stale_sections:
             g("kafka_monitor_stale").add_metric((c, section), 1.0)
-        sev_counts = dict.fromkeys(SEVERITIES, 0)
         for a in s.alerts:
             g("kafka_monitor_alert").add_metric((c, a.rule, a.severity, a.subject), 1.0)
-            sev_counts[a.severity] = sev_counts.get(a.severity, 0) + 1
-        for sev, n in sev_counts.items():
-            g("kafka_monitor_alerts_open").add_metric((c, sev), float(n))
-        incidents = dict.fromkeys(SEVERITIES, 0)
         for i in s.incidents:
             g("kafka_monitor_incident").add_metric((c, i.kind, i.subject, i.severity), 1.0)
-            incidents[i.severity] = incidents.get(i.severity, 0) + 1
-        for sev, n in incidents.items():
-            g("kafka_monitor_incidents_open").add_metric((c, sev), float(n))
+        for family, items in (("kafka_monitor_alerts_open", s.alerts), ("kafka_monitor_incidents_open", s.incidents)):
+            counts = Counter({sev: 0 for sev in SEVERITIES}) + Counter(x.severity for x in items)
+            for sev in (*SEVERITIES, *sorted(set(counts) - set(SEVERITIES))):
+                g(family).add_metric((c, sev), float(counts[sev]))
         if not s.reachable:
             self._zookeeper(s, g)
             return  # nothing else is known; absent series beat stale ones presented as current
