@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the product and its tests need on a Debian machine, idempotently:
-# system packages (Java 17, ZooKeeper, Prometheus, Chromium, openssl) when missing, then a
+# system packages (Java 17, ZooKeeper, Prometheus, Alertmanager, Chromium, openssl) when missing, then a
 # virtualenv in .venv with the pinned Python packages and the project installed editable (pip install -e .). As non-root it installs
 # nothing system-wide and prints the exact apt-get line instead.
 set -euo pipefail
@@ -17,6 +17,8 @@ if ! command -v java >/dev/null 2>&1 \
 fi
 [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 { command -v prometheus && command -v promtool; } >/dev/null 2>&1 || missing+=(prometheus)
+# amtool checks deploy/alertmanager/alertmanager.yml; the Alertmanager itself runs in tests/unit/test_alertmanager.py
+{ command -v prometheus-alertmanager && command -v amtool; } >/dev/null 2>&1 || missing+=(prometheus-alertmanager)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 # the sandbox makes a throwaway CA and server certificate with the openssl CLI for its TLS listeners
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)

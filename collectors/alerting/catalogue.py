@@ -107,6 +107,14 @@ PROMETHEUS_ONLY: Mapping[str, str] = {
 }
 """Prometheus alerts with no collector rule: they watch the monitor itself, which cannot alert on its own death."""
 
+INCIDENT_ALERTS: Mapping[str, str] = {
+    "KafkaIncidentCritical": "an open critical incident (kafka_monitor_incident{severity=\"critical\"}): the page",
+    "KafkaIncidentWarning": "an open warning incident (kafka_monitor_incident{severity=\"warning\"}) that no replica "
+                            "sees as critical",
+}
+"""Prometheus alerts on the collector's incidents (`collectors.alerting.correlation`), one per open incident
+(cluster, kind, subject), rather than on one rule: the paging path of deploy/alertmanager/alertmanager.yml."""
+
 PASS_THROUGH = "KafkaMonitorCollectorCriticalAlert"
 """The Prometheus alert that re-raises critical collector alerts whose rule has no dedicated alert."""
 

@@ -83,3 +83,15 @@ def test_dockerfile_runs_as_non_root_with_a_metrics_healthcheck() -> None:
     text = (ROOT / "Dockerfile").read_text()
     assert "USER monitor" in text and "HEALTHCHECK" in text and "/metrics" in text
     assert "AS spark" in text and "openjdk-17-jre-headless" in text
+
+
+def test_prometheus_sends_alerts_to_the_alertmanager_with_the_shipped_config() -> None:
+    services = compose()["services"]
+    prom = yaml.safe_load((DEPLOY / "compose" / "prometheus.yml").read_text())
+    targets = [t for am in prom["alerting"]["alertmanagers"] for sc in am["static_configs"] for t in sc["targets"]]
+    assert targets == ["alertmanager:9093"]
+    am = services["alertmanager"]
+    assert "./alertmanager/alertmanager.yml:/etc/alertmanager/alertmanager.yml:ro" in am["volumes"]
+    assert (DEPLOY / "alertmanager" / "alertmanager.yml").exists()
+    assert "alertmanager" in services["prometheus"]["depends_on"]
+    assert am["image"].startswith("prom/alertmanager:v")

@@ -19,7 +19,8 @@ from typing import Any
 
 import yaml
 
-from collectors.alerting.catalogue import CATALOGUE, PASS_THROUGH, PROMETHEUS_ONLY, RULES
+from collectors.alerting.catalogue import CATALOGUE, INCIDENT_ALERTS, PASS_THROUGH, PROMETHEUS_ONLY, RULES
+from collectors.alerting.correlation import INCIDENT_KINDS
 from collectors.model import vocabulary
 from collectors.outputs.exporter import METRICS
 
@@ -164,8 +165,24 @@ def test_every_collector_rule_is_covered() -> None:
     for rule, reason in UNCOVERED.items():
         assert reason.strip(), rule
     mapped = {name for names in COVERAGE.values() for name in names}
-    assert alerts == mapped | set(PROMETHEUS_ONLY), "every alert covers a collector rule or is listed Prometheus-only"
-    assert not mapped & set(PROMETHEUS_ONLY)
+    assert alerts == mapped | set(PROMETHEUS_ONLY) | set(INCIDENT_ALERTS), \
+        "every alert covers a collector rule, or is listed Prometheus-only or as an incident alert"
+    assert not mapped & set(PROMETHEUS_ONLY) and not (mapped | set(PROMETHEUS_ONLY)) & set(INCIDENT_ALERTS)
+
+
+def test_incident_alerts_read_the_incident_family_and_carry_the_incident() -> None:
+    rules = {r["alert"]: r for r in _alert_rules()}
+    for name in INCIDENT_ALERTS:
+        r = rules[name]
+        assert metric_names(r["expr"]) == {"kafka_monitor_incident"}, name
+        severity = r["labels"]["severity"]
+        assert f'kafka_monitor_incident{{severity="{severity}"}}' in r["expr"], name
+        assert re.search(r"max by \(cluster, kind, subject\)", r["expr"]), name  # Alertmanager groups by incident
+        assert r["annotations"]["runbook_url"] == "docs/alerts.md#incident-{{ $labels.kind }}", name
+    assert {r["labels"]["severity"] for n, r in rules.items() if n in INCIDENT_ALERTS} == {"critical", "warning"}
+    doc = DOC.read_text()
+    for kind in INCIDENT_KINDS:
+        assert f'<a id="incident-{kind}"></a>' in doc, f"docs/alerts.md has no runbook anchor for {kind} incidents"
 
 
 def test_pass_through_excludes_exactly_the_rules_with_a_dedicated_alert() -> None:
