@@ -14,6 +14,14 @@ with three elections over the day feeds the Consensus page.
 Each page is run by `streamlit.testing.v1.AppTest` through the app's navigation: one cold run (first read of
 the history and the latest state, as after a restart), then `--runs` warm runs (what a viewer's rerun costs;
 reads served from the cache unless files changed).
+
+Then the incident case (skip it with ``--incident-partitions 0``, run only it with ``--only-incident``): one
+broker of 3 down on a cluster of `--incident-partitions` partitions (default 100,000, RF 3, so every partition
+lost a replica: ~100,000 open partition alerts, one per partition, its worst state), through the real
+pipeline (`build_snapshot`, the rules, the alert tracker, `correlate` and the incident tracker, as
+`bench.bench_incidents` does) and `write_latest`; the Overview is timed cold and warm (median of `--runs`), the
+target being 2 s: it must show the incident, not render 100,000 rows. The per-alert list one click down (the
+toggle) is timed too, for information.
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ from bench.common import CLUSTER, SyntheticPoller, size_parser
 from bench.synthetic import observation
 from collectors.model.records import ClusterSnapshot, ZkServerRecord, snapshot_to_dict
 from collectors.outputs.history import HistoryWriter
-from collectors.outputs.latest_state import write_latest
+from collectors.outputs.latest_state import read_latest, write_latest
 
 N = TypeVar("N", int, float)  # a lag figure keeps its type when scaled
 ROOT = Path(__file__).resolve().parents[1]
@@ -119,15 +127,105 @@ def time_pages(root: Path, runs: int) -> list[tuple[str, float, list[float]]]:
     return out
 
 
+def incident_state(root: Path, partitions: int, groups: int = 1000) -> dict[str, int]:
+    """Latest state of a 3-broker cluster with broker 3 down (see the module docstring); returns the counts."""
+    from bench.bench_incidents import without_broker
+    from collectors.alerting.correlation import correlate
+    from collectors.alerting.incidents import IncidentTracker
+
+    poller = SyntheticPoller()
+    now = time.time() - 90
+    snap, alerts = None, []
+    for k, down in ((0, False), (1, False), (2, True)):
+        t = now + 30 * k
+        obs = observation(partitions, groups, 10, brokers=3, now=t, step=k)
+        if down:
+            obs = without_broker(obs, 3)
+        snap = poller.snapshot(obs, t)
+        alerts = poller.track(snap, t)[0]
+    assert snap is not None
+    snap.alerts = alerts
+    snap.incidents, _ = IncidentTracker().update(CLUSTER, correlate(snap, alerts), snap.time)
+    write_latest(root / "state", snapshot_to_dict(snap))
+    part_rules = {"offline_partition", "under_min_isr", "at_min_isr", "under_replicated", "isr_flapping"}
+    return {"alerts": len(alerts), "partition_alerts": sum(a.rule in part_rules for a in alerts),
+            "incidents": len(snap.incidents), "broker_members": next(
+                (i.alerts for i in snap.incidents if i.kind == "broker"), 0),
+            "state_mb": int(sum(f.stat().st_size for f in (root / "state").glob("*.json")) / 1e6)}
+
+
+def time_incident_overview(root: Path, runs: int) -> dict[str, object]:
+    """Cold and warm runs of the Overview on the incident state, then the per-alert list switched on."""
+    from streamlit.testing.v1 import AppTest
+
+    os.environ.update(KMON_STATE_DIR=str(root / "state"), KMON_HISTORY=str(root / "history"),
+                      KMON_REPORTS=str(root / "reports"), KMON_REFRESH="0", KMON_POLL_INTERVAL="30")
+    at = AppTest.from_file(str(ROOT / "dashboard" / "app.py"), default_timeout=600)
+    times = []
+    for _ in range(runs + 1):
+        t0 = time.perf_counter()
+        at.run()
+        times.append(time.perf_counter() - t0)
+        if at.exception:
+            raise RuntimeError(f"overview: {[e.value for e in at.exception]}")
+    rows = max((len(df.value) for df in at.dataframe), default=0)
+    state = root / "state"
+    from dashboard.data import without_cyclic_gc
+
+    t0 = time.perf_counter()
+    with without_cyclic_gc():  # as the dashboard reads it
+        docs = read_latest(state)
+    parse = time.perf_counter() - t0
+    fresh = []
+    for _ in range(runs):  # what each poll costs a viewer: a new file (new written_at), read and correlated again
+        for doc in docs.values():
+            write_latest(state, doc)
+        t0 = time.perf_counter()
+        at.run()
+        fresh.append(time.perf_counter() - t0)
+    incidents = next((df.value for df in at.dataframe if "blast radius" in df.value.columns), None)
+    t0 = time.perf_counter()
+    at.toggle(key="ov_all_alerts").set_value(True).run()
+    all_alerts = time.perf_counter() - t0
+    return {"cold": times[0], "warm": times[1:], "new_snapshot": fresh, "parse": parse, "max_rows": rows,
+            "all_alerts": all_alerts,
+            "first": None if incidents is None or incidents.empty else str(incidents["summary"].iloc[0])}
+
+
+def incident_case(root: Path, partitions: int, runs: int) -> None:
+    t0 = time.perf_counter()
+    c = incident_state(root, partitions)
+    print(f"\nincident case: {partitions:,} partitions on 3 brokers, broker 3 down: {c['alerts']:,} open alerts "
+          f"({c['partition_alerts']:,} partition alerts) -> {c['incidents']} incidents, the broker one with "
+          f"{c['broker_members']:,} member alerts; latest state {c['state_mb']} MB (built in "
+          f"{time.perf_counter() - t0:.0f}s)")
+    r = time_incident_overview(root, runs)
+    warm, fresh = r["warm"], r["new_snapshot"]
+    assert isinstance(warm, list) and isinstance(fresh, list)
+    print(f"overview      cold {r['cold']:.2f}s   rerun: median of {runs} {statistics.median(warm):.2f}s (max "
+          f"{max(warm):.2f}s)   new snapshot: median of {runs} {statistics.median(fresh):.2f}s   (target <= 2 s; "
+          f"largest table {r['max_rows']:,} rows)")
+    print(f"  of which parsing the {c['state_mb']} MB latest-state JSON (json.loads in "
+          f"collectors.outputs.latest_state.read_latest, cyclic GC off as in dashboard.data): {r['parse']:.2f}s")
+    print(f"first incident: {r['first']}")
+    print(f"per-alert list switched on (one click down, first {1000:,} rows): {r['all_alerts']:.2f}s")
+
+
 def main() -> None:
     ap = size_parser(__doc__, partitions=20_000, groups=2_000, per_group=None)
     ap.add_argument("--hours", type=float, default=24.0)
     ap.add_argument("--interval", type=float, default=300.0)
     ap.add_argument("--dir", help="data dir (default: a temp dir); reused when it already holds data")
     ap.add_argument("--keep", action="store_true", help="keep the generated temp dir")
+    ap.add_argument("--incident-partitions", type=int, default=100_000,
+                    help="partitions of the broker-down case (0 = skip it)")
+    ap.add_argument("--only-incident", action="store_true", help="run only the broker-down Overview case")
     a = ap.parse_args()
     root = Path(a.dir) if a.dir else Path(tempfile.mkdtemp(prefix="kmon-bench-dashboard-"))
     try:
+        if a.only_incident:
+            incident_case(root / "incident", a.incident_partitions, a.runs)
+            return
         if not (root / "state").exists():
             g = generate(root, a.partitions, a.groups, a.hours, a.interval)
             print(f"generated {g['polls']} polls ({g['real_polls']} through the full pipeline) of {a.partitions:,} "
@@ -138,6 +236,8 @@ def main() -> None:
         for page, cold, warm in time_pages(root, a.runs):
             print(f"{page:<14}{cold:>14.2f}{statistics.median(warm):>18.2f}{max(warm):>10.2f}")
         print("\ncold = first run in a fresh process (reads Parquet + state JSON); warm = reruns (cached reads).")
+        if a.incident_partitions:
+            incident_case(root / "incident", a.incident_partitions, a.runs)
     finally:
         if not a.dir and not a.keep:
             shutil.rmtree(root, ignore_errors=True)

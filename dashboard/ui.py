@@ -27,6 +27,7 @@ from dashboard.access import require_access
 from dashboard.views.alerts import target_url
 from dashboard.views.common import STALE_POLLS, Freshness, fmt_duration, fmt_ts, fmt_utc, freshness
 from dashboard.views.common import epoch_to_local as epoch_local
+from dashboard.views.incidents import data_age_text
 
 PAGES: list[tuple[str, str, str]] = [  # slug, title, icon
     ("overview", "Overview", ":material/monitor_heart:"),
@@ -37,6 +38,8 @@ PAGES: list[tuple[str, str, str]] = [  # slug, title, icon
     ("history", "History / Reports", ":material/history:"),
 ]
 PAGES_DIR = Path(__file__).resolve().parent / "app_pages"
+DEFAULT_PAGE = "overview"  # served at "/"; "/overview" reaches it too (see `run_app`)
+DEFAULT_URL_PATH = "home"  # the default page's own url_path: reserved by Streamlit, never shown
 RANGES: dict[str, float | None] = {"15 minutes": 900, "1 hour": 3600, "6 hours": 6 * 3600, "24 hours": 86400,
                                    "7 days": 7 * 86400, "30 days": 30 * 86400, "all history": None}
 DEFAULT_RANGE = "6 hours"
@@ -77,6 +80,12 @@ class Ctx:
         """Why a history view is empty: no history at all, or nothing in the chosen window."""
         return NO_HISTORY if not self.has_history() else f"No {what} in the last {self.range_label}."
 
+    @property
+    def newest(self) -> float | None:
+        """The newest snapshot time over all clusters: "now" on the collector's clock (`data_age_text`)."""
+        return max((float(d["time"]) for d in self.docs.values() if isinstance(d.get("time"), int | float)),
+                   default=None)
+
     def ts(self, t: float | None) -> str:
         return fmt_ts(t, self.tz)
 
@@ -93,9 +102,17 @@ def run_app() -> None:
     """The entry point's body: navigation + shared sidebar, then the selected page."""
     _page_config()
     require_access()
-    pages = {slug: st.Page(str(PAGES_DIR / f"{slug}.py"), title=title, icon=icon, url_path=slug,
-                           default=slug == "overview") for slug, title, icon in PAGES}
-    nav = st.navigation(list(pages.values()))
+    pages = {slug: st.Page(str(PAGES_DIR / f"{slug}.py"), title=title, icon=icon,
+                           url_path=DEFAULT_URL_PATH if slug == DEFAULT_PAGE else slug, default=slug == DEFAULT_PAGE)
+             for slug, title, icon in PAGES}
+    # Streamlit serves the default page at "/" only: its own url_path never resolves (``/overview`` would say
+    # "Page not found"). A hidden page with the slug as url_path takes ``/overview`` (and old links to it) and
+    # sends the viewer to "/" with the same query parameters, so there is one Overview with one URL in the menu.
+    alias = st.Page(str(PAGES_DIR / f"{DEFAULT_PAGE}.py"), title=dict((s, t) for s, t, _ in PAGES)[DEFAULT_PAGE],
+                    url_path=DEFAULT_PAGE, visibility="hidden")
+    nav = st.navigation([*pages.values(), alias])
+    if nav is alias:
+        st.switch_page(pages[DEFAULT_PAGE], query_params=dict(st.query_params) or None)
     _handover.ctx = build_context(pages)
     try:
         nav.run()
@@ -232,7 +249,8 @@ def banners(ctx: Ctx, all_clusters: bool = False) -> None:
     if not all_clusters and ctx.cluster:
         f = ctx.fresh.get(ctx.cluster)
         if f is not None and f.level == "ok":
-            st.caption(f"Data as of {ctx.ts_html(f.snapshot_time)} · written {fmt_duration(f.age_s)} ago",
+            st.caption(f"Data as of {ctx.ts_html(f.snapshot_time)} ({data_age_text(f.snapshot_time, ctx.newest)}, on "
+                       f"the collector's clock) · file written {fmt_duration(f.age_s)} ago",
                        unsafe_allow_html=True)
 
 

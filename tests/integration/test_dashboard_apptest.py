@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
+from streamlit.util import calc_hash
 
 from collectors.model.records import BrokerRecord, ClusterSnapshot, PartitionRecord, TopicRecord, snapshot_to_dict
 from collectors.outputs.latest_state import write_latest
@@ -87,7 +88,11 @@ def test_overview_lists_the_incident_alerts(env: Any) -> None:
     at = run_page("overview")
     open_rules = set(env.final_alerts)
     assert ("consumer_lag_status", "billing") in open_rules  # the fixture did what it should
-    alerts = frame_with(at, "rule")
+    incidents = frame_with(at, "blast radius")  # incidents lead; the per-alert list is one click down
+    assert "broker 2" in set(incidents["subject"]) and incidents["severity"].iloc[0] == "critical"
+    assert not any("rule" in df.value.columns and "link" in df.value.columns for df in at.dataframe)
+    at.toggle(key="ov_all_alerts").set_value(True).run()
+    alerts = frame_with(at, "link")
     shown = set(zip(alerts["rule"], alerts["subject"], strict=False))
     for expected in [("consumer_lag_status", "billing"), ("broker_down", "broker-2"),
                      ("hanging_transaction", "orders-1")]:
@@ -102,7 +107,56 @@ def test_overview_lists_the_incident_alerts(env: Any) -> None:
     spark = figures(at)
     assert spark and {"under-replicated", "offline partitions"} <= {t["name"] for t in spark[0]["data"]}
     links = [pl.proto.page for pl in at.get("page_link")]
-    assert links, "critical alerts have quick links"
+    assert links, "incidents link to the page that shows them"
+
+
+@pytest.fixture
+def incident_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """A snapshot with a broker incident, a topic and a group incident and a risk (no sandbox, no history)."""
+    from tests.support.history_fixture import broker_incident_snapshot
+
+    doc = snapshot_to_dict(broker_incident_snapshot())
+    write_latest(tmp_path / "state", doc)
+    for var, sub in (("KMON_STATE_DIR", "state"), ("KMON_HISTORY", "history"), ("KMON_REPORTS", "reports")):
+        monkeypatch.setenv(var, str(tmp_path / sub))
+    monkeypatch.setenv("KMON_REFRESH", "0")
+    monkeypatch.setenv("KMON_POLL_INTERVAL", "3600")
+    return doc
+
+
+def test_overview_leads_with_incidents_and_keeps_risks_apart(incident_env: dict[str, Any]) -> None:
+    at = run_page("overview")
+    broker = next(i for i in incident_env["incidents"] if i["kind"] == "broker")
+    assert broker["summary"].startswith("broker 3 is down")
+    rows = frame_with(at, "blast radius")
+    assert list(rows["kind"]) == ["broker", "topic", "group"] and rows["summary"].iloc[0] == broker["summary"]
+    assert rows["blast radius"].iloc[0] == "4 partitions on 2 topics · 1 offline · 3 at min ISR"
+    card = [str(m.value) for m in at.markdown]
+    assert f"- {broker['summary']}" in card  # the health card says the sentence, not a count
+    assert "Under-replicated" not in {m.label for m in at.metric}
+    members = [df.value for df in at.dataframe if list(df.value.columns) == ["severity", "rule", "subject",
+                                                                             "open_for", "summary", "opened_utc"]]
+    assert set(members[0]["subject"]) == {"broker-3", "orders-0", "orders-1", "orders-2", "single-0", "billing"}
+    risks = next(e for e in at.expander if e.label.startswith("Risks: configuration and placement"))
+    assert risks.label.endswith("1 open") and not risks.proto.expanded  # collapsed by default
+    assert frame_with(at, "first step")[["rule", "subject"]].values.tolist() == [["unsafe_durability", "single"]]
+    for df in members:  # a risk is never an incident's member
+        assert "unsafe_durability" not in set(df["rule"])
+    assert "unsafe_durability" not in set(rows["summary"])
+
+
+def test_overview_is_served_at_slash_overview_too(incident_env: dict[str, Any]) -> None:
+    """``/overview`` resolves to the page registered with that url_path (the hash a browser at /overview asks
+    for), which sends the viewer to the Overview at "/" with the query parameters kept."""
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.run()
+    at.switch_page("app_pages/overview.py")  # the page whose url_pathname is "overview"
+    assert at._page_hash == calc_hash("overview")
+    at.query_params["cluster"] = "inc"
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.title[0].value == "Overview" and frame_with(at, "blast radius")["kind"].iloc[0] == "broker"
+    assert at._finished_page_script_hash == calc_hash("home")  # the default page, served at "/"
 
 
 def test_replication_heatmap_marks_the_crashed_brokers_partitions(env: Any) -> None:
@@ -321,5 +375,6 @@ def test_kraft_quorum_is_shown(quiet_env: Path) -> None:
 def test_auto_refresh_is_wired(env: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KMON_REFRESH", "5")
     at = run_page("overview")
-    assert at.toggle[0].label == "Auto-refresh" and at.toggle[0].value is True
+    toggle = at.toggle(key="kmon_autorefresh")
+    assert toggle.label == "Auto-refresh" and toggle.value is True
     assert any("Checked for new data" in str(c.value) for c in at.caption)

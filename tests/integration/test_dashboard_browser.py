@@ -204,3 +204,28 @@ def test_page_screenshot_is_not_blank(dashboard_url: str, browser: Chromium, pag
         if ok and said_ready:
             break
     assert ok, f"{page}: screenshot blank ({why}); see {out}"
+
+
+PAGE_STATE_JS = """(() => ({
+  title: (document.querySelector('[data-testid="stMainBlockContainer"] h1') || {}).innerText || null,
+  notFound: document.body.innerText.includes('Page not found'),
+  deploy: !!document.querySelector('[data-testid="stAppDeployButton"]'),
+  path: location.pathname,
+}))()"""
+
+
+def test_overview_at_slash_overview_without_deploy_button(dashboard_url: str, browser: Chromium,
+                                                          tmp_path: Path) -> None:
+    """``/overview`` shows the Overview (Streamlit serves the default page at "/" only; the app sends it
+    there), and the toolbar is minimal: no Deploy button (dashboard/.streamlit/config.toml)."""
+    assert browser.shoot(f"{dashboard_url}/overview", tmp_path / "overview.png"), "the page never got ready"
+    state: dict[str, Any] = {}
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:  # the redirect to "/" may land a moment after the first render
+        state = browser.call("Runtime.evaluate", expression=PAGE_STATE_JS, returnByValue=True)["result"]["value"]
+        if state["path"] == "/" and state["title"] == "Overview":
+            break
+        time.sleep(0.25)
+    assert state["title"] == "Overview" and not state["notFound"], state
+    assert state["path"] == "/", state
+    assert not state["deploy"], state

@@ -104,6 +104,63 @@ def build_data_dir(root: Path, *, incidents: list[dict[str, Any]] | None = None,
     return out
 
 
+def broker_incident_snapshot(now: float | None = None, cluster: str = "inc") -> Any:
+    """A small `ClusterSnapshot` with a broker incident and its neighbours, made by the real correlation and
+    incident tracker from hand-made alerts (for the dashboard's unit and AppTest tests; no sandbox):
+
+    - broker 3 is down: ``orders`` (RF 3 on 1-2-3, min ISR 2) has its 3 partitions at min ISR and
+      under-replicated, ``single-0`` (RF 1 on broker 3) is offline — all members of the broker incident;
+    - group ``billing`` is stuck on ``single-0`` only: a consequence of the broker incident;
+    - ``slow-0`` (replicas 1-2-4, ISR 1-2) is under-replicated with no broker down among its replicas: a topic
+      incident; group ``late`` lags on ``orders``, whose leaders are up: a group incident of its own;
+    - ``unsafe_durability`` on ``single`` is a risk: never an incident.
+    """
+    from collectors.alerting.correlation import correlate
+    from collectors.alerting.incidents import IncidentTracker
+    from collectors.model.records import (
+        AlertRecord,
+        BrokerRecord,
+        ClusterSnapshot,
+        GroupPartitionRecord,
+        PartitionRecord,
+        TopicRecord,
+    )
+
+    t = time.time() if now is None else now
+    opened = t - 600
+
+    def alert(rule: str, severity: str, subject: str, summary: str) -> AlertRecord:
+        return AlertRecord(rule, severity, cluster, subject, summary, opened, t)
+
+    parts = [PartitionRecord(cluster, "orders", p, 1, 4, [1, 2, 3], [1, 2], [3], 2) for p in range(3)]
+    parts.append(PartitionRecord(cluster, "single", 0, -1, 2, [3], [], [3], 1))
+    parts.append(PartitionRecord(cluster, "slow", 0, 1, 1, [1, 2, 4], [1, 2], [], 2))
+    snap = ClusterSnapshot(
+        cluster=cluster, time=t, mode="kraft", controller_id=1,
+        brokers=[BrokerRecord(cluster, i, "127.0.0.1", 9090 + i, reachable=i != 3, alive=i != 3) for i in (1, 2, 3, 4)],
+        topics=[TopicRecord(cluster, "orders", False, 3, 3, 2, False, 86_400_000, "delete", under_replicated=3,
+                            at_min_isr=3),
+                TopicRecord(cluster, "single", False, 1, 1, 1, False, 86_400_000, "delete", offline=1),
+                TopicRecord(cluster, "slow", False, 1, 3, 2, False, 86_400_000, "delete", under_replicated=1,
+                            at_min_isr=1)],
+        partitions=parts,
+        group_partitions=[
+            GroupPartitionRecord(cluster, "billing", "single", 0, 10, 0, 50, 50, 40, None, status="STALL"),
+            GroupPartitionRecord(cluster, "late", "orders", 1, 10, 0, 5000, 5000, 4990, 900.0, status="WARN")])
+    alerts = [alert("broker_down", "critical", "broker-3", "broker 3 is down (not registered)")]
+    for p in range(3):
+        alerts.append(alert("at_min_isr", "warning", f"orders-{p}", f"orders-{p} ISR at min.insync.replicas (2)"))
+        alerts.append(alert("under_replicated", "warning", f"orders-{p}", f"orders-{p} ISR 2 of 3"))
+    alerts += [alert("offline_partition", "critical", "single-0", "single-0 has no leader"),
+               alert("under_replicated", "warning", "slow-0", "slow-0 ISR 2 of 3"),
+               alert("consumer_lag_status", "critical", "billing", "billing is STALL on single-0"),
+               alert("consumer_lag_status", "warning", "late", "late is WARN: lag growing"),
+               alert("unsafe_durability", "warning", "single", "single has RF 1: one broker loss loses data")]
+    snap.alerts = alerts
+    snap.incidents, _ = IncidentTracker().update(cluster, correlate(snap, alerts), t)
+    return snap
+
+
 def main() -> None:  # pragma: no cover - a manual helper: python -m tests.support.history_fixture DIR
     import sys
 

@@ -622,3 +622,153 @@ def test_settings_arguments_beat_environment() -> None:
 def test_history_read_of_missing_root_is_empty(tmp_path: Path) -> None:
     df = data.read_history(tmp_path / "nothing", "group_lag", NOW - 3600, None, ["c1"], ["time", "lag_sum"])
     assert df.empty and list(df.columns) == ["time", "lag_sum"]
+
+
+# ----- incidents (dashboard.views.incidents)
+
+
+@pytest.fixture
+def incident_doc() -> dict[str, Any]:
+    from collectors.model.records import snapshot_to_dict
+    from tests.support.history_fixture import broker_incident_snapshot
+
+    return snapshot_to_dict(broker_incident_snapshot(NOW))
+
+
+def incident(kind: str, subject: str, severity: str, opened: float, **extra: Any) -> dict[str, Any]:
+    return {"cluster": "c1", "id": f"{kind}-{subject}", "kind": kind, "subject": subject, "severity": severity,
+            "summary": f"{kind} {subject} summary", "opened": opened, "last_seen": NOW, "resolved_at": None,
+            "alerts": 1, "members": {}, "sample": [], "brokers": [], "partitions": None, "topics": None,
+            "offline": None, "under_min_isr": None, "at_min_isr": None, "unclean_topics": None, "consequences": [],
+            **extra}
+
+
+def test_incident_rows_worst_first_with_blast_radius(incident_doc: dict[str, Any]) -> None:
+    from dashboard.views import incidents as iv
+
+    rows = iv.incident_rows({"inc": incident_doc})
+    assert list(rows["kind"]) == ["broker", "topic", "group"]  # critical first; then causes before symptoms
+    broker = rows.iloc[0]
+    assert broker["severity"] == "critical" and broker["subject"] == "broker 3" and broker["alerts"] == 9
+    assert broker["summary"].startswith("broker 3 is down; 4 partitions on 2 topics lost a replica")
+    assert broker["blast radius"] == "4 partitions on 2 topics · 1 offline · 3 at min ISR"
+    assert broker["consequences"] == "group billing"
+    assert rows.iloc[2]["blast radius"] == ""  # a group incident has no partition figures
+    assert iv.incident_rows({}).columns.tolist() == iv.INCIDENT_COLUMNS
+
+
+def test_incident_rows_ties_go_to_the_longest_open_and_resolved_are_left_out() -> None:
+    from dashboard.views import incidents as iv
+
+    doc = {"time": NOW, "incidents": [incident("group", "a", "warning", NOW - 60),
+                                      incident("group", "b", "warning", NOW - 600),
+                                      incident("consensus", "zookeeper", "warning", NOW - 10),
+                                      incident("topic", "gone", "critical", NOW - 900, resolved_at=NOW - 5)]}
+    rows = iv.incident_rows({"c1": doc})
+    assert list(rows["subject"]) == ["zookeeper", "b", "a"]
+    assert list(rows["open_for"]) == ["10s", "10m 00s", "1m 00s"]  # on the snapshot's clock
+
+
+def test_incident_members_match_the_collectors_correlation(incident_doc: dict[str, Any]) -> None:
+    """The dashboard's one-pass membership gives each incident exactly the alerts `correlate` gave its cause."""
+    from collectors.alerting.correlation import correlate
+    from dashboard.views import incidents as iv
+    from tests.support.history_fixture import broker_incident_snapshot
+
+    snap = broker_incident_snapshot(NOW)
+    causes = {(c.kind, c.subject): sorted((a.rule, a.subject) for a in c.alerts) for c in correlate(snap, snap.alerts)}
+    members = iv.incident_members(incident_doc)
+    by_id = {i["id"]: (i["kind"], i["subject"]) for i in incident_doc["incidents"]}
+    got = {by_id[k]: sorted((a["rule"], a["subject"]) for a in v) for k, v in members.items() if k}
+    assert got == causes
+    assert ("consumer_lag_status", "billing") in got[("broker", "broker 3")]  # a consequence, not a cause
+    assert ("under_replicated", "slow-0") in got[("topic", "slow")]  # no down broker among its replicas
+    assert [(a["rule"], a["subject"]) for a in members[""]] == [("unsafe_durability", "single")]  # the risk
+    for inc in incident_doc["incidents"]:
+        assert len(members[inc["id"]]) == inc["alerts"]
+
+
+def test_incident_members_without_incidents_leave_everything_unclaimed() -> None:
+    from dashboard.views import incidents as iv
+
+    doc = snapshot(alerts=[alert("under_replicated", "orders-0", "warning", NOW - 5)])
+    doc["incidents"] = []
+    assert [a["subject"] for a in iv.incident_members(doc)[""]] == ["orders-0"]
+
+
+def test_risks_are_split_from_incident_alerts(incident_doc: dict[str, Any]) -> None:
+    from dashboard.views import incidents as iv
+
+    causes, risks = iv.split_risks(incident_doc["alerts"] + [
+        alert("preferred_leader_imbalance", "broker-1", "info", NOW - 5),
+        alert("unsafe_durability", "old", "warning", NOW - 9, resolved_at=NOW - 1)])
+    assert sorted(a["rule"] for a in risks) == ["preferred_leader_imbalance", "unsafe_durability"]
+    assert not {a["rule"] for a in causes} & {"preferred_leader_imbalance", "unsafe_durability"}
+    frame = iv.risk_frame({"inc": incident_doc})
+    assert frame[["rule", "subject"]].values.tolist() == [["unsafe_durability", "single"]]
+    assert frame["first step"].iloc[0]  # from the rule catalogue
+
+
+def test_member_frame_searches_and_limits_server_side() -> None:
+    from dashboard.views import incidents as iv
+
+    alerts = [alert("at_min_isr", f"t{n % 7}-{n}", "warning", NOW - n) for n in range(5000)]
+    alerts.append(alert("offline_partition", "t3-9999", "critical", NOW - 1))
+    frame, total = iv.member_frame(alerts, NOW, limit=100)
+    assert total == 5001 and len(frame) == 100
+    assert frame.iloc[0]["subject"] == "t3-9999"  # critical first
+    assert frame.iloc[1]["subject"] == "t1-4999"  # then the longest open
+    frame, total = iv.member_frame(alerts, NOW, query="T3-9", limit=5)  # case-insensitive, on the subject
+    expected = {a["subject"] for a in alerts if "t3-9" in a["subject"]}
+    assert total == len(expected) > 5 and len(frame) == 5 and set(frame["subject"]) <= expected
+    assert list(frame.columns) == iv.MEMBER_COLUMNS
+
+
+def test_health_sentence_is_the_incident_summaries(incident_doc: dict[str, Any]) -> None:
+    from dashboard.views import incidents as iv
+
+    lines = iv.health_sentence(incident_doc, limit=2)
+    assert lines[0].startswith("broker 3 is down; 4 partitions on 2 topics lost a replica: 1 partition offline")
+    assert lines[1] == "slow: 1 of 1 partitions under replicated" and lines[2] == "+1 more incident"
+    assert iv.health_sentence({"incidents": []}) == []
+
+
+@pytest.mark.parametrize(("snap_t", "newest", "text"), [
+    (NOW, NOW, "latest poll"),
+    (NOW, NOW + 0.5, "latest poll"),
+    (NOW - 200, NOW, "3m 20s older than the newest snapshot"),
+    (NOW + 180, NOW, "latest poll"),  # a clock ahead never reads as the future
+    (None, NOW, "time unknown"),
+])
+def test_data_age_is_on_the_collectors_clock(snap_t: float | None, newest: float, text: str) -> None:
+    from dashboard.views import incidents as iv
+
+    assert iv.data_age_text(snap_t, newest) == text
+    assert " in " not in iv.data_age_text(snap_t, newest)
+
+
+@pytest.mark.parametrize(("inc", "page", "params"), [
+    (incident("broker", "broker 3", "critical", NOW, brokers=[3]), "replication", {"cluster": "c1", "broker": "3"}),
+    (incident("topic", "orders", "warning", NOW), "replication", {"cluster": "c1", "topic": "orders"}),
+    (incident("group", "billing", "critical", NOW), "consumers", {"cluster": "c1", "group": "billing"}),
+    (incident("transaction", "orders-1", "critical", NOW, sample=["hanging_transaction orders-1"]), "transactions",
+     {"cluster": "c1", "topic": "orders"}),
+    (incident("consensus", "zookeeper", "critical", NOW), "consensus", {"cluster": "c1"}),
+])
+def test_incident_targets(inc: dict[str, Any], page: str, params: dict[str, str]) -> None:
+    from dashboard.views import incidents as iv
+
+    assert iv.incident_target(inc) == (page, params)
+
+
+def test_open_alerts_frame_filters_and_cuts_before_formatting() -> None:
+    alerts = [alert("at_min_isr", f"orders-{n}", "warning", NOW - n) for n in range(50)]
+    alerts += [alert("broker_down", "broker-3", "critical", NOW - 5), alert("under_replicated", "slow-0", "warning",
+                                                                             NOW - 500)]
+    docs = {"c1": snapshot(alerts=alerts)}
+    df = av.open_alerts_frame(docs, "UTC", limit=3)
+    assert df.attrs["matched"] == 52 and len(df) == 3
+    assert list(df["subject"]) == ["broker-3", "slow-0", "orders-49"]
+    assert df["link"].iloc[0] == "./replication?cluster=c1&broker=3"
+    df = av.open_alerts_frame(docs, "UTC", rules=["at_min_isr"], query="ORDERS-4", limit=100)
+    assert df.attrs["matched"] == 11 and set(df["rule"]) == {"at_min_isr"}
