@@ -12,7 +12,9 @@ every 30 s, with incidents; ~26 M rows) is generated into DIR unless it is alrea
 * **DuckDB** (reference, same process, 2 threads): the headline aggregations in SQL over the same live files
   (poll interval, minutes under-replicated / under min ISR / offline, ISR shrinks per broker, broker
   availability, lag percentiles + SLO share + WARN/ERR minutes per group-topic, retention-loss episodes,
-  transactions seen / stuck, LSO gap p99, ZooKeeper elections, incidents and MTTR).
+  transactions seen / stuck, LSO gap p99, ZooKeeper elections, incidents (distinct ids of ``incident_events``:
+  opened, critical, open at the end, MTTR, longest, per kind; alert episodes where the history has no incident
+  records) and the thresholds applied (the collector's, from ``cluster.thresholds``, else its defaults).
 
 It prints both times, their ratio, the rows in the week's files, peak memory (driver Python RSS, JVM RSS
 sampled every 0.2 s, the JVM's own peak from getrusage(RUSAGE_CHILDREN) once it has exited, DuckDB's RSS
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import resource
 import statistics
@@ -36,11 +39,17 @@ import psutil
 import pyarrow.parquet as pq
 
 from bench.synthetic_history import generate
+from collectors.model.vocabulary import CRITICAL, SEVERITY_RANK
 from spark_analytics import aggregations as A
 from spark_analytics import io
 
-SLO_S = A.DEFAULT_LAG_SLO_S
-GRACE_S = A.DEFAULT_TXN_GRACE_S
+CROSS_CHECKED = (
+    "polls", "poll_interval_s", "under_replicated_minutes", "under_min_isr_minutes", "offline_minutes",
+    "topics_under_min_isr", "isr_shrinks", "isr_expands", "min_broker_availability", "lag_slo_share",
+    "worst_lag_seconds_p99", "worst_lag_messages_p99", "groups_breaching_slo", "warn_minutes", "err_minutes",
+    "retention_loss_episodes", "transactions_seen", "stuck_transactions", "longest_open_txn_s",
+    "hanging_transactions", "lso_gap_p99", "zk_elections", "incidents_opened", "critical_incidents",
+    "incidents_open_at_end", "mttr_minutes", "longest_incident_minutes", "alert_episodes_opened")
 
 
 class Sampler:
@@ -109,13 +118,13 @@ def duckdb_headline(con: Any, root: Path, period: A.Period) -> dict[str, Any]:
     """The headline figures in DuckDB SQL over the same live files (one cluster per row, first cluster kept)."""
     s, e = period.start, period.end
 
-    def src(table: str) -> str:
-        files = io.list_live_files(None, str(root), table, s, e)
+    def src(table: str, since: float = s) -> str:
+        files = io.list_live_files(None, str(root), table, since, e)
         if not files:
             cols = ", ".join(f"NULL::{_duck_type(f.type)} AS {f.name}" for f in io.TABLES[table])
             return f"(SELECT {cols} WHERE false)"
         lst = ", ".join(f"'{f}'" for f in files)
-        return f"(SELECT * FROM read_parquet([{lst}], union_by_name=true) WHERE time >= {s} AND time < {e})"
+        return f"(SELECT * FROM read_parquet([{lst}], union_by_name=true) WHERE time >= {since} AND time < {e})"
 
     def one(sql: str) -> dict[str, Any]:
         cur = con.execute(sql)
@@ -129,6 +138,13 @@ def duckdb_headline(con: Any, root: Path, period: A.Period) -> dict[str, Any]:
              g AS (SELECT cluster, time - lag(time) OVER (PARTITION BY cluster ORDER BY time) AS gap FROM t)
         SELECT cluster, count(*) AS polls, quantile_cont(gap, 0.5) AS poll_interval_s FROM g GROUP BY cluster"""))
     iv = out["poll_interval_s"]
+    # the thresholds the collector recorded (latest in the period), else its defaults
+    rec = one(f"""SELECT arg_max(thresholds, time) AS t, count(incidents_open) AS incident_polls
+                 FROM {src('cluster')}""")
+    recorded = json.loads(rec["t"]) if rec.get("t") else {}
+    slo_s = float(recorded.get("lag_seconds_slo", A.DEFAULT_LAG_SLO_S))
+    grace_s = float(recorded.get("txn_timeout_grace_s", A.DEFAULT_TXN_GRACE_S))
+    out.update(lag_slo_s=slo_s, txn_grace_s=grace_s)
     out.update(one(f"""
         WITH p AS (SELECT cluster, time, sum(under_replicated) ur, sum(under_min_isr) umi, sum(offline) off
                    FROM {src('topic_health')} GROUP BY ALL)
@@ -149,7 +165,7 @@ def duckdb_headline(con: Any, root: Path, period: A.Period) -> dict[str, Any]:
     out.update(one(f"""
         WITH g AS (SELECT group_id, topic,
                           quantile_cont(lag_seconds_max, 0.99) p99s, quantile_cont(lag_max, 0.99) p99m,
-                          count_if(lag_seconds_max <= {SLO_S}) ok, count(lag_seconds_max) known,
+                          count_if(lag_seconds_max <= {slo_s}) ok, count(lag_seconds_max) known,
                           count_if(status = 'WARN') warn, count_if(status = 'ERR') err
                    FROM {src('group_lag')} WHERE topic IS NOT NULL GROUP BY ALL)
         SELECT sum(ok) / sum(known) AS lag_slo_share, max(p99s) AS worst_lag_seconds_p99,
@@ -165,7 +181,7 @@ def duckdb_headline(con: Any, root: Path, period: A.Period) -> dict[str, Any]:
     out.update(one(f"""
         WITH t AS (SELECT transactional_id, start_time, max(age_seconds) age, max(timeout_ms) tmo
                    FROM {src('transactions')} WHERE start_time IS NOT NULL GROUP BY ALL)
-        SELECT count(*) AS transactions_seen, count_if(age > tmo / 1000 + {GRACE_S}) AS stuck_transactions,
+        SELECT count(*) AS transactions_seen, count_if(age > tmo / 1000 + {grace_s}) AS stuck_transactions,
                max(age) AS longest_open_txn_s FROM t"""))
     out.update(one(f"""
         SELECT count(DISTINCT (topic, partition, producer_id)) AS hanging_transactions
@@ -177,12 +193,51 @@ def duckdb_headline(con: Any, root: Path, period: A.Period) -> dict[str, Any]:
              c AS (SELECT ep, max(ep) OVER (ORDER BY time ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) prev
                    FROM p WHERE ep IS NOT NULL)
         SELECT count_if(ep > prev) AS zk_elections FROM c"""))
-    out.update(one(f"""
-        WITH a AS (SELECT rule, subject, first_seen, min(resolved_at) FILTER (WHERE event = 'resolve') res
+    episodes = one(f"""
+        WITH a AS (SELECT rule, subject, first_seen, min(resolved_at) FILTER (WHERE event = 'resolve') res,
+                          arg_max(severity, time) sev
                    FROM {src('alert_events')} GROUP BY ALL)
         SELECT count_if(first_seen >= {s}) AS incidents_opened,
-               avg(res - first_seen) FILTER (WHERE res >= {s}) / 60 AS mttr_minutes FROM a"""))
+               count_if(first_seen >= {s} AND sev = '{CRITICAL}') AS critical_incidents,
+               avg(res - first_seen) FILTER (WHERE res >= {s}) / 60 AS mttr_minutes FROM a""")
+    out["alert_episodes_opened"] = episodes["incidents_opened"]
+    incidents, kinds = duckdb_incidents(con, src('incident_events', s - 7 * 86400), src('cluster'), s, e)
+    if rec.get("incident_polls") or incidents["events"]:
+        out.update({k: v for k, v in incidents.items() if k != "events"})
+        out["incidents_by_kind"] = kinds
+    else:  # version 1 history: the incident figures are the alert episodes'
+        out.update(episodes)
+        out["incidents_by_kind"] = {}
     return out
+
+
+def duckdb_incidents(con: Any, events: str, cluster: str, s: float, e: float) -> tuple[dict[str, Any], dict[str, int]]:
+    """Incidents by distinct id from the incident events up to the period end (the week before as context)."""
+    rank = " ".join(f"WHEN '{sev}' THEN {r}" for sev, r in SEVERITY_RANK.items())
+    sql = f"""
+        WITH ev AS (SELECT *, CASE event WHEN 'opened' THEN 0 WHEN 'reopened' THEN 1 WHEN 'resolved' THEN 3
+                                         ELSE 2 END ord FROM {events}),
+             last AS (SELECT cluster, id, event AS last_event, coalesce(resolved_at, time) AS res FROM
+                      (SELECT *, row_number() OVER (PARTITION BY cluster, id ORDER BY time DESC, ord DESC) rn FROM ev)
+                      WHERE rn = 1),
+             agg AS (SELECT cluster, id, coalesce(min(opened), min(time)) AS start, arg_max(kind, time) AS kind,
+                            min(CASE severity {rank} ELSE 99 END) AS worst FROM ev GROUP BY ALL),
+             lp AS (SELECT least({e}, max(time)) AS as_of FROM {cluster}),
+             x AS (SELECT agg.*, CASE WHEN last_event = 'resolved' THEN res END AS fin, as_of
+                   FROM agg JOIN last USING (cluster, id), lp),
+             y AS (SELECT *, fin - start AS dur, CASE WHEN fin IS NULL THEN greatest(0, as_of - start) END AS open_for
+                   FROM x WHERE start < {e} AND coalesce(fin, as_of) >= {s})"""
+    head = con.execute(sql + f"""
+        SELECT count_if(start >= {s}) AS incidents_opened,
+               count_if(start >= {s} AND worst = {SEVERITY_RANK[CRITICAL]}) AS critical_incidents,
+               count_if(fin IS NULL) AS incidents_open_at_end,
+               avg(dur) FILTER (WHERE fin >= {s}) / 60 AS mttr_minutes,
+               max(coalesce(dur, open_for)) / 60 AS longest_incident_minutes,
+               (SELECT count(*) FROM {events} WHERE time >= {s}) AS events FROM y""")
+    names = [d[0] for d in head.description]
+    figures = dict(zip(names, head.fetchone(), strict=True))
+    kinds = dict(con.execute(sql + f" SELECT kind, count_if(start >= {s}) FROM y GROUP BY kind").fetchall())
+    return figures, kinds
 
 
 def _duck_type(t: Any) -> str:
@@ -273,16 +328,24 @@ def main() -> None:
           f"{heap_max / mb:.0f} MB at the end; DuckDB RSS increase {duck_rss / mb:.0f} MB")
     print()
     print("cross-check of headline figures (Spark report vs DuckDB SQL):")
-    for k in ("polls", "poll_interval_s", "under_replicated_minutes", "under_min_isr_minutes", "offline_minutes",
-              "topics_under_min_isr", "isr_shrinks", "isr_expands", "min_broker_availability", "lag_slo_share",
-              "worst_lag_seconds_p99", "worst_lag_messages_p99", "groups_breaching_slo", "warn_minutes",
-              "err_minutes", "retention_loss_episodes", "transactions_seen", "stuck_transactions",
-              "longest_open_txn_s", "hanging_transactions", "lso_gap_p99", "zk_elections", "incidents_opened",
-              "mttr_minutes"):
-        sv, dv = spark_head.get(k), duck_head.get(k)
-        same = (sv is None and dv is None) or (sv is not None and dv is not None
-                                               and abs(float(sv) - float(dv)) <= 1e-6 * max(1.0, abs(float(dv))))
-        print(f"  {k:28s} spark {_fmt(sv):>16s}  duckdb {_fmt(dv):>16s}  {'ok' if same else 'DIFFERS'}")
+    limits = (c.tables["thresholds"].to_pylist() or [{}])[0]
+    kinds = {r["kind"]: r["opened"] for r in c.tables["incident_kinds"].to_pylist()}
+    spark_all = {**spark_head, "lag_slo_s": limits.get("lag_slo_s"), "txn_grace_s": limits.get("txn_grace_s")}
+    for k in (*CROSS_CHECKED, "lag_slo_s", "txn_grace_s"):
+        if k not in duck_head:
+            continue
+        sv, dv = spark_all.get(k), duck_head.get(k)
+        print(f"  {k:28s} spark {_fmt(sv):>16s}  duckdb {_fmt(dv):>16s}  {'ok' if same(sv, dv) else 'DIFFERS'}")
+    for kind in sorted(set(kinds) | set(duck_head["incidents_by_kind"])):
+        sv, dv = kinds.get(kind), duck_head["incidents_by_kind"].get(kind)
+        print(f"  {'incidents opened: ' + kind:28s} spark {_fmt(sv):>16s}  duckdb {_fmt(dv):>16s}  "
+              f"{'ok' if same(sv, dv) else 'DIFFERS'}")
+
+
+def same(sv: Any, dv: Any) -> bool:
+    """Equal within float noise (1e-6 relative), or both null."""
+    return (sv is None and dv is None) or (sv is not None and dv is not None
+                                           and abs(float(sv) - float(dv)) <= 1e-6 * max(1.0, abs(float(dv))))
 
 
 def _stop_jvm() -> None:

@@ -16,7 +16,11 @@ Incidents with known figures: broker 7 down 25 min (Tue 10:00), brokers 2 and 5 
 (Thu 14:00), ZooKeeper leader elections (Wed 12:00, Sat 18:00; the new leader's followers report zxid 0 at
 the first poll), three groups stalled for 2 h (lag seconds past any SLO, WARN then ERR), one group behind
 retention for 1 h, a stuck transaction (open 30 min with a 60 s timeout), a hanging transaction (2 h), ten
-producer epoch bumps.
+producer epoch bumps. The collector's view of them as incidents (``incident_events``, one per cause: the outage
+of brokers 2 and 5 together is one incident; group-0017's stall resolves and comes back within the hold-down:
+reopened, same id; a topic incident is still open at the week's end) and the thresholds it ran with
+(``cluster.thresholds``: `THRESHOLDS`, a lag SLO of 10 min instead of the default 5) are written as history
+version 2 does.
 
 Written directly with pyarrow using `collectors.outputs.history.TABLES` (not through the collectors, for speed):
 one zstd file per table and day named ``compact-*`` as a compacted day would be, row groups of 128 k rows,
@@ -39,10 +43,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from collectors.alerting.thresholds import Thresholds
 from collectors.outputs.history import COMPACT_ROW_GROUP, HISTORY_SCHEMA_VERSION, REPLACES_KEY, TABLES
 
 DAY = 86400.0
 CLUSTER = "prod-eu-1"
+THRESHOLDS = Thresholds(lag_seconds_slo=600.0)
 
 
 @dataclass
@@ -154,6 +160,47 @@ class Week:
         self.hanging = (start + 6 * DAY + 8 * h, 2 * h)
         self.bumps = [start + (i + 0.5) * DAY * 0.7 for i in range(10)]  # producer 5's epoch bumps
 
+    def incidents(self) -> list[dict[str, Any]]:
+        """The incidents (one per cause) with their events: (time, event, severity), in time order."""
+        iv, h = self.s.interval_s, 3600.0
+        out: list[dict[str, Any]] = []
+
+        def add(kind: str, subject: str, events: list[tuple[float, str, str]], **extra: Any) -> None:
+            out.append({"id": f"{kind}-{len(out):03d}", "kind": kind, "subject": subject, "events": events, **extra})
+
+        for crash, back, brokers in ((self.outages[0][1], self.outages[0][2], [7]),
+                                     (self.outages[1][1], self.outages[1][2], [3]),
+                                     (self.outages[2][1], self.outages[2][2], [2, 5])):
+            subject = ("broker " if len(brokers) == 1 else "brokers ") + ", ".join(map(str, brokers))
+            add("broker", subject, [(crash + 30, "opened", "critical"), (back + iv, "resolved", "critical")],
+                brokers=brokers, alerts=1 + 2 * len(brokers), partitions=40 * len(brokers))
+        for e in self.zk_elections:
+            add("consensus", "zookeeper", [(e + iv, "opened", "info"), (e + 600 + iv, "resolved", "info")])
+        for g, s0, dur in self.stalls:
+            ev = [(s0 + 300, "opened", "warning"), (s0 + 900, "updated", "critical")]
+            if g == 17:  # resolves for a moment and comes back within the hold-down: the same incident
+                ev += [(s0 + h, "resolved", "critical"), (s0 + h + 120, "reopened", "critical")]
+            add("group", f"group-{g:04d}", [*ev, (s0 + dur + iv, "resolved", "critical")])
+        g, s0, dur = self.retention_loss
+        add("group", f"group-{g:04d}", [(s0 + iv, "opened", "critical"), (s0 + dur + iv, "resolved", "critical")])
+        p, s0, dur = self.stuck
+        add("transaction", f"txn-{p:02d}", [(s0 + 90, "opened", "critical"), (s0 + dur + iv, "resolved", "critical")])
+        h0, hdur = self.hanging
+        add("transaction", "txn-topic-0-3", [(h0 + 2 * iv, "opened", "critical"),
+                                             (h0 + hdur + iv, "resolved", "critical")])
+        add("topic", "topic-199", [(self.start + 6 * DAY + 23 * h, "opened", "warning")])  # open at the week end
+        return out
+
+    def incidents_open(self, t: np.ndarray) -> np.ndarray:
+        """Open incidents at each poll time (what ``cluster.incidents_open`` records)."""
+        n = np.zeros(len(t), np.int32)
+        for inc in self.incidents():
+            state = np.zeros(len(t), bool)
+            for time_, event, _ in inc["events"]:
+                state = np.where(t >= time_, event != "resolved", state)
+            n += state
+        return n
+
     def poll_times(self, day: int) -> np.ndarray:
         s = self.s
         per_day = int(DAY // s.interval_s)
@@ -238,7 +285,8 @@ def generate(root: Path, week: str = "2026-W40", shape: Shape | None = None,
             "under_min_isr": umi.sum(axis=1).astype(np.int32), "at_min_isr": np.zeros(n, np.int32),
             "offline": off.sum(axis=1).astype(np.int32), "groups": np.full(n, shape.groups, np.int32),
             "alerts_open": (ur.sum(axis=1) > 0).astype(np.int32) * 3,
-            "alerts_critical": (umi.sum(axis=1) > 0).astype(np.int32)}), out)
+            "alerts_critical": (umi.sum(axis=1) > 0).astype(np.int32),
+            "incidents_open": m.incidents_open(t), "thresholds": THRESHOLDS.model_dump_json()}), out)
         # --- brokers
         nb = shape.brokers
         write(root, "brokers", label, table("brokers", n * nb, {
@@ -398,6 +446,7 @@ def generate(root: Path, week: str = "2026-W40", shape: Shape | None = None,
         if progress:
             progress(f"day {day + 1}/7 ({label}) written, {time.monotonic() - started:.0f}s")
     _alerts(root, m, out)
+    _incident_events(root, m, out)
     out.seconds = time.monotonic() - started
     return out
 
@@ -435,6 +484,28 @@ def _alerts(root: Path, m: Week, out: Written) -> None:
             "summary": [f"{r[2]} {r[4]}" for r in rows],
             "first_seen": [r[5] for r in rows], "last_seen": [r[6] or r[0] for r in rows],
             "resolved_at": [r[6] for r in rows], "value": [None] * len(rows)}), out)
+
+
+def _incident_events(root: Path, m: Week, out: Written) -> None:
+    """The incidents' events, as `collectors.outputs.history` writes them (the incident's state after each)."""
+    rows: list[dict[str, Any]] = []
+    for inc in m.incidents():
+        opened = inc["events"][0][0]
+        for time_, event, sev in inc["events"]:
+            rows.append({"time": time_, "event": event, "id": inc["id"], "kind": inc["kind"],
+                         "subject": inc["subject"], "severity": sev, "summary": f"{inc['kind']} {inc['subject']}",
+                         "opened": opened, "resolved_at": time_ if event == "resolved" else None,
+                         "alerts": inc.get("alerts", 1), "members": json.dumps({inc["kind"]: inc.get("alerts", 1)}),
+                         "brokers": inc.get("brokers", []), "partitions": inc.get("partitions"),
+                         "consequences": []})
+    rows.sort(key=lambda r: r["time"])
+    by_day: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_day.setdefault(datetime.fromtimestamp(r["time"], UTC).date().isoformat(), []).append(r)
+    names = [f.name for f in TABLES["incident_events"] if f.name not in ("cluster", "schema_version")]
+    for day, rs in by_day.items():
+        write(root, "incident_events", day, table("incident_events", len(rs),
+                                                  {n: [r.get(n) for r in rs] for n in names}), out)
 
 
 def main() -> None:

@@ -97,9 +97,12 @@ def incidents_by_severity(inc: pd.DataFrame) -> pd.DataFrame:
     return d.sort_values(["_rank", "_len", "start"], ascending=[True, False, True]).drop(columns=["_rank", "_len"])
 
 
-def chart_incidents(ch: Charts, inc: pd.DataFrame, period_start: float, period_end: float, as_of: float) -> str:
+def chart_incidents(ch: Charts, inc: pd.DataFrame, period_start: float, period_end: float, as_of: float,
+                    title: str = "Alert episodes (alert open → resolve)",
+                    empty: str = "no alert was open during the week") -> str:
+    """A time line of `inc` rows (``rule`` — or an incident's kind —, severity, subject, start, end)."""
     if inc is None or inc.empty:
-        return '<p class="empty">no alert was open during the week</p>'
+        return f'<p class="empty">{empty}</p>'
     d = incidents_by_severity(inc)
     d["_end"] = d["end"].where(d["end"].notna(), as_of)
     # One bar per rule and time span: a broker crash opens the same alert on dozens of partitions at once.
@@ -121,7 +124,7 @@ def chart_incidents(ch: Charts, inc: pd.DataFrame, period_start: float, period_e
                              orientation="h", name=sev, marker_color=color,
                              hovertext=[f"{fmt_time(a)} → {fmt_time(b) if not is_missing(b) else 'still open'}"
                                         for a, b in zip(g.loc[m, "start"], g.loc[m, "end"], strict=True)]))
-    fig.update_layout(title="Incidents (alert open → resolve)", xaxis={"type": "date"}, barmode="overlay",
+    fig.update_layout(title=title, xaxis={"type": "date"}, barmode="overlay",
                       yaxis={"autorange": "reversed"})
     return ch(fig, max(260, 110 + 26 * len(g)))
 

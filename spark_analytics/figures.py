@@ -41,6 +41,8 @@ HEADLINE: tuple[Figure, ...] = (
     Figure("critical_incidents", "Critical incidents opened"),
     Figure("incidents_open_at_end", "Incidents open at week end"),
     Figure("mttr_minutes", "Mean time to recover", unit=MINUTES),
+    Figure("longest_incident_minutes", "Longest incident", unit=MINUTES),
+    Figure("alert_episodes_opened", "Alert episodes opened (symptoms)"),
     Figure("min_broker_availability", "Worst broker availability", HIGHER_IS_BETTER, SHARE),
     Figure("broker_down_minutes", "Broker down (sum over brokers)", unit=MINUTES),
     Figure("controller_changes", "Controller changes"),

@@ -254,6 +254,8 @@ def table_notes(data: dict[str, TableData], days: Sequence[str]) -> list[str]:
         "topic_health": "replication minutes unknown",
         "partition_changes": "no ISR or leader change was recorded (normal for a quiet week)",
         "alert_events": "no alert opened or resolved (normal for a quiet week)",
+        "incident_events": "no incident opened or resolved (normal for a quiet week; history written before "
+                           "schema version 2 has none, and its incident figures count alert episodes)",
         "group_lag": "no consumer groups were seen: consumer figures are n/a",
         "transactions": "no open transaction was seen: transaction figures are 0 or n/a",
         "producers": "no producer with an open transaction was seen",

@@ -169,7 +169,7 @@ def summary_block(doc: dict[str, Any]) -> str:
     open_html = ""
     if open_inc:
         open_html = ('<div class="note"><b>Still open at the end of the week:</b> ' + esc(", ".join(
-            f'{i["rule"]} {i["subject"]} (since {fmt_time(i["start"])})' for i in open_inc[:8]))
+            f'{i.get("kind") or i.get("rule")} {i["subject"]} (since {fmt_time(i["start"])})' for i in open_inc[:8]))
             + (" …" if len(open_inc) > 8 else "") + "</div>")
     return (f'<div class="cards">{cards}</div>{open_html}<div class="cols">'
             f'<div class="box"><h3>Worse than last week</h3>{worse_html}</div>'
@@ -208,19 +208,53 @@ def _replication_section(ch: Charts, t: dict[str, pd.DataFrame], doc: dict[str, 
                                ("isr_expands", "expands", fmt_num), ("partitions_shrunk", "partitions shrunk", fmt_num),
                                ("leader_changes", "leader changes", fmt_num)], empty="no ISR change per topic",
                        more_hint="tables/isr_by_topic.parquet"))
-    parts.append("<h3>Incidents</h3>")
-    parts.append(chart_incidents(ch, t.get("incidents"), period_start, period_end, as_of))
-    parts.append(table(t.get("incident_summary"), [
-        ("rule", "rule", _txt), ("severity", "severity", _txt), ("incidents", "incidents", fmt_num),
+    parts.append("<h3>Alert episodes (symptoms: one per alert, e.g. per partition; not incidents)</h3>")
+    parts.append(chart_incidents(ch, t.get("alert_episodes"), period_start, period_end, as_of))
+    parts.append(table(t.get("alert_summary"), [
+        ("rule", "rule", _txt), ("severity", "severity", _txt), ("episodes", "episodes", fmt_num),
         ("opened", "opened", fmt_num), ("resolved", "resolved", fmt_num), ("open_at_end", "open at end", fmt_num),
-        ("mttr_s", "MTTR", fmt_duration), ("longest_s", "longest", fmt_duration)], empty="no incidents"))
-    inc = t.get("incidents")
-    if inc is not None and not inc.empty:
-        inc = incidents_by_severity(inc)
-    parts.append(table(inc, [
+        ("mttr_s", "mean duration", fmt_duration), ("longest_s", "longest", fmt_duration)], empty="no alerts"))
+    eps = t.get("alert_episodes")
+    if eps is not None and not eps.empty:
+        eps = incidents_by_severity(eps)
+    parts.append(table(eps, [
         ("rule", "rule", _txt), ("severity", "severity", _txt), ("subject", "subject", _txt),
         ("start", "start", fmt_time), ("end", "end", fmt_time), ("status", "status", _txt),
         ("duration_s", "duration", fmt_duration), ("open_for_s", "open for", fmt_duration),
+        ("summary", "last summary", _txt)], bad=lambda r: r.get("status") == "open", empty="no alerts",
+        more_hint="tables/alert_episodes.parquet", max_rows=30))
+    return parts
+
+
+def _incidents_section(ch: Charts, t: dict[str, pd.DataFrame], doc: dict[str, Any]) -> list[str]:
+    """Incidents (one per cause) by kind, on a time line, and the list; or a pointer to the alert episodes."""
+    h = doc["headline"]
+    parts = ["<h2>Incidents</h2>"]
+    if doc.get("incidents_from") != "incidents":
+        parts.append('<p class="note">No incident records in this history (written before schema version 2): '
+                     'the incident figures count alert episodes — see "Alert episodes" under Replication.</p>')
+        return parts
+    period_start, period_end = doc["period"]["start_epoch"], doc["period"]["end_epoch"]
+    parts.append(f'<p class="sub">{fmt_num(h.get("incidents_opened"))} incident(s) opened (one per cause: all '
+                 f'brokers down at once are one), {fmt_num(h.get("incidents_open_at_end"))} open at the end, MTTR '
+                 f'{esc(fmt_value(h.get("mttr_minutes"), MINUTES))}, longest '
+                 f'{esc(fmt_value(h.get("longest_incident_minutes"), MINUTES))}; '
+                 f'{fmt_num(h.get("alert_episodes_opened"))} alert episode(s) behind them.</p>')
+    parts.append(table(t.get("incident_kinds"), [
+        ("kind", "kind", _txt), ("opened", "opened", fmt_num), ("critical", "critical", fmt_num),
+        ("resolved", "resolved", fmt_num), ("open_at_end", "open at end", fmt_num), ("mttr_s", "MTTR", fmt_duration),
+        ("longest_s", "longest", fmt_duration), ("alerts", "alerts (most at once, summed)", fmt_num)],
+        empty="no incident this week"))
+    inc = t.get("incidents")
+    if inc is not None and not inc.empty:
+        inc = incidents_by_severity(inc).assign(rule=lambda d: d["kind"])
+    parts.append(chart_incidents(ch, inc, period_start, period_end, doc.get("as_of_epoch") or period_end,
+                                 title="Incidents (opened → resolved)", empty="no incident was open during the week"))
+    parts.append(table(inc, [
+        ("kind", "kind", _txt), ("severity", "worst severity", _txt), ("subject", "subject", _txt),
+        ("start", "opened", fmt_time), ("end", "resolved", fmt_time), ("status", "status", _txt),
+        ("duration_s", "duration", fmt_duration), ("open_for_s", "open for", fmt_duration),
+        ("alerts", "alerts", fmt_num), ("partitions", "partitions", fmt_num), ("reopens", "reopened", fmt_num),
         ("summary", "last summary", _txt)], bad=lambda r: r.get("status") == "open", empty="no incidents",
         more_hint="tables/incidents.parquet", max_rows=30))
     return parts
@@ -250,13 +284,22 @@ def _availability_section(ch: Charts, t: dict[str, pd.DataFrame], doc: dict[str,
     return parts
 
 
+def _source(doc: dict[str, Any], name: str) -> str:
+    """Where a threshold came from, for the page: " (collector's lag_seconds_slo, from history)"."""
+    th = (doc.get("thresholds") or {}).get(name)
+    if not isinstance(th, dict):
+        return ""
+    return f" (collector's {th.get('collector_setting')}, from {th.get('from')})"
+
+
 def _consumers_section(ch: Charts, t: dict[str, pd.DataFrame], doc: dict[str, Any]) -> list[str]:
     """Lag percentiles against the SLO, worst series over time, retention-loss episodes."""
     slo = float(doc["lag_slo_s"])
     parts: list[str] = []
     parts.append("<h2>Consumers</h2>")
     lag = t.get("consumer_lag")
-    parts.append(f'<p class="sub">Lag SLO {esc(fmt_duration(slo))}; percentiles over polls '
+    parts.append(f'<p class="sub">Lag SLO {esc(fmt_duration(slo))}{esc(_source(doc, "lag_slo_s"))}; '
+                 'percentiles over polls '
                  f'({esc(doc["percentiles"])}); minutes = polls × poll interval.</p>')
     parts.append(chart_lag(ch, lag, slo))
     parts.append(chart_lag_series(ch, t.get("lag_timeseries"), slo))
@@ -285,7 +328,8 @@ def _transactions_section(ch: Charts, t: dict[str, pd.DataFrame], doc: dict[str,
     parts.append("<h2>Transactions</h2>")
     parts.append(f'<p class="sub">{fmt_num(h.get("transactions_seen"))} transactions seen, '
                  f'{fmt_num(h.get("stuck_transactions"))} stuck (open longer than their timeout + '
-                 f'{esc(fmt_duration(doc["txn_grace_s"]))}), {fmt_num(h.get("hanging_transactions"))} hanging, '
+                 f'{esc(fmt_duration(doc["txn_grace_s"]))}{esc(_source(doc, "txn_grace_s"))}), '
+                 f'{fmt_num(h.get("hanging_transactions"))} hanging, '
                  f'longest open {esc(fmt_duration(h.get("longest_open_txn_s")))}.</p>')
     parts.append(chart_lso(ch, t.get("lso_gap"), t.get("transactions_by_id")))
     parts.append(table(t.get("transactions_by_id"), [
@@ -376,8 +420,8 @@ def render_report(doc: dict[str, Any], t: dict[str, pd.DataFrame]) -> str:
         "<h2>Overview</h2>",
         chart_overview(ch, t.get("cluster_timeseries"), t.get("zk_elections")),
     ]
-    for section in (_replication_section, _availability_section, _consumers_section, _transactions_section,
-                    _consensus_section):
+    for section in (_incidents_section, _replication_section, _availability_section, _consumers_section,
+                    _transactions_section, _consensus_section):
         parts += section(ch, t, doc)
     parts.append("<h2>Week over week</h2>")
     parts.append(_wow_table(doc))

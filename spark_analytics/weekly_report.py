@@ -18,6 +18,7 @@ the job failed, 2 bad arguments (named in the message). docs/weekly-report.md ex
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -36,6 +37,7 @@ import pyarrow.compute as pc
 from collectors.model.vocabulary import SEVERITY_RANK
 from spark_analytics import aggregations as A
 from spark_analytics import io, layout, render
+from spark_analytics.aggregations.thresholds import USED as A_THRESHOLDS
 from spark_analytics.figures import HEADLINE_NAMES, UNITS
 from spark_analytics.formatting import PER_SECOND, SHARE, fmt_value
 
@@ -63,10 +65,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--master", default=None,
                    help="Spark master; default local[*], or whatever spark-submit was given")
     p.add_argument("--cluster", action="append", default=None, help="only this cluster (repeatable)")
-    p.add_argument("--lag-slo-seconds", type=float, default=A.DEFAULT_LAG_SLO_S,
-                   help="consumer lag SLO in seconds (default 300)")
-    p.add_argument("--txn-grace-seconds", type=float, default=A.DEFAULT_TXN_GRACE_S,
-                   help="a transaction is stuck when open longer than its timeout + this (default 10)")
+    p.add_argument("--lag-slo-seconds", type=float, default=None,
+                   help="consumer lag SLO in seconds; default: the collector's lag_seconds_slo as recorded in the "
+                        f"history, else its default ({A.DEFAULT_LAG_SLO_S:g})")
+    p.add_argument("--txn-grace-seconds", type=float, default=None,
+                   help="a transaction is stuck when open longer than its timeout + this; default: the collector's "
+                        f"txn_timeout_grace_s as recorded in the history, else its default ({A.DEFAULT_TXN_GRACE_S:g})")
     p.add_argument("--poll-interval-seconds", type=float, default=None,
                    help="override the poll interval derived from the data (median gap between polls)")
     p.add_argument("--approx-percentiles", action="store_true",
@@ -97,9 +101,9 @@ def parse_args(argv: Sequence[str] | None, now: float | None = None) -> Args:
             period = A.Period.iso_week(a.week)
         except ValueError as e:
             raise ArgumentError(f"argument --week: {e}") from None
-    if a.lag_slo_seconds < 0:
+    if a.lag_slo_seconds is not None and a.lag_slo_seconds < 0:
         raise ArgumentError("argument --lag-slo-seconds: must be >= 0")
-    if a.txn_grace_seconds < 0:
+    if a.txn_grace_seconds is not None and a.txn_grace_seconds < 0:
         raise ArgumentError("argument --txn-grace-seconds: must be >= 0")
     if a.poll_interval_seconds is not None and a.poll_interval_seconds <= 0:
         raise ArgumentError("argument --poll-interval-seconds: must be > 0")
@@ -164,6 +168,7 @@ class Computed:
     series: dict[str, pa.Table]
     data: dict[str, io.TableData]
     seconds: float = 0.0
+    previous_tables: dict[str, pa.Table] | None = None  # last week: the headline's inputs
 
 
 COLLECT_THREADS = 4
@@ -191,7 +196,8 @@ def compute(spark: Any, history: str, period: A.Period, opts: A.Options | None =
 
     current = collect_week(spark, frames, period, opts)
     cur_head = headline_table(spark, current)
-    prev_head = headline_table(spark, collect_week(spark, frames, previous, opts, A.HEADLINE_INPUTS))
+    prev_tables = collect_week(spark, frames, previous, opts, A.HEADLINE_INPUTS)
+    prev_head = headline_table(spark, prev_tables)
     wow = A.week_over_week(spark.createDataFrame(cur_head), spark.createDataFrame(prev_head)).toArrow()
     series: dict[str, pa.Table] = {}
     if charts:
@@ -201,7 +207,7 @@ def compute(spark: Any, history: str, period: A.Period, opts: A.Options | None =
             opts = replace(opts, bucket_s=auto_bucket(current["polls"]))
         series = _collect(A.chart_series(frames, period, keys, opts))
     return Computed(period, previous, current, cur_head, prev_head, wow, series, data,
-                    seconds=time.monotonic() - started)
+                    seconds=time.monotonic() - started, previous_tables=prev_tables)
 
 
 def auto_bucket(polls: pa.Table) -> int:
@@ -215,10 +221,13 @@ def auto_bucket(polls: pa.Table) -> int:
 
 def collect_week(spark: Any, frames: dict[str, Any], period: A.Period, opts: A.Options,
                  only: frozenset[str] | None = None) -> dict[str, pa.Table]:
-    """`aggregations.compute_tables` for one period, collected (the poll table first, reused as a literal)."""
+    """`aggregations.compute_tables` for one period, collected (the poll and threshold tables first, reused as
+    literals)."""
     polls = A.poll_intervals(frames["cluster"], period, opts.poll_interval_s).toArrow()
-    got = _collect(A.compute_tables(frames, period, opts, polls=spark.createDataFrame(polls), only=only))
-    got["polls"] = polls
+    limits = A.thresholds(frames["cluster"], period, opts.lag_slo_s, opts.txn_grace_s).toArrow()
+    got = _collect(A.compute_tables(frames, period, opts, polls=spark.createDataFrame(polls), only=only,
+                                    limits=spark.createDataFrame(limits)))
+    got["polls"], got["thresholds"] = polls, limits
     return got
 
 
@@ -285,6 +294,76 @@ def _as_number(v: Any, unit: str) -> Any:
     return v
 
 
+def _get(c: Computed, name: str, cluster: str) -> pa.Table | None:
+    t = c.tables.get(name)
+    return None if t is None else _of(t, cluster)
+
+
+def _rows(t: pa.Table | None) -> list[dict[str, Any]]:
+    return [] if t is None else t.to_pylist()
+
+
+def thresholds_doc(cluster: str, c: Computed, opts: A.Options) -> dict[str, Any]:
+    """The thresholds the figures used (value and where it came from) and the collector's recorded set."""
+    t = _get(c, "thresholds", cluster)
+    row = _row(t) if t is not None else None
+    out: dict[str, Any] = {}
+    for col, (field, default) in A_THRESHOLDS.items():
+        given = getattr(opts, col)
+        if row is not None:
+            out[col] = {"value": row[col], "from": row[f"{col}_from"], "collector_setting": field}
+        else:
+            out[col] = {"value": default if given is None else given, "collector_setting": field,
+                        "from": "collector defaults" if given is None else "command line"}
+    recorded = None
+    if row is not None and row.get("thresholds"):
+        try:
+            recorded = json.loads(row["thresholds"])
+        except ValueError:
+            recorded = None
+    out["recorded"] = recorded
+    out["recorded_at"] = row.get("thresholds_time") if row else None
+    return out
+
+
+def incidents_doc(cluster: str, c: Computed) -> dict[str, Any]:
+    """Where the incident figures came from, the incidents still open, the worst ones and the count per kind."""
+    src = next(iter(_rows(_get(c, "incident_source", cluster))), None)
+    source = src["source"] if src else A.FROM_ALERT_EPISODES
+    notes: list[str] = []
+    if source == A.FROM_INCIDENTS:
+        rows = _rows(_get(c, "incidents", cluster))
+        keys = ("id", "kind", "severity", "subject", "start", "end", "status", "duration_s", "open_for_s", "alerts",
+                "reopens", "summary")
+        if src and src["incident_polls"] < src["polls"]:
+            notes.append(f"Incidents were recorded at {src['incident_polls']} of {src['polls']} polls (the collector "
+                         "was upgraded during the week): incidents before that are not counted.")
+    else:
+        rows = _rows(_get(c, "alert_episodes", cluster))
+        keys = ("rule", "severity", "subject", "start", "end", "status", "duration_s", "open_for_s", "summary")
+        notes.append("This history has no incident records (written before history schema version 2): the "
+                     "incident figures count alert episodes (one per alert: one per partition in a broker outage) "
+                     "instead, as reports did before.")
+    last_week = (c.previous_tables or {}).get("incident_source")
+    prev = next(iter(_rows(None if last_week is None else _of(last_week, cluster))), None)
+    if prev and prev["source"] != source:
+        notes.append(f"Last week's incident figures count {prev['source']}, this week's {source}: "
+                     "the week-over-week change of those figures compares different things.")
+
+    def order(r: dict[str, Any]) -> tuple[Any, ...]:
+        return (SEVERITY_RANK.get(r["severity"], 9), -(r["duration_s"] or r["open_for_s"] or 0.0), r["start"])
+
+    return {
+        "incidents_from": source,
+        "open_incidents": [{k: r[k] for k in keys if k not in ("end", "status", "duration_s")}
+                           for r in sorted(rows, key=order) if r["status"] == "open"],
+        "worst_incidents": [{k: r[k] for k in keys} for r in sorted(rows, key=order)[:WORST_N]],
+        "incidents_by_kind": ([] if source != A.FROM_INCIDENTS else sorted(
+            _rows(_get(c, "incident_kinds", cluster)), key=lambda r: (-r["opened"], r["kind"]))),
+        "incident_notes": notes,
+    }
+
+
 def cluster_notes(cluster: str, c: Computed, polls: dict[str, Any] | None) -> list[str]:
     notes: list[str] = []
     days = c.period.days()
@@ -330,7 +409,8 @@ def cluster_doc(cluster: str, c: Computed, opts: A.Options, global_notes: list[s
                                              na_position="last").head(WORST_N)
                         [["group_id", "topic", "lag_seconds_p99", "lag_p99", "slo_share", "warn_minutes",
                           "err_minutes"]].to_dict("records"))
-    inc = _of(c.tables["incidents"], cluster).to_pylist()
+    inc = incidents_doc(cluster, c)
+    limits = thresholds_doc(cluster, c, opts)
     elections = _of(c.tables["zk_elections"], cluster).to_pylist()
     stuck = [r for r in _of(c.tables["transactions"], cluster).to_pylist() if r["stuck"]]
     return {
@@ -344,8 +424,9 @@ def cluster_doc(cluster: str, c: Computed, opts: A.Options, global_notes: list[s
         "poll_interval_s": polls.get("poll_interval_s") if polls else None,
         "poll_interval_rule": "median gap between consecutive polls of the cluster table in the week"
                               if opts.poll_interval_s is None else "set with --poll-interval-seconds",
-        "lag_slo_s": opts.lag_slo_s,
-        "txn_grace_s": opts.txn_grace_s,
+        "lag_slo_s": limits["lag_slo_s"]["value"],
+        "txn_grace_s": limits["txn_grace_s"]["value"],
+        "thresholds": limits,
         "percentiles": ("exact (interpolated)" if opts.exact_percentiles
                         else f"percentile_approx, accuracy {opts.accuracy}"),
         "previous_available": prev is not None,
@@ -355,15 +436,13 @@ def cluster_doc(cluster: str, c: Computed, opts: A.Options, global_notes: list[s
         "worse_than_last_week": [r["metric"] for r in wow_rows if r["worse"]],
         "worst_topics": worst_topics,
         "worst_groups": worst_groups,
-        "open_incidents": [{k: r[k] for k in ("rule", "severity", "subject", "start", "open_for_s")}
-                           for r in sorted(inc, key=lambda r: (SEVERITY_RANK.get(r["severity"], 9), r["start"]))
-                           if r["status"] == "open"],
+        **{k: v for k, v in inc.items() if k != "incident_notes"},
         "zk_elections": [{"time": r["time"], "at": _iso(r["time"]), "epoch_before": r["epoch_before"],
                           "epoch_after": r["epoch_after"], "leader": r["leader"]} for r in elections],
         "stuck_transactions": [{"transactional_id": r["transactional_id"], "start_time": r["start_time"],
                                 "max_age_s": r["max_age_s"], "timeout_ms": r["timeout_ms"],
                                 "last_state": r["last_state"]} for r in stuck],
-        "notes": cluster_notes(cluster, c, polls) + global_notes,
+        "notes": cluster_notes(cluster, c, polls) + inc["incident_notes"] + global_notes,
         "tables": sorted([*c.tables, *c.series, "headline", "previous_headline", "week_over_week"]),
     }
 

@@ -1,7 +1,8 @@
 """The weekly report's figures as pure DataFrame -> DataFrame functions (no I/O, no actions).
 
-One module per table family — `cluster` (polls, reachability, brokers, controller), `replication`, `incidents`,
-`consumers`, `transactions`, `consensus`, `headline` (and week over week) — on the helpers of `common`. This
+One module per table family — `cluster` (polls, reachability, brokers, controller), `replication`, `incidents`
+(one per cause), `alerts` (alert episodes: the symptoms), `thresholds` (the collector's, as recorded), `consumers`,
+`transactions`, `consensus`, `headline` (and week over week) — on the helpers of `common`. This
 package puts them together (`compute_tables`, `compute_all`, `chart_series`) and re-exports every public name,
 so callers write ``from spark_analytics import aggregations as A`` and ``A.consumer_lag(...)``.
 
@@ -31,8 +32,12 @@ Conventions, written down once:
   from the ``cluster`` table, so irregular gaps between polls do not matter) in which a condition held; one
   poll without the condition ends an episode. Duration = last - first flagged poll + one poll interval.
 * **Null versus zero**: a figure whose source table has no row for a cluster in the period is null
-  (unknown: no ZooKeeper, no groups, no data); event tables (``partition_changes``, ``alert_events``) have
-  rows only when something happened, so their counts are 0 for a cluster that was polled.
+  (unknown: no ZooKeeper, no groups, no data); event tables (``partition_changes``, ``alert_events``,
+  ``incident_events``) have rows only when something happened, so their counts are 0 for a cluster that was
+  polled.
+* **Thresholds**: the lag SLO and the transaction grace are the collector's own, as it recorded them
+  (``cluster.thresholds``, the latest in the period per cluster; `thresholds`), else the collector's defaults;
+  the command line may override them.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
 
+from spark_analytics.aggregations.alerts import alert_episodes, alert_summary
 from spark_analytics.aggregations.cluster import (
     broker_availability,
     cluster_health,
@@ -61,15 +67,27 @@ from spark_analytics.aggregations.consensus import (
     zk_write_rate,
 )
 from spark_analytics.aggregations.consumers import consumer_lag, lag_timeseries, retention_loss_episodes
-from spark_analytics.aggregations.defaults import DEFAULT_ACCURACY, DEFAULT_LAG_SLO_S, DEFAULT_TXN_GRACE_S
+from spark_analytics.aggregations.defaults import (
+    COLLECTOR_DEFAULTS,
+    DEFAULT_ACCURACY,
+    DEFAULT_LAG_SLO_S,
+    DEFAULT_TXN_GRACE_S,
+)
 from spark_analytics.aggregations.headline import headline, week_over_week
-from spark_analytics.aggregations.incidents import incident_summary, incidents
+from spark_analytics.aggregations.incidents import (
+    FROM_ALERT_EPISODES,
+    FROM_INCIDENTS,
+    incident_kinds,
+    incident_source,
+    incidents,
+)
 from spark_analytics.aggregations.replication import (
     cluster_replication,
     isr_changes_by_broker,
     isr_changes_by_topic,
     topic_replication,
 )
+from spark_analytics.aggregations.thresholds import thresholds
 from spark_analytics.aggregations.transactions import (
     hanging_transactions,
     lso_gaps,
@@ -81,25 +99,27 @@ from spark_analytics.figures import HEADLINE, HEADLINE_NAMES
 from spark_analytics.period import Period
 
 __all__ = [
-    "BUCKETS", "DEFAULT_ACCURACY", "DEFAULT_LAG_SLO_S", "DEFAULT_TXN_GRACE_S", "HEADLINE", "HEADLINE_INPUTS",
-    "HEADLINE_NAMES", "PCTS", "PCT_NAMES", "Options", "Period", "broker_availability", "chart_series",
-    "cluster_health", "cluster_replication", "cluster_timeseries", "compute_all", "compute_tables",
-    "consumer_lag", "controller_changes", "hanging_transactions", "headline", "incident_summary", "incidents",
+    "BUCKETS", "COLLECTOR_DEFAULTS", "DEFAULT_ACCURACY", "DEFAULT_LAG_SLO_S", "DEFAULT_TXN_GRACE_S",
+    "FROM_ALERT_EPISODES", "FROM_INCIDENTS", "HEADLINE", "HEADLINE_INPUTS", "HEADLINE_NAMES", "PCTS", "PCT_NAMES",
+    "Options", "Period", "alert_episodes", "alert_summary", "broker_availability", "chart_series", "cluster_health",
+    "cluster_replication", "cluster_timeseries", "compute_all", "compute_tables", "consumer_lag",
+    "controller_changes", "hanging_transactions", "headline", "incident_kinds", "incident_source", "incidents",
     "isr_changes_by_broker", "isr_changes_by_topic", "kraft_leader_changes", "kraft_voter_lag", "lag_timeseries",
     "lso_gaps", "nice_bucket", "poll_index", "poll_intervals", "producer_epoch_bumps", "retention_loss_episodes",
-    "topic_replication", "transaction_detail", "transactions_by_id", "week_over_week", "zk_elections",
+    "thresholds", "topic_replication", "transaction_detail", "transactions_by_id", "week_over_week", "zk_elections",
     "zk_follower_behind", "zk_polls", "zk_quorum", "zk_servers", "zk_timeseries", "zk_write_rate",
 ]
 
 
 @dataclass(frozen=True)
 class Options:
-    """The command line's say in the figures (SLO, grace, percentile method, poll interval, chart bucket)."""
+    """The command line's say in the figures (percentile method, poll interval, chart bucket, and overrides of
+    the collector's thresholds: None = as the collector recorded them, else its defaults)."""
 
-    lag_slo_s: float = DEFAULT_LAG_SLO_S
+    lag_slo_s: float | None = None
     exact_percentiles: bool = True
     accuracy: int = DEFAULT_ACCURACY
-    txn_grace_s: float = DEFAULT_TXN_GRACE_S
+    txn_grace_s: float | None = None
     poll_interval_s: float | None = None
     bucket_s: int | None = None  # chart time bucket; None: `nice_bucket` of the data's span
 
@@ -114,7 +134,8 @@ def nice_bucket(span_s: float, poll_interval_s: float | None, points: int = 400)
 
 
 HEADLINE_INPUTS: frozenset[str] = frozenset({
-    "polls", "cluster_health", "cluster_replication", "isr_by_broker", "incidents", "broker_availability",
+    "polls", "thresholds", "cluster_health", "cluster_replication", "isr_by_broker", "incidents", "incident_source",
+    "alert_episodes", "broker_availability",
     "controller_changes", "consumer_lag", "retention_loss", "transactions", "hanging_transactions",
     "lso_gap_cluster", "epoch_bumps", "zk_write_rate", "zk_quorum", "zk_elections", "zk_follower_behind",
     "kraft_voter_lag", "kraft_leader_changes"})
@@ -122,35 +143,44 @@ HEADLINE_INPUTS: frozenset[str] = frozenset({
 
 
 def compute_tables(tables: dict[str, DataFrame], period: Period, opts: Options = Options(),
-                   polls: DataFrame | None = None, only: frozenset[str] | None = None) -> dict[str, DataFrame]:
+                   polls: DataFrame | None = None, only: frozenset[str] | None = None,
+                   limits: DataFrame | None = None) -> dict[str, DataFrame]:
     """Every report table for `period` (lazy; nothing runs until the caller collects).
 
     `tables` maps history table names to DataFrames (``cluster``, ``brokers``, ``topic_health``,
     ``partition_changes``, ``group_lag``, ``transactions``, ``producers``, ``lso_gap``, ``consensus``,
-    ``alert_events``). `polls` may be given precomputed (e.g. collected once and turned back into a small
-    DataFrame, so it is not recomputed for every table); `only` restricts the result to those names.
+    ``alert_events``, ``incident_events``). `polls` and `limits` (the `thresholds` table) may be given
+    precomputed (e.g. collected once and turned back into a small DataFrame, so they are not recomputed for every
+    table); `only` restricts the result to those names.
     """
     ex, acc = opts.exact_percentiles, opts.accuracy
     if polls is None:
         polls = poll_intervals(tables["cluster"], period, opts.poll_interval_s)
+    if limits is None:
+        limits = thresholds(tables["cluster"], period, opts.lag_slo_s, opts.txn_grace_s)
+    lim = limits
     idx = poll_index(tables["cluster"], polls, period)
     builders = {
         "polls": lambda: polls,
+        "thresholds": lambda: lim,
         "cluster_health": lambda: cluster_health(tables["cluster"], polls, period),
         "cluster_replication": lambda: cluster_replication(tables["topic_health"], polls, period),
         "topic_replication": lambda: topic_replication(tables["topic_health"], polls, period),
         "isr_by_broker": lambda: isr_changes_by_broker(tables["partition_changes"], period),
         "isr_by_topic": lambda: isr_changes_by_topic(tables["partition_changes"], period),
-        "incidents": lambda: incidents(tables["alert_events"], polls, period),
-        "incident_summary": lambda: incident_summary(incidents(tables["alert_events"], polls, period)),
+        "incidents": lambda: incidents(tables["incident_events"], polls, period),
+        "incident_kinds": lambda: incident_kinds(incidents(tables["incident_events"], polls, period)),
+        "incident_source": lambda: incident_source(tables["cluster"], tables["incident_events"], period),
+        "alert_episodes": lambda: alert_episodes(tables["alert_events"], polls, period),
+        "alert_summary": lambda: alert_summary(alert_episodes(tables["alert_events"], polls, period)),
         "broker_availability": lambda: broker_availability(tables["brokers"], polls, period),
         "controller_changes": lambda: controller_changes(tables["cluster"], period),
-        "consumer_lag": lambda: consumer_lag(tables["group_lag"], polls, period, opts.lag_slo_s, ex, acc),
+        "consumer_lag": lambda: consumer_lag(tables["group_lag"], polls, period, lim, ex, acc),
         "retention_loss": lambda: retention_loss_episodes(tables["group_lag"], idx, period),
-        "transactions": lambda: transaction_detail(tables["transactions"], period, opts.txn_grace_s),
+        "transactions": lambda: transaction_detail(tables["transactions"], period, lim),
         "epoch_bumps": lambda: producer_epoch_bumps(tables["transactions"], period),
         "transactions_by_id": lambda: transactions_by_id(
-            transaction_detail(tables["transactions"], period, opts.txn_grace_s),
+            transaction_detail(tables["transactions"], period, lim),
             producer_epoch_bumps(tables["transactions"], period)),
         "hanging_transactions": lambda: hanging_transactions(tables["producers"], idx, period),
         "lso_gap": lambda: lso_gaps(tables["lso_gap"], period, ex, acc),

@@ -9,23 +9,29 @@ from pyspark.sql import functions as F
 from collectors.model.vocabulary import ERR, WARN
 from spark_analytics.aggregations.common import before_end, bucket, episodes, in_period, interval, minutes, percentiles
 from spark_analytics.aggregations.defaults import DEFAULT_ACCURACY, DEFAULT_LAG_SLO_S
+from spark_analytics.aggregations.thresholds import per_cluster
 from spark_analytics.period import Period
 
 
-def consumer_lag(group_lag: DataFrame, polls: DataFrame, period: Period, slo_s: float = DEFAULT_LAG_SLO_S,
+def consumer_lag(group_lag: DataFrame, polls: DataFrame, period: Period, slo_s: float | DataFrame | None = None,
                  exact: bool = True, accuracy: int = DEFAULT_ACCURACY) -> DataFrame:
     """Per cluster, group and topic: lag percentiles in messages and seconds, SLO share, WARN/ERR minutes.
 
     Each poll's ``lag_max`` / ``lag_seconds_max`` (the worst partition of the topic) is one observation.
     ``slo_share`` = polls with ``lag_seconds_max <= slo_s`` / polls with a known ``lag_seconds_max`` (null
-    when never known). ``warn_minutes`` / ``err_minutes`` count polls with that group status. Rows without a
-    topic (a group that has committed nothing) are left out.
+    when never known). `slo_s`: one number, or the `thresholds` frame (each cluster's ``lag_slo_s``: what its
+    collector recorded), or None for the collector's default; the SLO applied is the ``slo_s`` column.
+    ``warn_minutes`` / ``err_minutes`` count polls with that group status. Rows without a topic (a group that
+    has committed nothing) are left out.
     """
-    g = group_lag.filter(in_period(period) & F.col("topic").isNotNull())
+    g, slo = per_cluster(group_lag.filter(in_period(period) & F.col("topic").isNotNull()), slo_s, "lag_slo_s",
+                         DEFAULT_LAG_SLO_S)
+    g = g.withColumn("slo_s", slo)
     agg = percentiles(
         g.groupBy("cluster", "group_id", "topic"), {"lag_max": "lag", "lag_seconds_max": "lag_seconds"}, exact,
         accuracy, F.count(F.lit(1)).alias("polls"), F.count("lag_seconds_max").alias("polls_with_lag_seconds"),
-        F.count_if(F.col("lag_seconds_max") <= F.lit(float(slo_s))).alias("polls_within_slo"),
+        F.count_if(F.col("lag_seconds_max") <= F.col("slo_s")).alias("polls_within_slo"),
+        F.max("slo_s").alias("slo_s"),
         F.count_if(F.col("status") == WARN).alias("warn_polls"),
         F.count_if(F.col("status") == ERR).alias("err_polls"),
         F.count_if(F.col("below_log_start") > 0).alias("below_log_start_polls"),
@@ -35,7 +41,6 @@ def consumer_lag(group_lag: DataFrame, polls: DataFrame, period: Period, slo_s: 
                                                 (F.col("polls_within_slo") / F.col("polls_with_lag_seconds"))
                                                 .cast("double")))
             .withColumn("warn_minutes", minutes("warn_polls")).withColumn("err_minutes", minutes("err_polls"))
-            .withColumn("slo_s", F.lit(float(slo_s)))
             .drop("poll_interval_s"))
 
 

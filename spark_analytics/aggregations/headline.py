@@ -6,18 +6,51 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from collectors.model.vocabulary import CRITICAL
+from spark_analytics.aggregations.incidents import FROM_INCIDENTS
 from spark_analytics.figures import HEADLINE, HEADLINE_NAMES
+
+INCIDENT_COUNTS = ("incidents_opened", "critical_incidents", "incidents_open_at_end")
+INCIDENT_TIMES = ("mttr_minutes", "longest_incident_minutes")
 
 
 def _per_cluster(df: DataFrame, *aggs: Column) -> DataFrame:
     return df.groupBy("cluster").agg(*aggs)
 
 
+def _incident_figures(rows: DataFrame, prefix: str) -> DataFrame:
+    """The incident figures over `incidents` or `alert_episodes` rows (the same columns), names prefixed."""
+    return _per_cluster(
+        rows, F.count_if("opened_in_period").alias(f"{prefix}incidents_opened"),
+        F.count_if(F.col("opened_in_period") & (F.col("severity") == CRITICAL)).alias(f"{prefix}critical_incidents"),
+        F.count_if(F.col("status") == "open").alias(f"{prefix}incidents_open_at_end"),
+        (F.avg(F.when(F.col("resolved_in_period"), F.col("duration_s"))) / 60.0).alias(f"{prefix}mttr_minutes"),
+        (F.max(F.coalesce(F.col("duration_s"), F.col("open_for_s"))) / 60.0).alias(f"{prefix}longest_incident_minutes"))
+
+
+def _incidents(out: DataFrame, t: dict[str, DataFrame]) -> DataFrame:
+    """Incident figures from the incidents where the history recorded them (`incident_source`), else from the
+    alert episodes (history version 1); counts 0 for a polled cluster, times null when nothing qualifies."""
+    src = t["incident_source"].select("cluster", (F.col("source") == FROM_INCIDENTS).alias("_inc"))
+    out = (out.join(src, "cluster", "left").join(_incident_figures(t["incidents"], "_i_"), "cluster", "left")
+           .join(_incident_figures(t["alert_episodes"], "_e_"), "cluster", "left")
+           .join(_per_cluster(t["alert_episodes"], F.count_if("opened_in_period").alias("alert_episodes_opened")),
+                 "cluster", "left"))
+    polled = F.col("polls") > 0
+    for name in INCIDENT_COUNTS + INCIDENT_TIMES:
+        i, e = F.col(f"_i_{name}"), F.col(f"_e_{name}")
+        if name in INCIDENT_COUNTS:
+            i, e = F.coalesce(i, F.lit(0)), F.coalesce(e, F.lit(0))
+        out = out.withColumn(name, F.when(polled, F.when(F.coalesce(F.col("_inc"), F.lit(False)), i).otherwise(e)))
+    return out.withColumn("alert_episodes_opened",
+                          F.when(polled, F.coalesce(F.col("alert_episodes_opened"), F.lit(0))))
+
+
 def headline(t: dict[str, DataFrame]) -> DataFrame:
     """One row per polled cluster with every `HEADLINE` figure, from the frames `compute_all` builds.
 
     Families whose source has no row for the cluster stay null (no ZooKeeper -> ZooKeeper figures null);
-    counts over event tables are 0 for a polled cluster.
+    counts over event tables are 0 for a polled cluster. Incident figures count incidents (one per cause) where
+    the history recorded them, alert episodes where it did not (version 1: `aggregations.incidents`).
     """
     polls = t["polls"]
     pieces: list[tuple[DataFrame, bool]] = [  # (frame, counts: fill 0 when missing for a polled cluster)
@@ -26,12 +59,6 @@ def headline(t: dict[str, DataFrame]) -> DataFrame:
                                          "offline_minutes", "topics_under_min_isr"), False),
         (_per_cluster(t["isr_by_broker"], F.sum("isr_shrinks").alias("isr_shrinks"),
                       F.sum("isr_expands").alias("isr_expands")), True),
-        (_per_cluster(t["incidents"], F.count_if("opened_in_period").alias("incidents_opened"),
-                      F.count_if(F.col("opened_in_period") & (F.col("severity") == CRITICAL))
-                      .alias("critical_incidents"),
-                      F.count_if(F.col("status") == "open").alias("incidents_open_at_end")), True),
-        (_per_cluster(t["incidents"], (F.avg(F.when(F.col("resolved_in_period"), F.col("duration_s"))) / 60.0)
-                      .alias("mttr_minutes")), False),
         (_per_cluster(t["broker_availability"], F.min("availability").alias("min_broker_availability"),
                       F.sum("down_minutes").alias("broker_down_minutes")), False),
         (_per_cluster(t["controller_changes"], F.count(F.lit(1)).alias("controller_changes")), True),
@@ -51,7 +78,7 @@ def headline(t: dict[str, DataFrame]) -> DataFrame:
         (_per_cluster(t["epoch_bumps"], F.sum("epoch_bumps").alias("epoch_bumps")), True),
         (_per_cluster(t["zk_write_rate"], (F.sum("writes") / F.sum("seconds")).alias("zk_writes_per_s")), False),
     ]
-    out = polls.select("cluster", "polls", "poll_interval_s", "coverage")
+    out = _incidents(polls.select("cluster", "polls", "poll_interval_s", "coverage"), t)
     for frame, counts in pieces:
         out = out.join(frame, "cluster", "left")
         if counts:

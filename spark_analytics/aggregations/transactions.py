@@ -10,24 +10,30 @@ from pyspark.sql import functions as F
 
 from spark_analytics.aggregations.common import before_end, episodes, in_period, percentiles
 from spark_analytics.aggregations.defaults import DEFAULT_ACCURACY, DEFAULT_TXN_GRACE_S
+from spark_analytics.aggregations.thresholds import per_cluster
 from spark_analytics.period import Period
 
 
-def transaction_detail(transactions: DataFrame, period: Period, grace_s: float = DEFAULT_TXN_GRACE_S) -> DataFrame:
+def transaction_detail(transactions: DataFrame, period: Period, grace_s: float | DataFrame | None = None
+                       ) -> DataFrame:
     """One row per transaction seen in the period: distinct (cluster, transactional_id, start_time).
 
     ``stuck`` when its largest observed open age exceeds ``timeout_ms`` + `grace_s` (the coordinator
     aborts expired transactions on a timer, every 10 s by default, so a few seconds past the timeout is normal).
+    `grace_s` is the collector's ``txn_timeout_grace_s``: one number, the `thresholds` frame (each cluster's
+    ``txn_grace_s``), or None for the collector's default; the grace applied is the ``grace_s`` column.
     """
-    t = transactions.filter(in_period(period) & F.col("start_time").isNotNull())
+    t, grace = per_cluster(transactions.filter(in_period(period) & F.col("start_time").isNotNull()), grace_s,
+                           "txn_grace_s", DEFAULT_TXN_GRACE_S)
+    t = t.withColumn("grace_s", grace)
     agg = t.groupBy("cluster", "transactional_id", "start_time").agg(
         F.min("time").alias("first_seen"), F.max("time").alias("last_seen"), F.count(F.lit(1)).alias("polls"),
         F.max("age_seconds").alias("max_age_s"), F.max("timeout_ms").alias("timeout_ms"),
         F.max_by("state", "time").alias("last_state"), F.array_sort(F.collect_set("state")).alias("states"),
         F.max_by("producer_id", "time").alias("producer_id"),
         F.max_by("producer_epoch", "time").alias("producer_epoch"),
-        F.max_by("partitions", "time").alias("partitions"))
-    return agg.withColumn("stuck", F.coalesce(F.col("max_age_s") > F.col("timeout_ms") / 1000.0 + F.lit(grace_s),
+        F.max_by("partitions", "time").alias("partitions"), F.max("grace_s").alias("grace_s"))
+    return agg.withColumn("stuck", F.coalesce(F.col("max_age_s") > F.col("timeout_ms") / 1000.0 + F.col("grace_s"),
                                               F.lit(False)))
 
 

@@ -8,8 +8,10 @@ brokers 2 and 3 crash at 20 s for 120 s (orders, RF 3 / min ISR 2, goes under mi
 fences them ~18 s later, until the first of them rejoins the ISR after the restart; the RF 1 topic "single"
 loses a partition and the long transaction of "tx-single" cannot write its abort markers: stuck), the ZooKeeper
 leader is killed twice (175 s, 245 s), a hanging transaction lives on orders-1 from 200 s to 240 s, group
-billing stalls at 255 s for 60 s (lag seconds over the 30 s SLO given on the command line) and producer "tx"
-restarts twice (two epoch bumps).
+billing stalls at 255 s for 60 s (lag seconds over the collector's 30 s SLO, which the report reads from the
+history's recorded thresholds, as it does the transaction grace) and producer "tx" restarts twice (two epoch
+bumps). The collector correlates the alerts into incidents (one per cause: the two brokers down together are one
+``broker`` incident, however many partition alerts they caused); the report's headline counts those.
 
 The cluster is called "sandbox eu-ü" (tests.support.spark_history.CLUSTER), so the report goes to its
 encoded directory name (`spark_analytics.layout`) and the dashboard's lookup must find it there.
@@ -38,15 +40,15 @@ import pytest
 
 from dashboard.data import find_reports
 from spark_analytics import layout
-from spark_analytics.aggregations import DEFAULT_TXN_GRACE_S, Period
+from spark_analytics.aggregations import Period
 from spark_analytics.weekly_report import main
-from tests.support.spark_history import HistoryRun, build_history, spark_session, under_min_isr_window
+from tests.support.spark_history import LAG_SLO_S, HistoryRun, build_history, spark_session, under_min_isr_window
 
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "artifacts"
-SLO_S = 30.0
+SLO_S = LAG_SLO_S
 CHROMIUM = "/usr/bin/chromium"
 
 
@@ -68,8 +70,7 @@ def week(run: HistoryRun) -> Period:
 @pytest.fixture(scope="module")
 def report(run: HistoryRun, week: Period, spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     out = tmp_path_factory.mktemp("reports")
-    rc = main(["--history", str(run.root), "--week", week.label, "--out", str(out),
-               "--lag-slo-seconds", str(SLO_S)], spark=spark)
+    rc = main(["--history", str(run.root), "--week", week.label, "--out", str(out)], spark=spark)
     assert rc == 0
     yield layout.report_dir(out, run.cluster, week.label)
 
@@ -126,16 +127,44 @@ def test_broker_availability_matches_the_fenced_time(run: HistoryRun, report: Pa
     assert doc["headline"]["min_broker_availability"] == pytest.approx(min(r["availability"] for r in avail.values()))
 
 
-def test_incidents_are_the_alerts_the_collector_opened(run: HistoryRun, doc: dict[str, Any], report: Path,
-                                                       week: Period) -> None:
+def test_incidents_are_the_causes_the_collector_recorded(run: HistoryRun, doc: dict[str, Any], report: Path,
+                                                          week: Period) -> None:
+    last: dict[str, tuple[float, str, str, str, str, float, float | None]] = {}
+    worst: dict[str, str] = {}
+    for e in sorted(run.incident_events, key=lambda e: e[0]):
+        last[e[2]] = e
+        if e[4] == "critical":
+            worst[e[2]] = "critical"
+    assert last, "the collector recorded no incident"
+    opened = {i for i, e in last.items() if in_week(e[5], week)}
+    resolved = {i: e[6] - e[5] for i, e in last.items() if e[1] == "resolved" and in_week(e[6], week)}
+    h = doc["headline"]
+    assert doc["incidents_from"] == "incidents"
+    assert h["incidents_opened"] == len(opened)
+    assert h["critical_incidents"] == len(opened & set(worst))
+    assert h["incidents_open_at_end"] == sum(1 for e in last.values() if e[1] != "resolved")
+    if resolved:
+        assert h["mttr_minutes"] == pytest.approx(statistics.mean(resolved.values()) / 60)
+    by_kind = {r["kind"]: r["opened"] for r in doc["incidents_by_kind"]}
+    assert by_kind == {k: sum(1 for i in opened if last[i][3] == k) for k in {last[i][3] for i in opened}}
+    assert by_kind.get("broker") == 1  # brokers 2 and 3 down together: one cause
+    broker = next(r for r in table(report, "incidents") if r["kind"] == "broker")
+    assert broker["brokers"] == [2, 3] and broker["alerts"] >= 3
+    # the symptoms behind them: every partition alert, no longer counted as incidents
+    assert h["alert_episodes_opened"] > h["incidents_opened"]
+
+
+def test_alert_episodes_are_the_alerts_the_collector_opened(run: HistoryRun, doc: dict[str, Any], report: Path,
+                                                            week: Period) -> None:
     opened = [o for o in run.opened if in_week(o[2], week)]
     resolved = [r for r in run.resolved if in_week(r[3], week)]
     h = doc["headline"]
-    assert h["incidents_opened"] == len(opened)
-    assert h["incidents_open_at_end"] == len({(r, s, f) for r, s, f in opened}
-                                             - {(r, s, f) for r, s, f, _ in run.resolved})
-    assert h["mttr_minutes"] == pytest.approx(statistics.mean(e - f for _, _, f, e in resolved) / 60)
-    rows = table(report, "incidents")
+    assert h["alert_episodes_opened"] == len(opened)
+    rows = table(report, "alert_episodes")
+    assert sum(r["status"] == "open" for r in rows) == len({(r, s, f) for r, s, f in opened}
+                                                           - {(r, s, f) for r, s, f, _ in run.resolved})
+    assert statistics.mean(r["duration_s"] for r in rows if r["resolved_in_period"]) == pytest.approx(
+        statistics.mean(e - f for _, _, f, e in resolved))
     umi = [r for r in rows if r["rule"] == "under_min_isr" and r["subject"].startswith("orders-")]
     assert len(umi) == 3 and all(r["status"] == "resolved" for r in umi)
     start, end = under_min_isr_window(run.events)  # each alert: first poll in the window to first poll after
@@ -162,7 +191,9 @@ def test_zookeeper_elections_are_counted_once_per_leader_kill(run: HistoryRun, d
 
 def test_stuck_and_hanging_transactions_and_epoch_bumps(run: HistoryRun, doc: dict[str, Any], report: Path,
                                                         week: Period) -> None:
-    stuck = {k for k, (age, timeout) in run.txn_max_age.items() if age > timeout / 1000 + DEFAULT_TXN_GRACE_S}
+    grace = run.thresholds["txn_timeout_grace_s"]  # the collector's, read from the history
+    assert doc["txn_grace_s"] == grace and doc["thresholds"]["txn_grace_s"]["from"] == "history"
+    stuck = {k for k, (age, timeout) in run.txn_max_age.items() if age > timeout / 1000 + grace}
     h = doc["headline"]
     assert h["stuck_transactions"] == len(stuck) >= 1
     assert "tx-single" in {s["transactional_id"] for s in doc["stuck_transactions"]}
@@ -186,7 +217,8 @@ def test_consumer_lag_slo_share(run: HistoryRun, doc: dict[str, Any], report: Pa
     assert billing["slo_share"] < 1 and billing["lag_seconds_max"] == pytest.approx(max(known))
     assert billing["lag_seconds_max"] >= 40  # stalled for 60 s
     assert any(g["group_id"] == "billing" for g in doc["worst_groups"])
-    assert doc["lag_slo_s"] == SLO_S
+    assert doc["lag_slo_s"] == SLO_S and doc["thresholds"]["lag_slo_s"]["from"] == "history"
+    assert doc["thresholds"]["recorded"] == run.thresholds
 
 
 def test_outputs_summary_json_and_tables(report: Path, doc: dict[str, Any], week: Period) -> None:
@@ -196,7 +228,8 @@ def test_outputs_summary_json_and_tables(report: Path, doc: dict[str, Any], week
     assert not doc["previous_available"]  # the sandbox has no history for last week: comparisons are null
     assert all(r["last_week"] is None and r["worse"] is None for r in doc["week_over_week"])
     assert any("No polls on" in n for n in doc["notes"])  # a few minutes of data in a week
-    for name in ("topic_replication", "incidents", "consumer_lag", "zk_elections", "week_over_week", "headline"):
+    for name in ("topic_replication", "incidents", "incident_kinds", "alert_episodes", "thresholds", "consumer_lag",
+                 "zk_elections", "week_over_week", "headline"):
         assert (report / "tables" / f"{name}.parquet").is_file(), name
 
     def finite(v: Any) -> bool:

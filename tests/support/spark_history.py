@@ -4,8 +4,10 @@
 module's session-scoped fixture returns it. `frame()` turns a few dicts into a DataFrame with a history
 table's exact schema. `build_history()` runs the REAL collector against the sandbox through a timeline of
 incidents whose lengths are known, on the sandbox's simulated clock, and writes the Parquet history with
-the real `HistoryWriter`; it returns what the incidents did according to the model's own event log and to
-the poll results, so the report's figures can be checked against both.
+the real `HistoryWriter` (recording the collector's thresholds, as the collector's history sink does: a lag
+SLO of `LAG_SLO_S`, the report must read it from there); it returns what the incidents did according to the
+model's own event log and to the poll results (alerts, and the incidents the collector correlated them into), so
+the report's figures can be checked against both.
 """
 
 from __future__ import annotations
@@ -85,6 +87,7 @@ ZK_RESTART_AFTER = 15.0
 RESTARTS_AT = (280.0, 290.0)  # producer "tx" restarts: two epoch bumps
 STALL_AT, STALL_FOR = 255.0, 60.0  # group billing stalls: lag seconds grow past a 30 s SLO
 CLUSTER = "sandbox eu-ü"  # a space and a non-ASCII letter: the report's directory is its safe_name, not the name
+LAG_SLO_S = 30.0  # the collector's lag_seconds_slo: billing's 60 s stall goes past it
 
 
 def spark_cluster() -> dict[str, Any]:
@@ -122,6 +125,9 @@ class HistoryRun:
     zk_kills: list[tuple[float, int]] = field(default_factory=list)  # (simulated time, killed sid)
     opened: list[tuple[str, str, float]] = field(default_factory=list)  # (rule, subject, first_seen)
     resolved: list[tuple[str, str, float, float]] = field(default_factory=list)
+    # the collector's incident events: (time, event, id, kind, severity, opened, resolved_at)
+    incident_events: list[tuple[float, str, str, str, str, float, float | None]] = field(default_factory=list)
+    thresholds: dict[str, Any] = field(default_factory=dict)  # what the collector ran with (and recorded)
     # per poll: under-min-ISR partitions of "orders" as the collector saw them
     orders_under_min_isr: list[tuple[float, int]] = field(default_factory=list)
     txn_max_age: dict[tuple[str, float], tuple[float, int]] = field(default_factory=dict)  # -> (age, timeout)
@@ -149,9 +155,11 @@ def build_history(root: Path, sim_seconds: float = 330.0, poll_every: float = 10
     with running_sandbox(sc, speed=speed, zookeeper=True) as sb:
         t0 = sb.cluster.start
         run = HistoryRun(Path(root), CLUSTER, t0, t0 + sim_seconds, poll_every)
-        cfg = monitor_config(sb, name=CLUSTER)
+        cfg = monitor_config(sb, name=CLUSTER, lag_seconds_slo=LAG_SLO_S)
+        run.thresholds = cfg.thresholds.model_dump(mode="json")
         poller = ClusterPoller(cfg.clusters[0], cfg)
-        writer = HistoryWriter(Path(root), flush_interval_s=0, retention_days=None)
+        writer = HistoryWriter(Path(root), flush_interval_s=0, retention_days=None,
+                               thresholds=cfg.thresholds.model_dump_json())
         kills = list(ZK_KILLS_AT)
         restart: tuple[float, int] | None = None
         try:
@@ -193,6 +201,8 @@ def _observe(run: HistoryRun, result: Any) -> None:
     run.poll_times.append(s.time)
     run.opened += [(a.rule, a.subject, a.first_seen) for a in result.opened]
     run.resolved += [(a.rule, a.subject, a.first_seen, a.resolved_at) for a in result.resolved]
+    run.incident_events += [(e.time, e.event, e.incident.id, e.incident.kind, e.incident.severity, e.incident.opened,
+                             e.incident.resolved_at) for e in result.incident_events]
     run.orders_under_min_isr.append((s.time, sum(t.under_min_isr for t in s.topics if t.topic == "orders")))
     for t in s.transactions:
         if t.start_time is not None and t.age_seconds is not None:

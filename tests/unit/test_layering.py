@@ -27,7 +27,8 @@ ALLOWED: dict[str, set[str]] = {
     "collectors.runtime": {"collectors"},
     "dashboard": {"dashboard", "collectors.model", "collectors.outputs", "collectors.alerting.catalogue",
                   "spark_analytics.layout", "spark_analytics.formatting", "spark_analytics.figures"},
-    "spark_analytics": {"spark_analytics", "collectors.model", "collectors.outputs"},
+    "spark_analytics": {"spark_analytics", "collectors.model", "collectors.outputs",
+                        "collectors.alerting.thresholds"},  # the collector's defaults, when history has none
 }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +140,172 @@ def test_isr_shrinks_count_per_removed_broker(spark: Any) -> None:
 # ----------------------------------------------------------------------------------------------- incidents
 
 
+def _inc(t: float, event: str, iid: str, kind: str, opened: float, severity: str = "critical",
+         brokers: list[int] | None = None, alerts: int = 1) -> dict[str, Any]:
+    return {"time": T0 + t, "event": event, "id": iid, "kind": kind, "subject": f"{kind} {iid}",
+            "severity": severity, "summary": f"{kind} {iid} {event}", "opened": T0 + opened,
+            "resolved_at": T0 + t if event == "resolved" else None, "alerts": alerts, "brokers": brokers,
+            "members": json.dumps({"x": alerts})}
+
+
+# One incident per id, whatever its events (seconds after the week start; the last poll is at 9030):
+#   A broker       opened -600 (last week), resolved 300           duration 900, resolved this week
+#   B broker       opened 1000 warning, updated 1100 critical, resolved 1600: duration 600, critical
+#   C topic        opened 2000 warning, resolved 2300, reopened 2400, resolved 3000: duration 1000 (one incident)
+#   D group        opened 5000, never resolved                     open at the end, for 4030 s
+#   E consensus    opened week end - 100 (info), resolved after the week: open at the end (for 0 s: no poll after)
+#   F topic        opened -900, resolved -300                      last week only: not in the week
+#   G transaction  opened 100, resolved 400, reopened 500          open at the end, for 8930 s: the longest
+INCIDENT_EVENTS = [
+    _inc(-600, "opened", "A", "broker", -600, brokers=[1], alerts=12), _inc(300, "resolved", "A", "broker", -600,
+                                                                            brokers=[1], alerts=12),
+    _inc(1000, "opened", "B", "broker", 1000, "warning", [2, 3], 30), _inc(1100, "updated", "B", "broker", 1000,
+                                                                           brokers=[2, 3], alerts=40),
+    _inc(1600, "resolved", "B", "broker", 1000, brokers=[2], alerts=40),
+    _inc(2000, "opened", "C", "topic", 2000, "warning"), _inc(2300, "resolved", "C", "topic", 2000, "warning"),
+    _inc(2400, "reopened", "C", "topic", 2000, "warning"), _inc(3000, "resolved", "C", "topic", 2000, "warning"),
+    _inc(5000, "opened", "D", "group", 5000),
+    _inc(7 * 86400 - 100, "opened", "E", "consensus", 7 * 86400 - 100, "info"),
+    _inc(7 * 86400 + 100, "resolved", "E", "consensus", 7 * 86400 - 100, "info"),
+    _inc(-900, "opened", "F", "topic", -900), _inc(-300, "resolved", "F", "topic", -900),
+    _inc(100, "opened", "G", "transaction", 100), _inc(400, "resolved", "G", "transaction", 100),
+    _inc(500, "reopened", "G", "transaction", 100),
+]
+INCIDENT_FIGURES = {"incidents_opened": 5, "critical_incidents": 3, "incidents_open_at_end": 3,
+                    "mttr_minutes": (900 + 600 + 1000) / 3 / 60, "longest_incident_minutes": 8930 / 60}
+
+
+def _v2_polls(times: list[float], recorded: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Cluster rows of a version-2 collector: open incidents and the thresholds recorded at every poll."""
+    return [{"time": T0 + t, "controller_id": 1, "reachable": True, "schema_version": 2, "incidents_open": 0,
+             "thresholds": None if recorded is None else json.dumps(recorded)} for t in times]
+
+
+def test_incidents_count_distinct_ids_by_kind_with_mttr_and_longest(spark: Any) -> None:
+    ev = frame(spark, "incident_events", INCIDENT_EVENTS)
+    polls = A.poll_intervals(polls_df(spark, every(2, start=9000)), W)
+    inc = {r["id"]: r for r in rows(A.incidents(ev, polls, W))}
+    assert sorted(inc) == ["A", "B", "C", "D", "E", "G"]  # F is wholly last week
+    assert (inc["A"]["status"], inc["A"]["duration_s"], inc["A"]["opened_in_period"]) == ("resolved", 900.0, False)
+    assert inc["A"]["minutes_in_period"] == pytest.approx(5.0)
+    b = inc["B"]
+    assert (b["severity"], b["duration_s"], b["brokers"], b["alerts"]) == ("critical", 600.0, [2, 3], 40)
+    c = inc["C"]
+    assert (c["status"], c["start"] - T0, c["end"] - T0, c["duration_s"], c["reopens"]) == (
+        "resolved", 2000, 3000, 1000.0, 1)
+    assert (inc["D"]["status"], inc["D"]["open_for_s"], inc["D"]["end"]) == ("open", 4030.0, None)
+    assert (inc["E"]["status"], inc["E"]["severity"]) == ("open", "info")
+    g = inc["G"]
+    assert (g["status"], g["open_for_s"], g["resolved_in_period"], g["reopens"]) == ("open", 8930.0, False, 1)
+    kinds = {r["kind"]: r for r in rows(A.incident_kinds(A.incidents(ev, polls, W)))}
+    assert {k: (r["opened"], r["resolved"], r["open_at_end"], r["critical"]) for k, r in kinds.items()} == {
+        "broker": (1, 2, 0, 1), "topic": (1, 1, 0, 0), "group": (1, 0, 1, 1), "consensus": (1, 0, 1, 0),
+        "transaction": (1, 0, 1, 1)}
+    assert kinds["broker"]["mttr_s"] == 750.0 and kinds["broker"]["longest_s"] == 900.0
+    assert kinds["transaction"]["mttr_s"] is None and kinds["transaction"]["longest_s"] == 8930.0
+
+    # The headline: c1 recorded incidents (version 2), c2 did not (version 1: its alert episodes count instead).
+    t = empty_tables(spark)
+    t["incident_events"] = ev
+    t["cluster"] = (frame(spark, "cluster", _v2_polls(every(2, start=9000)))
+                    .unionByName(polls_df(spark, every(2, start=9000), cluster="c2")))
+    t["alert_events"] = frame(spark, "alert_events", [
+        _alert("open", "under_min_isr", f"t-{p}", 1000) for p in range(40)]).unionByName(frame(
+            spark, "alert_events", [_alert("open", "broker_down", "broker-9", 50),
+                                    _alert("resolve", "broker_down", "broker-9", 50, 350)], cluster="c2"))
+    head = {r["cluster"]: r for r in headline_rows(spark, t, W)}
+    for name, want in INCIDENT_FIGURES.items():
+        assert head["c1"][name] == pytest.approx(want), name
+    assert head["c1"]["alert_episodes_opened"] == 40  # the symptoms behind them, no longer called incidents
+    assert (head["c2"]["incidents_opened"], head["c2"]["incidents_open_at_end"], head["c2"]["mttr_minutes"]) == (
+        1, 0, 5.0)
+    source = {r["cluster"]: r["source"] for r in rows(A.incident_source(t["cluster"], ev, W))}
+    assert source == {"c1": A.FROM_INCIDENTS, "c2": A.FROM_ALERT_EPISODES}
+
+
+def test_thresholds_are_the_collectors_as_recorded_else_its_defaults(spark: Any) -> None:
+    from collectors.alerting.thresholds import Thresholds
+
+    old = {**Thresholds().model_dump(), "lag_seconds_slo": 60.0, "txn_timeout_grace_s": 20.0}
+    new = {**old, "lag_seconds_slo": 45.0}
+    cl = (frame(spark, "cluster", _v2_polls([0, 30], old) + _v2_polls([60], new) + _v2_polls([90]))
+          .unionByName(polls_df(spark, [0, 30], cluster="c2"))  # version 1: nothing recorded
+          .unionByName(frame(spark, "cluster", _v2_polls([-30], {"lag_seconds_slo": 1.0}), cluster="c2")))
+    got = {r["cluster"]: r for r in rows(A.thresholds(cl, W))}
+    assert (got["c1"]["lag_slo_s"], got["c1"]["lag_slo_s_from"]) == (45.0, "history")  # the latest in the week
+    assert (got["c1"]["txn_grace_s"], got["c1"]["txn_grace_s_from"]) == (20.0, "history")
+    assert json.loads(got["c1"]["thresholds"]) == new
+    defaults = Thresholds()  # not numbers of the report's own: the collector's defaults
+    assert (got["c2"]["lag_slo_s"], got["c2"]["txn_grace_s"]) == (defaults.lag_seconds_slo,
+                                                                  defaults.txn_timeout_grace_s)
+    assert got["c2"]["lag_slo_s_from"] == "collector defaults" and got["c2"]["thresholds"] is None
+    assert (defaults.lag_seconds_slo, defaults.txn_timeout_grace_s) == (A.DEFAULT_LAG_SLO_S, A.DEFAULT_TXN_GRACE_S)
+    over = {r["cluster"]: r for r in rows(A.thresholds(cl, W, lag_slo_s=5.0))}
+    assert (over["c1"]["lag_slo_s"], over["c1"]["lag_slo_s_from"], over["c1"]["txn_grace_s"]) == (
+        5.0, "command line", 20.0)
+    # the figures use each cluster's own: c1's SLO 45 s, c2's default 300 s; c1's grace 20 s, c2's 30 s
+    lag = [{"time": T0 + i * 30, "group_id": "g", "topic": "t", "lag_seconds_max": s} for i, s in
+           enumerate([10.0, 50.0, 100.0, 400.0])]
+    gl = frame(spark, "group_lag", lag).unionByName(frame(spark, "group_lag", lag, cluster="c2"))
+    limits = A.thresholds(cl, W)
+    share = {r["cluster"]: (r["slo_share"], r["slo_s"])
+             for r in rows(A.consumer_lag(gl, A.poll_intervals(cl, W), W, limits))}
+    assert share == {"c1": (0.25, 45.0), "c2": (0.75, 300.0)}
+    tx = [{"time": T0, "transactional_id": "x", "start_time": T0 - 85, "age_seconds": 85.0, "timeout_ms": 60_000}]
+    tr = frame(spark, "transactions", tx).unionByName(frame(spark, "transactions", tx, cluster="c2"))
+    stuck = {r["cluster"]: (r["stuck"], r["grace_s"]) for r in rows(A.transaction_detail(tr, W, limits))}
+    assert stuck == {"c1": (True, 20.0), "c2": (False, 30.0)}  # open 85 s with a 60 s timeout
+
+
+def test_headline_equals_the_duckdb_reference_with_incidents_and_recorded_thresholds(spark: Any,
+                                                                                       tmp_path: Path) -> None:
+    """The figures bench/bench_spark.py cross-checks at scale, on a small history: Spark and DuckDB agree."""
+    from bench.bench_spark import CROSS_CHECKED, duckdb_headline
+
+    duckdb = pytest.importorskip("duckdb")
+    recorded = {"lag_seconds_slo": 45.0, "txn_timeout_grace_s": 20.0}
+    times = every(10, start=9000)
+
+    def cols(rs: list[dict[str, Any]], table: str) -> dict[str, list[Any]]:
+        return {f.name: [({"cluster": "c1", "schema_version": 2} | r).get(f.name) for r in rs] for f in TABLES[table]}
+
+    def put(table: str, rs: list[dict[str, Any]]) -> None:
+        by_day: dict[str, list[dict[str, Any]]] = {}
+        for r in rs:
+            by_day.setdefault(datetime.fromtimestamp(r["time"], UTC).date().isoformat(), []).append(r)
+        for day, part in by_day.items():
+            _write(tmp_path, table, day, f"part-{table}-{day}.parquet", cols(part, table))
+
+    put("cluster", _v2_polls(times, recorded))
+    put("topic_health", [{"time": T0 + t, "topic": "t", "under_replicated": 0, "under_min_isr": 0, "offline": 0}
+                         for t in times])
+    put("brokers", [{"time": T0 + t, "broker_id": 1, "alive": i != 3} for i, t in enumerate(times)])
+    put("incident_events", INCIDENT_EVENTS)
+    put("alert_events", [_alert("open", "under_min_isr", f"t-{p}", 9010) for p in range(3)])
+    put("group_lag", [{"time": T0 + t, "group_id": "g", "topic": "t", "lag_max": 5, "lag_seconds_max": 10.0 * i,
+                       "status": "OK", "below_log_start": 0} for i, t in enumerate(times)])
+    put("transactions", [{"time": T0 + 9000, "transactional_id": "x", "start_time": T0 + 9000 - 85,
+                          "age_seconds": 85.0, "timeout_ms": 60_000}])
+    frames = {k: v.df for k, v in io.read_history(spark, str(tmp_path), PREV.start, W.end).items()}
+    tables = weekly_report.collect_week(spark, frames, W, A.Options())
+    [h] = weekly_report.headline_table(spark, tables).to_pylist()
+    duck = duckdb_headline(duckdb.connect(), tmp_path, W)
+    figures = dict(INCIDENT_FIGURES, longest_incident_minutes=(9270 - 100) / 60)  # G open up to the last poll
+    for name, want in figures.items():
+        assert h[name] == pytest.approx(want) and duck[name] == pytest.approx(want), name
+    assert h["alert_episodes_opened"] == duck["alert_episodes_opened"] == 3
+    assert h["lag_slo_share"] == pytest.approx(5 / 10) and h["stuck_transactions"] == 1  # SLO 45 s, grace 20 s
+    [limits] = tables["thresholds"].to_pylist()
+    assert (limits["lag_slo_s"], limits["txn_grace_s"]) == (duck["lag_slo_s"], duck["txn_grace_s"]) == (45.0, 20.0)
+    for name in CROSS_CHECKED:
+        if name in duck and name not in ("min_broker_availability", "zk_elections"):
+            assert (h[name] is None and duck[name] is None) or h[name] == pytest.approx(duck[name]), name
+    assert {r["kind"]: r["opened"] for r in tables["incident_kinds"].to_pylist()} == duck["incidents_by_kind"]
+
+
+# ----------------------------------------------------------------------------------------------- alert episodes
+
+
 def _alert(event: str, rule: str, subject: str, first: float, resolved: float | None = None,
            severity: str = "critical") -> dict[str, Any]:
     return {"time": T0 + (resolved if event == "resolve" else first), "event": event, "rule": rule,
@@ -146,7 +313,7 @@ def _alert(event: str, rule: str, subject: str, first: float, resolved: float | 
             "last_seen": T0 + (resolved or first), "resolved_at": None if resolved is None else T0 + resolved}
 
 
-def test_incidents_durations_mttr_and_open_at_week_end(spark: Any) -> None:
+def test_alert_episodes_durations_mttr_and_open_at_week_end(spark: Any) -> None:
     ev = frame(spark, "alert_events", [
         _alert("open", "under_min_isr", "t-0", 100), _alert("resolve", "under_min_isr", "t-0", 100, 400),
         _alert("open", "under_min_isr", "t-1", 1000), _alert("resolve", "under_min_isr", "t-1", 1000, 1120),
@@ -160,7 +327,7 @@ def test_incidents_durations_mttr_and_open_at_week_end(spark: Any) -> None:
         _alert("open", "offline_partition", "t-4", -900), _alert("resolve", "offline_partition", "t-4", -900, -300),
     ])
     polls = A.poll_intervals(polls_df(spark, every(2, start=9000)), W)  # last poll at 9030
-    inc = {(r["rule"], r["start"] - T0): r for r in rows(A.incidents(ev, polls, W))}
+    inc = {(r["rule"], r["start"] - T0): r for r in rows(A.alert_episodes(ev, polls, W))}
     assert ("offline_partition", -900) not in inc  # wholly in the previous week
     a = inc[("under_min_isr", 100)]
     assert (a["status"], a["duration_s"], a["end"] - T0) == ("resolved", 300.0, 400.0)
@@ -172,15 +339,18 @@ def test_incidents_durations_mttr_and_open_at_week_end(spark: Any) -> None:
     assert z["minutes_in_period"] == pytest.approx(1.0)
     assert inc[("lso_gap", 200)]["status"] == "superseded" and inc[("lso_gap", 200)]["duration_s"] is None
     assert inc[("hanging_transaction", 7 * 86400 - 100)]["status"] == "open"
-    summary = {r["rule"]: r for r in rows(A.incident_summary(A.incidents(ev, polls, W)))}
+    summary = {r["rule"]: r for r in rows(A.alert_summary(A.alert_episodes(ev, polls, W)))}
     assert summary["under_min_isr"]["mttr_s"] == 210.0 and summary["under_min_isr"]["resolved"] == 2
     assert summary["broker_down"]["open_at_end"] == 1 and summary["broker_down"]["mttr_s"] is None
     t = empty_tables(spark)
     t["alert_events"], t["cluster"] = ev, polls_df(spark, every(2, start=9000))
     [h] = headline_rows(spark, t, W)
+    # Version-1 history (no incident records): the incident figures fall back to the alert episodes.
     # opened this week: 100, 1000, 5000, 200, 900, week end - 100; resolved this week: 300, 120, 660, 60 s
-    assert h["incidents_opened"] == 6 and h["incidents_open_at_end"] == 2 and h["critical_incidents"] == 4
+    assert h["incidents_opened"] == h["alert_episodes_opened"] == 6
+    assert h["incidents_open_at_end"] == 2 and h["critical_incidents"] == 4
     assert h["mttr_minutes"] == pytest.approx((300 + 120 + 660 + 60) / 4 / 60)
+    assert h["longest_incident_minutes"] == pytest.approx(4030 / 60)  # broker_down, open up to the last poll
 
 
 # ----------------------------------------------------------------------------------------------- brokers
@@ -270,7 +440,7 @@ def test_transactions_seen_stuck_longest_and_epoch_bumps(spark: Any) -> None:
 
     tr = frame(spark, "transactions", [
         tx(-30, "a", -40, 10, 0),  # last week: context for the epoch comparison only
-        tx(0, "a", -40, 40, 0), tx(30, "a", -40, 69, 0),  # 69 s < 60 + 10 s grace: not stuck
+        tx(0, "a", -40, 40, 0), tx(30, "a", -40, 69, 0),  # 69 s < 60 + 30 s grace: not stuck
         tx(60, "a", 55, 5, 1), tx(90, "a", 85, 5, 1),
         tx(120, "a", 115, 5, 3),  # two bumps between polls (restarts while no transaction was open)
         tx(150, "a", 145, 5, 0, pid=8),  # a new producer id starts again at 0: no bump
