@@ -167,7 +167,7 @@ def correlate(snap: ClusterSnapshot, alerts: Sequence[AlertRecord]) -> list[Caus
             for a in items:
                 by_txn[a.subject].append(a)
     for subject, members in sorted(by_txn.items()):
-        on = parts.get(subject) if subject in parts else None
+        on = parts.get(subject)
         if broker_cause is not None and on is not None and unavailable(on):
             broker_cause.alerts.extend(members)
             broker_cause.incident.consequences.append(f"transaction on {subject}")
