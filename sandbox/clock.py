@@ -29,6 +29,10 @@ class SimClock:
         if self._paused_at is None:
             self._paused_at = self.now()
 
+    @property
+    def paused(self) -> bool:
+        return self._paused_at is not None
+
     def resume(self) -> None:
         if self._paused_at is not None:
             frozen, self._paused_at = self._paused_at, None

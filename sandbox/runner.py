@@ -72,6 +72,20 @@ class Sandbox:
 
     # ----------------------------------------------------------------- lifecycle
     def start(self) -> Sandbox:
+        """Start ZooKeeper (if wanted), the listeners and the model loop; the simulated clock stands still
+        meanwhile, so the scenario's times count from a sandbox that answers. (A ZooKeeper ensemble takes a
+        second or two of real time to start: at speed 10 that used to be the first 15-20 simulated seconds of
+        the timeline, so an incident scripted at 20 s could happen before a test's first poll.)"""
+        hold = not self.clock.paused  # a clock the caller paused stays paused
+        if hold:
+            self.clock.pause()
+        try:
+            return self._start()
+        finally:
+            if hold:
+                self.clock.resume()
+
+    def _start(self) -> Sandbox:
         if self.security.tls and self.tls is None:
             self.tls = make_tls_material(self.host)  # raises TlsSetupError naming the fix if openssl is missing
             context = self.tls.server_context()
