@@ -205,7 +205,7 @@ def incident_case(root: Path, partitions: int, runs: int) -> None:
     print(f"overview      cold {r['cold']:.2f}s   rerun: median of {runs} {statistics.median(warm):.2f}s (max "
           f"{max(warm):.2f}s)   new snapshot: median of {runs} {statistics.median(fresh):.2f}s   (target <= 2 s; "
           f"largest table {r['max_rows']:,} rows)")
-    print(f"  of which parsing the {c['state_mb']} MB latest-state JSON (json.loads in "
+    print(f"  of which parsing the {c['state_mb']} MB latest-state JSON (orjson in "
           f"collectors.outputs.latest_state.read_latest, cyclic GC off as in dashboard.data): {r['parse']:.2f}s")
     print(f"first incident: {r['first']}")
     print(f"per-alert list switched on (one click down, first {1000:,} rows): {r['all_alerts']:.2f}s")

@@ -58,29 +58,16 @@ class IncidentTracker:
 
     def update(self, cluster: str, causes: Iterable[Cause], now: float
                ) -> tuple[list[IncidentRecord], list[IncidentEvent]]:
-        """Apply one poll's causes: returns (the cluster's open incidents worst first, events)."""
+        """Apply one poll's causes: returns (the cluster's open incidents worst first, events).
+
+        Stamps every member alert with its incident's id (`AlertRecord.incident`); alerts of no cause keep the
+        None the caller left them with."""
         events: list[IncidentEvent] = []
         seen: set[Key] = set()
         for key, c in first_of_each(causes, lambda c: (cluster, c.kind, c.key), seen):
-            inc = self.open.get(key)
-            if inc is None:
-                inc = self.recent.pop(key, None)
-                if inc is not None and now - (inc.resolved_at or now) <= self.hold_down_s:
-                    inc.resolved_at = None
-                    self.open[key] = inc
-                    _fill(inc, c, now)
-                    events.append(IncidentEvent(now, REOPENED, _copy(inc)))
-                    continue
-                inc = _copy(c.incident)
-                inc.id = incident_id(cluster, c.kind, c.key, now)
-                inc.cluster, inc.opened, inc.last_seen = cluster, now, now
-                self.open[key] = inc
-                events.append(IncidentEvent(now, OPENED, _copy(inc)))
-                continue
-            before = inc.severity
-            _fill(inc, c, now)
-            if inc.severity != before:
-                events.append(IncidentEvent(now, UPDATED, _copy(inc)))
+            inc = self._apply(key, c, cluster, now, events)
+            for a in c.alerts:
+                a.incident = inc.id
         for key in [k for k in self.open if k[0] == cluster and k not in seen]:
             inc = self.open.pop(key)
             inc.resolved_at = now
@@ -91,6 +78,29 @@ class IncidentTracker:
             del self.recent[key]
         current = sorted(self.open_for(cluster), key=lambda i: (SEVERITY_RANK.get(i.severity, 9), i.opened, i.id))
         return current, events
+
+    def _apply(self, key: Key, c: Cause, cluster: str, now: float, events: list[IncidentEvent]) -> IncidentRecord:
+        """One cause of this poll: continue its open incident, reopen a recent one (hold-down), or open one."""
+        inc = self.open.get(key)
+        if inc is None:
+            inc = self.recent.pop(key, None)
+            if inc is not None and now - (inc.resolved_at or now) <= self.hold_down_s:
+                inc.resolved_at = None
+                self.open[key] = inc
+                _fill(inc, c, now)
+                events.append(IncidentEvent(now, REOPENED, _copy(inc)))
+                return inc
+            inc = _copy(c.incident)
+            inc.id = incident_id(cluster, c.kind, c.key, now)
+            inc.cluster, inc.opened, inc.last_seen = cluster, now, now
+            self.open[key] = inc
+            events.append(IncidentEvent(now, OPENED, _copy(inc)))
+            return inc
+        before = inc.severity
+        _fill(inc, c, now)
+        if inc.severity != before:
+            events.append(IncidentEvent(now, UPDATED, _copy(inc)))
+        return inc
 
 
 def _key_of(inc: IncidentRecord) -> str:

@@ -235,6 +235,10 @@ class AlertRecord:
     last_seen: float
     value: float | None = None
     resolved_at: float | None = None
+    # The open incident that explains it, stamped each poll by the incident tracker; None for risks (never an
+    # incident's member) and in records from before incidents. Lets a reader list an incident's members
+    # without redoing the correlation.
+    incident: str | None = None
 
     @property
     def key(self) -> tuple[str, str, str]:

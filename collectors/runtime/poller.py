@@ -81,6 +81,8 @@ class ClusterPoller:
         candidates = judge(snap, self.state, self.thresholds, now) + list(extra or [])
         current, opened, resolved = self.alerts.update(self.name, candidates, now, kept_when_stale(snap.stale_sections))
         snap.alerts = current
+        for a in current:
+            a.incident = None  # the incident tracker stamps the members of this poll's causes
         snap.incidents, incident_events = self.incidents.update(self.name, correlate(snap, current), now)
         snap.poll_duration_s = time.monotonic() - started
         return PollResult(snap, opened, resolved, incident_events)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -669,15 +670,25 @@ def test_incident_rows_ties_go_to_the_longest_open_and_resolved_are_left_out() -
     assert list(rows["open_for"]) == ["10s", "10m 00s", "1m 00s"]  # on the snapshot's clock
 
 
-def test_incident_members_match_the_collectors_correlation(incident_doc: dict[str, Any]) -> None:
-    """The dashboard's one-pass membership gives each incident exactly the alerts `correlate` gave its cause."""
+@pytest.mark.parametrize("stamped", [True, False], ids=["stamped", "older-state"])
+def test_incident_members_match_the_collectors_correlation(incident_doc: dict[str, Any], stamped: bool) -> None:
+    """Each incident's members are exactly the alerts `correlate` gave its cause: by the ids the collector
+    stamped on the alerts, and (state written before alerts carried them) recovered in one pass."""
     from collectors.alerting.correlation import correlate
     from dashboard.views import incidents as iv
     from tests.support.history_fixture import broker_incident_snapshot
 
     snap = broker_incident_snapshot(NOW)
     causes = {(c.kind, c.subject): sorted((a.rule, a.subject) for a in c.alerts) for c in correlate(snap, snap.alerts)}
-    members = iv.incident_members(incident_doc)
+    doc = copy.deepcopy(incident_doc)
+    if stamped:
+        assert all(("incident" in a) for a in doc["alerts"])
+        assert {a["incident"] for a in doc["alerts"] if a["rule"] != "unsafe_durability"} == {
+            i["id"] for i in doc["incidents"]}
+    else:
+        for a in doc["alerts"]:
+            del a["incident"]
+    members = iv.incident_members(doc)
     by_id = {i["id"]: (i["kind"], i["subject"]) for i in incident_doc["incidents"]}
     got = {by_id[k]: sorted((a["rule"], a["subject"]) for a in v) for k, v in members.items() if k}
     assert got == causes
