@@ -14,13 +14,14 @@ How alerts become causes (why, in each case):
   (acks=all writes failing), at min ISR (one more failure stops them), and how many topics allow unclean
   election (acknowledged data can be lost).
 * **Consensus.** ZooKeeper and KRaft alerts, the controller ones, and ZooKeeper's ISR disagreeing with the
-  metadata are one incident: the consensus layer is one thing to fix.
+  metadata are one incident: the consensus layer is one thing to fix. Stale data of the consensus layer only
+  (ZooKeeper not answering during an election) is that incident's symptom, not a cluster incident.
 * **Topics.** Partition alerts no down broker explains (a slow follower, a failed log directory) are
   grouped per topic.
 * **Groups and transactions** stay one incident each — unless every partition a group is stuck on, or the
   partition a hanging transaction holds, has no leader or a down leader: then it is listed as a consequence
   of the broker incident and does not page as a second cause.
-* **The cluster and the monitor.** An unreachable cluster or stale sections, and the monitor's own write
+* **The cluster and the monitor.** An unreachable cluster or stale Kafka sections, and the monitor's own write
   failures, are incidents of their own.
 * **Risks** (configuration, leader placement: `risk: true` in the catalogue) are never causes; they are
   listed apart by whoever shows incidents.
@@ -51,6 +52,7 @@ CONSENSUS_RULES = frozenset({"zk_quorum_lost", "zk_no_leader", "zk_multiple_lead
                              "kraft_voter_lagging", "kraft_leader_election", "controller_mismatch",
                              "no_controller"})
 TXN_PARTITION_RULES = frozenset({"hanging_transaction", "lso_gap"})
+CONSENSUS_SECTIONS = frozenset({"zookeeper", "znodes", "quorum"})  # stale sections read from the consensus layer
 
 
 @dataclass(slots=True)
@@ -135,8 +137,14 @@ def correlate(snap: ClusterSnapshot, alerts: Sequence[AlertRecord]) -> list[Caus
             causes.append(_topic_cause(snap, topic, members, parts, sizes[topic], topic in unclean))
 
     consensus = [a for r in sorted(CONSENSUS_RULES) for a in by_rule.get(r, ())]
+    # Only the consensus layer could not be read (a ZooKeeper election, a quorum that does not answer): that
+    # staleness is the consensus incident's first symptom, not a second cause.
+    consensus_stale = bool(snap.stale_sections) and set(snap.stale_sections) <= CONSENSUS_SECTIONS
+    if consensus_stale:
+        consensus += by_rule.get("data_stale", [])
     if consensus:
-        layer = snap.mode or ("zookeeper" if snap.zookeeper else "kraft" if snap.kraft_voters else "controller")
+        layer = snap.mode or ("zookeeper" if snap.zookeeper or "zookeeper" in snap.stale_sections
+                              else "kraft" if snap.kraft_voters or "quorum" in snap.stale_sections else "controller")
         worst = min(consensus, key=lambda a: (SEVERITY_RANK.get(a.severity, 9), a.rule))
         causes.append(_cause(snap, CONSENSUS, "consensus", layer, _worst(a.severity for a in consensus),
                             f"{layer}: {worst.summary}" + (f" (+{len(consensus) - 1} more)" if len(consensus) > 1
@@ -176,7 +184,7 @@ def correlate(snap: ClusterSnapshot, alerts: Sequence[AlertRecord]) -> list[Caus
 
     for kind, rules in ((CLUSTER, ("cluster_unreachable", "data_stale")),
                         (MONITOR, ("history_write_failed", "state_write_failed"))):
-        members = [a for r in rules for a in by_rule.get(r, ())]
+        members = [a for r in rules for a in by_rule.get(r, ()) if not (consensus_stale and r == "data_stale")]
         if members:
             causes.append(_single(snap, kind, kind, snap.cluster if kind == CLUSTER else "monitor", members))
 

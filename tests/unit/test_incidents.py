@@ -177,3 +177,22 @@ def test_a_big_outage_stays_one_incident_with_a_capped_sample() -> None:
     causes = correlate(s, alerts_of(s))
     assert len(causes) == 1 and causes[0].partitions == len(truth(s, {3})) > 1000
     assert len(causes[0].sample()) == 20
+
+
+def test_consensus_only_staleness_is_the_consensus_incident_not_a_cluster_one() -> None:
+    """A ZooKeeper election: the poll that cannot read ZooKeeper (stale section ``zookeeper``) and the next one
+    that sees the new epoch are one consensus incident; stale Kafka sections stay a cluster incident."""
+    s = cluster()
+    stale = AlertRecord("data_stale", "warning", "c", "c", "stale sections: zookeeper", NOW, NOW)
+    s.stale_sections = ["zookeeper"]
+    tracker = IncidentTracker()
+    first, _ = tracker.update("c", correlate(s, [stale]), NOW)
+    assert [(i.kind, i.subject, i.alerts) for i in first] == [("consensus", "zookeeper", 1)]
+    s2 = cluster()
+    s2.time = NOW + 10
+    election = AlertRecord("zk_leader_election", "warning", "c", "c", "new leader", NOW + 10, NOW + 10)
+    second, _ = tracker.update("c", correlate(s2, [election]), NOW + 10)
+    assert [i.id for i in second] == [first[0].id]  # the same incident continues
+    s3 = cluster()
+    s3.stale_sections = ["zookeeper", "groups"]
+    assert [c.kind for c in correlate(s3, [stale])] == ["cluster"]  # Kafka could not be read either
