@@ -57,7 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", default=str(ROOT / "data" / "demo"), help="history and state (default data/demo)")
     p.add_argument("--metrics-port", type=int, default=9308)
     p.add_argument("--dashboard-port", type=int, default=8501)
-    p.add_argument("--poll-interval", type=float, default=10.0, help="seconds between polls (real time)")
+    p.add_argument("--poll-interval", type=float, default=None,
+                   help="seconds between polls, real time (default: 10 simulated seconds, i.e. 10 / --speed, "
+                        "at least 0.5: a compressed timeline is polled as often, in simulated time, as the "
+                        "real one, so its short incidents do not fall between polls)")
     p.add_argument("--no-dashboard", action="store_true")
     p.add_argument("--duration", type=float, help="stop by itself after this many seconds")
     return p
@@ -100,6 +103,8 @@ def start_dashboard(args: argparse.Namespace, cfg: MonitorConfig) -> subprocess.
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.poll_interval is None:
+        args.poll_interval = max(0.5, 10.0 / args.speed) if not args.config else 10.0
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
     logging.getLogger("kazoo").setLevel(logging.CRITICAL)
@@ -135,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
             clock = sb.clock.now
             say(f"sandbox: bootstrap {sb.bootstrap_servers}; ZooKeeper {sb.zk_connect}; "
                 f"{len(scenario.incidents)} incidents every {scenario.repeat_every or 0:g}s (speed x{args.speed:g})")
+            say(f"sandbox: simulated clock t+0 = {sb.cluster.start:.3f} (epoch seconds); the lines "
+                f"[sandbox t+...] below are what really happened, on that clock")
         from collectors.config import ConfigError
         from collectors.runtime.loop import run_loop
         from collectors.runtime.poller import Monitor

@@ -1,0 +1,46 @@
+"""bench.demo_incidents' pure part: reading what the sandbox says happened, and finding it among the incidents."""
+
+from __future__ import annotations
+
+from bench.demo_incidents import Scripted, match, scripted_from_output
+from sandbox.spec import IncidentSpec
+
+T0 = 1_800_000_000.0
+SPECS = [IncidentSpec(type="broker_crash", at=60, duration=90, broker=3),
+         IncidentSpec(type="consumer_stall", at=330, duration=120, group="analytics"),
+         IncidentSpec(type="hanging_transaction", at=630, duration=90, topic="orders", partition=1),
+         IncidentSpec(type="zk_follower_pause", at=520, duration=40)]
+OUTPUT = f"""[demo] sandbox: simulated clock t+0 = {T0:.3f} (epoch seconds); the lines [sandbox t+...] below ...
+  [sandbox t+   60.0s] incident broker_crash start
+  [sandbox t+   60.0s] broker 3 crashed
+  [sandbox t+  150.0s] incident broker_crash end
+  [sandbox t+  330.1s] incident consumer_stall start
+  [sandbox t+  450.1s] incident consumer_stall end
+  [sandbox t+  520.0s] incident zk_follower_pause start
+  [sandbox t+  560.0s] incident zk_follower_pause end
+  [sandbox t+  960.0s] incident broker_crash start
+""".splitlines()
+
+
+def test_scripted_incidents_are_read_from_the_output_with_their_targets() -> None:
+    got = scripted_from_output(OUTPUT, SPECS, repeat=900)
+    assert [(s.type, round(s.start - T0, 1), None if s.end is None else round(s.end - T0, 1), s.subject)
+            for s in got] == [("broker_crash", 60.0, 150.0, "3"), ("consumer_stall", 330.1, 450.1, "analytics"),
+                              ("zk_follower_pause", 520.0, 560.0, None), ("broker_crash", 960.0, None, "3")]
+
+
+def test_match_needs_the_kind_the_subject_and_an_overlap() -> None:
+    scripted = scripted_from_output(OUTPUT, SPECS, repeat=900)
+    incidents = {
+        "b1": {"kind": "broker", "subject": "broker 3", "opened": T0 + 70, "resolved_at": T0 + 200},
+        "g1": {"kind": "group", "subject": "billing", "opened": T0 + 340, "resolved_at": T0 + 460},  # other group
+        "b2": {"kind": "broker", "subject": "broker 2", "opened": T0 + 970, "resolved_at": None},  # other broker
+    }
+    polls = [T0 + t for t in range(0, 1001, 100)]  # 100 s apart: the 40 s pause falls between two
+    match(scripted, incidents, polls, run_end=T0 + 1000)
+    assert [s.found for s in scripted] == [["broker broker 3 (b1)"], [], [], []]
+    assert [s.between_polls for s in scripted] == [False, False, True, False]
+    late = Scripted("consumer_stall", T0 + 330, T0 + 450, "analytics")
+    match([late], {"g": {"kind": "group", "subject": "analytics", "opened": T0 + 700, "resolved_at": None}},
+          polls, run_end=T0 + 1000)
+    assert late.found == []  # opened long after the stall ended (+ slack): not its incident
