@@ -25,12 +25,24 @@ def parse_incident(text: str) -> dict[str, object]:
     return out
 
 
+def parse_dimensions(option: str, text: str, names: tuple[str, ...], required: int, usage: str) -> dict[str, int]:
+    """`2000x10` → {names[0]: 2000, names[1]: 10}: `required` to len(names) positive numbers joined by x."""
+    parts = text.lower().split("x")
+    if not required <= len(parts) <= len(names) or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
+        raise ScenarioError(f"{option} {text!r}: expected {usage} (positive whole numbers)")
+    return {name: int(p) for name, p in zip(names, parts, strict=False)}
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m sandbox", description=__doc__)
     p.add_argument("--scenario", help="YAML/JSON scenario file (default: the built-in default scenario)")
     p.add_argument("--brokers", type=int, help="number of brokers (overrides the scenario)")
     p.add_argument("--mode", choices=["zookeeper", "kraft"], help="metadata mode (overrides the scenario)")
     p.add_argument("--speed", type=float, default=1.0, help="simulated seconds per real second (default 1)")
+    p.add_argument("--topics", metavar="COUNTxPARTITIONS[xRF]",
+                   help="add generated topics, e.g. 2000x10 (RF 3, or the broker count if fewer; idle)")
+    p.add_argument("--groups", metavar="COUNT[xTOPICS]",
+                   help="add generated consumer groups, each reading TOPICS (default 1) of the generated topics")
     p.add_argument("--incident", action="append", default=[], metavar="TYPE[:k=v,...]",
                    help="add an incident, e.g. broker_crash:at=30,duration=60,broker=2 (repeatable)")
     p.add_argument("--no-incidents", action="store_true", help="drop the scenario's own incidents")
@@ -48,6 +60,15 @@ def resolve_scenario(args: argparse.Namespace) -> Scenario:
         data["cluster"]["brokers"] = args.brokers
     if args.mode is not None:
         data["cluster"]["mode"] = args.mode
+    if args.topics is not None:
+        dims = parse_dimensions("--topics", args.topics, ("count", "partitions", "replication_factor"), 2,
+                                "COUNTxPARTITIONS[xRF], e.g. 2000x10 or 2000x10x3")
+        dims.setdefault("replication_factor", min(3, data["cluster"].get("brokers", 3)))
+        data["cluster"]["generated_topics"] = dims
+    if args.groups is not None:
+        dims = parse_dimensions("--groups", args.groups, ("count", "topics_per_group"), 1,
+                                "COUNT[xTOPICS], e.g. 200 or 200x5")
+        data["cluster"]["generated_groups"] = dims
     if args.no_incidents:
         data["incidents"] = []
         data.pop("repeat_every", None)
@@ -95,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"zookeeper connect:  {info['zookeeper_connect'] or '-'}")
         print(f"mode: {info['mode']}   speed: x{args.speed}   incidents: {len(scenario.incidents)}"
               + (f" (repeating every {scenario.repeat_every:g}s)" if scenario.repeat_every else ""))
+        c = scenario.cluster
+        print(f"topics: {len(c.topic_names())} ({c.partition_count():,} partitions)   groups: {len(c.all_groups())}")
         print("Ctrl-C stops everything.", flush=True)
         if args.info_file:
             Path(args.info_file).write_text(json.dumps(info, indent=2))

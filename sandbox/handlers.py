@@ -92,11 +92,12 @@ class Handlers:
             for t in body.topics:
                 name = t.name
                 if name is None and getattr(t, "topic_id", None) is not None:
-                    name = next((x.name for x in self.c.topics.values() if x.topic_id == t.topic_id), None)
+                    name = self.c.topic_ids.get(t.topic_id)
                 if name is not None:
                     wanted.append(name)
         names = list(self.c.topics) if wanted is None else wanted
         topics = []
+        unavailable = {i for i, b in self.c.brokers.items() if not b.registered}
         for name in names:
             t = self.c.topics.get(name)
             if t is None:
@@ -104,15 +105,20 @@ class Handlers:
                 continue
             topics.append({
                 "error_code": NONE, "name": t.name, "topic_id": t.topic_id, "is_internal": t.internal,
-                "partitions": [self._partition_metadata(p) for p in t.partitions],
+                "partitions": [self._partition_metadata(p, unavailable) for p in t.partitions],
             })
         return {
             "throttle_time_ms": 0, "brokers": self._broker_list(), "cluster_id": self.c.cluster_id,
             "controller_id": self._controller_for_clients(), "topics": topics, "error_code": NONE,
         }
 
-    def _partition_metadata(self, p: Partition) -> dict[str, Any]:
-        offline = [r for r in p.replicas if not self.c.brokers[r].registered or r in p.failed_replicas]
+    @staticmethod
+    def _partition_metadata(p: Partition, unavailable: set[int]) -> dict[str, Any]:
+        """One partition of a Metadata answer; `unavailable`: brokers the controller does not count in."""
+        if unavailable or p.failed_replicas:
+            offline = [r for r in p.replicas if r in unavailable or r in p.failed_replicas]
+        else:
+            offline = []
         return {
             "error_code": NONE if p.online else LEADER_NOT_AVAILABLE,
             "partition_index": p.index, "leader_id": p.leader, "leader_epoch": p.leader_epoch,
@@ -272,8 +278,7 @@ class Handlers:
                     for t in rg.topics:
                         name = getattr(t, "name", None)
                         if req.api_version >= 10:
-                            name = next((x.name for x in self.c.topics.values()
-                                         if x.topic_id == t.topic_id), None)
+                            name = self.c.topic_ids.get(t.topic_id)
                         topics_req.append((name, list(t.partition_indexes)))
                 err, topics = self._fetch_group_offsets(node_id, rg.group_id, topics_req, req.api_version)
                 groups.append({"group_id": rg.group_id, "topics": topics, "error_code": err})
@@ -321,22 +326,21 @@ class Handlers:
         read_committed = (getattr(body, "isolation_level", 0) or 0) == 1
         topics = []
         for t in body.topics:
-            parts = []
-            for rp in t.partitions:
-                parts.append(self._offset_for(node_id, t.name, rp.partition_index, rp.timestamp,
-                                              read_committed))
-            topics.append({"name": t.name, "partitions": parts})
+            known = self.c.topics.get(t.name)
+            parts = known.partitions if known is not None else []
+            topics.append({"name": t.name, "partitions": [
+                self._offset_for(node_id, parts[rp.partition_index] if 0 <= rp.partition_index < len(parts) else None,
+                                 rp.partition_index, rp.timestamp, read_committed)
+                for rp in t.partitions]})
         return {"throttle_time_ms": 0, "topics": topics}
 
-    def _offset_for(self, node_id: int, topic: str, idx: int, ts: int, read_committed: bool) -> dict[str, Any]:
-        p = self.c.partition(topic, idx)
-        base = {"partition_index": idx, "timestamp": -1, "offset": -1, "leader_epoch": -1}
-        if p is None:
-            return {**base, "error_code": UNKNOWN_TOPIC_OR_PARTITION}
-        if not p.online:
-            return {**base, "error_code": LEADER_NOT_AVAILABLE}
-        if p.leader != node_id:
-            return {**base, "error_code": NOT_LEADER_OR_FOLLOWER}
+    def _offset_for(self, node_id: int, p: Partition | None, idx: int, ts: int,
+                    read_committed: bool) -> dict[str, Any]:
+        """One partition of a ListOffsets answer (`p` None: no such partition)."""
+        if p is None or not p.online or p.leader != node_id:
+            code = (UNKNOWN_TOPIC_OR_PARTITION if p is None else
+                    LEADER_NOT_AVAILABLE if not p.online else NOT_LEADER_OR_FOLLOWER)
+            return {"partition_index": idx, "timestamp": -1, "offset": -1, "leader_epoch": -1, "error_code": code}
         if ts == LIST_OFFSETS_LATEST:
             off = p.lso if read_committed else p.hwm
         elif ts == LIST_OFFSETS_EARLIEST or ts == -4:
@@ -347,8 +351,8 @@ class Handlers:
             off = self._offset_at_time(p, ts / 1000.0)
         else:
             off = p.hwm
-        return {**base, "error_code": NONE, "offset": off, "leader_epoch": p.leader_epoch,
-                "timestamp": ts if ts >= 0 else -1}
+        return {"partition_index": idx, "timestamp": ts if ts >= 0 else -1, "offset": off,
+                "leader_epoch": p.leader_epoch, "error_code": NONE}
 
     def _offset_at_time(self, p: Partition, when: float) -> int:
         """Earliest offset whose timestamp is >= `when`, from the segment roll points."""

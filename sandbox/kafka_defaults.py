@@ -8,6 +8,8 @@ override, else the broker's static setting, else Kafka's default.
 
 from __future__ import annotations
 
+import functools
+
 # ConfigSource enum values of DescribeConfigs v1+.
 SOURCE_DYNAMIC_TOPIC = 1
 SOURCE_DYNAMIC_BROKER = 2
@@ -70,6 +72,10 @@ def java_string_hash(s: str) -> int:
     return h - (1 << 32) if h >= 1 << 31 else h
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def coordinator_partition(key: str, num_partitions: int) -> int:
-    """Kafka's Utils.abs(key.hashCode()) % partitions for __consumer_offsets / __transaction_state."""
+    """Kafka's Utils.abs(key.hashCode()) % partitions for __consumer_offsets / __transaction_state.
+
+    Remembered: ListGroups asks it for every group on every broker, and the hash is a Python loop.
+    """
     return (java_string_hash(key) & 0x7FFFFFFF) % num_partitions

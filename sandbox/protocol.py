@@ -11,8 +11,10 @@ other; what to answer lives in `handlers`, the socket side in `server`.
 
 from __future__ import annotations
 
+import functools
+import operator
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -100,21 +102,85 @@ def build(cls: type[M], version: int, fields: Mapping[str, Any]) -> M:
 
     The handlers describe answers as dicts; building the generated nested classes
     here keeps the encoding right for every version without handler code caring.
+    Elements of struct arrays become tuples in the version's field order rather than
+    message objects (see `_rows`): kafka-python's compiled encoders take either, and
+    a 20,000-partition Metadata answer would otherwise spend most of its time
+    constructing one object per partition.
     """
     kwargs: dict[str, Any] = {}
-    by_name = {f.name: f for f in cls._struct._fields}
+    by_name = _fields_by_name(cls)
     for name, value in fields.items():
         field = by_name.get(name)
         if field is None:
             raise KeyError(f"{cls.__name__} has no field {name!r}")
         if isinstance(field, StructArrayField) and value is not None:
-            nested = getattr(cls, field._type_str[2:])
-            value = [build(nested, version, v) if isinstance(v, Mapping) else v for v in value]
+            value = _rows(getattr(cls, field._type_str[2:]), version, value)
         elif isinstance(field, StructField) and isinstance(value, Mapping):
             nested = getattr(cls, field._type_str)
             value = build(nested, version, value)
         kwargs[name] = value
     return cls(version=version, **kwargs)
+
+
+@functools.cache
+def _fields_by_name(cls: type[DataContainer]) -> dict[str, Any]:
+    return {f.name: f for f in cls._struct._fields}
+
+
+def _rows(cls: type[DataContainer], version: int, items: list[Any]) -> list[Any]:
+    """The elements of one struct array, ready for the compiled encoder: tuples where that is exact.
+
+    A tuple carries the untagged fields in the version's order (missing keys get the schema default, as
+    the message classes give them), so it encodes to the same bytes as the object would. Where an element
+    sets a tagged field, nests a single struct, or is not a dict, the array is built as message objects.
+    A key no version of the struct knows raises, as with the objects; it is looked for in the first element
+    only (a handler builds every element of an array alike).
+    """
+    maker = _row_maker(cls, version)
+    if maker is None or not all(type(v) is dict for v in items):
+        return [build(cls, version, v) if isinstance(v, Mapping) else v for v in items]
+    if items:
+        unknown = items[0].keys() - _fields_by_name(cls).keys()
+        if unknown:
+            raise KeyError(f"{cls.__name__} has no field {sorted(unknown)[0]!r}")
+        tagged = _tagged_names(cls, version)
+        if tagged and any(v.get(n, d) != d for v in items for n, d in tagged):
+            return [build(cls, version, v) for v in items]
+    return [maker(v) for v in items]
+
+
+@functools.cache
+def _tagged_names(cls: type[DataContainer], version: int) -> tuple[tuple[str, Any], ...]:
+    return tuple((f.name, f.default) for f in cls._struct.tagged_fields(version)._fields)
+
+
+@functools.cache
+def _row_maker(cls: type[DataContainer], version: int) -> Callable[[dict[str, Any]], tuple[Any, ...]] | None:
+    """dict → tuple for one struct at one version; None where a tuple cannot stand for the object."""
+    fields = cls._struct.untagged_fields(version)
+    if not fields or any(isinstance(f, StructField) for f in fields):
+        return None  # a nested single struct is read by attribute even inside a tuple
+    names = tuple(f.name for f in fields)
+    defaults = {f.name: f.default for f in fields}
+    arrays = tuple((i, getattr(cls, f._type_str[2:])) for i, f in enumerate(fields)
+                   if isinstance(f, StructArrayField))
+    pick = operator.itemgetter(*names)
+    single = len(names) == 1
+
+    def make(v: dict[str, Any]) -> tuple[Any, ...]:
+        try:
+            row = (pick(v),) if single else pick(v)
+        except KeyError:
+            row = tuple(v[n] if n in v else defaults[n] for n in names)
+        if arrays:
+            out = list(row)
+            for i, nested in arrays:
+                if out[i] is not None:
+                    out[i] = _rows(nested, version, out[i])
+            return tuple(out)
+        return row
+
+    return make
 
 
 def encode_response(api_key: int, version: int, correlation_id: int, fields: Mapping[str, Any]) -> bytes:

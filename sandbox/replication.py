@@ -15,13 +15,25 @@
 * Odd but legal states on demand: a broker that flaps (crash/restart on a
   period), a partition offline with every broker up (its replicas' log
   directories failed).
+
+A partition of an idle topic settles once a step could no longer change it
+(followers caught up, nothing produced, no ISR timer running): replication
+then skips it until an event wakes it (`Topology._wake`): a crash, restart,
+fencing, election, slow follower, or a write. So an idle 100,000-partition
+cluster costs next to nothing per step, and one broker outage costs what its
+own partitions need.
 """
 
 from __future__ import annotations
 
-from sandbox.controller import Controller
-from sandbox.topology import Partition
+import heapq
+import math
+from collections.abc import Iterable
 
+from sandbox.controller import Controller
+from sandbox.topology import Partition, Topic
+
+ALARM_EARLY_S = 1e-3  # wake a settled partition this much before its lag timer can fire (float rounding)
 FOLLOWER_FETCH_RATE = 20_000.0  # messages/s a healthy follower can copy per partition
 SLOW_FOLLOWER_FACTOR = 0.2  # share of the produce rate a slow follower keeps up with
 
@@ -30,6 +42,7 @@ class Replication(Controller):
     """Broker lifecycle, session expiry, leader election, follower fetching and the ISR."""
 
     _last_rebalance: float | None = None  # last auto.leader.rebalance check; None: none yet (count from start)
+    _alarm_seq = 0  # tie-breaker of _alarms entries
 
     # ----------------------------------------------------------------- time
     def _flap(self) -> None:
@@ -60,9 +73,8 @@ class Replication(Controller):
         self.log(f"broker {node_id} fenced (session expired)")
         if self.controller_id == node_id:
             self._elect_controller()
-        for p in self.all_partitions():
-            if node_id not in p.replicas:
-                continue
+        for p in self._replicas_on[node_id]:
+            self._wake(p)
             changed = False
             if node_id in p.isr and len(p.isr) > 1:
                 p.isr.remove(node_id)
@@ -75,6 +87,7 @@ class Replication(Controller):
                 self.changes.partitions.add((p.topic, p.index))
 
     def _elect_leader(self, p: Partition) -> None:
+        self._wake(p)
         candidates = [r for r in p.replicas if r in p.isr and self.brokers[r].registered
                       and r not in p.failed_replicas]
         if candidates:
@@ -91,52 +104,135 @@ class Replication(Controller):
                 p.leader = new
                 p.isr = [new]
                 p.hwm = min(p.hwm, int(p.leo[new]))
+                self._touch(p.topic)
                 for r in p.replicas:
                     p.leo[r] = min(p.leo[r], p.leo[new])
                 self.log(f"unclean election {p.topic}-{p.index}: leader {new}, {max(lost, 0)} messages lost")
 
     def _replicate(self, dt: float) -> None:
+        """Followers fetch, the ISR shrinks and expands, high watermarks advance.
+
+        Every partition of a producing topic is looked at each step; of an idle topic only those awake.
+        """
         lag_max = int(self.broker_setting("replica.lag.time.max.ms")) / 1000.0
         shrinks: dict[int, list[str]] = {}
         expands: dict[int, list[str]] = {}
-        for t in self.topics.values():
-            for p in t.partitions:
-                if not p.online:
-                    continue
-                leader_up = self.brokers[p.leader].process_up
-                target = p.leo[p.leader]
-                changed = False
-                for r in p.replicas:
-                    if r == p.leader:
-                        p.caught_up_at[r] = self.now
-                        continue
-                    b = self.brokers[r]
-                    if b.process_up and leader_up:
-                        rate = (t.produce_rate / max(len(t.partitions), 1) * SLOW_FOLLOWER_FACTOR
-                                if b.slow_fetch else FOLLOWER_FETCH_RATE)
-                        p.leo[r] = min(target, p.leo[r] + rate * dt)
-                        if p.leo[r] >= target:
-                            p.caught_up_at[r] = self.now
-                    in_isr = r in p.isr
-                    if in_isr and b.registered and self.now - p.caught_up_at[r] > lag_max and leader_up:
-                        p.isr.remove(r)
-                        changed = True
-                        shrinks.setdefault(r, []).append(f"{p.topic}-{p.index}")
-                    elif not in_isr and b.registered and b.process_up and leader_up \
-                            and p.leo[r] >= p.hwm and p.leo[r] >= target:
-                        p.isr.append(r)
-                        p.isr.sort(key=p.replicas.index)
-                        changed = True
-                        expands.setdefault(r, []).append(f"{p.topic}-{p.index}")
-                if leader_up:
-                    p.hwm = max(p.hwm, int(min(p.leo[r] for r in p.isr)))
-                if changed:
-                    p.partition_epoch += 1
-                    self.changes.partitions.add((p.topic, p.index))
+        awake = self._awake
+        alarms = self._alarms
+        while alarms and alarms[0][0] <= self.now:
+            when, _, topic, index = heapq.heappop(alarms)
+            if self._alarm_at.get((topic, index)) == when:  # else the partition was woken (and re-set) since
+                self._wake(self.topics[topic].partitions[index])
+        producing = self._producing
+        if awake:
+            names = {t.name for t in producing}.union(awake)
+            topics = [self.topics[x] for x in sorted(names, key=self._rank.__getitem__)]
+        else:
+            topics = producing
+        for t in topics:
+            if t.produce_rate > 0:
+                awake.pop(t.name, None)
+                indices: Iterable[int] = range(len(t.partitions))
+                woken = None
+            else:
+                woken = awake[t.name]
+                indices = sorted(woken)
+            moved = False
+            for i in indices:
+                p = t.partitions[i]
+                moved = self._replicate_partition(t, p, dt, lag_max, shrinks, expands) or moved
+                if woken is not None and self._settle(p, lag_max):
+                    woken.discard(i)
+            if woken is not None and not woken:
+                del awake[t.name]
+            if moved:
+                self._touch(t.name)
+        self._replicated_at = self.now
         for what, per_broker in (("left", shrinks), ("rejoined", expands)):
             for broker, parts in sorted(per_broker.items()):
                 sample = ", ".join(parts[:3]) + (f" and {len(parts) - 3} more" if len(parts) > 3 else "")
                 self.log(f"broker {broker} {what} the ISR of {len(parts)} partitions ({sample})")
+
+    def _replicate_partition(self, t: Topic, p: Partition, dt: float, lag_max: float,
+                             shrinks: dict[int, list[str]], expands: dict[int, list[str]]) -> bool:
+        """One partition's step; True if its high watermark moved. (Runs for every producing partition at
+        every step, hence the locals.)"""
+        leader = p.leader
+        if leader < 0:
+            return False
+        brokers = self.brokers
+        now = self.now
+        leo, caught_up_at, isr = p.leo, p.caught_up_at, p.isr
+        leader_up = brokers[leader].process_up
+        target = leo[leader]
+        changed = False
+        for r in p.replicas:
+            if r == leader:
+                caught_up_at[r] = now
+                continue
+            b = brokers[r]
+            if b.process_up and leader_up:
+                rate = (t.produce_rate / max(len(t.partitions), 1) * SLOW_FOLLOWER_FACTOR
+                        if b.slow_fetch else FOLLOWER_FETCH_RATE)
+                fetched = min(target, leo[r] + rate * dt)
+                leo[r] = fetched
+                if fetched >= target:
+                    caught_up_at[r] = now
+            in_isr = r in isr
+            if in_isr and b.registered and now - caught_up_at[r] > lag_max and leader_up:
+                isr.remove(r)
+                changed = True
+                shrinks.setdefault(r, []).append(f"{p.topic}-{p.index}")
+            elif not in_isr and b.registered and b.process_up and leader_up \
+                    and leo[r] >= p.hwm and leo[r] >= target:
+                isr.append(r)
+                isr.sort(key=p.replicas.index)
+                changed = True
+                expands.setdefault(r, []).append(f"{p.topic}-{p.index}")
+        moved = False
+        if leader_up:
+            hwm = max(p.hwm, int(min([leo[r] for r in isr])))
+            moved = hwm != p.hwm
+            p.hwm = hwm
+        if changed:
+            p.partition_epoch += 1
+            self.changes.partitions.add((p.topic, p.index))
+        return moved
+
+    def _settle(self, p: Partition, lag_max: float) -> bool:
+        """Settle `p` if no further step can change it until an event wakes it or an alarm rings; False while
+        something can happen at any step: a follower catching up or about to rejoin the ISR.
+
+        Settled, `p.quiet` lists the replicas each step would still mark caught up. A dead follower still in
+        the ISR (its broker not fenced yet) leaves it at a known time, `replica.lag.time.max.ms` after it was
+        last caught up: an alarm wakes the partition a little before (the step then decides, as always).
+        Called right after the partition's step, with nothing produced to it.
+        """
+        if not p.online:
+            p.quiet = ()  # a step skips an offline partition altogether
+            return True
+        if not self.brokers[p.leader].process_up:
+            p.quiet = (p.leader,)  # a dead leader still registered: nobody fetches, nothing shrinks until fencing
+            return True
+        target = p.leo[p.leader]
+        quiet = [p.leader]
+        alarm = math.inf
+        for r in p.replicas:
+            if r == p.leader:
+                continue
+            b = self.brokers[r]
+            if b.process_up:
+                if p.leo[r] < target or r not in p.isr:
+                    return False  # still fetching, or about to rejoin the ISR
+                quiet.append(r)
+            elif r in p.isr and b.registered:
+                alarm = min(alarm, p.caught_up_at[r] + lag_max - ALARM_EARLY_S)
+        p.quiet = tuple(quiet)
+        if alarm < math.inf and self._alarm_at.get((p.topic, p.index)) != alarm:
+            self._alarm_at[(p.topic, p.index)] = alarm  # one entry per deadline, however often it settles again
+            self._alarm_seq += 1
+            heapq.heappush(self._alarms, (alarm, self._alarm_seq, p.topic, p.index))
+        return True
 
     def _rebalance_leaders(self) -> None:
         """auto.leader.rebalance.enable: move leadership back to the preferred replica periodically."""
@@ -154,6 +250,7 @@ class Replication(Controller):
         for p in self.all_partitions():
             pref = p.replicas[0]
             if p.online and p.leader != pref and pref in p.isr and self.brokers[pref].registered:
+                self._wake(p)
                 p.leader = pref
                 p.leader_epoch += 1
                 p.partition_epoch += 1
@@ -167,6 +264,8 @@ class Replication(Controller):
         b.process_up = False
         b.crashed_at = self.now
         self.changes.brokers.add(node_id)
+        for p in self._replicas_on[node_id]:
+            self._wake(p)
         self.log(f"broker {node_id} crashed")
 
     def restart_broker(self, node_id: int) -> None:
@@ -181,9 +280,8 @@ class Replication(Controller):
         self.log(f"broker {node_id} restarted")
         if self.controller_id < 0:
             self._elect_controller()
-        for p in self.all_partitions():
-            if node_id not in p.replicas:
-                continue
+        for p in self._replicas_on[node_id]:
+            self._wake(p)
             if not was_registered and p.leader == -1 and node_id in p.isr and node_id not in p.failed_replicas:
                 p.leader = node_id  # the last in-sync replica is back: the partition comes online
                 p.leader_epoch += 1
@@ -214,6 +312,8 @@ class Replication(Controller):
 
     def set_slow_follower(self, node_id: int, slow: bool) -> None:
         self.brokers[node_id].slow_fetch = slow
+        for p in self._replicas_on[node_id]:
+            self._wake(p)
 
     def fail_partition(self, topic: str, index: int | None = None) -> None:
         """Every replica of the partition (None: of the topic) loses its log directory; brokers stay up.
@@ -221,6 +321,7 @@ class Replication(Controller):
         As Kafka's controller does, the partition keeps its last leader as sole ISR member and goes offline.
         """
         for p in self.topics[topic].partitions if index is None else [self.topics[topic].partitions[index]]:
+            self._wake(p)
             p.failed_replicas = set(p.replicas)
             if p.online:
                 p.isr = [p.leader]
@@ -233,6 +334,7 @@ class Replication(Controller):
     def recover_partition(self, topic: str, index: int | None = None) -> None:
         """Undo `fail_partition`: the last ISR member leads again; the others rejoin once caught up."""
         for p in self.topics[topic].partitions if index is None else [self.topics[topic].partitions[index]]:
+            self._wake(p)
             p.failed_replicas = set()
             if not p.online:
                 self._elect_leader(p)

@@ -7,6 +7,7 @@ turning into a silently different rehearsal.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -67,6 +68,82 @@ class TxnProducerSpec(_Strict):
     timeout_ms: int = Field(60_000, gt=0, description="transaction.timeout.ms of the producer")
 
 
+MAX_GENERATED_PARTITIONS = 1_000_000  # past this a scenario is a typo rather than a rehearsal (memory: ~3 KB each)
+NAME_PREFIX = r"^[A-Za-z0-9._-]{1,200}$"
+
+
+def _numbered(prefix: str, count: int) -> list[str]:
+    """prefix + zero-padded number, as wide as the largest: t0000 … t1999 sort in creation order."""
+    width = len(str(count - 1))
+    return [f"{prefix}{i:0{width}d}" for i in range(count)]
+
+
+class GeneratedTopicsSpec(_Strict):
+    """Many alike topics from one line, for clusters too big to list: `count` topics of `partitions` each.
+
+    Named prefix + zero-padded number (t0000 … t1999). Replicas are placed as Kafka's controller places
+    those of a new topic (rack-unaware `assignReplicasToBrokers`: round-robin leaders, followers after a
+    shift), with each topic's start and shift spread deterministically: every broker leads the same number
+    of partitions give or take one and follows about as many, so a broker outage hits RF/brokers of the
+    cluster (half, for RF 3 over six brokers), as in production, rather than whichever brokers come first.
+    """
+
+    count: int = Field(ge=1, le=100_000)
+    partitions: int = Field(1, ge=1, le=100_000)
+    replication_factor: int = Field(3, ge=1)
+    min_insync_replicas: int | None = Field(None, ge=1, description="topic override; none = the broker's")
+    produce_rate: float = Field(0.0, ge=0, description="messages per second per topic; 0 = idle (cheapest)")
+    prefix: str = Field("t", pattern=NAME_PREFIX)
+    configs: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("configs", mode="before")
+    @classmethod
+    def _stringify(cls, v: Any) -> Any:
+        return TopicSpec._stringify(v)
+
+    @model_validator(mode="after")
+    def _check(self) -> GeneratedTopicsSpec:
+        total = self.count * self.partitions
+        if total > MAX_GENERATED_PARTITIONS:
+            raise ValueError(f"{self.count} topics x {self.partitions} partitions = {total:,} partitions; "
+                             f"at most {MAX_GENERATED_PARTITIONS:,}")
+        if self.min_insync_replicas is not None:
+            if "min.insync.replicas" in self.configs:
+                raise ValueError("min_insync_replicas and configs['min.insync.replicas'] both given; keep one")
+            if self.min_insync_replicas > self.replication_factor:
+                raise ValueError(f"min_insync_replicas {self.min_insync_replicas} > replication_factor "
+                                 f"{self.replication_factor}: every acks=all write would fail")
+        return self
+
+    def names(self) -> list[str]:
+        return _numbered(self.prefix, self.count)
+
+    def topic_configs(self) -> dict[str, str]:
+        """The overrides every generated topic carries (min_insync_replicas is one of them)."""
+        if self.min_insync_replicas is None:
+            return dict(self.configs)
+        return {**self.configs, "min.insync.replicas": str(self.min_insync_replicas)}
+
+
+class GeneratedGroupsSpec(_Strict):
+    """Many alike consumer groups: `count` groups, each reading the next `topics_per_group` topics.
+
+    The topics are the generated ones (the listed ones when none are generated), dealt out in order and
+    wrapping around: group 0 reads topics 0-4, group 1 topics 5-9, … Names are prefix + zero-padded number.
+    """
+
+    count: int = Field(ge=1, le=100_000)
+    topics_per_group: int = Field(1, ge=1)
+    prefix: str = Field("g", min_length=1, max_length=200)
+    members: int = Field(2, ge=0)
+    commit_interval_s: float = Field(5.0, gt=0)
+    consume_rate: float | None = Field(None, ge=0, description="messages/s per partition; default 3x produce")
+    isolation_level: Literal["read_uncommitted", "read_committed"] = "read_uncommitted"
+
+    def names(self) -> list[str]:
+        return _numbered(self.prefix, self.count)
+
+
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
@@ -120,6 +197,8 @@ class ClusterSpec(_Strict):
     internal_topic_partitions: int = Field(10, ge=1, le=50)
     topics: list[TopicSpec] = Field(default_factory=list)
     groups: list[GroupSpec] = Field(default_factory=list)
+    generated_topics: GeneratedTopicsSpec | None = None
+    generated_groups: GeneratedGroupsSpec | None = None
     transactional_producers: list[TxnProducerSpec] = Field(default_factory=list)
     security: SecuritySpec = Field(default_factory=SecuritySpec)
 
@@ -131,23 +210,61 @@ class ClusterSpec(_Strict):
     @model_validator(mode="after")
     def _cross_check(self) -> ClusterSpec:
         names = [t.name for t in self.topics]
-        dup = {n for n in names if names.count(n) > 1}
+        generated = self.generated_topics.names() if self.generated_topics else []
+        dup = {n for n, k in Counter(names + generated).items() if k > 1}
         if dup:
-            raise ValueError(f"duplicate topic names: {sorted(dup)}")
-        known = set(names)
+            where = " (listed and generated)" if dup & set(generated) else ""
+            raise ValueError(f"duplicate topic names{where}: {sorted(dup)[:10]}")
+        known = set(names) | set(generated)
         for t in self.topics:
             if t.replication_factor > self.brokers:
                 raise ValueError(
                     f"topic {t.name!r}: replication_factor {t.replication_factor} > brokers {self.brokers}")
+        gen = self.generated_topics
+        if gen is not None and gen.replication_factor > self.brokers:
+            raise ValueError(f"generated_topics: replication_factor {gen.replication_factor} > brokers {self.brokers}")
         for g in self.groups:
             missing = [x for x in g.topics if x not in known]
             if missing:
                 raise ValueError(f"group {g.group_id!r} reads unknown topics {missing}")
+        if self.generated_groups is not None:
+            dealt = len(generated or names)
+            if not dealt:
+                raise ValueError("generated_groups: the cluster has no topics for them to read")
+            if self.generated_groups.topics_per_group > dealt:
+                raise ValueError(f"generated_groups: topics_per_group {self.generated_groups.topics_per_group} > "
+                                 f"the {dealt} topics there are to read")
+            group_ids = [g.group_id for g in self.groups] + self.generated_groups.names()
+            dup = {n for n, k in Counter(group_ids).items() if k > 1}
+            if dup:
+                raise ValueError(f"duplicate group ids (listed and generated): {sorted(dup)[:10]}")
         for p in self.transactional_producers:
             missing = [x for x in p.topics if x not in known]
             if missing:
                 raise ValueError(f"producer {p.transactional_id!r} writes unknown topics {missing}")
         return self
+
+    def partition_count(self) -> int:
+        """User partitions, listed and generated (internal topics not counted)."""
+        gen = self.generated_topics
+        return sum(t.partitions for t in self.topics) + (gen.count * gen.partitions if gen else 0)
+
+    def topic_names(self) -> list[str]:
+        """Every user topic, listed first, then generated, in the order the cluster creates them."""
+        return [t.name for t in self.topics] + (self.generated_topics.names() if self.generated_topics else [])
+
+    def all_groups(self) -> list[GroupSpec]:
+        """The listed groups, then the generated ones with the topics each is dealt."""
+        gen = self.generated_groups
+        if gen is None:
+            return list(self.groups)
+        pool = self.generated_topics.names() if self.generated_topics else [t.name for t in self.topics]
+        k = gen.topics_per_group
+        return [*self.groups, *(
+            GroupSpec.model_construct(group_id=gid, topics=[pool[(j * k + i) % len(pool)] for i in range(k)],
+                                      consume_rate=gen.consume_rate, commit_interval_s=gen.commit_interval_s,
+                                      isolation_level=gen.isolation_level, members=gen.members)
+            for j, gid in enumerate(gen.names()))]
 
 
 class IncidentSpec(_Strict):
@@ -181,8 +298,8 @@ class Scenario(_Strict):
     @model_validator(mode="after")
     def _targets_exist(self) -> Scenario:
         c = self.cluster
-        topics = {t.name: t for t in c.topics}
-        groups = {g.group_id for g in c.groups}
+        topics = set(c.topic_names())
+        groups = {g.group_id for g in c.groups} | set(c.generated_groups.names() if c.generated_groups else [])
         producers = {p.transactional_id for p in c.transactional_producers}
         for i, inc in enumerate(self.incidents):
             where = f"incidents[{i}] ({inc.type})"

@@ -8,17 +8,25 @@ parts are combined into one `sandbox.model.Cluster`; `Topology` is its base.
 
 Offsets are kept as floats internally so fractional rates accumulate; every
 value leaving the model is an int.
+
+Big clusters (tens of thousands of partitions) are mostly idle, so the parts
+keep idle partitions off their per-step paths: a partition whose state can
+only change through an event is *settled* until one of those events wakes it
+(`Topology._wake`), and a topic whose readable range did not move is not
+re-read by retention or the groups (`Topology._touch`). Both are exact: a
+step that skips something leaves it as the full step would have.
 """
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from sandbox import kafka_defaults as kd
-from sandbox.spec import ClusterSpec, TopicSpec
+from sandbox.spec import ClusterSpec, GeneratedTopicsSpec, TopicSpec
 
 CONSUMER_OFFSETS = "__consumer_offsets"
 TRANSACTION_STATE = "__transaction_state"
@@ -69,6 +77,9 @@ class Partition:
     open_txn_start: dict[int, int] = field(default_factory=dict)  # producer id → first offset
     hanging_producers: set[int] = field(default_factory=set)
     failed_replicas: set[int] = field(default_factory=set)  # replicas whose log directory failed (broker up)
+    # Settled (see Replication._replicate): replicas whose caught_up_at stands for "the last replication step";
+    # None while replication looks at the partition every step.
+    quiet: tuple[int, ...] | None = None
 
     @property
     def online(self) -> bool:
@@ -92,7 +103,7 @@ class Topic:
     topic_id: uuid.UUID
     partitions: list[Partition]
     configs: dict[str, str]
-    produce_rate: float
+    produce_rate: float  # fixed at creation: the steps keep a list of the producing topics
     internal: bool = False
 
 
@@ -112,6 +123,23 @@ class ChangeLog:
         return out
 
 
+def assign_replicas(brokers: list[int], partitions: int, replication_factor: int, start: int,
+                    shift: int) -> list[list[int]]:
+    """Kafka's rack-unaware `assignReplicasToBrokers`: leaders round-robin from `start`, each follower set off
+    from its leader by a shift that grows by one every time the leaders wrap around the brokers."""
+    n = len(brokers)
+    out = []
+    for p in range(partitions):
+        if p > 0 and p % n == 0:
+            shift += 1
+        first = (p + start) % n
+        replicas = [brokers[first]]
+        for j in range(replication_factor - 1):
+            replicas.append(brokers[(first + 1 + (shift + j) % (n - 1)) % n])
+        out.append(replicas)
+    return out
+
+
 class Topology:
     """Brokers and topics of one cluster, its clock, its change and event logs, and setting resolution."""
 
@@ -127,6 +155,20 @@ class Topology:
             rack = f"rack-{(i - 1) % spec.racks + 1}" if spec.racks else None
             self.brokers[i] = Broker(i, host, 0, rack)
         self.topics: dict[str, Topic] = {}
+        self.topic_ids: dict[uuid.UUID, str] = {}
+        self._rank: dict[str, int] = {}  # topic → creation order, the order every step goes through topics in
+        self._producing: list[Topic] = []  # topics with a produce rate, in creation order
+        self._replicas_on: dict[int, list[Partition]] = {i: [] for i in self.brokers}
+        self._config_cache: dict[tuple[str, str], tuple[str, int]] = {}
+        self._awake: dict[str, set[int]] = {}  # topic → partitions replication must look at (see _wake)
+        self._replicated_at = now  # time of the last replication step
+        self._alarms: list[tuple[float, int, str, int]] = []  # (when, seq, topic, index): settled partitions to wake
+        self._alarm_at: dict[tuple[str, int], float] = {}  # the alarm that counts, per settled partition
+        self._touched_for_retention: set[str] = set()  # see _touch
+        # topic → earliest time a segment roll or deletion can be due; one not in it is looked at next step
+        self._retain_due: dict[str, float] = {}
+        self._retain_next = -math.inf  # the earliest of those; -inf: some topic has none yet
+        self._touched_for_groups: set[str] = set()
         self.changes = ChangeLog(brokers=set(self.brokers), controller=True)
         n_int = spec.internal_topic_partitions
         rf_int = min(3, spec.brokers)
@@ -137,6 +179,8 @@ class Topology:
                                   produce_rate=0), internal=True)
         for t in spec.topics:
             self._add_topic(t)
+        if spec.generated_topics is not None:
+            self._add_generated_topics(spec.generated_topics)
         self.coordinator_errors: dict[int, int] = {}  # broker → error code answered by its coordinators
         self.events: deque[tuple[int, float, str]] = deque(maxlen=1000)  # (sequence, time, what)
         self.event_seq = 0
@@ -144,19 +188,51 @@ class Topology:
     # ----------------------------------------------------------------- set-up helpers
     def _add_topic(self, t: TopicSpec, internal: bool = False) -> None:
         parts = [self._new_partition(t.name, p, t.replication_factor) for p in range(t.partitions)]
-        self.topics[t.name] = Topic(t.name, uuid.uuid5(uuid.NAMESPACE_URL, f"{self.cluster_id}/{t.name}"),
-                                    parts, dict(t.configs), t.produce_rate, internal)
+        self._register_topic(Topic(t.name, uuid.uuid5(uuid.NAMESPACE_URL, f"{self.cluster_id}/{t.name}"),
+                                   parts, dict(t.configs), t.produce_rate, internal))
 
-    def _new_partition(self, topic: str, p: int, replication_factor: int) -> Partition:
+    def _register_topic(self, t: Topic) -> None:
+        self._rank[t.name] = len(self.topics)
+        self.topics[t.name] = t
+        self.topic_ids[t.topic_id] = t.name
+        if t.produce_rate > 0:
+            self._producing.append(t)
+
+    def _add_generated_topics(self, gen: GeneratedTopicsSpec) -> None:
+        """`generated_topics`: placed as Kafka places a new topic's replicas, topic i starting where i-1 ended."""
         ids = sorted(self.brokers)
-        replicas = [ids[(p + k) % len(ids)] for k in range(replication_factor)]
+        n = len(ids)
+        configs = gen.topic_configs()
+        for i, name in enumerate(gen.names()):
+            placement = assign_replicas(ids, gen.partitions, gen.replication_factor,
+                                        start=i * gen.partitions % n, shift=i // n % max(n - 1, 1))
+            parts = [self._new_partition(name, p, gen.replication_factor, replicas)
+                     for p, replicas in enumerate(placement)]
+            self._register_topic(Topic(name, uuid.uuid5(uuid.NAMESPACE_URL, f"{self.cluster_id}/{name}"), parts,
+                                       dict(configs), gen.produce_rate))
+
+    def _new_partition(self, topic: str, p: int, replication_factor: int,
+                       replicas: list[int] | None = None) -> Partition:
+        if replicas is None:
+            ids = sorted(self.brokers)
+            replicas = [ids[(p + k) % len(ids)] for k in range(replication_factor)]
         part = Partition(topic, p, replicas, replicas[0], isr=list(replicas))
         part.leo = dict.fromkeys(replicas, 0.0)
         part.caught_up_at = dict.fromkeys(replicas, self.now)
         part.segments.append((self.now, 0))
         part.last_roll = self.now
         self.changes.partitions.add((topic, p))
+        for r in replicas:
+            self._replicas_on[r].append(part)
+        self._awake.setdefault(topic, set()).add(p)
         return part
+
+    def _index_replicas(self) -> None:
+        """Rebuild the broker → partitions index in topic order (after partitions were added to old topics)."""
+        self._replicas_on = {i: [] for i in self.brokers}
+        for part in self.all_partitions():
+            for r in part.replicas:
+                self._replicas_on[r].append(part)
 
     # ----------------------------------------------------------------- configuration
     def broker_setting(self, key: str) -> str:
@@ -165,14 +241,25 @@ class Topology:
         return kd.BROKER_DEFAULTS.get(key, ("", kd.TYPE_STRING))[0]
 
     def topic_config(self, topic: str, key: str) -> tuple[str, int]:
-        """Effective value and ConfigSource, resolved as a broker does."""
+        """Effective value and ConfigSource, resolved as a broker does.
+
+        Remembered until `set_topic_config` changes the topic: the steps ask for the settings of every
+        producing topic every step. Broker settings are static (as `broker_config` in a real server.properties).
+        """
+        hit = self._config_cache.get((topic, key))
+        if hit is not None:
+            return hit
         overrides = self.topics[topic].configs
         if key in overrides:
-            return overrides[key], kd.SOURCE_DYNAMIC_TOPIC
-        synonym, default, _ = kd.TOPIC_CONFIGS.get(key, (key, "", kd.TYPE_STRING))
-        if synonym in self.broker_config:
-            return self.broker_config[synonym], kd.SOURCE_STATIC_BROKER
-        return default, kd.SOURCE_DEFAULT
+            out = overrides[key], kd.SOURCE_DYNAMIC_TOPIC
+        else:
+            synonym, default, _ = kd.TOPIC_CONFIGS.get(key, (key, "", kd.TYPE_STRING))
+            if synonym in self.broker_config:
+                out = self.broker_config[synonym], kd.SOURCE_STATIC_BROKER
+            else:
+                out = default, kd.SOURCE_DEFAULT
+        self._config_cache[(topic, key)] = out
+        return out
 
     def min_isr(self, topic: str) -> int:
         return int(self.topic_config(topic, "min.insync.replicas")[0])
@@ -198,6 +285,10 @@ class Topology:
         for t in self.topics.values():
             yield from t.partitions
 
+    def partitions_with_replica(self, broker_id: int) -> list[Partition]:
+        """The partitions that have `broker_id` among their replicas (internal topics included), in topic order."""
+        return list(self._replicas_on.get(broker_id, ()))
+
     def alive_brokers(self) -> list[int]:
         return [b.node_id for b in self.brokers.values() if b.registered]
 
@@ -217,6 +308,28 @@ class Topology:
     def _accepts_acks_all(self, p: Partition, min_isr: int) -> bool:
         """An acks=all write succeeds: a live leader and at least `min.insync.replicas` in sync."""
         return p.online and self.brokers[p.leader].process_up and len(p.isr) >= min_isr
+
+    # ----------------------------------------------------------------- idle partitions
+    def _wake(self, p: Partition) -> None:
+        """Replication must look at `p` again: its log end, leader or ISR, or a replica's broker, changes now.
+
+        While settled, replication skipped `p` because all a step would have done is mark the replicas in
+        `p.quiet` caught up at that step; that is written down here, as of the last replication step, so
+        the partition resumes exactly where the full steps would have left it.
+        """
+        if p.quiet is not None:
+            at = self._replicated_at
+            for r in p.quiet:
+                p.caught_up_at[r] = at
+            p.quiet = None
+            if self._alarm_at:
+                self._alarm_at.pop((p.topic, p.index), None)  # its alarm, if any, is moot: it settles anew
+        self._awake.setdefault(p.topic, set()).add(p.index)
+
+    def _touch(self, topic: str) -> None:
+        """A partition of `topic` moved its log start, high watermark or LSO: retention and groups look again."""
+        self._touched_for_retention.add(topic)
+        self._touched_for_groups.add(topic)
 
     def log(self, what: str) -> None:
         self.event_seq += 1

@@ -99,6 +99,8 @@ class Transactions(Topology):
                         if tp.producer_id not in p.open_txn_start:
                             p.open_txn_start[tp.producer_id] = p.leader_leo
                             tp.partitions.add(key)
+                            self._touch(p.topic)
+                        self._wake(p)
                         p.leo[p.leader] += per
                         entry = p.producers.setdefault(tp.producer_id, ProducerEntry(tp.producer_id, tp.epoch))
                         entry.epoch = tp.epoch
@@ -137,6 +139,8 @@ class Transactions(Topology):
             p = self.topics[topic].partitions[idx]
             if tp.producer_id in p.open_txn_start:
                 del p.open_txn_start[tp.producer_id]
+                self._wake(p)
+                self._touch(topic)
                 if p.online:
                     p.leo[p.leader] += 1
                 entry = p.producers.get(tp.producer_id)
@@ -174,6 +178,8 @@ class Transactions(Topology):
         """An open transaction on the partition that no coordinator tracks (e.g. a lost marker)."""
         p = self.topics[topic].partitions[index]
         pid = self._new_producer_id()
+        self._wake(p)
+        self._touch(topic)
         p.open_txn_start[pid] = p.leader_leo
         p.hanging_producers.add(pid)
         p.producers[pid] = ProducerEntry(pid, 0, 0, int(self.now * 1000), 0, p.leader_leo)
@@ -185,6 +191,8 @@ class Transactions(Topology):
     def abort_hanging_transactions(self, topic: str, index: int) -> None:
         """What `kafka-transactions abort` does for a hanging transaction."""
         p = self.topics[topic].partitions[index]
+        self._wake(p)
+        self._touch(topic)
         for pid in list(p.hanging_producers):
             p.open_txn_start.pop(pid, None)
             if pid in p.producers:
