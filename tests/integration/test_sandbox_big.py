@@ -94,3 +94,13 @@ def test_a_broker_outage_on_20000_partitions_is_seen_exactly(sb: Sandbox) -> Non
     brokers = {b.broker_id: b for b in snap.brokers}
     assert not brokers[DEAD].alive
     assert all(brokers[i].alive for i in range(1, BROKERS + 1) if i != DEAD)
+
+    # one cause, one incident: the storm of partition alerts is one broker incident with the true blast radius
+    assert len(snap.incidents) <= 3, [(i.kind, i.subject) for i in snap.incidents]
+    inc = next(i for i in snap.incidents if i.kind == "broker")
+    assert inc.subject == f"broker {DEAD}" and inc.brokers == [DEAD] and inc.severity == "critical"
+    assert inc.partitions == len(truth.partitions) and inc.topics == len(truth.topics)
+    assert (inc.at_min_isr, inc.under_min_isr, inc.offline) == (
+        len(truth.at_min_isr), len(truth.under_min_isr), len(truth.offline))
+    assert inc.unclean_topics == len(truth.unclean_topics) == 1
+    assert inc.members.get("at_min_isr") == len(truth.at_min_isr)
