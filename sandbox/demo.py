@@ -84,7 +84,7 @@ def monitor_config(args: argparse.Namespace, sb: Sandbox | None) -> MonitorConfi
         "history": {"root": str(data / "history"), "flush_interval_s": 60},
         "state_dir": str(data / "state"),
         # a compressed timeline makes minutes pass in seconds: scale the time thresholds with it
-        "thresholds": {"under_replicated_grace_s": 30, "consumer_stop_after_s": 120, "lag_seconds_slo": 120}})
+        "thresholds": {"under_replicated_grace_s": 30, "consumer_stop_after_s": 120, "lag_seconds_slo": 60}})
 
 
 def start_dashboard(args: argparse.Namespace, cfg: MonitorConfig) -> subprocess.Popen[bytes] | None:

@@ -21,7 +21,8 @@ How alerts become causes (why, in each case):
 * **Groups and transactions** stay one incident each — unless every partition a group is stuck on, or the
   partition a hanging transaction holds, has no leader or a down leader: then it is listed as a consequence
   of the broker incident and does not page as a second cause.
-* **The cluster and the monitor.** An unreachable cluster or stale Kafka sections, and the monitor's own write
+* **The cluster and the monitor.** An unreachable cluster or stale Kafka sections (while no broker is down:
+  with one down, what it could not answer is the broker incident's symptom), and the monitor's own write
   failures, are incidents of their own.
 * **Risks** (configuration, leader placement: `risk: true` in the catalogue) are never causes; they are
   listed apart by whoever shows incidents.
@@ -182,9 +183,17 @@ def correlate(snap: ClusterSnapshot, alerts: Sequence[AlertRecord]) -> list[Caus
             continue
         causes.append(_single(snap, TRANSACTION, subject, subject, members))
 
+    # With a broker down, requests it had to answer fail (its coordinators, its leaders' offsets and producers):
+    # sections stale because of that are the broker incident's symptom. Nothing answering at all
+    # ("cluster" stale) stays a cluster incident.
+    stale = set(snap.stale_sections)
+    explained_stale = consensus_stale or (broker_cause is not None and bool(stale) and "cluster" not in stale)
+    if broker_cause is not None and explained_stale and not consensus_stale and by_rule.get("data_stale"):
+        broker_cause.alerts.extend(by_rule["data_stale"])
+        broker_cause.incident.consequences.append("stale: " + ", ".join(sorted(stale)))
     for kind, rules in ((CLUSTER, ("cluster_unreachable", "data_stale")),
                         (MONITOR, ("history_write_failed", "state_write_failed"))):
-        members = [a for r in rules for a in by_rule.get(r, ()) if not (consensus_stale and r == "data_stale")]
+        members = [a for r in rules for a in by_rule.get(r, ()) if not (explained_stale and r == "data_stale")]
         if members:
             causes.append(_single(snap, kind, kind, snap.cluster if kind == CLUSTER else "monitor", members))
 

@@ -196,3 +196,20 @@ def test_consensus_only_staleness_is_the_consensus_incident_not_a_cluster_one() 
     s3 = cluster()
     s3.stale_sections = ["zookeeper", "groups"]
     assert [c.kind for c in correlate(s3, [stale])] == ["cluster"]  # Kafka could not be read either
+
+
+def test_sections_a_down_broker_could_not_answer_are_its_incidents_symptom() -> None:
+    """Broker 3 down: its coordinators do not answer, so groups / offsets / transactions are stale — one
+    incident (the broker's), not a second "cluster" one. Nothing answering at all stays a cluster incident."""
+    s = cluster(down=(3,))
+    a = alerts_of(s)
+    stale = AlertRecord("data_stale", "warning", "c", "c", "stale sections: groups, offsets", NOW, NOW)
+    s.stale_sections = ["groups", "offsets"]
+    causes = correlate(s, [*a, stale])
+    assert [c.kind for c in causes] == ["broker"]
+    assert stale in causes[0].alerts and "stale: groups, offsets" in causes[0].consequences
+    s.stale_sections = ["cluster"]
+    assert sorted(c.kind for c in correlate(s, [*a, stale])) == ["broker", "cluster"]
+    healthy = cluster()
+    healthy.stale_sections = ["groups"]
+    assert [c.kind for c in correlate(healthy, [stale])] == ["cluster"]  # no broker down: its own incident
