@@ -246,7 +246,13 @@ def test_real_alertmanager_groups_a_broker_outage_into_one_page(alertmanager: st
         alert("KafkaIncidentWarning", "warning", "b", kind="topic", subject="orders"),
         alert("KafkaUnderReplicatedPartitions", "warning", "b", topic="orders"),
     ])
-    groups = _api(alertmanager, "/api/v2/alerts/groups")
+    # The dispatcher files posted alerts into groups asynchronously: wait until all ten are in a group.
+    deadline = time.monotonic() + 15
+    while True:
+        groups = _api(alertmanager, "/api/v2/alerts/groups")
+        if sum(len(g["alerts"]) for g in groups) >= 10 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     by_receiver: dict[str, list[dict[str, Any]]] = {}
     for g in groups:
         by_receiver.setdefault(g["receiver"]["name"], []).append(g)
