@@ -26,6 +26,8 @@ COORDINATOR_NOT_AVAILABLE = 15
 NOT_COORDINATOR = 16
 INVALID_REQUEST = 42
 GROUP_ID_NOT_FOUND = 69
+FENCED_LEADER_EPOCH = 74
+UNKNOWN_LEADER_EPOCH = 75
 TRANSACTIONAL_ID_NOT_FOUND = 105
 UNKNOWN_SERVER_ERROR = -1
 
@@ -55,6 +57,7 @@ class Handlers:
             10: self.find_coordinator,
             9: self.offset_fetch,
             2: self.list_offsets,
+            23: self.offset_for_leader_epoch,
             66: self.list_transactions,
             65: self.describe_transactions,
             61: self.describe_producers,
@@ -332,6 +335,30 @@ class Handlers:
                 self._offset_for(node_id, parts[rp.partition_index] if 0 <= rp.partition_index < len(parts) else None,
                                  rp.partition_index, rp.timestamp, read_committed)
                 for rp in t.partitions]})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    def offset_for_leader_epoch(self, node_id: int, req: Request) -> Mapping[str, Any]:
+        """Where an epoch ends in this leader's log (KIP-101; asked by consumers for truncation, KIP-320)."""
+        topics = []
+        for t in req.body.topics:
+            known = self.c.topics.get(t.topic)
+            parts = known.partitions if known is not None else []
+            out = []
+            for rp in t.partitions:
+                p = parts[rp.partition] if 0 <= rp.partition < len(parts) else None
+                current = getattr(rp, "current_leader_epoch", -1)
+                if p is None or not p.online or p.leader != node_id:
+                    code = (UNKNOWN_TOPIC_OR_PARTITION if p is None else
+                            LEADER_NOT_AVAILABLE if not p.online else NOT_LEADER_OR_FOLLOWER)
+                    out.append({"error_code": code, "partition": rp.partition, "leader_epoch": -1, "end_offset": -1})
+                elif current >= 0 and current != p.leader_epoch:
+                    code = FENCED_LEADER_EPOCH if current < p.leader_epoch else UNKNOWN_LEADER_EPOCH
+                    out.append({"error_code": code, "partition": rp.partition, "leader_epoch": -1, "end_offset": -1})
+                else:
+                    epoch, end = p.epoch_end(rp.leader_epoch)
+                    out.append({"error_code": NONE, "partition": rp.partition, "leader_epoch": epoch,
+                                "end_offset": end})
+            topics.append({"topic": t.topic, "partitions": out})
         return {"throttle_time_ms": 0, "topics": topics}
 
     def _offset_for(self, node_id: int, p: Partition | None, idx: int, ts: int,

@@ -198,7 +198,7 @@ def response_field_names(api_key: int) -> set[str]:
 # ---------------------------------------------------------------------- what the sandbox serves
 # The API keys `sandbox.handlers.Handlers` answers. The listener needs them too (the ApiVersions error answer
 # lists them), which is why they live here, where both import them, and not in handlers.
-IMPLEMENTED = {18, 3, 60, 32, 16, 15, 10, 9, 2, 66, 65, 61, 55}
+IMPLEMENTED = {18, 3, 60, 32, 16, 15, 10, 9, 2, 23, 66, 65, 61, 55}
 KRAFT_ONLY = {55}  # DescribeQuorum: a ZooKeeper-mode broker does not know it
 
 

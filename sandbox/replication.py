@@ -92,16 +92,17 @@ class Replication(Controller):
                       and r not in p.failed_replicas]
         if candidates:
             p.leader = candidates[0]
-            p.leader_epoch += 1
+            p.bump_epoch()
             return
         p.leader = -1
-        p.leader_epoch += 1
+        p.bump_epoch()
         if self.unclean_allowed(p.topic):
             out_of_sync = [r for r in p.replicas if self.brokers[r].registered and r not in p.failed_replicas]
             if out_of_sync:
                 new = out_of_sync[0]
                 lost = p.hwm - int(p.leo[new])
                 p.leader = new
+                p.bump_epoch()  # the unclean election is an epoch of its own, as in Kafka
                 p.isr = [new]
                 p.hwm = min(p.hwm, int(p.leo[new]))
                 self._touch(p.topic)
@@ -252,7 +253,7 @@ class Replication(Controller):
             if p.online and p.leader != pref and pref in p.isr and self.brokers[pref].registered:
                 self._wake(p)
                 p.leader = pref
-                p.leader_epoch += 1
+                p.bump_epoch()
                 p.partition_epoch += 1
                 self.changes.partitions.add((p.topic, p.index))
 
@@ -284,7 +285,7 @@ class Replication(Controller):
             self._wake(p)
             if not was_registered and p.leader == -1 and node_id in p.isr and node_id not in p.failed_replicas:
                 p.leader = node_id  # the last in-sync replica is back: the partition comes online
-                p.leader_epoch += 1
+                p.bump_epoch()
                 p.partition_epoch += 1
                 self.changes.partitions.add((p.topic, p.index))
             p.caught_up_at[node_id] = self.now
@@ -326,7 +327,7 @@ class Replication(Controller):
             if p.online:
                 p.isr = [p.leader]
                 p.leader = -1
-                p.leader_epoch += 1
+                p.bump_epoch()
                 p.partition_epoch += 1
                 self.changes.partitions.add((p.topic, p.index))
             self.log(f"{p.topic}-{p.index} offline: every replica's log directory failed")

@@ -80,6 +80,30 @@ class Partition:
     # Settled (see Replication._replicate): replicas whose caught_up_at stands for "the last replication step";
     # None while replication looks at the partition every step.
     quiet: tuple[int, ...] | None = None
+    # The leader epoch cache (KIP-101): (epoch, first offset the leader of that epoch wrote), oldest first. A
+    # new leader's entry starts at its own log end, so an old epoch ends where the new leader's copy of it ends
+    # (OffsetForLeaderEpoch answers from this).
+    epoch_starts: list[tuple[int, int]] = field(default_factory=lambda: [(0, 0)])
+
+    def bump_epoch(self) -> None:
+        """A new leader epoch (call after setting `leader`): recorded in the epoch cache when there is a leader."""
+        self.leader_epoch += 1
+        if self.leader >= 0:
+            start = int(self.leo.get(self.leader, 0))
+            # the new leader's log holds no epoch that started beyond its end (Kafka truncates its cache so)
+            self.epoch_starts = [(e, o) for e, o in self.epoch_starts if o <= start]
+            self.epoch_starts.append((self.leader_epoch, start))
+
+    def epoch_end(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) as Kafka's LeaderEpochFileCache.endOffsetFor answers it: the largest epoch <= the
+        one asked, ending where the next epoch starts (or at the log end for the latest); (-1, -1) when the
+        epoch is older than the cache."""
+        floor = [(e, o) for e, o in self.epoch_starts if e <= epoch]
+        if not floor:
+            return -1, -1
+        later = [o for e, o in self.epoch_starts if e > epoch]
+        end = later[0] if later else int(self.leo.get(self.leader, self.hwm)) if self.leader >= 0 else self.hwm
+        return floor[-1][0], end
 
     @property
     def online(self) -> bool:

@@ -22,7 +22,8 @@ from collectors.model.vocabulary import SEVERITIES, STALE_SECTIONS
 
 RUNBOOK = "docs/alerts.md"
 
-FAMILIES = ("cluster", "partitions", "topics", "brokers", "groups", "transactions", "zookeeper", "kraft", "monitor")
+FAMILIES = ("cluster", "partitions", "topics", "brokers", "groups", "transactions", "zookeeper", "kraft", "loss",
+            "monitor")
 """Which evaluator raises a rule (`monitor`: raised by the runtime about itself, on every cluster)."""
 SUBJECTS = ("cluster", "partition", "topic", "broker", "group", "transactional_id", "zk_server", "kraft_voter",
             "monitor")

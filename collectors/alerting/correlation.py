@@ -47,7 +47,7 @@ INCIDENT_KINDS = (BROKER, CONSENSUS, TOPIC, GROUP, TRANSACTION, CLUSTER, MONITOR
 SAMPLE_SIZE = 20
 BROKER_CAUSES = frozenset({"broker_down", "broker_unreachable"})
 PARTITION_SYMPTOMS = frozenset({"offline_partition", "under_min_isr", "at_min_isr", "under_replicated",
-                                "isr_flapping"})
+                                "isr_flapping", "data_truncated", "unclean_election"})
 CONSENSUS_RULES = frozenset({"zk_quorum_lost", "zk_no_leader", "zk_multiple_leaders", "zk_node_not_serving",
                              "zk_follower_behind", "zk_leader_election", "zk_isr_mismatch", "kraft_no_leader",
                              "kraft_voter_lagging", "kraft_leader_election", "controller_mismatch",

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from collectors.alerting.catalogue import RULES
 from collectors.alerting.thresholds import Thresholds
-from collectors.model.records import ClusterSnapshot, GroupPartitionRecord
+from collectors.model.records import ClusterSnapshot, GroupPartitionRecord, LossRecord
 from collectors.model.state import ClusterState
 from collectors.model.vocabulary import (
     AT_MIN_ISR,
@@ -268,12 +268,41 @@ def kraft(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now:
                         f"{now - st.kraft_election_at:.0f}s ago")
 
 
+def losses(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now: float) -> Iterator[Candidate]:
+    """Loss the poller proved (`collectors.model.loss`): open for `loss_alert_hold_s` after the last one seen on
+    the subject; a partition truncated twice in that time says how many messages in all."""
+    latest: dict[tuple[str, str], LossRecord] = {}
+    lost: dict[str, int] = {}
+    for x in st.recent_losses:
+        if x.cluster != s.cluster or now - x.time >= th.loss_alert_hold_s:
+            continue
+        rule = LOSS_RULES.get(x.kind)
+        if rule is None:
+            continue
+        latest[(rule, x.subject)] = x
+        if rule == "data_truncated":
+            lost[x.subject] = lost.get(x.subject, 0) + (x.messages or 0)
+    for (rule, subject), x in sorted(latest.items()):
+        when = f"{now - x.time:.0f}s ago"
+        unclean = " (unclean election enabled)" if x.unclean_enabled else ""
+        if rule == "data_truncated":
+            yield Candidate("data_truncated", CRITICAL, subject, f"{subject}: at least {lost[subject]:,} committed "
+                            f"messages lost {when}{unclean}: {x.evidence}", float(lost[subject]))
+        else:
+            yield Candidate("unclean_election", CRITICAL, subject, f"{subject}: unclean election {when}{unclean}: "
+                            f"{x.evidence}", float(x.epoch_after) if x.epoch_after is not None else None)
+
+
+LOSS_RULES = {"truncation": "data_truncated", "unclean_election": "unclean_election"}
+"""The alert rule of each `LossRecord.kind` that raises one."""
+
 FAMILY_RULES: Mapping[str, Rule] = {
     "cluster": cluster_health, "partitions": partitions, "topics": topics, "brokers": brokers, "groups": groups,
-    "transactions": transactions, "zookeeper": zookeeper, "kraft": kraft}
+    "transactions": transactions, "zookeeper": zookeeper, "kraft": kraft, "loss": losses}
 """Each evaluator by the catalogue family of the rules it raises (`monitor` rules are raised by the runtime)."""
-UNREACHABLE_FAMILIES = ("cluster", "zookeeper")
-"""What can still be judged when no broker answered: the cluster's unreachability and its ZooKeeper ensemble."""
+UNREACHABLE_FAMILIES = ("cluster", "zookeeper", "loss")
+"""What can still be judged when no broker answered: the cluster's unreachability, its ZooKeeper ensemble, and
+the loss already proven (memory, not this poll's data)."""
 
 
 def families_evaluated(s: ClusterSnapshot) -> tuple[str, ...]:

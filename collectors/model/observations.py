@@ -100,6 +100,9 @@ class KafkaObservation:
     broker_configs: dict[str, str | None] = field(default_factory=dict)
     log_start: dict[tuple[str, int], int] = field(default_factory=dict)
     high_watermark: dict[tuple[str, int], int] = field(default_factory=dict)
+    # OffsetForLeaderEpoch answers for partitions whose leader epoch moved: (epoch, end offset of the epoch
+    # asked about) from the current leader (collectors.model.loss)
+    epoch_end_offsets: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
     last_stable: dict[tuple[str, int], int] = field(default_factory=dict)
     groups: dict[str, GroupInfo] = field(default_factory=dict)
     commits: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)

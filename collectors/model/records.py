@@ -276,6 +276,37 @@ class IncidentRecord:
 
 
 @dataclass(slots=True)
+class LossRecord:
+    """Evidence that data was lost (not a risk: something that happened), with how much where it can be told.
+
+    Kinds: ``truncation`` (committed messages gone from a partition after a leader change: ``messages`` is
+    the high watermark we saw minus where the new leader ends the old epoch, a lower bound) and
+    ``unclean_election`` (a leader from outside the last ISR we saw; ``messages`` None: the truncation, if
+    any, is its own record). See `collectors.model.loss`."""
+
+    cluster: str
+    time: float
+    kind: str
+    topic: str | None
+    partition: int | None
+    messages: int | None  # messages lost or skipped; None where the evidence has no count
+    evidence: str  # what was seen, in words, with the numbers
+    leader_before: int | None = None
+    leader_after: int | None = None
+    epoch_before: int | None = None
+    epoch_after: int | None = None
+    unclean_enabled: bool | None = None  # the topic's unclean.leader.election.enable at the time
+    group_id: str | None = None
+    transactional_id: str | None = None
+
+    @property
+    def subject(self) -> str:
+        if self.topic is not None and self.partition is not None:
+            return f"{self.topic}-{self.partition}"
+        return self.group_id or self.transactional_id or self.topic or self.cluster
+
+
+@dataclass(slots=True)
 class ClusterSnapshot:
     cluster: str
     time: float
@@ -300,6 +331,7 @@ class ClusterSnapshot:
     partition_changes: list[PartitionChangeRecord] = field(default_factory=list)
     alerts: list[AlertRecord] = field(default_factory=list)
     incidents: list[IncidentRecord] = field(default_factory=list)
+    losses: list[LossRecord] = field(default_factory=list)  # evidence of loss found by this poll
 
 
 DERIVED_PARTITION_FIELDS = ("replication_factor", "offline", "under_replicated", "under_min_isr", "at_min_isr",
@@ -329,7 +361,7 @@ def snapshot_to_dict(snap: ClusterSnapshot) -> dict[str, Any]:
 RECORD_TYPES: tuple[type, ...] = (
     ClusterSnapshot, BrokerRecord, TopicRecord, PartitionRecord, PartitionChangeRecord, GroupRecord,
     GroupPartitionRecord, TransactionRecord, ProducerRecord, ZkServerRecord, KRaftVoterRecord, AlertRecord,
-    IncidentRecord)
+    IncidentRecord, LossRecord)
 
 
 def schema_markdown() -> str:

@@ -21,6 +21,7 @@ from collectors.model.lag import (
     seconds_to_retention,
     worst_partition_status,
 )
+from collectors.model.loss import settle
 from collectors.model.observations import KafkaObservation, ZkObservation
 from collectors.model.records import (
     BrokerRecord,
@@ -69,6 +70,7 @@ def build_snapshot(name: str, obs: KafkaObservation, zk: ZkObservation | None, s
     _brokers(snap, obs, zk, state, now)
     _carry_configs(obs, state)
     _partitions_and_topics(snap, obs, zk, state, now)
+    _losses(snap, obs, state, now)
     _groups(snap, obs, state, thresholds, now)
     _transactions(snap, obs, state, now)
     _kraft(snap, obs, state, now)
@@ -78,6 +80,20 @@ def build_snapshot(name: str, obs: KafkaObservation, zk: ZkObservation | None, s
     state.polls += 1
     state.last_good = now
     return snap
+
+
+LOSS_MEMORY_S = 86_400.0  # losses kept in memory for the alerts (the ledger itself is the history table)
+LOSS_MEMORY_MAX = 10_000
+
+
+def _losses(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, now: float) -> None:
+    """This poll's evidence of loss (`collectors.model.loss`), remembered for the alerts."""
+    unclean = {t.topic for t in snap.topics if t.unclean_leader_election}
+    snap.losses = settle(snap.cluster, obs.partitions, obs.high_watermark, obs.epoch_end_offsets,
+                         state.epoch_watch, unclean, now)
+    if snap.losses or state.recent_losses:
+        kept = [x for x in state.recent_losses if now - x.time <= LOSS_MEMORY_S] + snap.losses
+        state.recent_losses = kept[-LOSS_MEMORY_MAX:]
 
 
 CONFIG_KEYS = ("min.insync.replicas", "retention.ms", "unclean.leader.election.enable", "cleanup.policy")

@@ -13,6 +13,8 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from collectors.model.lag import CommitWindow, OffsetHistory
+from collectors.model.loss import EpochWatch
+from collectors.model.records import LossRecord
 
 
 @dataclass
@@ -38,6 +40,10 @@ class ClusterState:
     broker_configs: dict[str, str | None] = field(default_factory=dict)
     last_good: float | None = None
     polls: int = 0
+    # Loss evidence (collectors.model.loss): per partition the leadership and committed offset last known for
+    # sure, and the losses found recently (the alerts stay open `loss_alert_hold_s` after one).
+    epoch_watch: dict[tuple[str, int], EpochWatch] = field(default_factory=dict)
+    recent_losses: list[LossRecord] = field(default_factory=list)
 
     def history(self, key: tuple[str, int]) -> OffsetHistory:
         h = self.hw_history.get(key)
@@ -54,7 +60,8 @@ class ClusterState:
     def prune(self, partitions: set[tuple[str, int]], group_partitions: set[tuple[str, str, int]]) -> None:
         """Forget what no longer exists."""
         for d, keep in ((self.hw_history, partitions), (self.partition_view, partitions),
-                        (self.isr_changes, partitions), (self.commit_windows, group_partitions)):
+                        (self.isr_changes, partitions), (self.epoch_watch, partitions),
+                        (self.commit_windows, group_partitions)):
             if len(d) > len(keep) or any(k not in keep for k in d):
                 for k in [k for k in d if k not in keep]:
                     del d[k]

@@ -11,7 +11,10 @@ One file per cluster, ``<state_dir>/checkpoints/<safe cluster name>.zip``, publi
 * ``meta.json`` -- version, cluster, cluster id, save time, the small state (condition timers, producer
   epochs, transaction states, ZooKeeper/KRaft election memory, known brokers) and the open alerts;
 * ``partitions.arrow`` -- one row per partition: log-end history, leader/ISR view, ISR change times;
-* ``windows.arrow`` -- one row per group-partition: the commit window.
+* ``windows.arrow`` -- one row per group-partition: the commit window;
+* ``epochs.arrow`` -- one row per partition: the leader epoch, leader, ISR and highest high watermark last
+  known (`collectors.model.loss`), so a leader change during the downtime is still checked for truncation
+  (absent from older checkpoints: those partitions start being watched at the first poll).
 
 Arrow IPC with list columns keeps 100k partitions to one vectorised write, and unlike pickle a damaged or
 planted file cannot run code: loading validates and refuses (`CheckpointError`), and the caller starts
@@ -38,6 +41,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from collectors.model.lag import CommitWindow, OffsetHistory
+from collectors.model.loss import EpochWatch
 from collectors.model.records import AlertRecord, IncidentRecord
 from collectors.model.state import ClusterState
 from collectors.outputs.atomic import publish, remove_stale_temps
@@ -54,6 +58,10 @@ _PARTITIONS = pa.schema([
     ("topic", pa.string()), ("partition", pa.int32()),
     ("hw_offsets", pa.list_(pa.int64())), ("hw_times", pa.list_(pa.float64())),
     ("leader", pa.int32()), ("isr", pa.list_(pa.int32())), ("isr_changes", pa.list_(pa.float64())),
+])
+_EPOCHS = pa.schema([  # optional member (checkpoints from before the loss ledger have none)
+    ("topic", pa.string()), ("partition", pa.int32()), ("epoch", pa.int32()), ("leader", pa.int32()),
+    ("isr", pa.list_(pa.int32())), ("hw_max", pa.int64()), ("seen_at", pa.float64()),
 ])
 _WINDOWS = pa.schema([
     ("group_id", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
@@ -116,6 +124,17 @@ def _partitions_table(state: ClusterState) -> pa.Table:
     ], schema=_PARTITIONS)
 
 
+def _epochs_table(state: ClusterState) -> pa.Table:
+    keys = sorted(state.epoch_watch)
+    ws = [state.epoch_watch[k] for k in keys]
+    return pa.Table.from_arrays([
+        pa.array([k[0] for k in keys], pa.string()), pa.array([k[1] for k in keys], pa.int32()),
+        pa.array([w.epoch for w in ws], pa.int32()), pa.array([w.leader for w in ws], pa.int32()),
+        _list_column([array("i", w.isr) for w in ws], "i"), pa.array([w.hw_max for w in ws], pa.int64()),
+        pa.array([w.seen_at for w in ws], pa.float64()),
+    ], schema=_EPOCHS)
+
+
 def _windows_table(state: ClusterState) -> pa.Table:
     keys = sorted(state.commit_windows)
     raws = [state.commit_windows[k].raw() for k in keys]
@@ -160,7 +179,8 @@ def save_checkpoint(state_dir: Path, cp: Checkpoint) -> tuple[Path, int]:
     target.parent.mkdir(parents=True, exist_ok=True)
     members = [("meta.json", json.dumps(_meta(cp), separators=(",", ":"), allow_nan=False).encode()),
                ("partitions.arrow", _ipc_bytes(_partitions_table(cp.state))),
-               ("windows.arrow", _ipc_bytes(_windows_table(cp.state)))]
+               ("windows.arrow", _ipc_bytes(_windows_table(cp.state))),
+               ("epochs.arrow", _ipc_bytes(_epochs_table(cp.state)))]
 
     def write(f: Any) -> None:
         with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED) as z:  # members are compressed already
@@ -255,6 +275,14 @@ def _restore_state(meta: dict[str, Any], parts: pa.Table, windows: pa.Table, lag
     return st
 
 
+def _restore_epochs(st: ClusterState, epochs: pa.Table) -> None:
+    cols = [epochs.column(n).to_pylist() for n in ("topic", "partition", "epoch", "leader", "hw_max", "seen_at")]
+    for topic, part, epoch, leader, hw_max, seen_at, isr in zip(*cols, _rows(epochs.column("isr"), "i"), strict=True):
+        if topic is None or part is None or epoch is None or leader is None or seen_at is None:
+            raise CheckpointError("epochs.arrow has a row with missing fields")
+        st.epoch_watch[(topic, part)] = EpochWatch(int(epoch), int(leader), tuple(isr), hw_max, float(seen_at))
+
+
 def load_checkpoint(state_dir: Path, cluster: str, *, lag_points: int, window_size: int, now: float,
                     max_age_s: float) -> Checkpoint | None:
     """The cluster's checkpoint, resized to the current window settings; None when there is none.
@@ -292,6 +320,8 @@ def load_checkpoint(state_dir: Path, cluster: str, *, lag_points: int, window_si
             parts = _read_ipc(z, "partitions.arrow", _PARTITIONS)
             windows = _read_ipc(z, "windows.arrow", _WINDOWS)
             state = _restore_state(meta, parts, windows, lag_points, window_size)
+            if "epochs.arrow" in z.namelist():  # so a restart still sees a leader change it slept through
+                _restore_epochs(state, _read_ipc(z, "epochs.arrow", _EPOCHS))
             alerts = [AlertRecord(**a) for a in meta["alerts"]]
             for a in alerts:
                 if a.cluster != cluster or a.resolved_at is not None:

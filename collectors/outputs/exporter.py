@@ -71,6 +71,9 @@ class SnapshotCollector(Collector):
         self._lock = threading.Lock()
         self._snapshots: dict[str, ClusterSnapshot] = {}
         self._polls: dict[str, int] = defaultdict(int)
+        # loss evidence since start: (cluster, topic, kind) -> messages, (cluster, kind) -> events
+        self._lost: dict[tuple[str, str, str], int] = defaultdict(int)
+        self._loss_events: dict[tuple[str, str], int] = defaultdict(int)
         self.history_error: bool = False
 
     def update(self, snapshots: Iterable[ClusterSnapshot]) -> None:
@@ -78,6 +81,10 @@ class SnapshotCollector(Collector):
             for s in snapshots:
                 self._snapshots[s.cluster] = s  # a cluster's new snapshot replaces everything about it
                 self._polls[s.cluster] += 1
+                for x in s.losses:
+                    self._loss_events[(s.cluster, x.kind)] += 1
+                    if x.messages is not None and x.topic is not None:
+                        self._lost[(s.cluster, x.topic, x.kind)] += x.messages
 
     def describe(self) -> list[Metric]:
         return []  # dynamic: do not let the registry call collect() at registration
@@ -123,9 +130,14 @@ class SnapshotCollector(Collector):
         with self._lock:
             snaps = list(self._snapshots.values())
             polls = dict(self._polls)
+            lost, loss_events = dict(self._lost), dict(self._loss_events)
         now = self._clock()
         for s in snaps:
             self._cluster(s, g, polls.get(s.cluster, 0), now)
+        for (c, topic, kind), n in sorted(lost.items()):
+            g("kafka_monitor_messages_lost").add_metric((c, topic, kind), float(n))
+        for (c, kind), n in sorted(loss_events.items()):
+            g("kafka_monitor_loss_events").add_metric((c, kind), float(n))
 
     def _cluster(self, s: ClusterSnapshot, g: Family, polls: int, now: float) -> None:
         c = s.cluster

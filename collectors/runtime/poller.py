@@ -116,7 +116,7 @@ class ClusterPoller:
 
     def _observe_kafka(self, now: float) -> KafkaObservation:
         try:
-            return self.kafka.observe(now)
+            return self.kafka.observe(now, self.state.epoch_watch)
         except Exception as e:  # an adapter bug must not take the monitor down
             log.exception("cluster %s: Kafka observation failed", self.name)
             obs = KafkaObservation(time=now, reachable=False)

@@ -34,7 +34,7 @@ import concurrent.futures
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from kafka.protocol.admin import (
@@ -45,9 +45,10 @@ from kafka.protocol.admin import (
     ListGroupsRequest,
     ListTransactionsRequest,
 )
-from kafka.protocol.consumer import ListOffsetsRequest, OffsetFetchRequest
+from kafka.protocol.consumer import ListOffsetsRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
+from collectors.model.loss import EpochQuestion, EpochWatch, epoch_questions
 from collectors.model.observations import KafkaObservation, PartitionMeta, QuorumReplica
 from collectors.sources.limiter import RequestLimiter
 
@@ -122,7 +123,10 @@ class KafkaAdapter:
             self._configs_pool = None
 
     # ----------------------------------------------------------------- the poll
-    def observe(self, now: float | None = None) -> KafkaObservation:
+    def observe(self, now: float | None = None,
+                epochs: Mapping[tuple[str, int], EpochWatch] | None = None) -> KafkaObservation:
+        """One poll's observation. `epochs`: the leader epochs last known per partition; where one moved, the
+        current leader is asked where the old epoch ends in its log (`collectors.model.loss`)."""
         obs = KafkaObservation(time=now if now is not None else time.time())
         try:
             kp = self._kp()
@@ -137,6 +141,8 @@ class KafkaAdapter:
             return obs
         ck_configs = self._start_configs(obs)
         self._offsets_and_listings(kp, obs)
+        if epochs:
+            self._epoch_end_offsets(kp, obs, epoch_questions(obs.partitions, epochs))
         self._groups_and_transactions(kp, obs)
         self._producers(kp, obs)
         self._finish_configs(ck_configs, obs)
@@ -238,6 +244,34 @@ class KafkaAdapter:
                         continue  # connect workers and other group types have no offsets to lag
                     obs.groups[g.group_id] = {"state": getattr(g, "group_state", None) or "Unknown", "members": 0,
                                               "coordinator": node, "protocol_type": g.protocol_type}
+
+    def _epoch_end_offsets(self, kp: Any, obs: KafkaObservation, questions: list[EpochQuestion]) -> None:
+        """OffsetForLeaderEpoch (as a consumer, replica id -1: KIP-320) to each asked partition's leader.
+
+        A failed answer leaves the partition out: `collectors.model.loss.settle` asks again next poll. Not a
+        stale section: nothing shown is out of date, the evidence is only late."""
+        if not questions:
+            return
+        by_leader: dict[int, list[EpochQuestion]] = defaultdict(list)
+        for q in questions:
+            by_leader[q.leader].append(q)
+        requests = []
+        for leader, qs in sorted(by_leader.items()):
+            topics: dict[str, list[Any]] = defaultdict(list)
+            for q in qs:
+                topics[q.topic].append(OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition(
+                    partition=q.partition, current_leader_epoch=q.current_epoch, leader_epoch=q.epoch))
+            requests.append((leader, OffsetForLeaderEpochRequest(
+                replica_id=-1, topics=[OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=t, partitions=ps)
+                                       for t, ps in topics.items()])))
+        for (leader, _), out in zip(requests, kp.send_many(requests), strict=True):
+            if not out.ok:
+                log.info("OffsetForLeaderEpoch to broker %s failed: %s", leader, type(out.error).__name__)
+                continue
+            for t in out.response.topics:
+                for p in t.partitions:
+                    if p.error_code == 0 and p.end_offset >= 0:
+                        obs.epoch_end_offsets[(t.topic, p.partition)] = (p.leader_epoch, p.end_offset)
 
     def _parse_quorum(self, out: Any, obs: KafkaObservation) -> None:
         if not out.ok:

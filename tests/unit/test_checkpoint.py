@@ -73,13 +73,14 @@ def as_plain(st: ClusterState) -> dict[str, Any]:
         "scalars": (st.zk_controller, st.zk_leader_epoch, st.zk_election_at, st.kraft_leader, st.kraft_election_at,
                     st.last_good, st.polls),
         "brokers": dict(st.known_brokers), "configs": (st.topic_configs, st.broker_configs),
+        "leader_epochs": dict(st.epoch_watch),
     }
 
 
 def test_round_trip_restores_every_piece_of_memory(tmp_path: Path) -> None:
     state, alerts = busy_state()
     assert state.hw_history and state.commit_windows and state.isr_changes and alerts  # the input is not trivial
-    assert state.topic_configs and state.broker_configs
+    assert state.topic_configs and state.broker_configs and state.epoch_watch
     path = save(tmp_path, state, alerts)
     assert path == checkpoint_path(tmp_path, "prod") and path.stat().st_size > 0
     cp = load(tmp_path)
@@ -273,3 +274,19 @@ def test_a_failed_save_leaves_the_previous_checkpoint(tmp_path: Path, monkeypatc
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temp file left behind
     cp = load(tmp_path)
     assert cp is not None and cp.saved_at == T0 + 300
+
+
+def test_a_checkpoint_from_before_the_loss_ledger_loads_without_epoch_watches(tmp_path: Path) -> None:
+    """Older checkpoints have no epochs.arrow: they load, and the partitions are watched from the first poll."""
+    import zipfile
+
+    state, alerts = busy_state(polls=2, partitions=200, groups=2)
+    path = save(tmp_path, state, alerts)
+    old = tmp_path / "old.zip"
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(old, "w") as dst:
+        for name in src.namelist():
+            if name != "epochs.arrow":
+                dst.writestr(name, src.read(name))
+    old.replace(path)
+    cp = load(tmp_path)
+    assert cp is not None and cp.state.epoch_watch == {} and cp.state.hw_history

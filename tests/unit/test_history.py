@@ -25,6 +25,7 @@ from collectors.model.records import (
     GroupRecord,
     IncidentRecord,
     KRaftVoterRecord,
+    LossRecord,
     PartitionChangeRecord,
     PartitionRecord,
     ProducerRecord,
@@ -145,7 +146,10 @@ def test_rows_per_table_from_a_snapshot() -> None:
 def test_flush_writes_one_file_per_table_and_date(tmp_path: Path) -> None:
     w = HistoryWriter(tmp_path, partition_detail=True, clock=lambda: T0)
     opened, resolved = opened_resolved()
-    w.add(PollResult(full_snapshot(T0), opened, resolved, incident_events(T0)))
+    first = full_snapshot(T0)
+    first.losses = [LossRecord("c1", T0, "truncation", "orders", 3, 1_240, "high watermark 50,000 ...", 1, 2, 5, 7,
+                               True)]
+    w.add(PollResult(first, opened, resolved, incident_events(T0)))
     w.add(PollResult(full_snapshot(T0 + 60)))
     w.add(PollResult(full_snapshot(T0 + DAY)))
     assert w.buffered_rows > 0 and not list(tmp_path.rglob("*.parquet"))
@@ -153,7 +157,7 @@ def test_flush_writes_one_file_per_table_and_date(tmp_path: Path) -> None:
     assert set(list_tables(tmp_path)) == set(TABLES)
     for table in TABLES:
         days = {p.parent.name for p in files_in(tmp_path, table)}
-        events = table in ("alert_events", "incident_events")
+        events = table in ("alert_events", "incident_events", "loss_events")
         expected = {"date=2023-11-15"} if events else {"date=2023-11-15", "date=2023-11-16"}
         assert days == expected, table
         assert len(files_in(tmp_path, table)) == len(expected), table
@@ -164,7 +168,10 @@ def test_flush_writes_one_file_per_table_and_date(tmp_path: Path) -> None:
     meta = pq.read_schema(files_in(tmp_path, "cluster")[0]).metadata
     assert meta[b"kmon.history_schema_version"] == str(HISTORY_SCHEMA_VERSION).encode()
     assert w.flush()  # nothing buffered: no new files
-    assert len(list(tmp_path.rglob("*.parquet"))) == 2 * len(TABLES) - 2  # the two event tables: one day each
+    assert len(list(tmp_path.rglob("*.parquet"))) == 2 * len(TABLES) - 3  # the three event tables: one day each
+    loss = read_table(tmp_path, "loss_events").to_dict("records")
+    assert [(x["kind"], x["topic"], x["partition"], x["messages"], x["epoch_after"], x["unclean_enabled"])
+            for x in loss] == [("truncation", "orders", 3, 1_240, 7, True)]
 
 
 def test_read_table_round_trips_values(tmp_path: Path) -> None:

@@ -85,6 +85,10 @@ def snapshot_columns(snap: ClusterSnapshot, opened: Sequence[AlertRecord] = (),
         out["alert_events"] = cols
     if incident_events:
         out["incident_events"] = _incident_events(incident_events)
+    if snap.losses:
+        cols = _fields(snap.losses, ("time", *_schema_fields("loss_events")))
+        cols["cluster"] = [x.cluster for x in snap.losses]  # events carry their own time
+        out["loss_events"] = cols
     return out
 
 

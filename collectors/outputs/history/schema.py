@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-HISTORY_SCHEMA_VERSION = 2
+HISTORY_SCHEMA_VERSION = 3
 """Version of the history tables' schema (``schema_version`` column and ``kmon.history_schema_version``)."""
 
 DEFAULT_MAX_BUFFER_ROWS = 1_000_000
@@ -84,6 +84,10 @@ TABLES: dict[str, pa.Schema] = {
         ("resolved_at", _F64), ("alerts", _I32), ("members", _S), ("brokers", _LI32), ("partitions", _I32),
         ("topics", _I32), ("offline", _I32), ("under_min_isr", _I32), ("at_min_isr", _I32),
         ("unclean_topics", _I32), ("consequences", _LS)),
+    "loss_events": _schema(  # version 3: evidence of lost data (collectors.model.loss), the ledger
+        ("kind", _S), ("topic", _S), ("partition", _I32), ("group_id", _S), ("transactional_id", _S),
+        ("messages", _I64), ("evidence", _S), ("leader_before", _I32), ("leader_after", _I32),
+        ("epoch_before", _I32), ("epoch_after", _I32), ("unclean_enabled", _B)),
     "alert_events": _schema(
         ("event", _S), ("rule", _S), ("severity", _S), ("subject", _S), ("summary", _S), ("first_seen", _F64),
         ("last_seen", _F64), ("resolved_at", _F64), ("value", _F64)),

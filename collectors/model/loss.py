@@ -1,0 +1,115 @@
+"""Evidence of lost data on a partition: truncation after a leader change, and unclean elections.
+
+Everything else the monitor reports is risk; this module reports what the protocol lets us *prove* happened.
+
+**Truncation.** Kafka keeps, per replica, which leader epoch wrote which offsets (the leader epoch cache,
+KIP-101). When the leader changes, the new leader's log is the truth; a consumer (or a monitor) can ask it with
+OffsetForLeaderEpoch (KIP-320, the consumer's own truncation check) where the epoch the *old* leader wrote in
+ends in the new leader's log. If that end offset is below the highest high watermark we saw under the old
+epoch, the messages between them were committed (below a high watermark: acknowledged to acks=all producers
+and readable by consumers) and are gone: ``lost = high watermark we saw - end offset``. It is a lower bound —
+anything committed after our last look is unknown to us — and it is exact when we looked just before.
+
+Why not the high watermark alone: right after a normal leader change the new leader's high watermark can be
+briefly lower than the old one until the followers fetch again (KIP-207), and with producers still writing it
+climbs back past the old maximum within seconds even after a real truncation. The epoch's end offset in the
+new leader's log does neither: it is where the old epoch's data ends, for good.
+
+**Unclean election.** A new leader that was not in the last ISR we saw for the partition. Between two polls an
+ISR can grow and the leader then move cleanly to the replica that joined, so this names what we saw ("not in
+the ISR seen 10 s earlier"); a truncation on the same change is the proof.
+
+The functions are pure: `epoch_questions` says which partitions to ask about (the adapter asks their current
+leaders), `settle` turns the answers into `LossRecord`s and moves each partition's `EpochWatch` forward. A
+partition whose new leader could not answer keeps its old watch and is asked again next poll.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from collectors.model.observations import PartitionMeta
+from collectors.model.records import LossRecord
+
+TRUNCATION, UNCLEAN_ELECTION = "truncation", "unclean_election"
+PartitionKey = tuple[str, int]
+
+
+@dataclass(slots=True)
+class EpochWatch:
+    """What we last knew for sure about one partition's leadership and how far its log was committed."""
+
+    epoch: int
+    leader: int
+    isr: tuple[int, ...]
+    hw_max: int | None  # the highest high watermark seen under `epoch`
+    seen_at: float  # when `isr` was last seen
+
+
+@dataclass(frozen=True, slots=True)
+class EpochQuestion:
+    """Ask `leader` (the partition's current leader) where `epoch` ends in its log."""
+
+    topic: str
+    partition: int
+    leader: int
+    epoch: int
+    current_epoch: int
+
+
+def epoch_questions(partitions: Iterable[PartitionMeta], watches: Mapping[PartitionKey, EpochWatch]
+                    ) -> list[EpochQuestion]:
+    """Partitions whose leader epoch moved since the watch and that have a leader to ask."""
+    out = []
+    for p in partitions:
+        w = watches.get((p.topic, p.partition))
+        if w is not None and p.leader_epoch is not None and p.leader_epoch > w.epoch and p.leader >= 0:
+            out.append(EpochQuestion(p.topic, p.partition, p.leader, w.epoch, p.leader_epoch))
+    return out
+
+
+def settle(cluster: str, partitions: Iterable[PartitionMeta], high_watermarks: Mapping[PartitionKey, int],
+           answers: Mapping[PartitionKey, tuple[int, int]], watches: dict[PartitionKey, EpochWatch],
+           unclean_topics: set[str], now: float) -> list[LossRecord]:
+    """This poll's evidence of loss, updating `watches` in place.
+
+    `answers` maps a partition to (epoch, end offset) as its current leader answered the `EpochQuestion`
+    (KIP-320's semantics: the largest epoch <= the one asked, and where it ends); a partition with a moved
+    epoch and no answer (no leader yet, request failed) keeps its watch unchanged until one comes.
+    """
+    losses: list[LossRecord] = []
+    for p in partitions:
+        key = (p.topic, p.partition)
+        hw = high_watermarks.get(key)
+        w = watches.get(key)
+        if p.leader_epoch is None:
+            continue
+        if w is None:
+            if p.leader >= 0:
+                watches[key] = EpochWatch(p.leader_epoch, p.leader, tuple(p.isr), hw, now)
+            continue
+        if p.leader_epoch <= w.epoch:  # same leadership: remember how far it committed, and its ISR
+            if hw is not None and (w.hw_max is None or hw > w.hw_max):
+                w.hw_max = hw
+            if p.leader >= 0:
+                w.isr, w.seen_at = tuple(p.isr), now
+            continue
+        if p.leader < 0 or key not in answers:
+            continue  # ask again when it has a leader that answers
+        unclean = p.topic in unclean_topics
+        if p.leader != w.leader and p.leader not in w.isr:
+            losses.append(LossRecord(
+                cluster, now, UNCLEAN_ELECTION, p.topic, p.partition, None,
+                f"leader {w.leader} (epoch {w.epoch}) -> {p.leader} (epoch {p.leader_epoch}), which was not in "
+                f"the ISR {list(w.isr)} seen {now - w.seen_at:.0f}s earlier", w.leader, p.leader, w.epoch,
+                p.leader_epoch, unclean))
+        _, end = answers[key]
+        if w.hw_max is not None and 0 <= end < w.hw_max:
+            losses.append(LossRecord(
+                cluster, now, TRUNCATION, p.topic, p.partition, w.hw_max - end,
+                f"high watermark {w.hw_max:,} under epoch {w.epoch} (leader {w.leader}); the new leader "
+                f"{p.leader} (epoch {p.leader_epoch}) ends that epoch at offset {end:,}", w.leader, p.leader,
+                w.epoch, p.leader_epoch, unclean))
+        watches[key] = EpochWatch(p.leader_epoch, p.leader, tuple(p.isr), hw, now)
+    return losses

@@ -1,0 +1,112 @@
+"""collectors.model.loss: truncation is proven by where the new leader ends the old epoch, never by a dip."""
+
+from __future__ import annotations
+
+from collectors.model.loss import EpochWatch, epoch_questions, settle
+from collectors.model.observations import PartitionMeta
+
+T = 1_800_000_000.0
+
+
+def meta(epoch: int | None, leader: int, isr: list[int], replicas: tuple[int, ...] = (1, 2, 3)) -> PartitionMeta:
+    return PartitionMeta("orders", 3, leader, epoch, list(replicas), isr, [])
+
+
+def run(watches: dict, p: PartitionMeta, hw: int | None, answer: tuple[int, int] | None = None,
+        unclean: bool = False, now: float = T) -> list:
+    hws = {} if hw is None else {("orders", 3): hw}
+    answers = {} if answer is None else {("orders", 3): answer}
+    return settle("c", [p], hws, answers, watches, {"orders"} if unclean else set(), now)
+
+
+def test_first_sight_only_starts_watching() -> None:
+    """Page on what you saw happen: a partition first seen after an old unclean election is not a loss."""
+    w: dict = {}
+    assert run(w, meta(7, 2, [2]), 48_800) == []
+    assert w[("orders", 3)] == EpochWatch(7, 2, (2,), 48_800, T)
+    assert epoch_questions([meta(7, 2, [2])], w) == []
+
+
+def test_same_epoch_tracks_the_highest_watermark_and_the_isr() -> None:
+    w: dict = {}
+    run(w, meta(5, 1, [1, 2, 3]), 1_000)
+    run(w, meta(5, 1, [1, 2]), 1_200, now=T + 10)
+    run(w, meta(5, 1, [1, 2]), 900, now=T + 20)  # a lower answer (another replica's view) never lowers the max
+    assert w[("orders", 3)] == EpochWatch(5, 1, (1, 2), 1_200, T + 20)
+
+
+def test_unclean_election_with_truncation_is_two_records_with_the_numbers() -> None:
+    w: dict = {}
+    run(w, meta(5, 1, [1, 2, 3]), 49_000)
+    run(w, meta(5, 1, [1]), 50_000, now=T + 10)  # 2 and 3 fell out of the ISR
+    p = meta(7, 2, [2])  # 1 died; 2 took over (epoch 6 was the offline one)
+    assert epoch_questions([p], w)[0].epoch == 5 and epoch_questions([p], w)[0].leader == 2
+    out = run(w, p, 48_900, answer=(5, 48_800), unclean=True, now=T + 20)
+    assert [(x.kind, x.messages, x.leader_before, x.leader_after, x.epoch_before, x.epoch_after, x.unclean_enabled)
+            for x in out] == [("unclean_election", None, 1, 2, 5, 7, True), ("truncation", 1_200, 1, 2, 5, 7, True)]
+    assert "50,000" in out[1].evidence and "48,800" in out[1].evidence
+    assert w[("orders", 3)] == EpochWatch(7, 2, (2,), 48_900, T + 20)  # watching the new epoch
+
+
+def test_a_clean_leader_change_with_a_dip_is_no_loss() -> None:
+    """KIP-207: the new leader's high watermark can read lower for a moment; its log has the whole old epoch."""
+    w: dict = {}
+    run(w, meta(5, 1, [1, 2, 3]), 50_000)
+    out = run(w, meta(6, 2, [2, 3]), 49_700, answer=(5, 50_000), now=T + 10)
+    assert out == []
+    assert w[("orders", 3)].epoch == 6
+
+
+def test_a_moved_epoch_without_an_answer_is_asked_again() -> None:
+    w: dict = {}
+    run(w, meta(5, 1, [1, 2, 3]), 50_000)
+    assert run(w, meta(6, -1, [1]), None, now=T + 10) == []  # offline: nobody to ask
+    assert w[("orders", 3)].epoch == 5
+    assert epoch_questions([meta(6, -1, [1])], w) == []
+    assert run(w, meta(7, 2, [2]), 49_000, now=T + 20) == []  # a leader, but its answer failed
+    assert w[("orders", 3)].epoch == 5 and len(epoch_questions([meta(7, 2, [2])], w)) == 1
+    out = run(w, meta(7, 2, [2]), 49_000, answer=(5, 48_000), now=T + 30)
+    # 2 was in the last ISR we saw (1, 2, 3): not called unclean; the truncation is proven all the same
+    assert [(x.kind, x.messages) for x in out] == [("truncation", 2_000)]
+
+
+def test_the_same_leader_again_is_not_unclean() -> None:
+    w: dict = {}
+    run(w, meta(5, 1, [1]), 10)
+    out = run(w, meta(6, 1, [1]), 10, answer=(5, 10), now=T + 5)
+    assert out == []
+
+
+def test_an_epoch_older_than_the_cache_or_no_watermark_proves_nothing() -> None:
+    w: dict = {}
+    run(w, meta(5, 1, [1, 2]), None)  # the offsets section failed: no high watermark known
+    assert run(w, meta(6, 2, [2]), 100, answer=(5, 0), now=T + 5) == []
+    w2: dict = {}
+    run(w2, meta(5, 1, [1, 2]), 100)
+    assert run(w2, meta(6, 2, [2]), 100, answer=(-1, -1), now=T + 5) == []
+
+
+def test_sandbox_epoch_cache_answers_as_kafkas_leader_epoch_file_cache() -> None:
+    """The sandbox's ground truth for OffsetForLeaderEpoch: end of an epoch = start of the next one in the
+    leader's log; a new leader drops epochs that start beyond its log end; unknown old epochs are (-1, -1)."""
+    from sandbox.topology import Partition
+
+    p = Partition("t", 0, [1, 2], 1, isr=[1, 2])
+    p.leo = {1: 500.0, 2: 500.0}
+    p.epoch_starts, p.leader_epoch = [(3, 100)], 3
+    assert p.epoch_end(2) == (-1, -1)
+    assert p.epoch_end(3) == (3, 500)  # the latest epoch ends at the log end
+    p.leader = 2
+    p.bump_epoch()  # clean: 2 has everything
+    assert p.epoch_starts == [(3, 100), (4, 500)] and p.epoch_end(3) == (3, 500)
+    p.leo = {1: 800.0, 2: 650.0}
+    p.leader = -1
+    p.bump_epoch()  # offline: no leader, no entry
+    p.leader = 1
+    p.leo[1] = 620.0  # what 1 holds of the tail (it was behind)
+    p.bump_epoch()
+    assert p.epoch_starts == [(3, 100), (4, 500), (6, 620)]
+    assert p.epoch_end(4) == (4, 620) and p.epoch_end(5) == (4, 620)  # 5 was never written: floor is 4
+    p.leader, p.leo[2] = 2, 550.0
+    p.bump_epoch()  # 2 ends below where epoch 6 started: that entry is not in its log
+    assert p.epoch_starts == [(3, 100), (4, 500), (7, 550)] and p.epoch_end(6) == (4, 550)
