@@ -166,9 +166,11 @@ def groups(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now
                             g.lag_seconds_max)
         lost = [p for p in parts if p.below_log_start]
         if lost:
+            skipped = sum((p.log_start_offset or 0) - (p.committed_offset or 0) for p in lost)
             yield Candidate("retention_data_loss", CRITICAL, g.group_id,
-                            f"group {g.group_id}: retention deleted unread messages on "
-                            f"{', '.join(_tp(p.topic, p.partition) for p in lost[:5])}", float(len(lost)))
+                            f"group {g.group_id}: retention deleted {skipped:,} unread messages on "
+                            f"{', '.join(_tp(p.topic, p.partition) for p in lost[:5])}"
+                            f"{' …' if len(lost) > 5 else ''}", float(skipped))
         at_risk = [p for p in parts if not p.below_log_start and p.seconds_to_retention is not None
                    and p.lag and p.seconds_to_retention < th.retention_risk_s]
         if at_risk:
@@ -273,8 +275,12 @@ def losses(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now
     the subject; a partition truncated twice in that time says how many messages in all."""
     latest: dict[tuple[str, str], LossRecord] = {}
     lost: dict[str, int] = {}
+    read_gone: dict[str, list[LossRecord]] = {}
     for x in st.recent_losses:
         if x.cluster != s.cluster or now - x.time >= th.loss_alert_hold_s:
+            continue
+        if x.kind == "offset_beyond_log_end" and x.group_id is not None:
+            read_gone.setdefault(x.group_id, []).append(x)
             continue
         rule = LOSS_RULES.get(x.kind)
         if rule is None:
@@ -291,6 +297,15 @@ def losses(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now
         else:
             yield Candidate("unclean_election", CRITICAL, subject, f"{subject}: unclean election {when}{unclean}: "
                             f"{x.evidence}", float(x.epoch_after) if x.epoch_after is not None else None)
+
+
+    for gid, xs in sorted(read_gone.items()):
+        n = sum(x.messages or 0 for x in xs)
+        where = sorted({x.subject for x in xs})
+        yield Candidate("offset_beyond_log_end", CRITICAL, gid,
+                        f"group {gid} read {n:,} messages that a truncation removed ({', '.join(where[:5])}"
+                        f"{' …' if len(where) > 5 else ''}): its offsets are beyond where the log now ends, so "
+                        f"unless it is reset it skips as many new messages", float(n))
 
 
 LOSS_RULES = {"truncation": "data_truncated", "unclean_election": "unclean_election"}

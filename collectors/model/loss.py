@@ -19,6 +19,13 @@ new leader's log does neither: it is where the old epoch's data ends, for good.
 ISR can grow and the leader then move cleanly to the replica that joined, so this names what we saw ("not in
 the ISR seen 10 s earlier"); a truncation on the same change is the proof.
 
+**Consumers.** A committed offset below the log start: retention deleted messages the group never read
+(``log start - committed`` of them; recorded as it grows, so the ledger's sum is the total skipped; what is found
+at a group's first sight only sets the mark: `group_evidence`). A group that had committed past a proven
+truncation point read messages that are gone and, unless it resets, silently skips as many new ones written at
+those offsets (`truncated_readers`). Not evidence: a commit read above the high watermark of the same poll —
+the poll reads the high watermarks before the commits, and a consumer commits in between all the time.
+
 The functions are pure: `epoch_questions` says which partitions to ask about (the adapter asks their current
 leaders), `settle` turns the answers into `LossRecord`s and moves each partition's `EpochWatch` forward. A
 partition whose new leader could not answer keeps its old watch and is asked again next poll.
@@ -30,10 +37,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from collectors.model.observations import PartitionMeta
-from collectors.model.records import LossRecord
+from collectors.model.records import GroupPartitionRecord, LossRecord
 
 TRUNCATION, UNCLEAN_ELECTION = "truncation", "unclean_election"
+RETENTION_SKIPPED, BEYOND_LOG_END = "retention_skipped", "offset_beyond_log_end"
 PartitionKey = tuple[str, int]
+GroupKey = tuple[str, str, int]  # (group, topic, partition)
 
 
 @dataclass(slots=True)
@@ -110,6 +119,69 @@ def settle(cluster: str, partitions: Iterable[PartitionMeta], high_watermarks: M
                 cluster, now, TRUNCATION, p.topic, p.partition, w.hw_max - end,
                 f"high watermark {w.hw_max:,} under epoch {w.epoch} (leader {w.leader}); the new leader "
                 f"{p.leader} (epoch {p.leader_epoch}) ends that epoch at offset {end:,}", w.leader, p.leader,
-                w.epoch, p.leader_epoch, unclean))
+                w.epoch, p.leader_epoch, unclean, offset=end))
         watches[key] = EpochWatch(p.leader_epoch, p.leader, tuple(p.isr), hw, now)
     return losses
+
+
+@dataclass(slots=True)
+class GroupMark:
+    """Per group-partition: what the ledger already holds of the current episodes, and the last commit seen."""
+
+    skipped: int  # messages skipped below the log start, recorded
+    beyond: int  # messages read past a truncation point, recorded for the current episode (0: none)
+    committed: int  # the committed offset at the last poll
+
+
+def truncated_readers(truncations: Iterable[LossRecord], marks: dict[GroupKey, GroupMark]) -> list[LossRecord]:
+    """Groups that had consumed past a truncation point: they read messages that are now gone, and unless they
+    reset they skip as many new messages written at those offsets. Proven from the commit seen before the
+    leader change (however short the window in which the offset was beyond the log end)."""
+    out: list[LossRecord] = []
+    by_partition: dict[PartitionKey, list[tuple[str, GroupMark]]] = {}
+    for (gid, topic, part), mark in marks.items():
+        by_partition.setdefault((topic, part), []).append((gid, mark))
+    for t in truncations:
+        if t.kind != TRUNCATION or t.offset is None or t.topic is None or t.partition is None:
+            continue
+        for gid, mark in sorted(by_partition.get((t.topic, t.partition), [])):
+            if mark.committed > t.offset and not mark.beyond:
+                n = mark.committed - t.offset
+                mark.beyond = n
+                out.append(LossRecord(
+                    t.cluster, t.time, BEYOND_LOG_END, t.topic, t.partition, n,
+                    f"group {gid} had committed {mark.committed:,}; the truncation ended the log at {t.offset:,}: "
+                    f"it read {n:,} messages that are gone and, unless it resets, skips the {n:,} written in "
+                    f"their place", group_id=gid, offset=t.offset))
+    return out
+
+
+def group_evidence(cluster: str, group_partitions: Iterable[GroupPartitionRecord],
+                   marks: dict[GroupKey, GroupMark], now: float) -> list[LossRecord]:
+    """Messages a group skipped, seen happen this poll, updating `marks` in place.
+
+    A first sight sets the mark without a record. Group-partitions not in `group_partitions` are left alone
+    (the caller prunes what no longer exists).
+    """
+    out: list[LossRecord] = []
+    for gp in group_partitions:
+        key = (gp.group_id, gp.topic, gp.partition)
+        c, start, hw = gp.committed_offset, gp.log_start_offset, gp.high_watermark
+        if c is None:
+            continue
+        skipped = start - c if start is not None and 0 <= c < start else 0
+        beyond = c - hw if hw is not None and c > hw else 0
+        mark = marks.get(key)
+        if mark is None:
+            marks[key] = GroupMark(skipped, 0, c)
+            continue
+        recorded, recorded_beyond = mark.skipped, mark.beyond
+        mark.skipped, mark.committed = skipped, c
+        mark.beyond = recorded_beyond if beyond else 0  # an episode ends when the offset is back in the log
+        if skipped > recorded:
+            out.append(LossRecord(
+                cluster, now, RETENTION_SKIPPED, gp.topic, gp.partition, skipped - recorded,
+                f"group {gp.group_id} committed {c:,}, the log now starts at {start:,}: retention deleted "
+                f"{skipped:,} messages it never read" + (f" ({recorded:,} already counted)" if recorded else ""),
+                group_id=gp.group_id))
+    return out

@@ -298,6 +298,7 @@ class LossRecord:
     unclean_enabled: bool | None = None  # the topic's unclean.leader.election.enable at the time
     group_id: str | None = None
     transactional_id: str | None = None
+    offset: int | None = None  # truncation: where the log now ends the old epoch (the first offset lost)
 
     @property
     def subject(self) -> str:

@@ -21,7 +21,7 @@ from collectors.model.lag import (
     seconds_to_retention,
     worst_partition_status,
 )
-from collectors.model.loss import settle
+from collectors.model.loss import group_evidence, settle, truncated_readers
 from collectors.model.observations import KafkaObservation, ZkObservation
 from collectors.model.records import (
     BrokerRecord,
@@ -70,12 +70,16 @@ def build_snapshot(name: str, obs: KafkaObservation, zk: ZkObservation | None, s
     _brokers(snap, obs, zk, state, now)
     _carry_configs(obs, state)
     _partitions_and_topics(snap, obs, zk, state, now)
-    _losses(snap, obs, state, now)
     _groups(snap, obs, state, thresholds, now)
+    _losses(snap, obs, state, now)
     _transactions(snap, obs, state, now)
     _kraft(snap, obs, state, now)
     snap.stale = bool(snap.stale_sections)
-    state.prune({(p.topic, p.partition) for p in snap.partitions},
+    # What could not be read this poll is not gone: its memory (commit windows, epoch watches, ledger marks)
+    # is kept until a complete poll says it no longer exists.
+    stale = set(snap.stale_sections)
+    state.prune(None if "partitions" in stale else {(p.topic, p.partition) for p in snap.partitions},
+                None if stale & {"groups", "offsets"} else
                 {(g.group_id, g.topic, g.partition) for g in snap.group_partitions})
     state.polls += 1
     state.last_good = now
@@ -91,6 +95,8 @@ def _losses(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, n
     unclean = {t.topic for t in snap.topics if t.unclean_leader_election}
     snap.losses = settle(snap.cluster, obs.partitions, obs.high_watermark, obs.epoch_end_offsets,
                          state.epoch_watch, unclean, now)
+    snap.losses += truncated_readers(snap.losses, state.group_marks)  # from the commits seen before the change
+    snap.losses += group_evidence(snap.cluster, snap.group_partitions, state.group_marks, now)
     if snap.losses or state.recent_losses:
         kept = [x for x in state.recent_losses if now - x.time <= LOSS_MEMORY_S] + snap.losses
         state.recent_losses = kept[-LOSS_MEMORY_MAX:]

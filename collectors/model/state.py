@@ -13,7 +13,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from collectors.model.lag import CommitWindow, OffsetHistory
-from collectors.model.loss import EpochWatch
+from collectors.model.loss import EpochWatch, GroupMark
 from collectors.model.records import LossRecord
 
 
@@ -44,6 +44,8 @@ class ClusterState:
     # sure, and the losses found recently (the alerts stay open `loss_alert_hold_s` after one).
     epoch_watch: dict[tuple[str, int], EpochWatch] = field(default_factory=dict)
     recent_losses: list[LossRecord] = field(default_factory=list)
+    # per (group, topic, partition): messages skipped below the log start and past the log end already recorded
+    group_marks: dict[tuple[str, str, int], GroupMark] = field(default_factory=dict)
 
     def history(self, key: tuple[str, int]) -> OffsetHistory:
         h = self.hw_history.get(key)
@@ -57,11 +59,14 @@ class ClusterState:
             w = self.commit_windows[key] = CommitWindow(self.window_size)
         return w
 
-    def prune(self, partitions: set[tuple[str, int]], group_partitions: set[tuple[str, str, int]]) -> None:
-        """Forget what no longer exists."""
+    def prune(self, partitions: set[tuple[str, int]] | None,
+              group_partitions: set[tuple[str, str, int]] | None) -> None:
+        """Forget what no longer exists (None: that part of the poll was incomplete, forget nothing of it)."""
         for d, keep in ((self.hw_history, partitions), (self.partition_view, partitions),
                         (self.isr_changes, partitions), (self.epoch_watch, partitions),
-                        (self.commit_windows, group_partitions)):
+                        (self.commit_windows, group_partitions), (self.group_marks, group_partitions)):
+            if keep is None:
+                continue
             if len(d) > len(keep) or any(k not in keep for k in d):
                 for k in [k for k in d if k not in keep]:
                     del d[k]

@@ -11,6 +11,7 @@ import streamlit as st
 from dashboard import data, ui
 from dashboard.views import alerts as av
 from dashboard.views import incidents as iv
+from dashboard.views import losses as lv
 from dashboard.views import overview as ov
 from dashboard.views.alerts import target_url
 from dashboard.views.common import SEVERITY_STYLE, fmt_count
@@ -86,6 +87,27 @@ if ctx.docs:
                        f"Open alerts: {h['open alerts']} · Data: {h['data']}, as of "
                        f"{ctx.ts_html(doc.get('time'))} ({iv.data_age_text(doc.get('time'), ctx.newest)})",
                        unsafe_allow_html=True)
+
+    # ----- the loss ledger: evidence, not risk
+    week_start = ctx.ref - lv.WEEK_S
+    losses = ctx.history("loss_events", all_clusters=True, start=week_start)
+    covered = []
+    for name in ctx.docs:
+        polls = data.read_history(ctx.settings.history_dir, "cluster", week_start, None, [name], ["time"])
+        interval = data.poll_interval(ctx.settings, name, ctx.ref)
+        covered.append(f"{name}: " + lv.coverage_text(lv.coverage(polls["time"].tolist(), week_start, ctx.ref,
+                                                                   interval), interval))
+    with st.container(border=True, key="ov_data_lost"):
+        if losses.empty:
+            st.success("**No data lost** in the last 7 days, as far as the monitor saw — "
+                       + " · ".join(covered), icon=":material/verified:")
+        else:
+            st.error(f"**Data lost in the last 7 days:** {lv.headline(losses)}", icon=":material/error:")
+            with st.expander(f"The evidence: {len(losses)} ledger entr{'y' if len(losses) == 1 else 'ies'}"):
+                ui.table(ctx, lv.ledger_frame(losses), key="ov_ledger", height=min(36 * (len(losses) + 1) + 4, 400),
+                         config={"evidence": st.column_config.TextColumn("evidence", width="large"),
+                                 "messages": st.column_config.NumberColumn("messages", format="%d")})
+                st.caption("Coverage — " + " · ".join(covered))
 
     # ----- incidents
     incidents = iv.incident_rows(ctx.docs)

@@ -378,3 +378,37 @@ def test_auto_refresh_is_wired(env: Any, monkeypatch: pytest.MonkeyPatch) -> Non
     toggle = at.toggle(key="kmon_autorefresh")
     assert toggle.label == "Auto-refresh" and toggle.value is True
     assert any("Checked for new data" in str(c.value) for c in at.caption)
+
+
+def test_overview_says_data_lost_this_week_with_the_evidence(incident_env: dict[str, Any], tmp_path: Path) -> None:
+    """The ledger in the history: red with the count and the evidence one click down; without entries, green
+    with the coverage that makes the zero believable (a zero with gaps says so)."""
+    from collectors.model.records import ClusterSnapshot, LossRecord
+    from collectors.outputs.history import HistoryWriter
+    from collectors.runtime.poller import PollResult
+
+    now = float(incident_env["time"])
+    w = HistoryWriter(tmp_path / "history", flush_interval_s=0, retention_days=None)
+    for k in range(5):  # five polls an hour apart, then a gap of more than a day
+        w.add(PollResult(ClusterSnapshot(cluster=incident_env["cluster"], time=now - 30 * 3600 - k * 3600)))
+    w.add(PollResult(ClusterSnapshot(cluster=incident_env["cluster"], time=now - 60)))
+    w.flush()
+    at = run_page("overview")
+    ok = next(s for s in at.success if "No data lost" in str(s.value))
+    assert "polls: 6 of 168 expected every 1h 00m (4%)" in str(ok.value) and "gaps" in str(ok.value)
+
+    snap = ClusterSnapshot(cluster=incident_env["cluster"], time=now - 120)
+    snap.losses = [LossRecord(snap.cluster, now - 120, "truncation", "orders", 3, 1_240,
+                              "high watermark 50,000 under epoch 5 (leader 1); the new leader 2 (epoch 7) ends that "
+                              "epoch at offset 48,760", 1, 2, 5, 7, True, offset=48_760),
+                   LossRecord(snap.cluster, now - 120, "unclean_election", "orders", 3, None, "leader 1 -> 2", 1, 2,
+                              5, 7, True)]
+    w.add(PollResult(snap))
+    w.flush()
+    at = run_page("overview")
+    lost = next(e for e in at.error if "Data lost" in str(e.value))
+    assert "1,240 messages truncated after a leader change (orders)" in str(lost.value)
+    assert "1 unclean election" in str(lost.value)
+    ledger = frame_with(at, "evidence")
+    assert sorted(ledger["kind"]) == ["truncated after a leader change", "unclean election"]
+    assert ["orders-3", 1240] in ledger[["subject", "messages"]].values.tolist()

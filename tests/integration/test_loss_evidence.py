@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -65,10 +66,20 @@ def test_unclean_election_truncation_is_reported_with_the_models_exact_loss(sb: 
         before = poll(poller, sb)
         hw = next(p.high_watermark for p in before.snapshot.partitions if p.topic == "ledger")
         epoch = next(p.leader_epoch for p in before.snapshot.partitions if p.topic == "ledger")
+        committed_before = next(g.committed_offset for g in before.snapshot.group_partitions
+                                if (g.group_id, g.topic) == ("billing", "ledger"))
         sb.call(lambda c: c.crash_broker(1))
+        sb.advance_to(sb.clock.now())  # one tick at the frozen time: its listener closes, as a dead process's does
+    assert committed_before is not None and hw is not None
     seen: list[tuple[str, str, int | None]] = []
-    r = poll_until(poller, sb, lambda r: (seen.extend(losses_of(r)), alert(r, "data_truncated", "ledger-0"))[1]
-                   is not None, timeout=60)
+    seen_with_poll: list[Any] = []
+
+    def until_truncated(r: Any) -> bool:
+        seen.extend(losses_of(r))
+        seen_with_poll.extend(r.snapshot.losses)
+        return alert(r, "data_truncated", "ledger-0") is not None
+
+    r = poll_until(poller, sb, until_truncated, timeout=60)
     truth = [UNCLEAN.search(w) for _, _, w in sb.call(lambda c: list(c.events))]
     leader, lost = next((int(m.group(1)), int(m.group(2))) for m in truth if m)
     assert leader == 2 and lost > 0
@@ -79,9 +90,17 @@ def test_unclean_election_truncation_is_reported_with_the_models_exact_loss(sb: 
     assert f"{hw:,}" in truncated.summary and "unclean election enabled" in truncated.summary
     unclean = alert(r, "unclean_election", "ledger-0")
     assert f"(epoch {epoch})" in unclean.summary and "-> 2" in unclean.summary
-    record = poller.state.recent_losses[-1]
+    record = next(x for x in poller.state.recent_losses if x.kind == "truncation")
     assert (record.kind, record.leader_before, record.leader_after, record.epoch_before) == ("truncation", 1, 2, epoch)
     assert record.epoch_after is not None and record.epoch_after > epoch and record.unclean_enabled
+    # billing had read ledger-0 past where the new leader's log now ends: it read messages that are gone and,
+    # unless it resets, skips as many new ones (its lag of 0 would say "fine"). Known from its last commit
+    # before the change, however briefly its offset was beyond the log end.
+    beyond = [x for x in seen_with_poll if x.kind == "offset_beyond_log_end"]
+    assert [(x.group_id, x.subject, x.offset) for x in beyond] == [("billing", "ledger-0", hw - lost)]
+    assert committed_before - (hw - lost) <= beyond[0].messages <= lost
+    read_gone = alert(r, "offset_beyond_log_end", "billing")
+    assert read_gone is not None and read_gone.value == beyond[0].messages
     # one cause: broker 1 is down, so the loss is part of its incident, not a second one
     broker = next(i for i in r.snapshot.incidents if i.kind == "broker")
     assert broker.members.get("data_truncated") == 1 and broker.members.get("unclean_election") == 1
@@ -110,3 +129,30 @@ def test_a_clean_leader_change_is_no_loss(sb: Sandbox, poller: ClusterPoller) ->
     assert alert(r, "data_truncated") is None and alert(r, "unclean_election") is None
     watched = {k[1]: w.epoch for k, w in poller.state.epoch_watch.items() if k[0] == "orders"}
     assert all(watched[p] > epochs[p] for p in epochs)  # the collector moved on to the new epochs
+
+
+def test_retention_deleting_unread_messages_is_counted_as_the_model_deleted_them(sb: Sandbox,
+                                                                                  poller: ClusterPoller) -> None:
+    """billing stops; orders' retention drops to 20 s: segments it never read are deleted. The messages the
+    ledger counts as skipped add up to the model's log start minus the group's commit, exactly."""
+    sb.call(lambda c: c.set_group_mode("billing", "stopped"))
+    poll(poller, sb)  # the group seen above the log start: what happens next is seen happen
+    sb.call(lambda c: c.set_topic_config("orders", "retention.ms", "20000"))
+    skipped: dict[str, int] = {}
+
+    def deleted_unread(r: object) -> bool:
+        for x in r.snapshot.losses:  # type: ignore[attr-defined]
+            if x.kind == "retention_skipped":
+                skipped[x.subject] = skipped.get(x.subject, 0) + (x.messages or 0)
+        return len(skipped) == 3
+
+    poll_until(poller, sb, deleted_unread, timeout=60)
+    with frozen(sb):
+        r = poll(poller, sb)
+        deleted_unread(r)
+        truth = sb.call(lambda c: {f"orders-{i}": c.partition("orders", i).log_start - c.groups["billing"].committed[
+            ("orders", i)] for i in range(3)})
+    assert all(v > 0 for v in truth.values())
+    assert skipped == truth
+    lost = alert(r, "retention_data_loss", "billing")
+    assert lost is not None and lost.value == sum(truth.values())

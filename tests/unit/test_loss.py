@@ -110,3 +110,52 @@ def test_sandbox_epoch_cache_answers_as_kafkas_leader_epoch_file_cache() -> None
     p.leader, p.leo[2] = 2, 550.0
     p.bump_epoch()  # 2 ends below where epoch 6 started: that entry is not in its log
     assert p.epoch_starts == [(3, 100), (4, 500), (7, 550)] and p.epoch_end(6) == (4, 550)
+
+
+def gp(committed: int, start: int | None, hw: int | None, group: str = "billing") -> object:
+    from collectors.model.records import GroupPartitionRecord
+
+    return GroupPartitionRecord("c", group, "orders", 3, committed, start, hw, hw, None, None, "OK")
+
+
+def test_retention_skips_are_recorded_as_they_grow_and_never_at_first_sight() -> None:
+    from collectors.model.loss import group_evidence
+
+    marks: dict = {}
+    assert group_evidence("c", [gp(100, 150, 900)], marks, T) == []  # found so: not seen happen
+    assert group_evidence("c", [gp(100, 150, 900)], marks, T + 10) == []  # nothing new
+    out = group_evidence("c", [gp(100, 180, 900)], marks, T + 20)  # retention deleted 30 more unread
+    assert [(x.kind, x.group_id, x.subject, x.messages) for x in out] == [
+        ("retention_skipped", "billing", "orders-3", 30)]
+    assert group_evidence("c", [gp(200, 180, 900)], marks, T + 30) == []  # caught up: the episode is over
+    out = group_evidence("c", [gp(200, 260, 900)], marks, T + 40)  # and falls behind again: a new episode
+    assert [x.messages for x in out] == [60]
+    w: dict = {}
+    group_evidence("c", [gp(500, 100, 900)], w, T)
+    assert [x.messages for x in group_evidence("c", [gp(500, 700, 900)], w, T + 10)] == [200]  # seen happen
+
+
+def test_a_commit_read_above_the_polls_high_watermark_is_not_evidence() -> None:
+    """The poll reads high watermarks before commits; a consumer that commits in between shows a commit above
+    the high watermark of the same poll. Only a proven truncation says a group read past the log end."""
+    from collectors.model.loss import group_evidence
+
+    marks: dict = {}
+    group_evidence("c", [gp(830, 0, 819)], marks, T)
+    assert group_evidence("c", [gp(845, 0, 840)], marks, T + 10) == []
+    assert marks[("billing", "orders", 3)].beyond == 0
+
+
+def test_groups_that_read_past_a_truncation_point_are_recorded_from_their_last_commit() -> None:
+    from collectors.model.loss import GroupMark, group_evidence, truncated_readers
+    from collectors.model.records import LossRecord
+
+    marks = {("billing", "orders", 3): GroupMark(0, 0, 49_990), ("late", "orders", 3): GroupMark(0, 0, 40_000),
+             ("other", "orders", 1): GroupMark(0, 0, 60_000)}
+    cut = LossRecord("c", T, "truncation", "orders", 3, 1_200, "...", 1, 2, 5, 7, True, offset=48_800)
+    out = truncated_readers([cut], marks)
+    assert [(x.kind, x.group_id, x.messages, x.offset) for x in out] == [
+        ("offset_beyond_log_end", "billing", 1_190, 48_800)]  # "late" had not read that far; orders-1 not cut
+    # the same poll sees billing's offset beyond the log end: already in the ledger, not twice
+    assert group_evidence("c", [gp(49_990, 0, 48_900)], marks, T) == []
+    assert group_evidence("c", [gp(49_990, 0, 50_000)], marks, T + 10) == []  # the log grew past it: over

@@ -270,3 +270,38 @@ def test_alerts_sorted_by_severity_then_age() -> None:
 def test_durability_posture(isr: int, min_isr: int, online: bool, write: int, loss: int) -> None:
     assert failures_before_write_stop(isr, min_isr, online) == write
     assert failures_before_data_loss(isr, online) == loss
+
+
+def test_retention_data_loss_says_how_many_messages() -> None:
+    from collectors.alerting.rules import groups as group_rules
+    from collectors.model.records import ClusterSnapshot, GroupPartitionRecord, GroupRecord
+    from collectors.model.state import ClusterState
+
+    s = ClusterSnapshot(cluster="c", time=NOW)
+    s.groups = [GroupRecord("c", "billing", "Stable", 1, 1, partitions=2, topics=["orders"])]
+    s.group_partitions = [
+        GroupPartitionRecord("c", "billing", "orders", 0, 100, 150, 900, 900, 800, None, "OK", below_log_start=True),
+        GroupPartitionRecord("c", "billing", "orders", 1, 830, 0, 819, 819, 0, None, "OK")]  # a commit race
+    got = {c.rule: c for c in group_rules(s, ClusterState(), {}, Thresholds(), NOW)}
+    assert got["retention_data_loss"].value == 50 and "50 unread messages" in got["retention_data_loss"].summary
+    assert "offset_beyond_log_end" not in got
+
+
+def test_loss_rules_come_from_the_ledger_and_expire() -> None:
+    from collectors.alerting.rules import losses
+    from collectors.model.records import ClusterSnapshot, LossRecord
+    from collectors.model.state import ClusterState
+
+    st = ClusterState()
+    st.recent_losses = [
+        LossRecord("c", NOW - 60, "truncation", "orders", 3, 1_200, "hw 50,000 ...", 1, 2, 5, 7, True, offset=48_800),
+        LossRecord("c", NOW - 60, "unclean_election", "orders", 3, None, "leader 1 -> 2", 1, 2, 5, 7, True),
+        LossRecord("c", NOW - 60, "offset_beyond_log_end", "orders", 3, 1_190, "...", group_id="billing",
+                   offset=48_800),
+        LossRecord("c", NOW - 7_200, "truncation", "old", 0, 5, "...", 1, 2, 1, 2, False, offset=1)]  # expired
+    got = {(c.rule, c.subject): c for c in losses(ClusterSnapshot(cluster="c", time=NOW), st, {}, Thresholds(), NOW)}
+    assert set(got) == {("data_truncated", "orders-3"), ("unclean_election", "orders-3"),
+                        ("offset_beyond_log_end", "billing")}
+    assert got[("data_truncated", "orders-3")].value == 1_200
+    assert got[("offset_beyond_log_end", "billing")].value == 1_190
+    assert all(c.severity == "critical" for c in got.values())

@@ -1,0 +1,89 @@
+"""The Overview's "Data lost" panel: the loss ledger of the last week, and how much of the week was watched.
+
+The ledger is the history's ``loss_events`` table (`docs/history-schema.md`): evidence, not risk. A week with
+no entry is believable only as far as the monitor was polling: `coverage` says how many polls it made against
+how many the interval asks for, and lists the gaps, so a zero with gaps says so.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from dashboard.views.common import fmt_count, fmt_duration, fmt_utc, is_missing
+
+WEEK_S = 7 * 86_400.0
+KIND_LABELS = {"truncation": "truncated after a leader change", "unclean_election": "unclean election",
+               "retention_skipped": "deleted unread by retention", "offset_beyond_log_end": "read past a truncation"}
+LEDGER_COLUMNS = ["time_utc", "cluster", "kind", "subject", "group", "messages", "evidence"]
+MESSAGE_KINDS = ("truncation", "retention_skipped")  # kinds whose counts are messages gone; the others explain
+
+
+@dataclass
+class Coverage:
+    polls: int
+    expected: int
+    gaps: list[tuple[float, float]] = field(default_factory=list)  # (from, to) longer than 3 poll intervals
+
+    @property
+    def share(self) -> float:
+        return min(1.0, self.polls / self.expected) if self.expected else 0.0
+
+
+def coverage(poll_times: list[float], start: float, end: float, interval: float) -> Coverage:
+    """Polls in [start, end) against what `interval` asks for, and the gaps (no poll for > 3 intervals,
+    the edges of the window included)."""
+    times = sorted(t for t in poll_times if start <= t < end)
+    expected = max(1, int((end - start) // interval)) if interval > 0 else 0
+    gaps = [(a, b) for a, b in itertools.pairwise([start, *times, end]) if b - a > 3 * interval]
+    return Coverage(len(times), expected, gaps)
+
+
+def ledger_frame(events: pd.DataFrame) -> pd.DataFrame:
+    """The ledger's rows, newest first, for a table."""
+    if events.empty:
+        return pd.DataFrame({c: pd.Series(dtype="object") for c in LEDGER_COLUMNS})
+    rows = []
+    for r in events.sort_values("time", ascending=False).to_dict("records"):
+        topic, part = r.get("topic"), r.get("partition")
+        subject = f"{topic}-{int(part)}" if not is_missing(topic) and not is_missing(part) else (topic or "")
+        rows.append({"time_utc": fmt_utc(r.get("time")), "cluster": r.get("cluster"),
+                     "kind": KIND_LABELS.get(str(r.get("kind")), r.get("kind")), "subject": subject,
+                     "group": r.get("group_id") if not is_missing(r.get("group_id")) else "",
+                     "messages": None if is_missing(r.get("messages")) else int(r["messages"]),
+                     "evidence": r.get("evidence")})
+    return pd.DataFrame(rows, columns=LEDGER_COLUMNS)
+
+
+def headline(events: pd.DataFrame) -> str:
+    """``1,240 messages truncated after a leader change (orders), 300 deleted unread by retention (billing)``."""
+    if events.empty:
+        return ""
+    parts = []
+    for kind in MESSAGE_KINDS:
+        rows = events[events["kind"] == kind]
+        if rows.empty:
+            continue
+        n = int(rows["messages"].fillna(0).sum())
+        who = sorted({str(x) for x in (rows["group_id"] if kind == "retention_skipped" else rows["topic"])
+                      if not is_missing(x)})
+        parts.append(f"{fmt_count(n)} messages {KIND_LABELS[kind]} ({', '.join(who[:3])}"
+                     f"{' …' if len(who) > 3 else ''})")
+    others = [k for k in ("unclean_election", "offset_beyond_log_end") if (events["kind"] == k).any()]
+    for kind in others:
+        n = int((events["kind"] == kind).sum())
+        parts.append(f"{n} {KIND_LABELS[kind]}" + ("s" if n > 1 and kind == "unclean_election" else ""))
+    return "; ".join(parts)
+
+
+def coverage_text(c: Coverage, interval: float) -> str:
+    """``polls: 20,160 of 20,160 expected (100%)`` and the gaps, if any."""
+    text = f"polls: {fmt_count(c.polls)} of {fmt_count(c.expected)} expected every {fmt_duration(interval)} " \
+           f"({c.share:.0%})"
+    if c.gaps:
+        longest = max(b - a for a, b in c.gaps)
+        text += f"; {len(c.gaps)} gap{'s' if len(c.gaps) > 1 else ''} (longest {fmt_duration(longest)}, from " \
+                f"{fmt_utc(max(c.gaps, key=lambda g: g[1] - g[0])[0])})"
+    return text

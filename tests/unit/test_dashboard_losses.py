@@ -1,0 +1,37 @@
+"""dashboard.views.losses: the week's ledger in words, and the coverage behind a zero."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from dashboard.views import losses as lv
+
+T = 1_800_000_000.0
+
+
+def test_coverage_counts_polls_and_lists_gaps_at_the_edges_too() -> None:
+    c = lv.coverage([T + 60 * k for k in range(10)] + [T + 3_000], T, T + 3_600, 60.0)
+    assert (c.polls, c.expected) == (11, 60)
+    assert c.gaps == [(T + 540, T + 3_000), (T + 3_000, T + 3_600)]
+    full = lv.coverage([T + 60 * k for k in range(60)], T, T + 3_600, 60.0)
+    assert full.share == 1.0 and full.gaps == []
+    assert "100%" in lv.coverage_text(full, 60.0) and "gap" not in lv.coverage_text(full, 60.0)
+    assert "2 gaps (longest 41m 00s" in lv.coverage_text(c, 60.0)
+
+
+def test_headline_counts_messages_by_kind_and_names_who() -> None:
+    events = pd.DataFrame([
+        {"time": T, "cluster": "c", "kind": "truncation", "topic": "orders", "partition": 3, "group_id": None,
+         "messages": 1_240, "evidence": "..."},
+        {"time": T, "cluster": "c", "kind": "unclean_election", "topic": "orders", "partition": 3,
+         "group_id": None, "messages": None, "evidence": "..."},
+        {"time": T + 5, "cluster": "c", "kind": "retention_skipped", "topic": "clicks", "partition": 0,
+         "group_id": "analytics", "messages": 300, "evidence": "..."},
+        {"time": T + 9, "cluster": "c", "kind": "retention_skipped", "topic": "clicks", "partition": 1,
+         "group_id": "analytics", "messages": 20, "evidence": "..."}])
+    assert lv.headline(events) == ("1,240 messages truncated after a leader change (orders); 320 messages deleted "
+                                   "unread by retention (analytics); 1 unclean election")
+    rows = lv.ledger_frame(events)
+    assert list(rows["subject"]) == ["clicks-1", "clicks-0", "orders-3", "orders-3"]  # newest first
+    assert rows["messages"].tolist()[:2] == [20, 300] and rows["group"].iloc[0] == "analytics"
+    assert lv.headline(pd.DataFrame()) == "" and list(lv.ledger_frame(pd.DataFrame()).columns) == lv.LEDGER_COLUMNS
