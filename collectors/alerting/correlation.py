@@ -51,7 +51,7 @@ PARTITION_SYMPTOMS = frozenset({"offline_partition", "under_min_isr", "at_min_is
 CONSENSUS_RULES = frozenset({"zk_quorum_lost", "zk_no_leader", "zk_multiple_leaders", "zk_node_not_serving",
                              "zk_follower_behind", "zk_leader_election", "zk_isr_mismatch", "kraft_no_leader",
                              "kraft_voter_lagging", "kraft_leader_election", "controller_mismatch",
-                             "no_controller"})
+                             "no_controller", "zk_zxid_regressed"})
 TXN_PARTITION_RULES = frozenset({"hanging_transaction", "lso_gap"})
 CONSENSUS_SECTIONS = frozenset({"zookeeper", "znodes", "quorum"})  # stale sections read from the consensus layer
 

@@ -294,6 +294,9 @@ def losses(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now
         if rule == "data_truncated":
             yield Candidate("data_truncated", CRITICAL, subject, f"{subject}: at least {lost[subject]:,} committed "
                             f"messages lost {when}{unclean}: {x.evidence}", float(lost[subject]))
+        elif rule == "zk_zxid_regressed":
+            yield Candidate("zk_zxid_regressed", CRITICAL, subject, f"{when}: {x.evidence}",
+                            float(x.messages) if x.messages is not None else None)
         else:
             yield Candidate("unclean_election", CRITICAL, subject, f"{subject}: unclean election {when}{unclean}: "
                             f"{x.evidence}", float(x.epoch_after) if x.epoch_after is not None else None)
@@ -308,7 +311,8 @@ def losses(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now
                         f"unless it is reset it skips as many new messages", float(n))
 
 
-LOSS_RULES = {"truncation": "data_truncated", "unclean_election": "unclean_election"}
+LOSS_RULES = {"truncation": "data_truncated", "unclean_election": "unclean_election",
+              "zk_zxid_regressed": "zk_zxid_regressed"}
 """The alert rule of each `LossRecord.kind` that raises one."""
 
 FAMILY_RULES: Mapping[str, Rule] = {

@@ -26,6 +26,11 @@ truncation point read messages that are gone and, unless it resets, silently ski
 those offsets (`truncated_readers`). Not evidence: a commit read above the high watermark of the same poll —
 the poll reads the high watermarks before the commits, and a consumer commits in between all the time.
 
+**ZooKeeper.** A serving server whose zxid is lower than the highest we saw from it, without a newer epoch:
+its data went back in time (restored from an old snapshot, a data directory swapped) and the transactions in
+between — znode writes: ISR changes, configs, ACLs — are gone from it (`zxid_regressions`; the count is the
+zxid counter difference within the epoch). A newer epoch with a lower counter is an election, not a loss.
+
 The functions are pure: `epoch_questions` says which partitions to ask about (the adapter asks their current
 leaders), `settle` turns the answers into `LossRecord`s and moves each partition's `EpochWatch` forward. A
 partition whose new leader could not answer keeps its old watch and is asked again next poll.
@@ -37,10 +42,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from collectors.model.observations import PartitionMeta
-from collectors.model.records import GroupPartitionRecord, LossRecord
+from collectors.model.records import GroupPartitionRecord, LossRecord, ZkServerRecord
 
 TRUNCATION, UNCLEAN_ELECTION = "truncation", "unclean_election"
 RETENTION_SKIPPED, BEYOND_LOG_END = "retention_skipped", "offset_beyond_log_end"
+ZXID_REGRESSED = "zk_zxid_regressed"
 PartitionKey = tuple[str, int]
 GroupKey = tuple[str, str, int]  # (group, topic, partition)
 
@@ -184,4 +190,28 @@ def group_evidence(cluster: str, group_partitions: Iterable[GroupPartitionRecord
                 f"group {gp.group_id} committed {c:,}, the log now starts at {start:,}: retention deleted "
                 f"{skipped:,} messages it never read" + (f" ({recorded:,} already counted)" if recorded else ""),
                 group_id=gp.group_id))
+    return out
+
+
+def zxid_regressions(cluster: str, servers: Iterable[ZkServerRecord], seen: dict[str, tuple[int, int]],
+                     now: float) -> list[LossRecord]:
+    """ZooKeeper servers whose data went back in time, updating `seen` (server -> (epoch, zxid) last seen).
+
+    Only serving servers count (a restarted follower syncs from the leader before it serves). The first sight
+    of a server only records it."""
+    out: list[LossRecord] = []
+    for z in servers:
+        if not z.serving or z.zxid is None or z.zxid_epoch is None:
+            continue
+        prev = seen.get(z.server)
+        seen[z.server] = (z.zxid_epoch, z.zxid)
+        if prev is None or z.zxid_epoch > prev[0] or z.zxid >= prev[1]:
+            continue
+        n = prev[1] - z.zxid if z.zxid_epoch == prev[0] else None
+        out.append(LossRecord(
+            cluster, now, ZXID_REGRESSED, None, None, n,
+            f"ZooKeeper {z.server} serves zxid {z.zxid:#x} (epoch {z.zxid_epoch}) after {prev[1]:#x} (epoch "
+            f"{prev[0]}): its data went back without a newer epoch"
+            + (f", {n:,} transactions of the epoch gone" if n is not None else ""),
+            epoch_before=prev[0], epoch_after=z.zxid_epoch, server=z.server))
     return out

@@ -280,9 +280,11 @@ class LossRecord:
     """Evidence that data was lost (not a risk: something that happened), with how much where it can be told.
 
     Kinds: ``truncation`` (committed messages gone from a partition after a leader change: ``messages`` is
-    the high watermark we saw minus where the new leader ends the old epoch, a lower bound) and
+    the high watermark we saw minus where the new leader ends the old epoch, a lower bound),
     ``unclean_election`` (a leader from outside the last ISR we saw; ``messages`` None: the truncation, if
-    any, is its own record). See `collectors.model.loss`."""
+    any, is its own record), ``retention_skipped`` and ``offset_beyond_log_end`` (a group's messages) and
+    ``zk_zxid_regressed`` (a ZooKeeper server's data went back; ``messages``: its transactions gone). See
+    `collectors.model.loss`."""
 
     cluster: str
     time: float
@@ -299,12 +301,13 @@ class LossRecord:
     group_id: str | None = None
     transactional_id: str | None = None
     offset: int | None = None  # truncation: where the log now ends the old epoch (the first offset lost)
+    server: str | None = None  # zk_zxid_regressed: the ZooKeeper server (host:port)
 
     @property
     def subject(self) -> str:
         if self.topic is not None and self.partition is not None:
             return f"{self.topic}-{self.partition}"
-        return self.group_id or self.transactional_id or self.topic or self.cluster
+        return self.group_id or self.transactional_id or self.server or self.topic or self.cluster
 
 
 @dataclass(slots=True)

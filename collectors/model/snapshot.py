@@ -21,7 +21,7 @@ from collectors.model.lag import (
     seconds_to_retention,
     worst_partition_status,
 )
-from collectors.model.loss import group_evidence, settle, truncated_readers
+from collectors.model.loss import group_evidence, settle, truncated_readers, zxid_regressions
 from collectors.model.observations import KafkaObservation, ZkObservation
 from collectors.model.records import (
     BrokerRecord,
@@ -64,8 +64,10 @@ def build_snapshot(name: str, obs: KafkaObservation, zk: ZkObservation | None, s
         snap.zookeeper = list(zk.servers)
         state.zk_controller = zk.controller_id
         _zookeeper_elections(snap, state, now)
+        snap.losses += zxid_regressions(snap.cluster, snap.zookeeper, state.zk_zxids, now)
     if not obs.reachable:
         snap.stale = True
+        _remember_losses(snap, state, now)
         return snap
     _brokers(snap, obs, zk, state, now)
     _carry_configs(obs, state)
@@ -93,10 +95,15 @@ LOSS_MEMORY_MAX = 10_000
 def _losses(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, now: float) -> None:
     """This poll's evidence of loss (`collectors.model.loss`), remembered for the alerts."""
     unclean = {t.topic for t in snap.topics if t.unclean_leader_election}
-    snap.losses = settle(snap.cluster, obs.partitions, obs.high_watermark, obs.epoch_end_offsets,
-                         state.epoch_watch, unclean, now)
-    snap.losses += truncated_readers(snap.losses, state.group_marks)  # from the commits seen before the change
+    cut = settle(snap.cluster, obs.partitions, obs.high_watermark, obs.epoch_end_offsets, state.epoch_watch,
+                 unclean, now)
+    snap.losses += cut
+    snap.losses += truncated_readers(cut, state.group_marks)  # from the commits seen before the change
     snap.losses += group_evidence(snap.cluster, snap.group_partitions, state.group_marks, now)
+    _remember_losses(snap, state, now)
+
+
+def _remember_losses(snap: ClusterSnapshot, state: ClusterState, now: float) -> None:
     if snap.losses or state.recent_losses:
         kept = [x for x in state.recent_losses if now - x.time <= LOSS_MEMORY_S] + snap.losses
         state.recent_losses = kept[-LOSS_MEMORY_MAX:]

@@ -46,6 +46,7 @@ class ClusterState:
     recent_losses: list[LossRecord] = field(default_factory=list)
     # per (group, topic, partition): messages skipped below the log start and past the log end already recorded
     group_marks: dict[tuple[str, str, int], GroupMark] = field(default_factory=dict)
+    zk_zxids: dict[str, tuple[int, int]] = field(default_factory=dict)  # server -> (epoch, zxid) highest seen
 
     def history(self, key: tuple[str, int]) -> OffsetHistory:
         h = self.hw_history.get(key)

@@ -35,7 +35,8 @@ BROKER_RULES = frozenset({"broker_down", "broker_unreachable"})
 PARTITION_RULES = frozenset({"offline_partition", "under_min_isr", "at_min_isr", "under_replicated", "isr_flapping"})
 CONSENSUS_RULES = frozenset({"zk_quorum_lost", "zk_no_leader", "zk_multiple_leaders", "zk_node_not_serving",
                              "zk_follower_behind", "zk_leader_election", "zk_isr_mismatch", "kraft_no_leader",
-                             "kraft_voter_lagging", "kraft_leader_election", "controller_mismatch", "no_controller"})
+                             "kraft_voter_lagging", "kraft_leader_election", "controller_mismatch", "no_controller",
+                             "zk_zxid_regressed"})
 CLUSTER_RULES = frozenset({"cluster_unreachable", "data_stale"})
 MONITOR_RULES = frozenset({"history_write_failed", "state_write_failed"})
 INCIDENT_COLUMNS = ["severity", "cluster", "kind", "subject", "summary", "open_for", "alerts", "blast radius",

@@ -159,3 +159,26 @@ def test_groups_that_read_past_a_truncation_point_are_recorded_from_their_last_c
     # the same poll sees billing's offset beyond the log end: already in the ledger, not twice
     assert group_evidence("c", [gp(49_990, 0, 48_900)], marks, T) == []
     assert group_evidence("c", [gp(49_990, 0, 50_000)], marks, T + 10) == []  # the log grew past it: over
+
+
+def zk(server: str, epoch: int, counter: int, serving: bool = True) -> object:
+    from collectors.model.records import ZkServerRecord
+
+    return ZkServerRecord("c", server, serving, "follower", zxid=(epoch << 32) | counter, zxid_epoch=epoch,
+                          zxid_counter=counter)
+
+
+def test_a_zookeeper_server_whose_data_went_back_without_a_newer_epoch() -> None:
+    from collectors.model.loss import zxid_regressions
+
+    seen: dict = {}
+    assert zxid_regressions("c", [zk("zk1:2181", 2, 500)], seen, T) == []  # first sight
+    assert zxid_regressions("c", [zk("zk1:2181", 3, 4)], seen, T + 10) == []  # an election: newer epoch
+    assert zxid_regressions("c", [zk("zk1:2181", 3, 90), zk("zk2:2181", 3, 90, serving=False)], seen, T + 20) == []
+    out = zxid_regressions("c", [zk("zk1:2181", 3, 40)], seen, T + 30)  # restored from an older copy
+    assert [(x.kind, x.subject, x.messages, x.epoch_before, x.epoch_after) for x in out] == [
+        ("zk_zxid_regressed", "zk1:2181", 50, 3, 3)]
+    assert "0x30000005a" in out[0].evidence and "0x300000028" in out[0].evidence
+    assert zxid_regressions("c", [zk("zk1:2181", 3, 41)], seen, T + 40) == []  # moving on from there: once
+    out = zxid_regressions("c", [zk("zk1:2181", 2, 900)], seen, T + 50)  # an older epoch altogether
+    assert [(x.messages, x.epoch_before, x.epoch_after) for x in out] == [(None, 3, 2)]

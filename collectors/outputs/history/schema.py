@@ -87,7 +87,8 @@ TABLES: dict[str, pa.Schema] = {
     "loss_events": _schema(  # version 3: evidence of lost data (collectors.model.loss), the ledger
         ("kind", _S), ("topic", _S), ("partition", _I32), ("group_id", _S), ("transactional_id", _S),
         ("messages", _I64), ("evidence", _S), ("leader_before", _I32), ("leader_after", _I32),
-        ("epoch_before", _I32), ("epoch_after", _I32), ("unclean_enabled", _B), ("offset", _I64)),
+        ("epoch_before", _I32), ("epoch_after", _I32), ("unclean_enabled", _B), ("offset", _I64),
+        ("server", _S)),
     "alert_events": _schema(
         ("event", _S), ("rule", _S), ("severity", _S), ("subject", _S), ("summary", _S), ("first_seen", _F64),
         ("last_seen", _F64), ("resolved_at", _F64), ("value", _F64)),
