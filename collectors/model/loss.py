@@ -26,6 +26,13 @@ truncation point read messages that are gone and, unless it resets, silently ski
 those offsets (`truncated_readers`). Not evidence: a commit read above the high watermark of the same poll —
 the poll reads the high watermarks before the commits, and a consumer commits in between all the time.
 
+**Transactions.** A transaction seen open that ended with its producer's epoch bumped once it had been open for
+its whole timeout was aborted by the coordinator (the producer died mid-transaction; Kafka fences it with the
+bump): its writes are gone for read_committed readers, and whatever the application had not retried elsewhere
+with them. Recorded with the producer id, epochs and partitions; when the transactional id next shows a newer
+epoch (a new instance called InitProducerId), that return is recorded too, linked by the transactional id and
+the time of the abort (`transaction_evidence`).
+
 **ZooKeeper.** A serving server whose zxid is lower than the highest we saw from it, without a newer epoch:
 its data went back in time (restored from an old snapshot, a data directory swapped) and the transactions in
 between — znode writes: ISR changes, configs, ACLs — are gone from it (`zxid_regressions`; the count is the
@@ -42,11 +49,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from collectors.model.observations import PartitionMeta
-from collectors.model.records import GroupPartitionRecord, LossRecord, ZkServerRecord
+from collectors.model.records import GroupPartitionRecord, LossRecord, TransactionRecord, ZkServerRecord
 
 TRUNCATION, UNCLEAN_ELECTION = "truncation", "unclean_election"
 RETENTION_SKIPPED, BEYOND_LOG_END = "retention_skipped", "offset_beyond_log_end"
 ZXID_REGRESSED = "zk_zxid_regressed"
+TXN_TIMEOUT_ABORT, TXN_PRODUCER_RETURNED = "txn_timeout_abort", "txn_producer_returned"
+ABORT_STATES = frozenset({"PrepareAbort", "CompleteAbort", "Empty"})
 PartitionKey = tuple[str, int]
 GroupKey = tuple[str, str, int]  # (group, topic, partition)
 
@@ -214,4 +223,56 @@ def zxid_regressions(cluster: str, servers: Iterable[ZkServerRecord], seen: dict
             f"{prev[0]}): its data went back without a newer epoch"
             + (f", {n:,} transactions of the epoch gone" if n is not None else ""),
             epoch_before=prev[0], epoch_after=z.zxid_epoch, server=z.server))
+    return out
+
+
+@dataclass(slots=True)
+class TxnWatch:
+    """Per transactional id: the transaction last seen open, and an abort not yet followed by a return."""
+
+    state: str
+    producer_id: int
+    epoch: int
+    start_time: float | None
+    timeout_ms: int
+    partitions: list[str]
+    aborted_at: float | None = None  # when a coordinator timeout abort was found
+    aborted_epoch: int | None = None  # the epoch the abort fenced the producer with
+
+
+def transaction_evidence(cluster: str, transactions: Iterable[TransactionRecord], watches: dict[str, TxnWatch],
+                         now: float) -> list[LossRecord]:
+    """Coordinator timeout aborts and the producers' returns, seen this poll; updates `watches` in place."""
+    out: list[LossRecord] = []
+    for t in transactions:
+        w = watches.get(t.transactional_id)
+        if w is None:
+            watches[t.transactional_id] = TxnWatch(t.state, t.producer_id, t.producer_epoch, t.start_time,
+                                                   t.timeout_ms, list(t.partitions))
+            continue
+        still_open = t.state == "Ongoing" and t.start_time == w.start_time
+        if w.state == "Ongoing" and w.start_time is not None and not still_open:
+            open_for = now - w.start_time
+            if (t.producer_id == w.producer_id and t.producer_epoch > w.epoch and t.state in ABORT_STATES
+                    and open_for >= w.timeout_ms / 1000.0):
+                out.append(LossRecord(
+                    cluster, now, TXN_TIMEOUT_ABORT, None, None, None,
+                    f"transaction {t.transactional_id} (producer {w.producer_id}, epoch {w.epoch}) open since "
+                    f"{open_for:.0f}s ago on {', '.join(w.partitions) or 'no partition yet'} was aborted by the "
+                    f"coordinator at its {w.timeout_ms / 1000:.0f}s timeout; the producer is fenced (epoch "
+                    f"{t.producer_epoch})", epoch_before=w.epoch, epoch_after=t.producer_epoch,
+                    transactional_id=t.transactional_id))
+                w.aborted_at, w.aborted_epoch = now, t.producer_epoch
+        elif w.aborted_at is not None and w.aborted_epoch is not None and t.producer_epoch > w.aborted_epoch:
+            out.append(LossRecord(
+                cluster, now, TXN_PRODUCER_RETURNED, None, None, None,
+                f"producer {t.transactional_id} came back (epoch {t.producer_epoch}, producer {t.producer_id}) "
+                f"{now - w.aborted_at:.0f}s after its transaction was aborted at the timeout (fenced at epoch "
+                f"{w.aborted_epoch})", epoch_before=w.aborted_epoch, epoch_after=t.producer_epoch,
+                transactional_id=t.transactional_id))
+            w.aborted_at = w.aborted_epoch = None
+        w.state, w.producer_id, w.epoch, w.start_time = t.state, t.producer_id, t.producer_epoch, t.start_time
+        w.timeout_ms = t.timeout_ms
+        if t.partitions or t.state != "Ongoing":
+            w.partitions = list(t.partitions)
     return out

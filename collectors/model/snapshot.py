@@ -21,7 +21,13 @@ from collectors.model.lag import (
     seconds_to_retention,
     worst_partition_status,
 )
-from collectors.model.loss import group_evidence, settle, truncated_readers, zxid_regressions
+from collectors.model.loss import (
+    group_evidence,
+    settle,
+    transaction_evidence,
+    truncated_readers,
+    zxid_regressions,
+)
 from collectors.model.observations import KafkaObservation, ZkObservation
 from collectors.model.records import (
     BrokerRecord,
@@ -73,9 +79,9 @@ def build_snapshot(name: str, obs: KafkaObservation, zk: ZkObservation | None, s
     _carry_configs(obs, state)
     _partitions_and_topics(snap, obs, zk, state, now)
     _groups(snap, obs, state, thresholds, now)
-    _losses(snap, obs, state, now)
     _transactions(snap, obs, state, now)
     _kraft(snap, obs, state, now)
+    _losses(snap, obs, state, now)
     snap.stale = bool(snap.stale_sections)
     # What could not be read this poll is not gone: its memory (commit windows, epoch watches, ledger marks)
     # is kept until a complete poll says it no longer exists.
@@ -100,6 +106,11 @@ def _losses(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, n
     snap.losses += cut
     snap.losses += truncated_readers(cut, state.group_marks)  # from the commits seen before the change
     snap.losses += group_evidence(snap.cluster, snap.group_partitions, state.group_marks, now)
+    if "transactions" not in snap.stale_sections:
+        snap.losses += transaction_evidence(snap.cluster, snap.transactions, state.txn_watch, now)
+        listed = {t.transactional_id for t in snap.transactions}
+        for tid in [tid for tid in state.txn_watch if tid not in listed]:
+            del state.txn_watch[tid]
     _remember_losses(snap, state, now)
 
 

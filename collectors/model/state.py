@@ -13,7 +13,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from collectors.model.lag import CommitWindow, OffsetHistory
-from collectors.model.loss import EpochWatch, GroupMark
+from collectors.model.loss import EpochWatch, GroupMark, TxnWatch
 from collectors.model.records import LossRecord
 
 
@@ -47,6 +47,7 @@ class ClusterState:
     # per (group, topic, partition): messages skipped below the log start and past the log end already recorded
     group_marks: dict[tuple[str, str, int], GroupMark] = field(default_factory=dict)
     zk_zxids: dict[str, tuple[int, int]] = field(default_factory=dict)  # server -> (epoch, zxid) highest seen
+    txn_watch: dict[str, TxnWatch] = field(default_factory=dict)  # transactional id -> open txn / abort seen
 
     def history(self, key: tuple[str, int]) -> OffsetHistory:
         h = self.hw_history.get(key)

@@ -17,7 +17,9 @@ from dashboard.views.common import fmt_count, fmt_duration, fmt_utc, is_missing
 WEEK_S = 7 * 86_400.0
 KIND_LABELS = {"truncation": "truncated after a leader change", "unclean_election": "unclean election",
                "retention_skipped": "deleted unread by retention", "offset_beyond_log_end": "read past a truncation",
-               "zk_zxid_regressed": "ZooKeeper data went back in time"}
+               "zk_zxid_regressed": "ZooKeeper data went back in time",
+               "txn_timeout_abort": "transaction aborted at its timeout",
+               "txn_producer_returned": "fenced producer came back"}
 LEDGER_COLUMNS = ["time_utc", "cluster", "kind", "subject", "group", "messages", "evidence"]
 MESSAGE_KINDS = ("truncation", "retention_skipped")  # kinds whose counts are messages gone; the others explain
 
@@ -50,7 +52,8 @@ def ledger_frame(events: pd.DataFrame) -> pd.DataFrame:
     for r in events.sort_values("time", ascending=False).to_dict("records"):
         topic, part = r.get("topic"), r.get("partition")
         subject = f"{topic}-{int(part)}" if not is_missing(topic) and not is_missing(part) else (
-            topic if not is_missing(topic) else r.get("server") if not is_missing(r.get("server")) else "")
+            topic if not is_missing(topic) else next((str(r[k]) for k in ("server", "transactional_id")
+                                                      if not is_missing(r.get(k))), ""))
         rows.append({"time_utc": fmt_utc(r.get("time")), "cluster": r.get("cluster"),
                      "kind": KIND_LABELS.get(str(r.get("kind")), r.get("kind")), "subject": subject,
                      "group": r.get("group_id") if not is_missing(r.get("group_id")) else "",
@@ -73,7 +76,7 @@ def headline(events: pd.DataFrame) -> str:
                       if not is_missing(x)})
         parts.append(f"{fmt_count(n)} messages {KIND_LABELS[kind]} ({', '.join(who[:3])}"
                      f"{' …' if len(who) > 3 else ''})")
-    others = [k for k in ("unclean_election", "offset_beyond_log_end", "zk_zxid_regressed")
+    others = [k for k in ("unclean_election", "offset_beyond_log_end", "zk_zxid_regressed", "txn_timeout_abort")
               if (events["kind"] == k).any()]
     for kind in others:
         n = int((events["kind"] == kind).sum())

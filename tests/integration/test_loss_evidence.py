@@ -34,7 +34,10 @@ CLUSTER = {
         {"name": "orders", "partitions": 3, "replication_factor": 3, "produce_rate": 30},
     ],
     "groups": [{"group_id": "billing", "topics": ["ledger", "orders"], "commit_interval_s": 1}],
+    "transactional_producers": [
+        {"transactional_id": "tx", "topics": ["orders"], "timeout_ms": 20_000, "transaction_duration_s": 2}],
 }
+RESTARTED = re.compile(r"producer tx restarted with epoch (\d+)")
 UNCLEAN = re.compile(r"unclean election ledger-0: leader (\d+), (\d+) messages lost")
 
 
@@ -156,3 +159,31 @@ def test_retention_deleting_unread_messages_is_counted_as_the_model_deleted_them
     assert skipped == truth
     lost = alert(r, "retention_data_loss", "billing")
     assert lost is not None and lost.value == sum(truth.values())
+
+
+def test_a_producer_dead_mid_transaction_is_aborted_at_the_timeout_and_its_return_is_linked(
+        sb: Sandbox, poller: ClusterPoller) -> None:
+    """The producer of "tx" dies inside a transaction; the coordinator aborts it after its 20 s timeout and
+    fences the producer (epoch + 1); later a new instance comes back (epoch + 1 again). The ledger has both,
+    with the epochs the model logged."""
+    poll_until(poller, sb, lambda r: any(t.transactional_id == "tx" and t.state == "Ongoing"
+                                         for t in r.snapshot.transactions), timeout=30)
+    sb.call(lambda c: c.crash_producer("tx", inside_transaction=True))
+    found: list[Any] = []
+
+    def seen(kind: str) -> Any:
+        return lambda r: (found.extend(r.snapshot.losses), any(x.kind == kind for x in found))[1]
+
+    poll_until(poller, sb, seen("txn_timeout_abort"), timeout=60)
+    events = [w for _, _, w in sb.call(lambda c: list(c.events))]
+    assert "transaction tx timed out; coordinator aborts" in events
+    abort = next(x for x in found if x.kind == "txn_timeout_abort")
+    assert abort.transactional_id == "tx" and abort.epoch_after == abort.epoch_before + 1
+    assert "orders-" in abort.evidence and "20s timeout" in abort.evidence
+    sb.call(lambda c: c.restart_producer("tx"))
+    poll_until(poller, sb, seen("txn_producer_returned"), timeout=60)
+    back = next(x for x in found if x.kind == "txn_producer_returned")
+    restarted = [int(m.group(1)) for w in sb.call(lambda c: [e[2] for e in c.events]) if (m := RESTARTED.search(w))]
+    assert back.transactional_id == "tx" and back.epoch_before == abort.epoch_after
+    assert back.epoch_after == restarted[-1]
+    assert [x.kind for x in found].count("txn_timeout_abort") == 1  # one abort, one record

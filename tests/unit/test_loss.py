@@ -182,3 +182,39 @@ def test_a_zookeeper_server_whose_data_went_back_without_a_newer_epoch() -> None
     assert zxid_regressions("c", [zk("zk1:2181", 3, 41)], seen, T + 40) == []  # moving on from there: once
     out = zxid_regressions("c", [zk("zk1:2181", 2, 900)], seen, T + 50)  # an older epoch altogether
     assert [(x.messages, x.epoch_before, x.epoch_after) for x in out] == [(None, 3, 2)]
+
+
+def txn(state: str, epoch: int, start: float | None, pid: int = 1003, parts: tuple[str, ...] = ("payments-0",)
+        ) -> object:
+    from collectors.model.records import TransactionRecord
+
+    return TransactionRecord("c", "payments-tx", 2, state, pid, epoch, 60_000, start, None, list(parts))
+
+
+def test_a_transaction_aborted_at_its_timeout_and_the_producer_coming_back() -> None:
+    from collectors.model.loss import transaction_evidence
+
+    w: dict = {}
+    assert transaction_evidence("c", [txn("Ongoing", 3, T - 50)], w, T) == []  # first sight
+    assert transaction_evidence("c", [txn("Ongoing", 3, T - 50)], w, T + 5) == []
+    out = transaction_evidence("c", [txn("CompleteAbort", 4, None, parts=())], w, T + 15)  # 65 s open: timed out
+    assert [(x.kind, x.transactional_id, x.epoch_before, x.epoch_after) for x in out] == [
+        ("txn_timeout_abort", "payments-tx", 3, 4)]
+    assert "payments-0" in out[0].evidence and "60s timeout" in out[0].evidence
+    assert transaction_evidence("c", [txn("CompleteAbort", 4, None, parts=())], w, T + 25) == []
+    back = transaction_evidence("c", [txn("Ongoing", 5, T + 30)], w, T + 35)  # a new instance: InitProducerId
+    assert [(x.kind, x.epoch_before, x.epoch_after) for x in back] == [("txn_producer_returned", 4, 5)]
+    assert "20s after" in back[0].evidence
+
+
+def test_ordinary_ends_of_transactions_are_not_timeouts() -> None:
+    from collectors.model.loss import transaction_evidence
+
+    w: dict = {}
+    transaction_evidence("c", [txn("Ongoing", 3, T - 2)], w, T)
+    assert transaction_evidence("c", [txn("CompleteCommit", 3, None)], w, T + 5) == []  # committed
+    transaction_evidence("c", [txn("Ongoing", 3, T + 6)], w, T + 7)
+    assert transaction_evidence("c", [txn("CompleteAbort", 3, None)], w, T + 9) == []  # the producer aborted
+    transaction_evidence("c", [txn("Ongoing", 3, T + 10)], w, T + 11)
+    # a restart before the timeout fences the epoch too, but the transaction was open 5 s of 60: not a timeout
+    assert transaction_evidence("c", [txn("CompleteAbort", 4, None)], w, T + 15) == []
