@@ -226,6 +226,30 @@ def _replication_section(ch: Charts, t: dict[str, pd.DataFrame], doc: dict[str, 
     return parts
 
 
+def _data_lost_section(ch: Charts, t: dict[str, pd.DataFrame], doc: dict[str, Any]) -> list[str]:
+    """First: what was lost (the collector's loss ledger), and next to a zero the coverage that makes it true."""
+    cov = doc.get("coverage") or {}
+    gaps = cov.get("gaps") or []
+    seen = (f'{fmt_num(cov.get("polls"))} polls, coverage {esc(_pct(cov.get("coverage")))}'
+            + (f'; {len(gaps)} gap(s) without polls, longest {esc(fmt_duration(max(g["seconds"] for g in gaps)))}'
+               f' from {esc(gaps[0]["from"])}' if gaps else "; no gaps"))
+    parts = ["<h2>Data lost</h2>"]
+    rows = doc.get("data_lost") or []
+    if not rows:
+        parts.append(f'<p class="sub">No data lost this week, as far as the monitor saw: {seen}.</p>')
+        if gaps:
+            parts.append('<p class="note">A zero with gaps: what happened while nothing polled is not in it.</p>')
+        return parts
+    parts.append(f'<p class="note">{fmt_num(doc.get("messages_lost"))} committed or unread messages lost this week '
+                 f'(truncations and retention), {len(rows)} ledger line(s); {seen}.</p>')
+    parts.append(table(t.get("data_lost"), [
+        ("kind", "kind", _txt), ("subject", "partition / group / server / transactional id", _txt),
+        ("messages", "messages", fmt_num), ("events", "entries", fmt_num), ("first", "first", fmt_time),
+        ("last", "last", fmt_time), ("evidence", "evidence (last)", _txt)],
+        bad=lambda r: True, empty="none", more_hint="tables/data_lost.parquet", max_rows=30))
+    return parts
+
+
 def _incidents_section(ch: Charts, t: dict[str, pd.DataFrame], doc: dict[str, Any]) -> list[str]:
     """Incidents (one per cause) by kind, on a time line, and the list; or a pointer to the alert episodes."""
     h = doc["headline"]
@@ -420,8 +444,8 @@ def render_report(doc: dict[str, Any], t: dict[str, pd.DataFrame]) -> str:
         "<h2>Overview</h2>",
         chart_overview(ch, t.get("cluster_timeseries"), t.get("zk_elections")),
     ]
-    for section in (_incidents_section, _replication_section, _availability_section, _consumers_section,
-                    _transactions_section, _consensus_section):
+    for section in (_data_lost_section, _incidents_section, _replication_section, _availability_section,
+                    _consumers_section, _transactions_section, _consensus_section):
         parts += section(ch, t, doc)
     parts.append("<h2>Week over week</h2>")
     parts.append(_wow_table(doc))

@@ -411,6 +411,8 @@ def cluster_doc(cluster: str, c: Computed, opts: A.Options, global_notes: list[s
                           "err_minutes"]].to_dict("records"))
     inc = incidents_doc(cluster, c)
     limits = thresholds_doc(cluster, c, opts)
+    lost = sorted(_of(c.tables["data_lost"], cluster).to_pylist(), key=lambda r: (-(r["messages"] or 0), r["kind"]))
+    gaps = _of(c.tables["poll_gaps"], cluster).to_pylist()
     elections = _of(c.tables["zk_elections"], cluster).to_pylist()
     stuck = [r for r in _of(c.tables["transactions"], cluster).to_pylist() if r["stuck"]]
     return {
@@ -434,6 +436,12 @@ def cluster_doc(cluster: str, c: Computed, opts: A.Options, global_notes: list[s
         "previous": {n: _as_number(prev.get(n), UNITS[n]) if prev else None for n in HEADLINE_NAMES},
         "week_over_week": wow_rows,
         "worse_than_last_week": [r["metric"] for r in wow_rows if r["worse"]],
+        "data_lost": [{k: r[k] for k in ("kind", "subject", "topic", "events", "messages", "first", "last",
+                                          "evidence")} for r in lost],
+        "messages_lost": sum(r["messages"] or 0 for r in lost if r["kind"] in ("truncation", "retention_skipped")),
+        "coverage": {"polls": polls.get("polls") if polls else 0, "coverage": polls.get("coverage") if polls else 0.0,
+                     "gaps": [{"from": _iso(g["from"]), "to": _iso(g["to"]), "seconds": g["seconds"]}
+                              for g in sorted(gaps, key=lambda g: g["from"])]},
         "worst_topics": worst_topics,
         "worst_groups": worst_groups,
         **{k: v for k, v in inc.items() if k != "incident_notes"},

@@ -81,6 +81,7 @@ from spark_analytics.aggregations.incidents import (
     incident_source,
     incidents,
 )
+from spark_analytics.aggregations.losses import data_lost, poll_gaps
 from spark_analytics.aggregations.replication import (
     cluster_replication,
     isr_changes_by_broker,
@@ -103,9 +104,11 @@ __all__ = [
     "FROM_ALERT_EPISODES", "FROM_INCIDENTS", "HEADLINE", "HEADLINE_INPUTS", "HEADLINE_NAMES", "PCTS", "PCT_NAMES",
     "Options", "Period", "alert_episodes", "alert_summary", "broker_availability", "chart_series", "cluster_health",
     "cluster_replication", "cluster_timeseries", "compute_all", "compute_tables", "consumer_lag",
-    "controller_changes", "hanging_transactions", "headline", "incident_kinds", "incident_source", "incidents",
+    "controller_changes", "data_lost", "hanging_transactions", "headline", "incident_kinds", "incident_source",
+    "incidents",
     "isr_changes_by_broker", "isr_changes_by_topic", "kraft_leader_changes", "kraft_voter_lag", "lag_timeseries",
-    "lso_gaps", "nice_bucket", "poll_index", "poll_intervals", "producer_epoch_bumps", "retention_loss_episodes",
+    "lso_gaps", "nice_bucket", "poll_gaps", "poll_index", "poll_intervals", "producer_epoch_bumps",
+    "retention_loss_episodes",
     "thresholds", "topic_replication", "transaction_detail", "transactions_by_id", "week_over_week", "zk_elections",
     "zk_follower_behind", "zk_polls", "zk_quorum", "zk_servers", "zk_timeseries", "zk_write_rate",
 ]
@@ -149,7 +152,7 @@ def compute_tables(tables: dict[str, DataFrame], period: Period, opts: Options =
 
     `tables` maps history table names to DataFrames (``cluster``, ``brokers``, ``topic_health``,
     ``partition_changes``, ``group_lag``, ``transactions``, ``producers``, ``lso_gap``, ``consensus``,
-    ``alert_events``, ``incident_events``). `polls` and `limits` (the `thresholds` table) may be given
+    ``alert_events``, ``incident_events``, ``loss_events``). `polls` and `limits` (the `thresholds` table) may be given
     precomputed (e.g. collected once and turned back into a small DataFrame, so they are not recomputed for every
     table); `only` restricts the result to those names.
     """
@@ -168,6 +171,8 @@ def compute_tables(tables: dict[str, DataFrame], period: Period, opts: Options =
         "topic_replication": lambda: topic_replication(tables["topic_health"], polls, period),
         "isr_by_broker": lambda: isr_changes_by_broker(tables["partition_changes"], period),
         "isr_by_topic": lambda: isr_changes_by_topic(tables["partition_changes"], period),
+        "data_lost": lambda: data_lost(tables["loss_events"], period),
+        "poll_gaps": lambda: poll_gaps(tables["cluster"], polls, period),
         "incidents": lambda: incidents(tables["incident_events"], polls, period),
         "incident_kinds": lambda: incident_kinds(incidents(tables["incident_events"], polls, period)),
         "incident_source": lambda: incident_source(tables["cluster"], tables["incident_events"], period),

@@ -221,6 +221,22 @@ def test_consumer_lag_slo_share(run: HistoryRun, doc: dict[str, Any], report: Pa
     assert doc["thresholds"]["recorded"] == run.thresholds
 
 
+def test_data_lost_comes_first_with_the_coverage_behind_it(run: HistoryRun, doc: dict[str, Any], report: Path,
+                                                            week: Period) -> None:
+    """The report's first section is the collector's loss ledger for the week, and next to it the coverage:
+    a few minutes of polls in a week are a zero with gaps, and the page says so."""
+    ledger = [x for x in run.losses if in_week(x[3], week)]
+    assert sum(r["events"] for r in doc["data_lost"]) == len(ledger)
+    assert doc["messages_lost"] == sum(m or 0 for k, _, m, _ in ledger if k in ("truncation", "retention_skipped"))
+    cov = doc["coverage"]
+    assert cov["polls"] == doc["headline"]["polls"] and cov["gaps"]  # minutes of data in a week
+    assert sum(g["seconds"] for g in cov["gaps"]) > 6 * 86400
+    page = (report / "report.html").read_text()
+    assert page.index("<h2>Data lost</h2>") < page.index("<h2>Incidents</h2>")
+    if not ledger:
+        assert "No data lost this week, as far as the monitor saw" in page and "A zero with gaps" in page
+
+
 def test_outputs_summary_json_and_tables(report: Path, doc: dict[str, Any], week: Period) -> None:
     text = (report / "summary.json").read_text()
     assert "NaN" not in text and "Infinity" not in text

@@ -137,6 +137,7 @@ class HistoryRun:
     zk_serving: list[tuple[float, int, int]] = field(default_factory=list)  # (time, serving, servers) per poll
     lag_seconds: dict[tuple[str, str], list[float | None]] = field(default_factory=lambda: defaultdict(list))
     real_seconds: float = 0.0
+    losses: list[tuple[str, str, int | None, float]] = field(default_factory=list)  # (kind, subject, messages, time)
 
 
 def build_history(root: Path, sim_seconds: float = 330.0, poll_every: float = 10.0, speed: float = 10.0) -> HistoryRun:
@@ -203,6 +204,7 @@ def _observe(run: HistoryRun, result: Any) -> None:
     run.resolved += [(a.rule, a.subject, a.first_seen, a.resolved_at) for a in result.resolved]
     run.incident_events += [(e.time, e.event, e.incident.id, e.incident.kind, e.incident.severity, e.incident.opened,
                              e.incident.resolved_at) for e in result.incident_events]
+    run.losses += [(x.kind, x.subject, x.messages, x.time) for x in s.losses]
     run.orders_under_min_isr.append((s.time, sum(t.under_min_isr for t in s.topics if t.topic == "orders")))
     for t in s.transactions:
         if t.start_time is not None and t.age_seconds is not None:

@@ -77,6 +77,32 @@ def test_poll_interval_is_the_median_gap_and_coverage(spark: Any) -> None:
     assert o["poll_interval_s"] == 60.0
 
 
+def test_data_lost_sums_the_ledger_per_kind_and_subject_and_gaps_are_listed(spark: Any) -> None:
+    ev = frame(spark, "loss_events", [
+        {"time": T0 + 100, "kind": "truncation", "topic": "orders", "partition": 3, "messages": 1_200,
+         "evidence": "a"},
+        {"time": T0 + 100, "kind": "unclean_election", "topic": "orders", "partition": 3, "evidence": "b"},
+        {"time": T0 + 200, "kind": "retention_skipped", "topic": "clicks", "partition": 0, "group_id": "analytics",
+         "messages": 30, "evidence": "c"},
+        {"time": T0 + 900, "kind": "retention_skipped", "topic": "clicks", "partition": 1, "group_id": "analytics",
+         "messages": 20, "evidence": "d"},
+        {"time": T0 + 300, "kind": "zk_zxid_regressed", "server": "zk1:2181", "messages": 50, "evidence": "e"},
+        {"time": T0 - 10, "kind": "truncation", "topic": "old", "partition": 0, "messages": 9, "evidence": "f"}])
+    got = {(r["kind"], r["subject"]): r for r in rows(A.data_lost(ev, W))}
+    assert set(got) == {("truncation", "orders-3"), ("unclean_election", "orders-3"),
+                        ("retention_skipped", "analytics"), ("zk_zxid_regressed", "zk1:2181")}  # last week's: out
+    assert got[("retention_skipped", "analytics")]["messages"] == 50 and got[("retention_skipped", "analytics")][
+        "events"] == 2
+    assert got[("truncation", "orders-3")]["messages"] == 1_200 and got[("unclean_election", "orders-3")][
+        "messages"] is None
+    cl = polls_df(spark, [*every(10), 3 * 86400 + 60.0])  # 5 min of polls, then one three days later
+    gaps = rows(A.poll_gaps(cl, A.poll_intervals(cl, W), W), "from")
+    assert [(g["from"] - T0, g["to"] - T0) for g in gaps] == [(270.0, 3 * 86400 + 60.0),
+                                                              (3 * 86400 + 60.0, W.seconds)]
+    full = polls_df(spark, every(int(W.seconds // 30)))
+    assert rows(A.poll_gaps(full, A.poll_intervals(full, W), W)) == []
+
+
 def test_single_poll_has_no_interval_and_minutes_are_null(spark: Any) -> None:
     cl = polls_df(spark, [100.0])
     th = frame(spark, "topic_health", [{"time": T0 + 100, "topic": "t", "under_min_isr": 1}])
@@ -692,7 +718,8 @@ def test_each_cluster_is_written_where_the_dashboard_looks(tmp_path: Path) -> No
     from dashboard.data import find_reports
 
     empty = pa.table({"cluster": pa.array([], pa.string())})
-    needed = ("polls", "topic_replication", "consumer_lag", "incidents", "zk_elections", "transactions")
+    needed = ("polls", "topic_replication", "consumer_lag", "incidents", "zk_elections", "transactions", "data_lost",
+              "poll_gaps")
     c = weekly_report.Computed(W, PREV, {n: empty for n in needed}, empty, empty, empty, {}, {})
     names = ("prod eu/1", "a b", "a_b", "zürich 東京")
     written = {n: weekly_report.write_cluster(n, c, tmp_path, A.Options(), []) for n in names}
