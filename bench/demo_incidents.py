@@ -55,7 +55,7 @@ def expected(s: Scripted) -> tuple[set[str], str | None]:
     if t == "hanging_transaction":
         return {"transaction"}, s.subject
     # producer_crash_in_txn: the coordinator aborts the open transaction at its timeout, as Kafka does; nothing
-    # is stuck, so no rule fires (counting those aborts is the loss ledger's job, issue 14). Not expected.
+    # is stuck, so no incident: the loss ledger records it (txn_timeout_abort, then txn_producer_returned).
     if t in ("zk_leader_kill", "zk_follower_pause", "controller_failover"):
         return {"consensus"}, None
     return set(), None
@@ -168,12 +168,12 @@ def main() -> None:
         print(f"\n{'t+ (sim s)':>10}  {'scripted':<26}{'subject':<14}{'collector incident(s)'}")
         for s in scripted:
             got = "; ".join(s.found) if s.found else (
-                "— (no rule for it: the coordinator aborts at the timeout)" if not expected(s)[0]
+                "— (no incident: the coordinator aborts at the timeout; in the loss ledger)" if not expected(s)[0]
                 else "— (started and ended between two polls)" if s.between_polls else "MISSED")
             print(f"{s.start - t0:>10.0f}  {s.type:<26}{s.subject or '':<14}{got}")
         found = sum(1 for s in scripted if s.found)
         seeable = sum(1 for s in scripted if expected(s)[0] and (s.found or not s.between_polls))
-        print(f"\nscripted incidents: {len(scripted)}; found: {found}; no rule for them: "
+        print(f"\nscripted incidents: {len(scripted)}; found: {found}; no incident by design (ledger only): "
               f"{sum(1 for s in scripted if not expected(s)[0])}; between polls (nothing to see): "
               f"{sum(1 for s in scripted if expected(s)[0] and not s.found and s.between_polls)}; "
               f"missed: {seeable - found}")
