@@ -34,7 +34,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from collectors.model.vocabulary import SEVERITY_RANK
+from collectors.model.vocabulary import MESSAGES_GONE_KINDS, SEVERITY_RANK
 from spark_analytics import aggregations as A
 from spark_analytics import io, layout, render
 from spark_analytics.aggregations.thresholds import USED as A_THRESHOLDS
@@ -438,7 +438,7 @@ def cluster_doc(cluster: str, c: Computed, opts: A.Options, global_notes: list[s
         "worse_than_last_week": [r["metric"] for r in wow_rows if r["worse"]],
         "data_lost": [{k: r[k] for k in ("kind", "subject", "topic", "events", "messages", "first", "last",
                                           "evidence")} for r in lost],
-        "messages_lost": sum(r["messages"] or 0 for r in lost if r["kind"] in ("truncation", "retention_skipped")),
+        "messages_lost": sum(r["messages"] or 0 for r in lost if r["kind"] in MESSAGES_GONE_KINDS),
         "coverage": {"polls": polls.get("polls") if polls else 0, "coverage": polls.get("coverage") if polls else 0.0,
                      "gaps": [{"from": _iso(g["from"]), "to": _iso(g["to"]), "seconds": g["seconds"]}
                               for g in sorted(gaps, key=lambda g: g["from"])]},

@@ -187,10 +187,11 @@ def correlate(snap: ClusterSnapshot, alerts: Sequence[AlertRecord]) -> list[Caus
     # sections stale because of that are the broker incident's symptom. Nothing answering at all
     # ("cluster" stale) stays a cluster incident.
     stale = set(snap.stale_sections)
-    explained_stale = consensus_stale or (broker_cause is not None and bool(stale) and "cluster" not in stale)
-    if broker_cause is not None and explained_stale and not consensus_stale and by_rule.get("data_stale"):
+    broker_stale = broker_cause is not None and not consensus_stale and bool(stale) and "cluster" not in stale
+    if broker_cause is not None and broker_stale and by_rule.get("data_stale"):
         broker_cause.alerts.extend(by_rule["data_stale"])
         broker_cause.incident.consequences.append("stale: " + ", ".join(sorted(stale)))
+    explained_stale = consensus_stale or broker_stale
     for kind, rules in ((CLUSTER, ("cluster_unreachable", "data_stale")),
                         (MONITOR, ("history_write_failed", "state_write_failed"))):
         members = [a for r in rules for a in by_rule.get(r, ()) if not (explained_stale and r == "data_stale")]

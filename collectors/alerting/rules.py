@@ -23,12 +23,16 @@ from collectors.model.records import ClusterSnapshot, GroupPartitionRecord, Loss
 from collectors.model.state import ClusterState
 from collectors.model.vocabulary import (
     AT_MIN_ISR,
+    BEYOND_LOG_END,
     CRITICAL,
     INFO,
     OFFLINE,
     PREPARE_TXN_STATES,
+    TRUNCATION,
+    UNCLEAN_ELECTION,
     UNDER_MIN_ISR,
     WARNING,
+    ZXID_REGRESSED,
 )
 
 Held = Mapping[tuple[str, str], float]
@@ -279,7 +283,7 @@ def losses(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now
     for x in st.recent_losses:
         if x.cluster != s.cluster or now - x.time >= th.loss_alert_hold_s:
             continue
-        if x.kind == "offset_beyond_log_end" and x.group_id is not None:
+        if x.kind == BEYOND_LOG_END and x.group_id is not None:
             read_gone.setdefault(x.group_id, []).append(x)
             continue
         rule = LOSS_RULES.get(x.kind)
@@ -311,8 +315,8 @@ def losses(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now
                         f"unless it is reset it skips as many new messages", float(n))
 
 
-LOSS_RULES = {"truncation": "data_truncated", "unclean_election": "unclean_election",
-              "zk_zxid_regressed": "zk_zxid_regressed"}
+LOSS_RULES = {TRUNCATION: "data_truncated", UNCLEAN_ELECTION: "unclean_election",
+              ZXID_REGRESSED: "zk_zxid_regressed"}
 """The alert rule of each `LossRecord.kind` that raises one."""
 
 FAMILY_RULES: Mapping[str, Rule] = {

@@ -58,8 +58,9 @@ class Thresholds(StrictModel):
     """A cause that comes back within this long of its incident resolving continues that incident (same id)
     instead of opening a new one: a flapping cause is one incident, not one per flap."""
     loss_alert_hold_s: Seconds = Field(3600.0, gt=0, le=MAX_DURATION_S)
-    """How long a `data_truncated` / `unclean_election` alert stays open after the loss was seen: it is an event
-    (nothing to fix that would resolve it), shown and paged for this long; the ledger keeps it for good."""
+    """How long a loss alert (`data_truncated`, `unclean_election`, `offset_beyond_log_end`, `zk_zxid_regressed`)
+    stays open after the loss was seen: it is an event (nothing to fix would resolve it), shown and paged for
+    this long; the ledger keeps it for good."""
 
     @field_validator("lag_min_points")
     @classmethod

@@ -1,4 +1,4 @@
-"""Evidence of lost data on a partition: truncation after a leader change, and unclean elections.
+"""Evidence of lost data: truncations, unclean elections, what consumers lost, timed-out transactions, ZooKeeper.
 
 Everything else the monitor reports is risk; this module reports what the protocol lets us *prove* happened.
 
@@ -50,11 +50,16 @@ from dataclasses import dataclass
 
 from collectors.model.observations import PartitionMeta
 from collectors.model.records import GroupPartitionRecord, LossRecord, TransactionRecord, ZkServerRecord
+from collectors.model.vocabulary import (
+    BEYOND_LOG_END,
+    RETENTION_SKIPPED,
+    TRUNCATION,
+    TXN_PRODUCER_RETURNED,
+    TXN_TIMEOUT_ABORT,
+    UNCLEAN_ELECTION,
+    ZXID_REGRESSED,
+)
 
-TRUNCATION, UNCLEAN_ELECTION = "truncation", "unclean_election"
-RETENTION_SKIPPED, BEYOND_LOG_END = "retention_skipped", "offset_beyond_log_end"
-ZXID_REGRESSED = "zk_zxid_regressed"
-TXN_TIMEOUT_ABORT, TXN_PRODUCER_RETURNED = "txn_timeout_abort", "txn_producer_returned"
 ABORT_STATES = frozenset({"PrepareAbort", "CompleteAbort", "Empty"})
 PartitionKey = tuple[str, int]
 GroupKey = tuple[str, str, int]  # (group, topic, partition)
@@ -153,11 +158,14 @@ def truncated_readers(truncations: Iterable[LossRecord], marks: dict[GroupKey, G
     reset they skip as many new messages written at those offsets. Proven from the commit seen before the
     leader change (however short the window in which the offset was beyond the log end)."""
     out: list[LossRecord] = []
+    cuts = [t for t in truncations if t.kind == TRUNCATION]
+    if not cuts:
+        return out  # the usual poll: no need to index every group-partition's mark
     by_partition: dict[PartitionKey, list[tuple[str, GroupMark]]] = {}
     for (gid, topic, part), mark in marks.items():
         by_partition.setdefault((topic, part), []).append((gid, mark))
-    for t in truncations:
-        if t.kind != TRUNCATION or t.offset is None or t.topic is None or t.partition is None:
+    for t in cuts:
+        if t.offset is None or t.topic is None or t.partition is None:
             continue
         for gid, mark in sorted(by_partition.get((t.topic, t.partition), [])):
             if mark.committed > t.offset and not mark.beyond:

@@ -60,6 +60,22 @@ CLOSED_TXN_STATES: Final = frozenset({"Empty", "CompleteCommit", "CompleteAbort"
 reported as-is: it gets no age (we cannot tell it is open, so it cannot be "stuck"), and its producer counts
 as known to its coordinator (we cannot tell it is closed either, so what it has open is not "hanging")."""
 
+# ----------------------------------------------------------------------------- loss ledger
+
+TRUNCATION: Final = "truncation"
+UNCLEAN_ELECTION: Final = "unclean_election"
+RETENTION_SKIPPED: Final = "retention_skipped"
+BEYOND_LOG_END: Final = "offset_beyond_log_end"
+ZXID_REGRESSED: Final = "zk_zxid_regressed"
+TXN_TIMEOUT_ABORT: Final = "txn_timeout_abort"
+TXN_PRODUCER_RETURNED: Final = "txn_producer_returned"
+LOSS_KINDS: Final = (TRUNCATION, UNCLEAN_ELECTION, RETENTION_SKIPPED, BEYOND_LOG_END, ZXID_REGRESSED,
+                     TXN_TIMEOUT_ABORT, TXN_PRODUCER_RETURNED)
+"""Kinds of `LossRecord` (the ledger, `collectors.model.loss`)."""
+MESSAGES_GONE_KINDS: Final = frozenset({TRUNCATION, RETENTION_SKIPPED})
+"""Kinds whose count is messages gone for good; "messages lost" in the dashboard and the report sums these (the
+other kinds' counts explain them: a group's reads past a truncation, a ZooKeeper server's transactions)."""
+
 # ----------------------------------------------------------------------------- stale sections
 
 STALE_SECTIONS: Final = ("cluster", "partitions", "offsets", "groups", "transactions", "producers", "configs",

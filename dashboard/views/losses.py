@@ -12,16 +12,16 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from collectors.model import vocabulary as V
 from dashboard.views.common import fmt_count, fmt_duration, fmt_utc, is_missing
 
 WEEK_S = 7 * 86_400.0
-KIND_LABELS = {"truncation": "truncated after a leader change", "unclean_election": "unclean election",
-               "retention_skipped": "deleted unread by retention", "offset_beyond_log_end": "read past a truncation",
-               "zk_zxid_regressed": "ZooKeeper data went back in time",
-               "txn_timeout_abort": "transaction aborted at its timeout",
-               "txn_producer_returned": "fenced producer came back"}
+KIND_LABELS = {V.TRUNCATION: "truncated after a leader change", V.UNCLEAN_ELECTION: "unclean election",
+               V.RETENTION_SKIPPED: "deleted unread by retention", V.BEYOND_LOG_END: "read past a truncation",
+               V.ZXID_REGRESSED: "ZooKeeper data went back in time",
+               V.TXN_TIMEOUT_ABORT: "transaction aborted at its timeout",
+               V.TXN_PRODUCER_RETURNED: "fenced producer came back"}
 LEDGER_COLUMNS = ["time_utc", "cluster", "kind", "subject", "group", "messages", "evidence"]
-MESSAGE_KINDS = ("truncation", "retention_skipped")  # kinds whose counts are messages gone; the others explain
 
 
 @dataclass
@@ -67,20 +67,20 @@ def headline(events: pd.DataFrame) -> str:
     if events.empty:
         return ""
     parts = []
-    for kind in MESSAGE_KINDS:
+    for kind in (k for k in V.LOSS_KINDS if k in V.MESSAGES_GONE_KINDS):
         rows = events[events["kind"] == kind]
         if rows.empty:
             continue
         n = int(rows["messages"].fillna(0).sum())
-        who = sorted({str(x) for x in (rows["group_id"] if kind == "retention_skipped" else rows["topic"])
+        who = sorted({str(x) for x in (rows["group_id"] if kind == V.RETENTION_SKIPPED else rows["topic"])
                       if not is_missing(x)})
         parts.append(f"{fmt_count(n)} messages {KIND_LABELS[kind]} ({', '.join(who[:3])}"
                      f"{' …' if len(who) > 3 else ''})")
-    others = [k for k in ("unclean_election", "offset_beyond_log_end", "zk_zxid_regressed", "txn_timeout_abort")
+    others = [k for k in (V.UNCLEAN_ELECTION, V.BEYOND_LOG_END, V.ZXID_REGRESSED, V.TXN_TIMEOUT_ABORT)
               if (events["kind"] == k).any()]
     for kind in others:
         n = int((events["kind"] == kind).sum())
-        parts.append(f"{n} {KIND_LABELS[kind]}" + ("s" if n > 1 and kind == "unclean_election" else ""))
+        parts.append(f"{n} {KIND_LABELS[kind]}" + ("s" if n > 1 and kind == V.UNCLEAN_ELECTION else ""))
     return "; ".join(parts)
 
 
