@@ -13,6 +13,11 @@ A scripted incident is *found* when an incident of the kind it must cause (`EXPE
 has one, its subject, was open at some time between the scripted start and its end plus `SLACK_S`
 (detection takes a poll, and timed rules a hold). One that started and ended between two polls leaves
 nothing to see for most kinds: it is reported as *between polls*, not as missed.
+
+Then the loss ledger against the sandbox's ground truth: for every leader the sandbox lost ("leader lost ...:
+N committed messages lost ..., M acks=1-only messages lost above it") and every clean leader change with a
+high watermark dip, the ledger's truncation figure for that partition (from the history's ``loss_events``)
+and how many polls after the loss it was recorded.
 """
 
 from __future__ import annotations
@@ -54,11 +59,55 @@ def expected(s: Scripted) -> tuple[set[str], str | None]:
         return {"group"}, s.subject
     if t == "hanging_transaction":
         return {"transaction"}, s.subject
-    # producer_crash_in_txn: the coordinator aborts the open transaction at its timeout, as Kafka does; nothing
-    # is stuck, so no incident: the loss ledger records it (txn_timeout_abort, then txn_producer_returned).
+    if t == "unclean_election":  # its partition is under min ISR, then truncated: one incident for the topic
+        return {"topic", "broker"}, (s.subject or "").rsplit("-", 1)[0] or None
     if t in ("zk_leader_kill", "zk_follower_pause", "controller_failover"):
         return {"consensus"}, None
     return set(), None
+
+
+# Scripted incidents that must not open an incident, and why (the loss ledger section compares them instead).
+NO_INCIDENT = {
+    "producer_crash_in_txn": "no incident: the coordinator aborts at the timeout; in the loss ledger",
+    "acks1_leader_loss": "no incident: the lost tail was never under a high watermark; invisible by design",
+    "leader_change_hw_dip": "no incident: a clean leader change; the dip is not loss",
+}
+LOST_LINE = re.compile(r"\[sandbox t\+\s*([0-9.]+)s\] leader lost (\S+): .* ([\d,]+) committed messages lost "
+                       r".* ([\d,]+) acks=1-only")
+DIP_LINE = re.compile(r"\[sandbox t\+\s*([0-9.]+)s\] leader change (\S+): .*0 messages lost")
+
+
+@dataclass
+class Truth:
+    """One partition's ground truth from the sandbox's output, and what the ledger says about it."""
+
+    at: float  # epoch seconds on the simulated clock
+    partition: str  # topic-partition
+    committed: int  # committed messages lost (what a reader of high watermarks can prove)
+    tail: int  # acks=1-only messages lost above the high watermark (what nobody can see)
+    ledger: int = 0  # messages the ledger's truncation rows give for it
+    polls_to_report: int | None = None  # polls after `at` up to the one that recorded it (1: the next poll)
+
+
+def losses_against_ledger(lines: list[str], t0: float, ledger: list[dict[str, object]], polls: list[float]
+                          ) -> list[Truth]:
+    """Each lost leader and each dip the sandbox printed, with the ledger's truncation figure for that partition
+    in the following SLACK_S (a dip is a Truth with nothing lost: its ledger figure must be 0 too)."""
+    out: list[Truth] = []
+    for line in lines:
+        if m := LOST_LINE.search(line):
+            out.append(Truth(t0 + float(m.group(1)), m.group(2), int(m.group(3).replace(",", "")),
+                             int(m.group(4).replace(",", ""))))
+        elif m := DIP_LINE.search(line):
+            out.append(Truth(t0 + float(m.group(1)), m.group(2), 0, 0))
+    for tr in out:
+        rows = [r for r in ledger if r["kind"] == "truncation" and f"{r['topic']}-{r['partition']}" == tr.partition
+                and tr.at <= float(r["time"]) <= tr.at + SLACK_S]  # type: ignore[arg-type]
+        tr.ledger = sum(int(r["messages"] or 0) for r in rows)  # type: ignore[call-overload]
+        if rows:
+            first = min(float(r["time"]) for r in rows)  # type: ignore[arg-type]
+            tr.polls_to_report = sum(1 for p in polls if tr.at <= p <= first)
+    return out
 
 
 def scripted_from_output(lines: list[str], specs: list[object], repeat: float | None) -> list[Scripted]:
@@ -162,13 +211,15 @@ def main() -> None:
         scenario = load_scenario(None)
         scripted = scripted_from_output(lines, list(scenario.incidents), scenario.repeat_every)
         incidents, polls = incidents_from_history(data / "history")
+        from collectors.outputs.history.reader import read_arrow
+        ledger = read_arrow(data / "history", "loss_events").to_pylist()
         run_end = max(polls) if polls else 0.0
         match(scripted, incidents, polls, run_end)
         t0 = scripted[0].start if scripted else 0.0
         print(f"\n{'t+ (sim s)':>10}  {'scripted':<26}{'subject':<14}{'collector incident(s)'}")
         for s in scripted:
             got = "; ".join(s.found) if s.found else (
-                "— (no incident: the coordinator aborts at the timeout; in the loss ledger)" if not expected(s)[0]
+                f"— ({NO_INCIDENT.get(s.type, 'no incident expected')})" if not expected(s)[0]
                 else "— (started and ended between two polls)" if s.between_polls else "MISSED")
             print(f"{s.start - t0:>10.0f}  {s.type:<26}{s.subject or '':<14}{got}")
         found = sum(1 for s in scripted if s.found)
@@ -181,6 +232,19 @@ def main() -> None:
               f"= {len(incidents) / max(1, len(scripted)):.2f}x scripted (target <= 2x); polls: {len(polls)}")
         print("by kind: " + ", ".join(f"{k} {sum(1 for i in incidents.values() if i['kind'] == k)}"
                                       for k in sorted({str(i['kind']) for i in incidents.values()})))
+        truths = losses_against_ledger(lines, float(START_LINE.search("\n".join(lines)).group(1)),  # type: ignore[union-attr]
+                                       ledger, polls)
+        print(f"\n{'t+ (sim s)':>10}  {'partition':<16}{'committed lost':>15}{'acks=1 tail lost':>17}"
+              f"{'ledger':>8}  reported")
+        for tr in truths:
+            when = f"at poll {tr.polls_to_report} after it" if tr.polls_to_report is not None else "-"
+            print(f"{tr.at - t0:>10.0f}  {tr.partition:<16}{tr.committed:>15,}{tr.tail:>17,}{tr.ledger:>8,}  {when}")
+        exact = sum(1 for tr in truths if tr.ledger == tr.committed)
+        late = [tr.polls_to_report for tr in truths if tr.polls_to_report is not None]
+        print(f"ledger = ground truth (committed loss) for {exact} of {len(truths)}; reported at poll "
+              f"{max(late) if late else '-'} after the loss at worst (1 = the next poll); acks=1 tails lost "
+              f"(invisible to any reader of "
+              f"high watermarks): {sum(tr.tail for tr in truths):,} messages")
     finally:
         if a.keep:
             print(f"data kept in {data}")

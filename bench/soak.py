@@ -5,7 +5,7 @@
 A sandbox cluster (KRaft by default) replays a cycle of the Kafka-side incidents
 (broker_crash, broker_slow, slow_follower, consumer_stall, consumer_stop,
 consumer_rewind, producer_crash_in_txn, producer_restart, hanging_transaction,
-controller_failover), one every few simulated minutes, each followed by its
+controller_failover, leader_change_hw_dip), one every few simulated minutes, each followed by its
 recovery allowance and a quiet period. Simulated time is stepped by hand (a
 ManualClock): the model advances exactly one poll interval, then the real
 collector (ClusterPoller, real clients over TCP) polls with that simulated
@@ -33,6 +33,10 @@ assumed from the schedule. Checks:
     first incident, or after an allowance and before the next incident).
 (d) detection: the alerts raised during each incident include its expected
     rule (any one of the listed rules).
+(e) loss: the loss ledger records nothing but the transactions the coordinator
+    aborted at their timeout (producer_crash_in_txn, one txn_timeout_abort each):
+    clean leader changes (failover and back, leader_change_hw_dip's high
+    watermark dip), controller failovers and broker restarts lose nothing.
 
 ZooKeeper is left out by default: a real ZooKeeper ensemble runs on real time
 and cannot be compressed, so its incidents (zk_leader_kill, zk_follower_pause)
@@ -62,6 +66,8 @@ from typing import Any
 
 from collectors.alerting.rules import ELECTION_ALERT_S
 from collectors.config import MonitorConfig, Thresholds
+from collectors.model.records import LossRecord
+from collectors.model.vocabulary import TXN_PRODUCER_RETURNED, TXN_TIMEOUT_ABORT
 from collectors.runtime.poller import ClusterPoller, PollResult
 from sandbox.clock import ManualClock
 from sandbox.groups import REBALANCE_S
@@ -74,6 +80,7 @@ SLOW_BROKER_DELAY_S = 4.0  # broker_slow's delay_s: real seconds (the listener s
 STEP_EPS = 0.001  # incidents fire this long before their scheduled second, at exactly that model time
 MARKER = re.compile(r"^incident (\w+) (start|end)$")
 RSS_GROWTH_LIMIT = 0.10  # memory "flat": RSS may not grow by more than 10 % from warm-up to end
+TXN_LOSS_KINDS = frozenset({TXN_TIMEOUT_ABORT, TXN_PRODUCER_RETURNED})
 
 
 # ----------------------------------------------------------------------------- the cluster and thresholds
@@ -233,6 +240,12 @@ def plans(cluster: dict[str, Any], thresholds: dict[str, Any], poll_s: float, zo
              (0 if zookeeper else ELECTION_ALERT_S) + base,
              "an election stays visible as an alert for ELECTION_ALERT_S (600 s, collectors/alerting/rules.py); "
              "in ZooKeeper mode nothing is expected (metadata and /controller agree)"),
+        Plan("leader_change_hw_dip", ({"type": "leader_change_hw_dip", "at": 0, "duration": 15, "topic": "orders",
+                                       "partition": 2, "messages": 100},), 15,
+             frozenset(),
+             300 + base,
+             "a clean leader change (its high watermark reads 100 lower for 15 s): nothing may be recorded as lost; "
+             "leadership goes back to the preferred replica at the controller's next check (300 s)"),
     ]
     if zookeeper:
         out += [
@@ -378,11 +391,13 @@ class SoakResult:
     episodes: list[Episode]
     notes: list[Note]
     polls: int = 0
+    t0: float = 0.0  # the simulated clock at the start (epoch seconds)
     real_s: float = 0.0
     end_t: float = 0.0
     mem_start: Memory | None = None
     mem_end: Memory | None = None
     rss_hourly: list[tuple[float, int]] = field(default_factory=list)  # (simulated s, VmRSS KiB)
+    losses: list[tuple[LossRecord, Episode | None]] = field(default_factory=list)  # the ledger, with its episode
 
     @property
     def complete(self) -> list[Episode]:
@@ -403,6 +418,14 @@ class SoakResult:
         return [e for e in self.complete if not e.hit]
 
     @property
+    def unexpected_losses(self) -> list[LossRecord]:
+        """Ledger rows no scripted incident explains. Only a producer that dies inside a transaction loses data
+        here (the coordinator aborts it at its timeout, then the producer comes back); clean leader changes,
+        high watermark dips, failovers and restarts must record nothing."""
+        return [x for x, ep in self.losses
+                if not (x.kind in TXN_LOSS_KINDS and ep is not None and ep.plan.type == "producer_crash_in_txn")]
+
+    @property
     def rss_growth(self) -> float | None:
         if self.mem_start is None or self.mem_end is None or not self.mem_start.rss_kib:
             return None
@@ -411,7 +434,7 @@ class SoakResult:
     @property
     def passed(self) -> bool:
         growth = self.rss_growth
-        return (not self.stale and not self.false_alerts and not self.misses
+        return (not self.stale and not self.false_alerts and not self.misses and not self.unexpected_losses
                 and (growth is None or growth <= RSS_GROWTH_LIMIT))
 
 
@@ -460,7 +483,7 @@ def run_soak(hours: float = 24.0, poll_s: float = 30.0, zookeeper: bool = False,
     sb.start()
     cfg = _monitor_config(sb, poll_s, thresholds)
     poller = ClusterPoller(cfg.clusters[0], cfg)
-    t0 = sb.cluster.start
+    t0 = res.t0 = sb.cluster.start
     open_notes: dict[tuple[str, str], Note] = {}
     seen_seq = 0
     real0 = time.monotonic()
@@ -479,6 +502,7 @@ def run_soak(hours: float = 24.0, poll_s: float = 30.0, zookeeper: bool = False,
             _file_events(events, t0, episodes)
             r = poller.poll(t0 + t)
             _file_alerts(r, t, t0, episodes, open_notes, res.notes)
+            res.losses += [(x, next((e for e in episodes if e.covers(t)), None)) for x in r.snapshot.losses]
             res.polls += 1
             res.end_t = t
             if res.mem_start is None and t >= warmup_s:
@@ -617,6 +641,16 @@ def report(res: SoakResult) -> list[str]:
     for e in res.misses[:20]:
         out.append(f"    {e.plan.type} #{e.cycle} t+{e.start:.0f}s..{e.end:.0f}s raised {sorted(e.rules) or '-'}; "
                    f"events: {'; '.join(e.events[:8])}")
+    kinds = Counter(x.kind for x, _ in res.losses)
+    lost = sum(x.messages or 0 for x, _ in res.losses)
+    dips = sum(1 for e in complete if e.plan.type == "leader_change_hw_dip")
+    crashes = sum(1 for e in complete if e.plan.type == "producer_crash_in_txn")
+    by_kind = ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())) or "none"
+    out.append(f"  loss ledger: {len(res.losses)} records ({by_kind}), {lost:,} messages; "
+               f"{crashes} producer_crash_in_txn episodes judged; {dips} leader changes with a high watermark dip")
+    out.append(f"  loss records no incident explains (must be 0): {len(res.unexpected_losses)}")
+    out += [f"    {x.kind} {x.subject} {x.messages} t+{x.time - res.t0:.0f}s: {x.evidence}"
+            for x in res.unexpected_losses[:20]]
     out.append(f"  result: {'PASS' if res.passed else 'FAIL'}")
     return out
 

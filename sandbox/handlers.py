@@ -369,7 +369,8 @@ class Handlers:
                     LEADER_NOT_AVAILABLE if not p.online else NOT_LEADER_OR_FOLLOWER)
             return {"partition_index": idx, "timestamp": -1, "offset": -1, "leader_epoch": -1, "error_code": code}
         if ts == LIST_OFFSETS_LATEST:
-            off = p.lso if read_committed else p.hwm
+            hw = p.visible_hwm(self.c.now)  # lower than the true one during a KIP-207 dip
+            off = min(p.lso, hw) if read_committed else hw
         elif ts == LIST_OFFSETS_EARLIEST or ts == -4:
             off = p.log_start
         elif ts == LIST_OFFSETS_MAX_TIMESTAMP:

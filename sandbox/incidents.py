@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from sandbox.zookeeper import ZooKeeperEnsemble
 
 Blocking = Callable[[], None] | None
+UNCLEAN = "unclean.leader.election.enable"
 
 
 class IncidentTarget(Protocol):
@@ -24,7 +25,7 @@ class IncidentTarget(Protocol):
 
     Spelled out here rather than imported, because the runner imports this module to run incidents; the
     ZooKeeper incidents remember which servers they stopped or paused in the two lists, so that their end
-    brings back exactly those.
+    brings back exactly those; `config_before` keeps the topic configs an incident overrode.
     """
 
     @property
@@ -35,6 +36,7 @@ class IncidentTarget(Protocol):
 
     zk_killed: list[int]
     zk_paused: list[int]
+    config_before: dict[tuple[str, str], str | None]
 
 
 def _first(items: list[str] | dict[str, object]) -> str:
@@ -84,6 +86,13 @@ def apply(sb: IncidentTarget, inc: IncidentSpec, starting: bool) -> Blocking:
             c.inject_hanging_transaction(topic, part)
         else:
             c.abort_hanging_transactions(topic, part)
+    elif kind in ("unclean_election", "acks1_leader_loss") and topic:
+        _lose_leader(c, sb.config_before, kind, topic, inc.partition or 0, starting)
+    elif kind == "leader_change_hw_dip" and topic:
+        if starting:
+            c.move_leader(topic, inc.partition or 0, inc.messages or 50, inc.duration or 10.0)
+        else:
+            c.end_hw_dip(topic, inc.partition or 0)
     elif kind == "controller_failover" and starting:
         c.controller_failover()
     elif kind == "zk_leader_kill" and sb.ensemble is not None:
@@ -91,6 +100,26 @@ def apply(sb: IncidentTarget, inc: IncidentSpec, starting: bool) -> Blocking:
     elif kind == "zk_follower_pause" and sb.ensemble is not None:
         return _zk_follower_pause(sb.ensemble, sb.zk_paused, inc, starting)
     return None
+
+
+def _lose_leader(c: Cluster, config_before: dict[tuple[str, str], str | None], kind: str, topic: str, index: int,
+                 starting: bool) -> None:
+    """Followers stall at the start; the leader's replica is lost at the end. For an unclean election the topic
+    allows it for the incident's length (as an operator does to bring an offline partition back)."""
+    unclean = kind == "unclean_election"
+    if starting:
+        if unclean:
+            before = c.topics[topic].configs.get(UNCLEAN)
+            config_before.setdefault((topic, UNCLEAN), before)
+            c.set_topic_config(topic, UNCLEAN, "true")
+            c.log(f"topic {topic}: {UNCLEAN}=true (was {before or 'the broker default'})")
+        c.stall_followers(topic, index)
+        return
+    c.lose_leader(topic, index)
+    if unclean:
+        before = config_before.pop((topic, UNCLEAN), None)
+        c.set_topic_config(topic, UNCLEAN, before)
+        c.log(f"topic {topic}: {UNCLEAN} back to {before or 'the broker default'}")
 
 
 def _zk_leader_kill(ens: ZooKeeperEnsemble, state: list[int], starting: bool) -> Blocking:

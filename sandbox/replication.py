@@ -172,7 +172,7 @@ class Replication(Controller):
                 caught_up_at[r] = now
                 continue
             b = brokers[r]
-            if b.process_up and leader_up:
+            if b.process_up and leader_up and not p.stalled:
                 rate = (t.produce_rate / max(len(t.partitions), 1) * SLOW_FOLLOWER_FACTOR
                         if b.slow_fetch else FOLLOWER_FETCH_RATE)
                 fetched = min(target, leo[r] + rate * dt)
@@ -212,6 +212,8 @@ class Replication(Controller):
         if not p.online:
             p.quiet = ()  # a step skips an offline partition altogether
             return True
+        if p.stalled:
+            return False  # followers not fetching leave the ISR on time, with or without new data
         if not self.brokers[p.leader].process_up:
             p.quiet = (p.leader,)  # a dead leader still registered: nobody fetches, nothing shrinks until fencing
             return True
@@ -331,6 +333,82 @@ class Replication(Controller):
                 p.partition_epoch += 1
                 self.changes.partitions.add((p.topic, p.index))
             self.log(f"{p.topic}-{p.index} offline: every replica's log directory failed")
+
+    def stall_followers(self, topic: str, index: int, stalled: bool = True) -> None:
+        """The followers of one partition stop fetching it (or fetch again): the leader's log runs ahead of the
+        high watermark, and after `replica.lag.time.max.ms` they leave the ISR."""
+        p = self.topics[topic].partitions[index]
+        self._wake(p)
+        p.stalled = stalled
+        self.log(f"{topic}-{index}: followers {'stop fetching' if stalled else 'fetch again'} "
+                 f"(ISR {p.isr}, high watermark {p.hwm:,}, leader log end {p.leader_leo:,})")
+
+    def lose_leader(self, topic: str, index: int) -> tuple[int, int]:
+        """The leader's replica of one partition fails with whatever its followers had not copied.
+
+        A new leader is elected (from the ISR; else an out-of-sync replica where unclean election is allowed;
+        else the partition waits offline for the old leader), the followers fetch again, and the old leader's
+        replica comes back as a follower and truncates to the new leader's log, as Kafka's does. Logs the
+        ground truth and returns it as (committed, tail): committed messages lost (they were below the high
+        watermark: acknowledged to acks=all producers, maybe read, and visible to a monitor as the high
+        watermark going back) and the tail above the high watermark lost with them (acknowledged only to
+        acks=1 producers: no reader of high watermarks can see it go).
+        """
+        p = self.topics[topic].partitions[index]
+        old = p.leader
+        if old < 0:
+            self.log(f"leader lost {topic}-{index}: no leader to lose")
+            return 0, 0
+        self._wake(p)
+        p.stalled = False
+        hw_before, leo_before, epoch_before = p.hwm, int(p.leo[old]), p.leader_epoch
+        p.failed_replicas.add(old)
+        if old in p.isr and len(p.isr) > 1:
+            p.isr.remove(old)
+        self._elect_leader(p)  # an unclean election logs its own line
+        p.partition_epoch += 1
+        self.changes.partitions.add((topic, index))
+        new = p.leader
+        p.failed_replicas.discard(old)
+        if new < 0:  # nobody may lead: the old leader's replica, back, leads again with its whole log
+            self._elect_leader(p)
+            self.log(f"leader lost {topic}-{index}: no replica could take over (unclean election disabled); "
+                     f"leader {old} is back with its log, 0 committed and 0 acks=1-only messages lost")
+            return 0, 0
+        kept = int(p.epoch_starts[-1][1])  # the new leader's log end when it took over
+        p.leo[old] = min(p.leo[old], kept)
+        p.caught_up_at[old] = self.now
+        self._touch(topic)
+        committed = max(0, hw_before - kept)
+        tail = max(0, leo_before - max(kept, hw_before))
+        self.log(f"leader lost {topic}-{index}: leader {old} (epoch {epoch_before}) -> {new} (epoch "
+                 f"{p.leader_epoch}); {committed:,} committed messages lost (high watermark {hw_before:,} -> "
+                 f"{p.hwm:,}), {tail:,} acks=1-only messages lost above it")
+        return committed, tail
+
+    def move_leader(self, topic: str, index: int, dip_messages: int, dip_s: float) -> None:
+        """A clean leader change to another in-sync replica, whose high watermark reads `dip_messages` lower for
+        `dip_s` seconds, until its followers fetch again (the dip KIP-207 describes). Nothing is lost."""
+        p = self.topics[topic].partitions[index]
+        old = p.leader
+        to = [r for r in p.isr if r != old and self.brokers[r].registered and self.brokers[r].process_up
+              and r not in p.failed_replicas]
+        if old < 0 or not to:
+            self.log(f"leader change {topic}-{index}: no other in-sync replica to move to")
+            return
+        self._wake(p)
+        p.leader = to[0]
+        p.bump_epoch()
+        p.partition_epoch += 1
+        self.changes.partitions.add((topic, index))
+        floor = max(p.log_start, p.hwm - dip_messages)
+        p.hw_dip = (self.now + dip_s, floor)
+        self.log(f"leader change {topic}-{index}: leader {old} -> {p.leader} (epoch {p.leader_epoch}); its high "
+                 f"watermark reads {floor:,}, {p.hwm - floor:,} below {p.hwm:,}, for {dip_s:g}s until its "
+                 f"followers fetch; 0 messages lost")
+
+    def end_hw_dip(self, topic: str, index: int) -> None:
+        self.topics[topic].partitions[index].hw_dip = None
 
     def recover_partition(self, topic: str, index: int | None = None) -> None:
         """Undo `fail_partition`: the last ISR member leads again; the others rejoin once caught up."""

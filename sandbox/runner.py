@@ -62,6 +62,7 @@ class Sandbox:
         self.mirror: ZnodeMirror | None = None
         self.zk_killed: list[int] = []  # ZooKeeper servers a zk_leader_kill incident stopped, to restart at its end
         self.zk_paused: list[int] = []  # and those a zk_follower_pause incident paused, to resume
+        self.config_before: dict[tuple[str, str], str | None] = {}  # topic configs an incident set, to restore
         self.timeline = Timeline(scenario.incidents, scenario.repeat_every)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None

@@ -26,6 +26,16 @@ INCIDENT_TYPES: dict[str, str] = {
     "producer_restart": "a transactional producer restarts (InitProducerId bumps its epoch, fences)",
     "hanging_transaction": "an open transaction on a partition that its coordinator does not know",
     "controller_failover": "the active controller moves to another broker (new controller epoch)",
+    "unclean_election": "a partition's followers stop fetching and leave the ISR, the topic is set to allow "
+                        "unclean election, and at the end of `duration` the leader's replica fails: an out-of-sync "
+                        "follower takes over and the committed tail is lost (the sandbox prints how many)",
+    "acks1_leader_loss": "a partition's followers stop fetching for `duration` (shorter than "
+                         "replica.lag.time.max.ms, so they stay in the ISR), then the leader's replica fails: a "
+                         "follower takes over cleanly and the tail only the leader had (acknowledged to acks=1 "
+                         "producers) is lost; the high watermark never held it, so no monitor can see it",
+    "leader_change_hw_dip": "a clean leader change to another in-sync replica whose high watermark reads "
+                            "`messages` (default 50) lower for `duration` (default 10 s) and recovers; nothing "
+                            "is lost (KIP-207)",
     "zk_leader_kill": "the ZooKeeper leader is killed (SIGKILL) and restarted after `duration`",
     "zk_follower_pause": "a ZooKeeper follower is paused (SIGSTOP) and resumed (SIGCONT) after `duration`",
 }
@@ -313,4 +323,15 @@ class Scenario(_Strict):
                 raise ValueError(f"{where}: unknown transactional_id {inc.transactional_id!r}")
             if inc.type.startswith("zk_") and c.mode != "zookeeper":
                 raise ValueError(f"{where}: ZooKeeper incidents need cluster.mode zookeeper")
+            if inc.partition is not None and inc.topic is not None:
+                n = next((t.partitions for t in c.topics if t.name == inc.topic), None)
+                if n is not None and not 0 <= inc.partition < n:
+                    raise ValueError(f"{where}: partition {inc.partition} not in 0..{n - 1} of {inc.topic!r}")
+            lag_s = int(c.broker_config.get("replica.lag.time.max.ms", 30_000)) / 1000.0
+            if inc.type == "unclean_election" and (inc.duration is None or inc.duration <= lag_s):
+                raise ValueError(f"{where}: duration must be longer than replica.lag.time.max.ms ({lag_s:g} s): "
+                                 "the followers have to leave the ISR before the leader is lost")
+            if inc.type == "acks1_leader_loss" and (inc.duration is None or inc.duration >= lag_s):
+                raise ValueError(f"{where}: duration must be shorter than replica.lag.time.max.ms ({lag_s:g} s): "
+                                 "the followers have to stay in the ISR")
         return self

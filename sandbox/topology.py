@@ -77,6 +77,10 @@ class Partition:
     open_txn_start: dict[int, int] = field(default_factory=dict)  # producer id → first offset
     hanging_producers: set[int] = field(default_factory=set)
     failed_replicas: set[int] = field(default_factory=set)  # replicas whose log directory failed (broker up)
+    stalled: bool = False  # its followers stop fetching it (the acks1_leader_loss / unclean_election incidents)
+    # After a clean leader change, the new leader's high watermark lags until its followers fetch again
+    # (KIP-207): (until, what it reads meanwhile); None when it reads the true high watermark.
+    hw_dip: tuple[float, int] | None = None
     # Settled (see Replication._replicate): replicas whose caught_up_at stands for "the last replication step";
     # None while replication looks at the partition every step.
     quiet: tuple[int, ...] | None = None
@@ -104,6 +108,12 @@ class Partition:
         later = [o for e, o in self.epoch_starts if e > epoch]
         end = later[0] if later else int(self.leo.get(self.leader, self.hwm)) if self.leader >= 0 else self.hwm
         return floor[-1][0], end
+
+    def visible_hwm(self, now: float) -> int:
+        """The high watermark the leader answers with (ListOffsets): the true one, except during a dip."""
+        if self.hw_dip is not None and now < self.hw_dip[0]:
+            return min(self.hwm, self.hw_dip[1])
+        return self.hwm
 
     @property
     def online(self) -> bool:

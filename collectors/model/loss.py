@@ -15,9 +15,11 @@ briefly lower than the old one until the followers fetch again (KIP-207), and wi
 climbs back past the old maximum within seconds even after a real truncation. The epoch's end offset in the
 new leader's log does neither: it is where the old epoch's data ends, for good.
 
-**Unclean election.** A new leader that was not in the last ISR we saw for the partition. Between two polls an
-ISR can grow and the leader then move cleanly to the replica that joined, so this names what we saw ("not in
-the ISR seen 10 s earlier"); a truncation on the same change is the proof.
+**Unclean election.** A new leader that was not in the last ISR we saw for the partition *and* whose log ends
+the old epoch below the committed high watermark: it lacked committed messages, so it cannot have been in sync.
+A new leader from outside the ISR seen, with the whole log, is not recorded: between two polls a restarted
+broker rejoins the ISR and the preferred-leader election moves leadership back to it, cleanly (the 24-hour
+soak does that after every broker restart), and nothing was lost.
 
 **Consumers.** A committed offset below the log start: retention deleted messages the group never read
 (``log start - committed`` of them; recorded as it grows, so the ledger's sum is the total skipped; what is found
@@ -127,14 +129,15 @@ def settle(cluster: str, partitions: Iterable[PartitionMeta], high_watermarks: M
         if p.leader < 0 or key not in answers:
             continue  # ask again when it has a leader that answers
         unclean = p.topic in unclean_topics
-        if p.leader != w.leader and p.leader not in w.isr:
+        _, end = answers[key]
+        truncated = w.hw_max is not None and 0 <= end < w.hw_max
+        if truncated and p.leader != w.leader and p.leader not in w.isr:
             losses.append(LossRecord(
                 cluster, now, UNCLEAN_ELECTION, p.topic, p.partition, None,
                 f"leader {w.leader} (epoch {w.epoch}) -> {p.leader} (epoch {p.leader_epoch}), which was not in "
-                f"the ISR {list(w.isr)} seen {now - w.seen_at:.0f}s earlier", w.leader, p.leader, w.epoch,
-                p.leader_epoch, unclean))
-        _, end = answers[key]
-        if w.hw_max is not None and 0 <= end < w.hw_max:
+                f"the ISR {list(w.isr)} seen {now - w.seen_at:.0f}s earlier and lacks committed messages",
+                w.leader, p.leader, w.epoch, p.leader_epoch, unclean))
+        if truncated and w.hw_max is not None:
             losses.append(LossRecord(
                 cluster, now, TRUNCATION, p.topic, p.partition, w.hw_max - end,
                 f"high watermark {w.hw_max:,} under epoch {w.epoch} (leader {w.leader}); the new leader "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.demo_incidents import Scripted, match, scripted_from_output
+from bench.demo_incidents import Scripted, losses_against_ledger, match, scripted_from_output
 from sandbox.spec import IncidentSpec
 
 T0 = 1_800_000_000.0
@@ -44,3 +44,23 @@ def test_match_needs_the_kind_the_subject_and_an_overlap() -> None:
     match([late], {"g": {"kind": "group", "subject": "analytics", "opened": T0 + 700, "resolved_at": None}},
           polls, run_end=T0 + 1000)
     assert late.found == []  # opened long after the stall ended (+ slack): not its incident
+
+
+def test_lost_leaders_are_compared_with_the_ledger_and_counted_in_polls() -> None:
+    lines = [
+        "  [sandbox t+  975.0s] leader lost clickstream-0: leader 1 (epoch 3) -> 2 (epoch 5); 1,604 committed "
+        "messages lost (high watermark 9,000 -> 7,396), 0 acks=1-only messages lost above it",
+        "  [sandbox t+ 1025.0s] leader lost clickstream-1: leader 2 (epoch 1) -> 3 (epoch 2); 0 committed messages "
+        "lost (high watermark 500 -> 500), 121 acks=1-only messages lost above it",
+        "  [sandbox t+ 1080.0s] leader change orders-2: leader 1 -> 2 (epoch 4); its high watermark reads 300, 100 "
+        "below 400, for 15s until its followers fetch; 0 messages lost",
+    ]
+    ledger = [
+        {"kind": "unclean_election", "topic": "clickstream", "partition": 0, "messages": None, "time": T0 + 990},
+        {"kind": "truncation", "topic": "clickstream", "partition": 0, "messages": 1604, "time": T0 + 990},
+        {"kind": "truncation", "topic": "clickstream", "partition": 0, "messages": 5, "time": T0 + 5000},  # later
+    ]
+    polls = [T0 + t for t in range(970, 1200, 10)]
+    got = losses_against_ledger(lines, T0, ledger, polls)
+    assert [(t.partition, t.committed, t.tail, t.ledger, t.polls_to_report) for t in got] == [
+        ("clickstream-0", 1604, 0, 1604, 2), ("clickstream-1", 0, 121, 0, None), ("orders-2", 0, 0, 0, None)]

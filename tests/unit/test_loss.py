@@ -218,3 +218,12 @@ def test_ordinary_ends_of_transactions_are_not_timeouts() -> None:
     transaction_evidence("c", [txn("Ongoing", 3, T + 10)], w, T + 11)
     # a restart before the timeout fences the epoch too, but the transaction was open 5 s of 60: not a timeout
     assert transaction_evidence("c", [txn("CompleteAbort", 4, None)], w, T + 15) == []
+
+
+def test_a_leader_from_outside_the_isr_seen_with_the_whole_log_is_not_unclean() -> None:
+    """Between two polls broker 3 rejoined the ISR and the preferred-leader election moved leadership back to it:
+    not in the ISR we saw, but it has every committed message, so nothing was lost and nothing is recorded."""
+    w: dict = {}
+    run(w, meta(9, 1, [1, 2]), 5_000)
+    assert run(w, meta(10, 3, [1, 2, 3]), 5_030, answer=(9, 5_030), now=T + 30) == []
+    assert w[("orders", 3)].epoch == 10

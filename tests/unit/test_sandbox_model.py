@@ -328,3 +328,75 @@ def test_reported_transaction_state_overrides_only_what_the_coordinator_says() -
     assert tp.reported_state == "CompleteCommitV2" and tp.state in ("Ongoing", "PrepareCommit", "CompleteCommit")
     c.report_txn_state("tx", None)
     assert tp.reported_state is None
+
+
+def _events(c: Cluster) -> list[str]:
+    return [what for _, _, what in c.events]
+
+
+def test_stalled_followers_leave_the_isr_on_time_and_an_unclean_election_loses_the_committed_tail() -> None:
+    c = make(topics=[{"name": "orders", "partitions": 1, "replication_factor": 3, "produce_rate": 10,
+                      "configs": {"unclean.leader.election.enable": "true"}}])
+    run(c, 5)
+    p = c.topics["orders"].partitions[0]
+    leader, hw0 = p.leader, p.hwm
+    c.stall_followers("orders", 0)
+    run(c, 29)  # replica.lag.time.max.ms 30 s: still in the ISR, the high watermark stuck where they stopped
+    assert len(p.isr) == 3 and p.hwm == hw0 and p.leader_leo > hw0
+    run(c, 2)
+    assert p.isr == [leader]  # alone: under min ISR 2, acks=all appends stop and the high watermark is all of it
+    hw = p.hwm
+    assert hw == p.leader_leo > hw0
+    committed, tail = c.lose_leader("orders", 0)
+    assert (committed, tail) == (hw - hw0, 0)
+    assert p.leader != leader and p.isr == [p.leader] and p.hwm == hw0
+    assert p.leo[leader] == hw0  # the old leader's replica came back and truncated to the new leader's log
+    assert f"unclean election orders-0: leader {p.leader}, {hw - hw0} messages lost" in _events(c)
+    run(c, 2)
+    assert sorted(p.isr) == [1, 2, 3]  # followers fetch again and rejoin; nobody is stalled any more
+
+
+def test_leader_lost_with_followers_in_the_isr_loses_only_the_acks1_tail() -> None:
+    c = make(topics=[{"name": "orders", "partitions": 1, "replication_factor": 3, "produce_rate": 10}])
+    run(c, 5)
+    p = c.topics["orders"].partitions[0]
+    leader, hw = p.leader, p.hwm
+    c.stall_followers("orders", 0)
+    run(c, 5)
+    tail = p.leader_leo - hw
+    assert tail > 0 and p.hwm == hw and len(p.isr) == 3
+    assert c.lose_leader("orders", 0) == (0, tail)
+    assert p.leader != leader and p.hwm == hw and p.epoch_end(p.leader_epoch - 1)[1] == hw  # nothing committed went
+    assert p.leo[leader] == hw
+    assert any(f"0 committed messages lost (high watermark {hw:,} -> {hw:,}), {tail:,} acks=1-only" in e
+               for e in _events(c))
+
+
+def test_leader_lost_with_no_replica_to_take_over_comes_back_with_its_log() -> None:
+    c = make(topics=[{"name": "orders", "partitions": 1, "replication_factor": 3, "produce_rate": 10}])
+    run(c, 5)
+    p = c.topics["orders"].partitions[0]
+    leader = p.leader
+    c.stall_followers("orders", 0)
+    run(c, 31)
+    hw = p.hwm
+    assert c.lose_leader("orders", 0) == (0, 0)  # unclean election disabled: offline, then the old leader is back
+    assert p.leader == leader and p.hwm == hw
+
+
+def test_clean_leader_change_dips_the_visible_high_watermark_and_loses_nothing() -> None:
+    c = make()
+    run(c, 5)
+    p = c.topics["orders"].partitions[1]
+    leader, epoch, hw = p.leader, p.leader_epoch, p.hwm
+    c.move_leader("orders", 1, 40, 10.0)
+    assert p.leader != leader and p.leader_epoch == epoch + 1
+    assert p.visible_hwm(c.now) == hw - 40 and p.hwm == hw
+    assert p.epoch_end(epoch) == (epoch, int(p.leo[p.leader])) and int(p.leo[p.leader]) >= hw  # its log end
+    run(c, 9)
+    assert p.visible_hwm(c.now) == hw - 40 < p.hwm
+    run(c, 2)
+    assert p.visible_hwm(c.now) == p.hwm  # recovered by itself after the dip
+    c.move_leader("orders", 1, 40, 10.0)
+    c.end_hw_dip("orders", 1)
+    assert p.visible_hwm(c.now) == p.hwm

@@ -6,7 +6,7 @@ import pytest
 
 from sandbox.__main__ import main as sandbox_main
 from sandbox.scenario import ScenarioError, load_scenario, parse_scenario
-from sandbox.spec import INCIDENT_TYPES, IncidentSpec
+from sandbox.spec import INCIDENT_TYPES, IncidentSpec, Scenario
 from sandbox.timeline import Timeline
 
 GOOD = """
@@ -92,3 +92,15 @@ def test_timeline_fires_each_action_once_in_order_and_repeats() -> None:
     assert [(a.spec.type, a.starting) for a in tl.due(16)] == [("broker_crash", False)]
     again = tl.due(111)
     assert [(a.cycle, a.spec.type) for a in again] == [(1, "broker_crash")]
+
+
+@pytest.mark.parametrize(("incident", "message"), [
+    ({"type": "unclean_election", "at": 1, "duration": 20, "topic": "orders"}, "longer than replica.lag.time.max.ms"),
+    ({"type": "unclean_election", "at": 1, "topic": "orders"}, "longer than replica.lag.time.max.ms"),
+    ({"type": "acks1_leader_loss", "at": 1, "duration": 30, "topic": "orders"}, "shorter than replica.lag.time"),
+    ({"type": "leader_change_hw_dip", "at": 1, "topic": "orders", "partition": 3}, "partition 3 not in 0..2"),
+])
+def test_loss_incidents_are_checked_against_the_cluster(incident: dict[str, object], message: str) -> None:
+    cluster = {"topics": [{"name": "orders", "partitions": 3, "replication_factor": 3}]}
+    with pytest.raises(ValueError, match=message):
+        Scenario.model_validate({"cluster": cluster, "incidents": [incident]})
