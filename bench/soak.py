@@ -33,6 +33,8 @@ assumed from the schedule. Checks:
     first incident, or after an allowance and before the next incident).
 (d) detection: the alerts raised during each incident include its expected
     rule (any one of the listed rules).
+(f) fleet: the batch group idle by schedule (hourly-rollup, policy idle_max_s)
+    and the group found Empty (old-etl, INACTIVE) raise no alert at all.
 (e) loss: the loss ledger records nothing but the transactions the coordinator
     aborted at their timeout (producer_crash_in_txn, one txn_timeout_abort each):
     clean leader changes (failover and back, leader_change_hw_dip's high
@@ -104,6 +106,11 @@ def soak_cluster(zookeeper: bool = False) -> dict[str, Any]:
             {"group_id": "fraud-detector", "topics": ["payments"], "isolation_level": "read_committed",
              "members": 1},
             {"group_id": "auditor", "topics": ["audit-trail"], "members": 1},
+            # fleet policy (issue 15): a batch job idle by design between runs (its policy: idle_max_s), and a
+            # group left behind long ago, found Empty with a growing backlog (INACTIVE): neither may alert
+            {"group_id": BATCH_GROUP, "topics": ["orders"], "members": 1, "batch_every_s": 1800, "batch_run_s": 300,
+             "consume_rate": 200},  # a batch reads fast: the 25 min backlog is gone within its 5 min run
+            {"group_id": ABANDONED_GROUP, "topics": ["payments"], "members": 0},
         ],
         "transactional_producers": [
             {"transactional_id": "payments-tx", "topics": ["payments"], "rate": 10, "transaction_duration_s": 2,
@@ -112,6 +119,15 @@ def soak_cluster(zookeeper: bool = False) -> dict[str, Any]:
              "transaction_duration_s": 3, "timeout_ms": 30_000},
         ],
     }
+
+
+BATCH_GROUP, ABANDONED_GROUP = "hourly-rollup", "old-etl"
+
+
+def soak_policies() -> list[dict[str, Any]]:
+    """The batch group runs 300 s every 1800 s: its commit stands still ~1500 s between runs, and it is up to that
+    far behind when a run starts (its lag SLO says so)."""
+    return [{"group": f"^{BATCH_GROUP}$", "idle_max_s": 1800, "lag_seconds_slo": 2400, "team": "analytics"}]
 
 
 def soak_thresholds() -> dict[str, Any]:
@@ -398,6 +414,7 @@ class SoakResult:
     mem_end: Memory | None = None
     rss_hourly: list[tuple[float, int]] = field(default_factory=list)  # (simulated s, VmRSS KiB)
     losses: list[tuple[LossRecord, Episode | None]] = field(default_factory=list)  # the ledger, with its episode
+    fleet_status: dict[str, str] = field(default_factory=dict)  # the fleet groups' status at the last poll
 
     @property
     def complete(self) -> list[Episode]:
@@ -418,6 +435,11 @@ class SoakResult:
         return [e for e in self.complete if not e.hit]
 
     @property
+    def fleet_alerts(self) -> list[Note]:
+        """Alerts about the batch group idle by design or the group nobody runs (there must be none)."""
+        return [n for n in self.notes if n.subject in (BATCH_GROUP, ABANDONED_GROUP)]
+
+    @property
     def unexpected_losses(self) -> list[LossRecord]:
         """Ledger rows no scripted incident explains. Only a producer that dies inside a transaction loses data
         here (the coordinator aborts it at its timeout, then the producer comes back); clean leader changes,
@@ -435,6 +457,7 @@ class SoakResult:
     def passed(self) -> bool:
         growth = self.rss_growth
         return (not self.stale and not self.false_alerts and not self.misses and not self.unexpected_losses
+                and not self.fleet_alerts
                 and (growth is None or growth <= RSS_GROWTH_LIMIT))
 
 
@@ -452,7 +475,8 @@ def _monitor_config(sb: Sandbox, poll_s: float, thresholds: dict[str, Any]) -> M
     if sb.zk_connect:
         cluster["zookeeper"] = {"connect": sb.zk_connect}
     return MonitorConfig.model_validate({"clusters": [cluster], "poll_interval_s": poll_s,
-                                         "request_timeout_s": REQUEST_TIMEOUT_S, "thresholds": thresholds})
+                                         "request_timeout_s": REQUEST_TIMEOUT_S, "thresholds": thresholds,
+                                         "policies": soak_policies()})
 
 
 def run_soak(hours: float = 24.0, poll_s: float = 30.0, zookeeper: bool = False, quiet_s: float = 180.0,
@@ -503,6 +527,8 @@ def run_soak(hours: float = 24.0, poll_s: float = 30.0, zookeeper: bool = False,
             r = poller.poll(t0 + t)
             _file_alerts(r, t, t0, episodes, open_notes, res.notes)
             res.losses += [(x, next((e for e in episodes if e.covers(t)), None)) for x in r.snapshot.losses]
+            res.fleet_status = {g.group_id: g.status for g in r.snapshot.groups
+                                if g.group_id in (BATCH_GROUP, ABANDONED_GROUP)}
             res.polls += 1
             res.end_t = t
             if res.mem_start is None and t >= warmup_s:
@@ -651,6 +677,9 @@ def report(res: SoakResult) -> list[str]:
     out.append(f"  loss records no incident explains (must be 0): {len(res.unexpected_losses)}")
     out += [f"    {x.kind} {x.subject} {x.messages} t+{x.time - res.t0:.0f}s: {x.evidence}"
             for x in res.unexpected_losses[:20]]
+    out.append(f"  alerts about {BATCH_GROUP} (batch, idle by policy) or {ABANDONED_GROUP} (found Empty, inactive), "
+               f"must be 0: {len(res.fleet_alerts)}; their status at the end: {res.fleet_status}")
+    out += [f"    {n.describe()}" for n in res.fleet_alerts[:10]]
     out.append(f"  result: {'PASS' if res.passed else 'FAIL'}")
     return out
 

@@ -75,6 +75,12 @@ class ConsumerGroups(Topology):
         for g in self.groups.values():
             if g.deleted:
                 continue
+            every = g.spec.batch_every_s
+            if every is not None and g.spec.batch_run_s is not None:
+                # a batch job: its members join at every run and leave when it is done
+                want = "running" if (self.now - self.start) % every < g.spec.batch_run_s else "stopped"
+                if g.mode != want:
+                    self.set_group_mode(g.spec.group_id, want)
             if g.state in ("PreparingRebalance", "CompletingRebalance"):
                 g.behind = None  # what moved meanwhile is not tracked: look at everything once it runs
                 if self.now >= g.rebalance_until:

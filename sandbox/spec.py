@@ -67,6 +67,16 @@ class GroupSpec(_Strict):
     commit_interval_s: float = Field(5.0, gt=0)
     isolation_level: Literal["read_uncommitted", "read_committed"] = "read_uncommitted"
     members: int = Field(2, ge=0)
+    batch_every_s: float | None = Field(None, gt=0, description="a batch job: runs every N simulated s ...")
+    batch_run_s: float | None = Field(None, gt=0, description="... for this long (its members leave in between)")
+
+    @model_validator(mode="after")
+    def _batch(self) -> GroupSpec:
+        if (self.batch_every_s is None) != (self.batch_run_s is None):
+            raise ValueError("batch_every_s and batch_run_s go together")
+        if self.batch_every_s is not None and self.batch_run_s is not None and self.batch_run_s >= self.batch_every_s:
+            raise ValueError("batch_run_s must be shorter than batch_every_s")
+        return self
 
 
 class TxnProducerSpec(_Strict):

@@ -78,6 +78,8 @@ class Cause:
         inc = self.incident
         inc.alerts, inc.members, inc.sample = len(self.alerts), dict(sorted(Counter(
             a.rule for a in self.alerts).items())), self.sample()
+        teams = {a.team for a in self.alerts}
+        inc.team = teams.pop() if len(teams) == 1 else None  # one owner team, or nobody's in particular
         return self
 
 

@@ -55,11 +55,12 @@ class AlertTracker:
             rec = self.open.get(key)
             if rec is None:
                 rec = AlertRecord(rule=c.rule, severity=c.severity, cluster=cluster, subject=c.subject,
-                                  summary=c.summary, first_seen=now, last_seen=now, value=c.value)
+                                  summary=c.summary, first_seen=now, last_seen=now, value=c.value, team=c.team)
                 self.open[key] = rec
                 opened.append(rec)
             else:
                 rec.last_seen, rec.summary, rec.value, rec.severity = now, c.summary, c.value, c.severity
+                rec.team = c.team
         resolved: list[AlertRecord] = []
         for key in [k for k in self.open if k[0] == cluster and k not in seen]:
             if key[1] in keep_rules:

@@ -15,19 +15,21 @@ What each rule means, its severity, its Prometheus twin and its runbook entry ar
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from collectors.alerting.catalogue import RULES
 from collectors.alerting.thresholds import Thresholds
-from collectors.model.records import ClusterSnapshot, GroupPartitionRecord, LossRecord
+from collectors.model.records import ClusterSnapshot, GroupPartitionRecord, GroupRecord, LossRecord
 from collectors.model.state import ClusterState
 from collectors.model.vocabulary import (
+    ACTIVE_GROUP,
     AT_MIN_ISR,
     BEYOND_LOG_END,
     CRITICAL,
     INFO,
     OFFLINE,
     PREPARE_TXN_STATES,
+    SEVERITY_RANK,
     TRUNCATION,
     UNCLEAN_ELECTION,
     UNDER_MIN_ISR,
@@ -47,6 +49,7 @@ class Candidate:
     summary: str
     value: float | None = None
     pending: bool = False  # the condition holds but not yet for as long as the rule requires: no alert
+    team: str | None = None  # the owner team of its group or topic (`apply_policy`)
 
 
 ELECTION_ALERT_S = 600.0  # how long an election stays visible as an alert
@@ -156,7 +159,10 @@ def groups(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now
     by_group: dict[str, list[GroupPartitionRecord]] = {}
     for gp in s.group_partitions:
         by_group.setdefault(gp.group_id, []).append(gp)
+    topic_horizon = {t.topic: t.retention_risk_s for t in s.topics if t.retention_risk_s is not None}
     for g in s.groups:
+        if g.activity != ACTIVE_GROUP:
+            continue  # nobody runs it (INACTIVE / ABANDONED): info in its record, never an alert
         parts = by_group.get(g.group_id, [])
         if g.status in ("WARN", "ERR"):
             bad = [f"{p.topic}-{p.partition}:{p.status}" for p in parts if p.status != "OK"]
@@ -164,10 +170,11 @@ def groups(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now
                             f"group {g.group_id} {g.status} ({g.worst_partition_status}; state {g.state}, "
                             f"{g.members} members): {', '.join(bad[:5])}{' …' if len(bad) > 5 else ''}",
                             float(g.lag_sum or 0))
-        if g.lag_seconds_max is not None and g.lag_seconds_max > th.lag_seconds_slo:
+        slo = g.lag_seconds_slo if g.lag_seconds_slo is not None else th.lag_seconds_slo
+        if g.lag_seconds_max is not None and g.lag_seconds_max > slo and not g.idle:
             yield Candidate("consumer_lag_seconds", WARNING, g.group_id,
-                            f"group {g.group_id} is {g.lag_seconds_max:.0f}s behind (SLO {th.lag_seconds_slo:.0f}s)",
-                            g.lag_seconds_max)
+                            f"group {g.group_id} is {g.lag_seconds_max:.0f}s behind (SLO {slo:.0f}s"
+                            f"{f', {g.policy}' if g.lag_seconds_slo is not None else ''})", g.lag_seconds_max)
         lost = [p for p in parts if p.below_log_start]
         if lost:
             skipped = sum((p.log_start_offset or 0) - (p.committed_offset or 0) for p in lost)
@@ -175,8 +182,13 @@ def groups(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now
                             f"group {g.group_id}: retention deleted {skipped:,} unread messages on "
                             f"{', '.join(_tp(p.topic, p.partition) for p in lost[:5])}"
                             f"{' …' if len(lost) > 5 else ''}", float(skipped))
+        def horizon(p: GroupPartitionRecord, g: GroupRecord = g) -> float:
+            if g.retention_risk_s is not None:
+                return g.retention_risk_s
+            return topic_horizon.get(p.topic, th.retention_risk_s)
+
         at_risk = [p for p in parts if not p.below_log_start and p.seconds_to_retention is not None
-                   and p.lag and p.seconds_to_retention < th.retention_risk_s]
+                   and p.lag and p.seconds_to_retention < horizon(p)]
         if at_risk:
             worst = min(p.seconds_to_retention for p in at_risk if p.seconds_to_retention is not None)
             yield Candidate("retention_risk", WARNING, g.group_id,
@@ -337,6 +349,36 @@ def evaluate(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, n
     out: list[Candidate] = []
     for family in families_evaluated(s):
         out.extend(FAMILY_RULES[family](s, st, held, th, now))
+    return apply_policy(out, s)
+
+
+def apply_policy(candidates: list[Candidate], s: ClusterSnapshot) -> list[Candidate]:
+    """Each candidate with the owner team and the severity cap of what it is about (`collectors.model.policy`):
+    a group's rule for group alerts, a topic's rule for partition, topic and loss alerts about its partitions.
+
+    The subject says what a candidate is about: a group id (group rules, `offset_beyond_log_end`), a topic, or
+    ``topic-N``. Broker, consensus and transaction alerts have no owner team: they are the platform's.
+    """
+    groups = {g.group_id: (g.team, g.max_severity) for g in s.groups if g.team or g.max_severity}
+    topics = {t.topic: (t.team, t.max_severity) for t in s.topics if t.team or t.max_severity}
+    if not groups and not topics:
+        return candidates
+    out = []
+    for c in candidates:
+        family = RULES[c.rule].family if c.rule in RULES else ""
+        hit = None
+        if family == "groups" or c.rule == "offset_beyond_log_end":
+            hit = groups.get(c.subject)
+        elif family in ("partitions", "topics", "loss"):
+            hit = topics.get(c.subject) or topics.get(c.subject.rpartition("-")[0])
+        if hit is None:
+            out.append(c)
+            continue
+        team, cap = hit
+        severity = c.severity
+        if cap is not None and SEVERITY_RANK[severity] < SEVERITY_RANK[cap]:
+            severity = cap
+        out.append(replace(c, team=team, severity=severity))
     return out
 
 

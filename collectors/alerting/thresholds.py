@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from collectors.model.settings import MAX_DURATION_S, MAX_OFFSET_DELTA, Count, Number, Seconds, StrictModel
+from collectors.model.settings import DAY, MAX_DURATION_S, MAX_OFFSET_DELTA, Count, Number, Seconds, StrictModel
 
 __all__ = ["Thresholds"]
 
@@ -52,6 +52,10 @@ class Thresholds(StrictModel):
     """A ZooKeeper follower out of sync for this long is an alert (one more failure away from losing quorum)."""
     kraft_voter_lag_records: Count = Field(1000, ge=0, le=MAX_OFFSET_DELTA)
     """A KRaft voter this many metadata records behind the leader is lagging."""
+    group_abandoned_after_s: Seconds = Field(7 * DAY, gt=0, le=MAX_DURATION_S)
+    """A group without members and without a moving commit for this long is ABANDONED (info, never paging, hidden
+    from the default dashboard views) until it comes back; counted from the monitor's first sight of it
+    (`collectors.model.activity`)."""
     stale_after_polls: Count = Field(2, ge=1, le=1000)
     """Data not refreshed for this many polls is marked stale instead of being reported as current."""
     incident_hold_down_s: Seconds = Field(300.0, ge=0, le=MAX_DURATION_S)

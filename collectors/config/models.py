@@ -10,9 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from collectors.alerting.thresholds import Thresholds
+from collectors.model.policy import PolicyRule
 from collectors.model.settings import DAY, ConfigPath, Count, Seconds, StrictModel
 from collectors.outputs.settings import ExporterConfig, HistoryConfig
 from collectors.sources.settings import ClusterConfig
@@ -35,6 +36,10 @@ class MonitorConfig(StrictModel):
     (ApiVersions, metadata refreshes) and ZooKeeper reads, which have their own window of 1000 per session."""
     thresholds: Thresholds = Field(default_factory=Thresholds)
     """Alert thresholds; every one has a default."""
+    policies: list[PolicyRule] = Field(default_factory=list)
+    """Per-group and per-topic refinements of the thresholds, owner teams, batch schedules; the first rule that
+    matches a group (or topic) wins (`collectors.model.policy`). ``python -m collectors.config explain`` shows
+    what applies to a name."""
     exporter: ExporterConfig = Field(default_factory=ExporterConfig)
     """Prometheus endpoint."""
     history: HistoryConfig = Field(default_factory=HistoryConfig)
@@ -64,3 +69,12 @@ class MonitorConfig(StrictModel):
                 raise ValueError(f"clusters[{i}] and clusters[{seen[key]}] are both named {cluster.name!r}")
             seen[key] = i
         return value
+
+    @model_validator(mode="after")
+    def _policy_windows_fit(self) -> MonitorConfig:
+        window = self.thresholds.lag_window_points
+        for i, rule in enumerate(self.policies):
+            if rule.lag_min_points is not None and rule.lag_min_points > window:
+                raise ValueError(f"policies[{i}].lag_min_points ({rule.lag_min_points}) exceeds "
+                                 f"thresholds.lag_window_points ({window}): more points than are kept never arrive")
+        return self

@@ -61,6 +61,7 @@ __all__ = [
     "OffsetHistory",
     "evaluate_partition",
     "group_status",
+    "judge_partition",
     "lag_messages",
     "lag_seconds",
     "seconds_to_retention",
@@ -79,6 +80,7 @@ class LagSettings(Protocol):
     lag_allowed_messages: int
     lag_min_points: int
     consumer_stop_after_s: float
+    group_abandoned_after_s: float
 
 _SEVERITY = PARTITION_STATUS_RANK
 _GROUP_OF = GROUP_STATUS_OF
@@ -442,27 +444,43 @@ def evaluate_partition(
        falling behind, so it stays ``OK``.
     6. Otherwise ``OK`` (e.g. a recovering consumer whose lag decreases).
     """
+    return judge_partition(window, now, has_members=has_members, allowed_lag=allowed_lag, min_points=min_points,
+                           stop_after_s=stop_after_s)[0]
+
+
+def judge_partition(
+    window: CommitWindow,
+    now: float,
+    *,
+    has_members: bool,
+    allowed_lag: int = 0,
+    min_points: int = 3,
+    stop_after_s: float = 300.0,
+) -> tuple[str, str]:
+    """`evaluate_partition`'s status and the rule that decided it, in words (the API's ``status_reason``)."""
     if min_points < 2:
         raise ValueError(f"min_points must be >= 2, got {min_points}")
     offsets = window._offsets
     n = len(offsets)
     if n == 0:
-        return OK
+        return OK, "no commit seen yet"
     lags = window._lags
     if lags[-1] <= allowed_lag:
-        return OK
+        return OK, f"lag {lags[-1]:,} <= allowed {allowed_lag:,}"
     latest = offsets[-1]
     if n >= 2 and latest < max(offsets[:-1]):
-        return REWIND
+        return REWIND, f"committed offset went back from {max(offsets[:-1]):,} to {latest:,}"
     changed = window._last_change_time
     if changed is not None and now - changed > stop_after_s:
-        return STALL if has_members else STOP
+        who = "members hold it" if has_members else "no members"
+        return (STALL if has_members else STOP,
+                f"commit unchanged for {now - changed:.0f}s (> {stop_after_s:.0f}s) with lag {lags[-1]:,}; {who}")
     floors = [f for f in window._floors if f >= 0]
     m = len(floors)
     if (m >= min_points and min(floors) > allowed_lag and floors[-1] > floors[0]
             and all(floors[k] <= floors[k + 1] for k in range(m - 1))):
-        return WARN
-    return OK
+        return WARN, f"lag at commit rose over the last {m} commits ({floors[0]:,} -> {floors[-1]:,})"
+    return OK, "consuming: commits move and the lag is not growing at every commit"
 
 
 def worst_partition_status(statuses: Iterable[str]) -> str:

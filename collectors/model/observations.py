@@ -112,6 +112,8 @@ class KafkaObservation:
     kraft: bool | None = None
     listed_transactions: dict[str, int] = field(default_factory=dict)  # transactional id → producer id
     unreachable_brokers: set[int] = field(default_factory=set)
+    filtered_topics: int = 0  # topics left out by the cluster's filters (never described)
+    filtered_groups: int = 0  # groups left out by the cluster's filters (never described, offsets never fetched)
     errors: list[str] = field(default_factory=list)
     stale_sections: set[str] = field(default_factory=set)
     requests: int = 0

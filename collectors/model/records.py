@@ -123,6 +123,10 @@ class TopicRecord:
     # Broker failures the worst partition can still take before acks=all writes stop / data can be lost.
     failures_before_write_stop: int = 0
     failures_before_data_loss: int = 0
+    team: str | None = None  # the owner team of its policy (`collectors.model.policy`)
+    policy: str | None = None  # the policy rule that matched it ("policies[3]"); None: the thresholds
+    retention_risk_s: float | None = None  # its policy's retention-risk horizon; None: thresholds.retention_risk_s
+    max_severity: str | None = None  # its policy's highest alert severity; None: no cap
 
 
 @dataclass(slots=True)
@@ -141,6 +145,11 @@ class GroupPartitionRecord:
     last_commit_time: float | None = None  # when we last saw the committed offset move (epoch s)
     below_log_start: bool = False  # retention already deleted messages this group never read
     seconds_to_retention: float | None = None  # estimate of time until unread data is deleted
+    status_reason: str | None = None  # the rule that decided `status`, in words (the API and the drill-down)
+    # The member that owns the partition in the group's current assignment; None when unassigned or unknown.
+    owner_member_id: str | None = None
+    owner_client_id: str | None = None
+    owner_host: str | None = None
 
 
 @dataclass(slots=True)
@@ -159,6 +168,15 @@ class GroupRecord:
     partitions: int = 0
     topics: list[str] = field(default_factory=list)
     last_commit_time: float | None = None
+    # active: judged as above. INACTIVE / ABANDONED groups (`status` says which) are nobody's running consumer:
+    # info, never paging (`collectors.model.activity`).
+    activity: str = "active"
+    team: str | None = None  # the owner team of its policy (`collectors.model.policy`)
+    policy: str | None = None  # the policy rule that matched it ("policies[3]"); None: the thresholds
+    lag_seconds_slo: float | None = None  # its policy's lag-seconds SLO; None: thresholds.lag_seconds_slo
+    retention_risk_s: float | None = None  # its policy's retention-risk horizon; None: the topic's, else thresholds
+    max_severity: str | None = None  # its policy's highest alert severity; None: no cap
+    idle: bool = False  # in an idle window of its policy (a batch job between runs): no STALL/STOP, no lag SLO
 
 
 @dataclass(slots=True)
@@ -239,6 +257,7 @@ class AlertRecord:
     # incident's member) and in records from before incidents. Lets a reader list an incident's members
     # without redoing the correlation.
     incident: str | None = None
+    team: str | None = None  # the owner team of the group or topic it is about, from policy (Alertmanager routes by it)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -273,6 +292,7 @@ class IncidentRecord:
     at_min_isr: int | None = None  # one more broker failure stops acks=all writes
     unclean_topics: int | None = None  # affected topics with unclean.leader.election.enable=true
     consequences: list[str] = field(default_factory=list)  # "group billing", … explained by this cause
+    team: str | None = None  # the owner team when every member alert has the same one; None otherwise
 
 
 @dataclass(slots=True)
@@ -323,6 +343,8 @@ class ClusterSnapshot:
     errors: list[str] = field(default_factory=list)
     poll_duration_s: float = 0.0
     requests: int = 0
+    filtered_topics: int = 0  # topics the cluster's filters leave out (not described, offsets not read)
+    filtered_groups: int = 0  # groups the cluster's filters leave out (not described, offsets not fetched)
     brokers: list[BrokerRecord] = field(default_factory=list)
     topics: list[TopicRecord] = field(default_factory=list)
     partitions: list[PartitionRecord] = field(default_factory=list)

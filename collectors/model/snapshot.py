@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 
+from collectors.model.activity import classify
 from collectors.model.durability import topic_posture
 from collectors.model.lag import (
     LagSettings,
-    evaluate_partition,
     group_status,
+    judge_partition,
     lag_messages,
     lag_seconds,
     seconds_to_retention,
@@ -29,6 +30,7 @@ from collectors.model.loss import (
     zxid_regressions,
 )
 from collectors.model.observations import KafkaObservation, ZkObservation
+from collectors.model.policy import Policies, in_idle_window
 from collectors.model.records import (
     BrokerRecord,
     ClusterSnapshot,
@@ -42,7 +44,19 @@ from collectors.model.records import (
     TransactionRecord,
 )
 from collectors.model.state import ClusterState
-from collectors.model.vocabulary import CLOSED_TXN_STATES, OPEN_TXN_STATES
+from collectors.model.vocabulary import (
+    ABANDONED,
+    ACTIVE_GROUP,
+    CLOSED_TXN_STATES,
+    INACTIVE,
+    INACTIVE_GROUP,
+    OK,
+    OPEN_TXN_STATES,
+    STALL,
+    STOP,
+)
+
+NO_POLICIES = Policies()
 
 
 def _int(value: str | None, default: int) -> int:
@@ -57,9 +71,12 @@ def _bool(value: str | None) -> bool:
 
 
 def build_snapshot(name: str, obs: KafkaObservation, zk: ZkObservation | None, state: ClusterState,
-                   thresholds: LagSettings, now: float) -> ClusterSnapshot:
+                   thresholds: LagSettings, now: float, policies: Policies | None = None) -> ClusterSnapshot:
+    """`policies`: the ``policies:`` of the configuration (None: none, the thresholds decide everything)."""
+    policies = policies if policies is not None else NO_POLICIES
     snap = ClusterSnapshot(cluster=name, time=now, reachable=obs.reachable, cluster_id=obs.cluster_id,
-                           controller_id=obs.controller_id, errors=list(obs.errors), requests=obs.requests)
+                           controller_id=obs.controller_id, errors=list(obs.errors), requests=obs.requests,
+                           filtered_topics=obs.filtered_topics, filtered_groups=obs.filtered_groups)
     if zk is not None:
         snap.mode = "zookeeper"
     elif obs.kraft:
@@ -77,8 +94,8 @@ def build_snapshot(name: str, obs: KafkaObservation, zk: ZkObservation | None, s
         return snap
     _brokers(snap, obs, zk, state, now)
     _carry_configs(obs, state)
-    _partitions_and_topics(snap, obs, zk, state, now)
-    _groups(snap, obs, state, thresholds, now)
+    _partitions_and_topics(snap, obs, zk, state, now, policies)
+    _groups(snap, obs, state, thresholds, now, policies)
     _transactions(snap, obs, state, now)
     _kraft(snap, obs, state, now)
     _losses(snap, obs, state, now)
@@ -88,7 +105,8 @@ def build_snapshot(name: str, obs: KafkaObservation, zk: ZkObservation | None, s
     stale = set(snap.stale_sections)
     state.prune(None if "partitions" in stale else {(p.topic, p.partition) for p in snap.partitions},
                 None if stale & {"groups", "offsets"} else
-                {(g.group_id, g.topic, g.partition) for g in snap.group_partitions})
+                {(g.group_id, g.topic, g.partition) for g in snap.group_partitions},
+                None if "groups" in stale else {g.group_id for g in snap.groups})
     state.polls += 1
     state.last_good = now
     return snap
@@ -105,7 +123,10 @@ def _losses(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, n
                  unclean, now)
     snap.losses += cut
     snap.losses += truncated_readers(cut, state.group_marks)  # from the commits seen before the change
-    snap.losses += group_evidence(snap.cluster, snap.group_partitions, state.group_marks, now)
+    # what retention deletes under a group nobody runs (inactive, abandoned) is not news: no ledger rows
+    running = {g.group_id for g in snap.groups if g.activity == ACTIVE_GROUP}
+    snap.losses += group_evidence(snap.cluster, [gp for gp in snap.group_partitions if gp.group_id in running],
+                                  state.group_marks, now)
     if "transactions" not in snap.stale_sections:
         snap.losses += transaction_evidence(snap.cluster, snap.transactions, state.txn_watch, now)
         listed = {t.transactional_id for t in snap.transactions}
@@ -169,7 +190,7 @@ def _brokers(snap: ClusterSnapshot, obs: KafkaObservation, zk: ZkObservation | N
 
 
 def _partitions_and_topics(snap: ClusterSnapshot, obs: KafkaObservation, zk: ZkObservation | None, state: ClusterState,
-                           now: float) -> None:
+                           now: float, policies: Policies) -> None:
     broker_min_isr = _int(obs.broker_configs.get("min.insync.replicas"), 1)
     zk_states = zk.partition_states if zk is not None else {}
     by_topic: dict[str, list[PartitionRecord]] = defaultdict(list)
@@ -206,6 +227,7 @@ def _partitions_and_topics(snap: ClusterSnapshot, obs: KafkaObservation, zk: ZkO
         cfg = obs.topic_configs.get(topic, {})
         retention = _int(cfg.get("retention.ms"), 604_800_000)
         write_stop, data_loss = topic_posture(parts)
+        pol = policies.for_topic(snap.cluster, topic)
         snap.topics.append(TopicRecord(
             cluster=snap.cluster, topic=topic, internal=topic in obs.internal_topics, partitions=len(parts),
             replication_factor=max((p.replication_factor for p in parts), default=0),
@@ -218,7 +240,8 @@ def _partitions_and_topics(snap: ClusterSnapshot, obs: KafkaObservation, zk: ZkO
             at_min_isr=sum(p.at_min_isr and not p.offline for p in parts),
             offline=sum(p.offline for p in parts),
             preferred_leader_imbalance=sum(not p.leader_is_preferred and not p.offline for p in parts),
-            failures_before_write_stop=write_stop, failures_before_data_loss=data_loss))
+            failures_before_write_stop=write_stop, failures_before_data_loss=data_loss,
+            team=pol.team, policy=pol.rule, retention_risk_s=pol.retention_risk_s, max_severity=pol.max_severity))
 
 
 def _change_kind(before: tuple[int, tuple[int, ...]], after: tuple[int, tuple[int, ...]]) -> str:
@@ -232,16 +255,27 @@ def _change_kind(before: tuple[int, tuple[int, ...]], after: tuple[int, tuple[in
     return "leader_change"
 
 
-def _groups(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, th: LagSettings, now: float) -> None:
+def _groups(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, th: LagSettings, now: float,
+            policies: Policies) -> None:
     topics = {t.topic: t for t in snap.topics}
     offline = {(p.topic, p.partition) for p in snap.partitions if p.offline}
+    owners_of = getattr(obs, "group_owners", {})
     for gid in sorted(obs.groups):
         info = obs.groups[gid]
         commits = obs.commits.get(gid, {})
         if info.get("state") == "Dead" and not commits:
             continue  # a deleted group: nothing to report
         members = int(info.get("members") or 0)
-        statuses, lags, lag_secs, last_commits = [], [], [], []
+        pol = policies.for_group(snap.cluster, gid)
+        allowed = pol.lag_allowed_messages if pol.lag_allowed_messages is not None else th.lag_allowed_messages
+        min_points = pol.lag_min_points if pol.lag_min_points is not None else th.lag_min_points
+        stop_after = pol.consumer_stop_after_s if pol.consumer_stop_after_s is not None else th.consumer_stop_after_s
+        if pol.idle_max_s is not None:
+            stop_after = max(stop_after, pol.idle_max_s)  # a batch job's commit stands still between runs
+        idle = bool(pol.idle_windows) and in_idle_window(pol.idle_windows, now)
+        owners = owners_of.get(gid, {})
+        moved = False
+        parts: list[GroupPartitionRecord] = []
         for (topic, partition), committed in sorted(commits.items()):
             key = (topic, partition)
             hw, start = obs.high_watermark.get(key), obs.log_start.get(key)
@@ -255,6 +289,8 @@ def _groups(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, t
             if history is not None and (hw is not None or committed < (history.newest_offset or 0)):
                 secs = lag_seconds(history, committed, now)
             window = state.window((gid, topic, partition))
+            latest = window.latest
+            moved = moved or (latest is not None and latest[0] != committed)
             if key in offline:
                 # Nobody can consume from a partition without a leader: its commit standing still is the
                 # partition's outage (offline_partition says so), not a stalled group. Judge nothing and restart
@@ -268,34 +304,54 @@ def _groups(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, t
                 # would freeze the commit clock and call a group that keeps committing STALL/STOP.
                 last_hw = window.last_high_watermark
                 window.observe(committed, now, max(0, last_hw - committed), last_hw)
-            status = evaluate_partition(window, now, has_members=members > 0,
-                                        allowed_lag=th.lag_allowed_messages, min_points=th.lag_min_points,
-                                        stop_after_s=th.consumer_stop_after_s)
+            status, reason = judge_partition(window, now, has_members=members > 0, allowed_lag=allowed,
+                                             min_points=min_points, stop_after_s=stop_after)
+            if key in offline:
+                reason = "partition offline: nothing to consume, nothing judged"
+            elif idle and status in (STALL, STOP):
+                status, reason = OK, f"idle by schedule ({pol.rule}): {reason}"
             t = topics.get(topic)
             retention = t.retention_ms if t is not None and "delete" in t.cleanup_policy else None
             below = start is not None and committed < start
             to_retention = (seconds_to_retention(history, committed, start, retention, now)
                             if history is not None else (0.0 if below else None))
-            rec = GroupPartitionRecord(
+            owner = owners.get(key)
+            parts.append(GroupPartitionRecord(
                 cluster=snap.cluster, group_id=gid, topic=topic, partition=partition, committed_offset=committed,
                 log_start_offset=start, high_watermark=hw, last_stable_offset=lso, lag=lag, lag_seconds=secs,
                 status=status, last_commit_time=window.last_change_time, below_log_start=below,
-                seconds_to_retention=to_retention)
-            snap.group_partitions.append(rec)
-            statuses.append(status)
-            if lag is not None:
-                lags.append(lag)
-            if secs is not None:
-                lag_secs.append(secs)
-            if window.last_change_time is not None:
-                last_commits.append(window.last_change_time)
+                seconds_to_retention=to_retention, status_reason=reason,
+                owner_member_id=owner.member_id if owner is not None else None,
+                owner_client_id=owner.client_id if owner is not None else None,
+                owner_host=owner.host if owner is not None else None))
+        life, activity = classify(state.group_life.get(gid), members, moved, now, th.group_abandoned_after_s)
+        state.group_life[gid] = life
+        idle_status = INACTIVE if activity == INACTIVE_GROUP else ABANDONED
+        if activity != ACTIVE_GROUP:
+            # nobody runs it: what it lags is not news (collectors.model.activity)
+            status = idle_status
+            since = life.last_active if life.last_active is not None else life.first_seen
+            why = (f"no members and no moving commit since first seen {now - life.first_seen:.0f}s ago"
+                   if activity == INACTIVE_GROUP else
+                   f"no members and no moving commit for {now - since:.0f}s (>= {th.group_abandoned_after_s:.0f}s)")
+            for gp in parts:
+                gp.status, gp.status_reason = status, why
+        statuses = [gp.status for gp in parts]
+        lags = [gp.lag for gp in parts if gp.lag is not None]
+        lag_secs = [gp.lag_seconds for gp in parts if gp.lag_seconds is not None]
+        last_commits = [gp.last_commit_time for gp in parts if gp.last_commit_time is not None]
+        snap.group_partitions.extend(parts)
+        running = activity == ACTIVE_GROUP
         snap.groups.append(GroupRecord(
             cluster=snap.cluster, group_id=gid, state=str(info.get("state") or "Unknown"), members=members,
             coordinator=info.get("coordinator"), protocol_type=str(info.get("protocol_type") or ""),
-            status=group_status(statuses), worst_partition_status=worst_partition_status(statuses),
+            status=group_status(statuses) if running else idle_status,
+            worst_partition_status=worst_partition_status(statuses) if running else idle_status,
             lag_sum=sum(lags) if lags else None, lag_max=max(lags) if lags else None,
             lag_seconds_max=max(lag_secs) if lag_secs else None, partitions=len(commits),
-            topics=sorted({t for t, _ in commits}), last_commit_time=max(last_commits) if last_commits else None))
+            topics=sorted({t for t, _ in commits}), last_commit_time=max(last_commits) if last_commits else None,
+            activity=activity, team=pol.team, policy=pol.rule, lag_seconds_slo=pol.lag_seconds_slo,
+            retention_risk_s=pol.retention_risk_s, max_severity=pol.max_severity, idle=idle))
 
 
 def _transactions(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, now: float) -> None:

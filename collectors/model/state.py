@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from collectors.model.activity import GroupLife
 from collectors.model.lag import CommitWindow, OffsetHistory
 from collectors.model.loss import EpochWatch, GroupMark, TxnWatch
 from collectors.model.records import LossRecord
@@ -48,6 +49,8 @@ class ClusterState:
     group_marks: dict[tuple[str, str, int], GroupMark] = field(default_factory=dict)
     zk_zxids: dict[str, tuple[int, int]] = field(default_factory=dict)  # server -> (epoch, zxid) highest seen
     txn_watch: dict[str, TxnWatch] = field(default_factory=dict)  # transactional id -> open txn / abort seen
+    # per group: when first seen and last seen active (`collectors.model.activity`); kept in checkpoints
+    group_life: dict[str, GroupLife] = field(default_factory=dict)
 
     def history(self, key: tuple[str, int]) -> OffsetHistory:
         h = self.hw_history.get(key)
@@ -62,8 +65,11 @@ class ClusterState:
         return w
 
     def prune(self, partitions: set[tuple[str, int]] | None,
-              group_partitions: set[tuple[str, str, int]] | None) -> None:
+              group_partitions: set[tuple[str, str, int]] | None, groups: set[str] | None = None) -> None:
         """Forget what no longer exists (None: that part of the poll was incomplete, forget nothing of it)."""
+        if groups is not None and any(g not in groups for g in self.group_life):
+            for g in [g for g in self.group_life if g not in groups]:
+                del self.group_life[g]
         for d, keep in ((self.hw_history, partitions), (self.partition_view, partitions),
                         (self.isr_changes, partitions), (self.epoch_watch, partitions),
                         (self.commit_windows, group_partitions), (self.group_marks, group_partitions)):

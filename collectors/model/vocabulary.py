@@ -43,6 +43,22 @@ GROUP_STATUS_RANK: Final = {s: i for i, s in enumerate(GROUP_STATUSES)}
 GROUP_STATUS_OF: Final = {OK: OK, WARN: WARN, REWIND: ERR, STALL: ERR, STOP: ERR}
 """Partition status → the group status it makes."""
 
+INACTIVE, ABANDONED = "INACTIVE", "ABANDONED"
+IDLE_GROUP_STATUSES: Final = (INACTIVE, ABANDONED)
+"""Statuses of a group nobody runs, for the group and each of its partitions (`collectors.model.activity`):
+
+* INACTIVE: first seen without members and never seen since with members or a moving commit (a group left
+  behind long ago, a console consumer): what it lags is not news, so it never pages.
+* ABANDONED: no members and no commit for `groups.abandoned_after_s` (default 7 days), whatever it was before:
+  hidden from the default dashboard views, never paging.
+
+Both are info. They are not in `PARTITION_STATUSES` / `GROUP_STATUSES` (whose index is the exported status
+code of running groups); a group that comes back (members, or a commit that moves) is judged as usual again.
+"""
+ACTIVE_GROUP, INACTIVE_GROUP, ABANDONED_GROUP = "active", "inactive", "abandoned"
+GROUP_ACTIVITIES: Final = (ACTIVE_GROUP, INACTIVE_GROUP, ABANDONED_GROUP)
+"""`GroupRecord.activity`; the status of an inactive / abandoned group is INACTIVE / ABANDONED."""
+
 GROUP_STATES: Final = ("Stable", "PreparingRebalance", "CompletingRebalance", "Empty", "Dead")
 """Consumer group states Kafka reports (DescribeGroups); others are reported as they come."""
 

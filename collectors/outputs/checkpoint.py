@@ -15,6 +15,9 @@ One file per cluster, ``<state_dir>/checkpoints/<safe cluster name>.zip``, publi
 * ``epochs.arrow`` -- one row per partition: the leader epoch, leader, ISR and highest high watermark last
   known (`collectors.model.loss`), so a leader change during the downtime is still checked for truncation
   (absent from older checkpoints: those partitions start being watched at the first poll).
+* ``groups.arrow`` -- one row per group: first seen and last seen active (`collectors.model.activity`), so a
+  restart neither forgets a group it saw consuming nor restarts the abandoned clock (absent from older
+  checkpoints: those groups are first seen again).
 
 Arrow IPC with list columns keeps 100k partitions to one vectorised write, and unlike pickle a damaged or
 planted file cannot run code: loading validates and refuses (`CheckpointError`), and the caller starts
@@ -40,6 +43,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
+from collectors.model.activity import GroupLife
 from collectors.model.lag import CommitWindow, OffsetHistory
 from collectors.model.loss import EpochWatch
 from collectors.model.records import AlertRecord, IncidentRecord
@@ -62,6 +66,9 @@ _PARTITIONS = pa.schema([
 _EPOCHS = pa.schema([  # optional member (checkpoints from before the loss ledger have none)
     ("topic", pa.string()), ("partition", pa.int32()), ("epoch", pa.int32()), ("leader", pa.int32()),
     ("isr", pa.list_(pa.int32())), ("hw_max", pa.int64()), ("seen_at", pa.float64()),
+])
+_GROUPS = pa.schema([  # optional member (checkpoints from before group activity have none)
+    ("group_id", pa.string()), ("first_seen", pa.float64()), ("last_active", pa.float64()),
 ])
 _WINDOWS = pa.schema([
     ("group_id", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
@@ -135,6 +142,23 @@ def _epochs_table(state: ClusterState) -> pa.Table:
     ], schema=_EPOCHS)
 
 
+def _groups_table(state: ClusterState) -> pa.Table:
+    keys = sorted(state.group_life)
+    lives = [state.group_life[k] for k in keys]
+    return pa.Table.from_arrays([
+        pa.array(keys, pa.string()), pa.array([x.first_seen for x in lives], pa.float64()),
+        pa.array([x.last_active for x in lives], pa.float64()),
+    ], schema=_GROUPS)
+
+
+def _restore_groups(st: ClusterState, groups: pa.Table) -> None:
+    cols = [groups.column(n).to_pylist() for n in ("group_id", "first_seen", "last_active")]
+    for gid, first, last in zip(*cols, strict=True):
+        if gid is None or first is None or not math.isfinite(first) or (last is not None and not math.isfinite(last)):
+            raise CheckpointError("groups.arrow has a row with missing or non-finite fields")
+        st.group_life[gid] = GroupLife(float(first), None if last is None else float(last))
+
+
 def _windows_table(state: ClusterState) -> pa.Table:
     keys = sorted(state.commit_windows)
     raws = [state.commit_windows[k].raw() for k in keys]
@@ -180,7 +204,8 @@ def save_checkpoint(state_dir: Path, cp: Checkpoint) -> tuple[Path, int]:
     members = [("meta.json", json.dumps(_meta(cp), separators=(",", ":"), allow_nan=False).encode()),
                ("partitions.arrow", _ipc_bytes(_partitions_table(cp.state))),
                ("windows.arrow", _ipc_bytes(_windows_table(cp.state))),
-               ("epochs.arrow", _ipc_bytes(_epochs_table(cp.state)))]
+               ("epochs.arrow", _ipc_bytes(_epochs_table(cp.state))),
+               ("groups.arrow", _ipc_bytes(_groups_table(cp.state)))]
 
     def write(f: Any) -> None:
         with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED) as z:  # members are compressed already
@@ -322,6 +347,8 @@ def load_checkpoint(state_dir: Path, cluster: str, *, lag_points: int, window_si
             state = _restore_state(meta, parts, windows, lag_points, window_size)
             if "epochs.arrow" in z.namelist():  # so a restart still sees a leader change it slept through
                 _restore_epochs(state, _read_ipc(z, "epochs.arrow", _EPOCHS))
+            if "groups.arrow" in z.namelist():  # so a restart neither forgets who consumed nor restarts the clock
+                _restore_groups(state, _read_ipc(z, "groups.arrow", _GROUPS))
             alerts = [AlertRecord(**a) for a in meta["alerts"]]
             for a in alerts:
                 if a.cluster != cluster or a.resolved_at is not None:

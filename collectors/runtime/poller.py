@@ -22,6 +22,7 @@ from collectors.alerting.lifecycle import AlertTracker
 from collectors.alerting.rules import Candidate
 from collectors.config import ClusterConfig, MonitorConfig
 from collectors.model.observations import KafkaObservation
+from collectors.model.policy import Policies
 from collectors.model.poll import PollResult
 from collectors.model.snapshot import build_snapshot
 from collectors.model.state import ClusterState
@@ -45,7 +46,9 @@ class ClusterPoller:
         self.kafka = KafkaAdapter(cluster.name, confluent_settings(cluster, config.request_timeout_s),
                                   kafka_python_settings(cluster, config.request_timeout_s),
                                   config.request_timeout_s, kraft=cluster.kraft,
-                                  limiter=limiter or RequestLimiter(config.max_concurrent_requests))
+                                  limiter=limiter or RequestLimiter(config.max_concurrent_requests),
+                                  topic_filter=cluster.filters.topic_filter(),
+                                  group_filter=cluster.filters.group_filter())
         self.zk: ZkAdapter | None = None
         if cluster.zookeeper is not None:
             from collectors.sources.zk_adapter import ZkAdapter
@@ -54,6 +57,7 @@ class ClusterPoller:
             self.zk = ZkAdapter(cluster.name, zk.connect, kazoo_settings(zk),
                                 four_letter_words=zk.four_letter_words, timeout_s=config.request_timeout_s)
         self.state = ClusterState(window_size=self.thresholds.lag_window_points)
+        self.policies = Policies(config.policies)
         self.alerts = AlertTracker()
         self.incidents = IncidentTracker(self.thresholds.incident_hold_down_s)
         self.cluster_id: str | None = None  # as last reported by the cluster
@@ -77,7 +81,7 @@ class ClusterPoller:
         if obs.cluster_id:
             self._check_resumed_identity(obs.cluster_id)
             self.cluster_id = obs.cluster_id
-        snap = build_snapshot(self.name, obs, zk_obs, self.state, self.thresholds, now)
+        snap = build_snapshot(self.name, obs, zk_obs, self.state, self.thresholds, now, self.policies)
         candidates = judge(snap, self.state, self.thresholds, now) + list(extra or [])
         current, opened, resolved = self.alerts.update(self.name, candidates, now, kept_when_stale(snap.stale_sections))
         snap.alerts = current

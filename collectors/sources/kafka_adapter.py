@@ -34,7 +34,7 @@ import concurrent.futures
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from kafka.protocol.admin import (
@@ -50,6 +50,7 @@ from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
 from collectors.model.loss import EpochQuestion, EpochWatch, epoch_questions
 from collectors.model.observations import KafkaObservation, PartitionMeta, QuorumReplica
+from collectors.model.patterns import TopicFilter
 from collectors.sources.limiter import RequestLimiter
 
 log = logging.getLogger(__name__)
@@ -86,8 +87,13 @@ class KafkaAdapter:
     """Owns the two clients of one cluster; `observe` never raises for cluster trouble."""
 
     def __init__(self, name: str, confluent_settings: dict[str, Any], kafka_python_settings: dict[str, Any],
-                 request_timeout_s: float, kraft: bool | None = None, limiter: RequestLimiter | None = None) -> None:
+                 request_timeout_s: float, kraft: bool | None = None, limiter: RequestLimiter | None = None,
+                 topic_filter: TopicFilter | None = None, group_filter: Callable[[str], bool] | None = None) -> None:
+        """`topic_filter` / `group_filter`: what the cluster's filters leave in (None: everything); applied before
+        any request about a topic or group is made."""
         self.name = name
+        self.topic_filter = topic_filter
+        self.group_filter = group_filter
         self.limiter = limiter
         self._ck_settings = confluent_settings
         self._kp_settings = kafka_python_settings
@@ -176,6 +182,9 @@ class KafkaAdapter:
                 # some: there is nothing to measure, and a topic of replication factor 0 would only make
                 # false durability alerts and divisions by zero downstream.
                 continue
+            if self.topic_filter is not None and not self.topic_filter(t.name, bool(t.is_internal)):
+                obs.filtered_topics += 1
+                continue  # not described, no offsets listed (the id stays known: its commits are dropped below)
             if t.is_internal:
                 obs.internal_topics.add(t.name)
             for p in t.partitions:
@@ -239,9 +248,13 @@ class KafkaAdapter:
                     why = type(out.error).__name__ if not out.ok else error_name(out.response.error_code)
                     obs.fail("groups", f"ListGroups to broker {node} failed: {why}")
                     continue
+                watch = self.group_filter
                 for g in out.response.groups:
                     if g.protocol_type not in ("consumer", ""):
                         continue  # connect workers and other group types have no offsets to lag
+                    if watch is not None and not watch(g.group_id):
+                        obs.filtered_groups += 1  # never described, its offsets never fetched
+                        continue
                     obs.groups[g.group_id] = {"state": getattr(g, "group_state", None) or "Unknown", "members": 0,
                                               "coordinator": node, "protocol_type": g.protocol_type}
 
@@ -378,6 +391,8 @@ class KafkaAdapter:
                         name = getattr(t, "name", None) or obs.topic_names.get(getattr(t, "topic_id", None))
                         if not name:
                             continue  # a topic deleted since the metadata request
+                        if self.topic_filter is not None and not self.topic_filter(name, name in obs.internal_topics):
+                            continue  # a topic the filters leave out
                         for p in t.partitions:
                             if p.error_code == 0 and p.committed_offset >= 0:
                                 commits[(name, p.partition_index)] = p.committed_offset

@@ -16,11 +16,12 @@ from typing import Literal
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
 
+from collectors.model.patterns import NameFilter, Pattern, TopicFilter
 from collectors.model.secrets import REDACTED, is_secret_key
 from collectors.model.settings import ConfigPath, Seconds, StrictModel, describe_value, has_control, shorten
 from collectors.sources.endpoints import split_host_port
 
-__all__ = ["ClusterConfig", "KafkaSettings", "ZooKeeperConfig"]
+__all__ = ["ClusterConfig", "FiltersConfig", "KafkaSettings", "NameFilterConfig", "ZooKeeperConfig"]
 
 
 class _Unknown:
@@ -128,6 +129,59 @@ _NOT_IN_KAFKA = {
 }
 
 
+class NameFilterConfig(StrictModel):
+    """Which names to watch: allow patterns (none: every name) minus deny patterns (deny wins)."""
+
+    allow: list[Pattern] = Field(default_factory=list)
+    """Regular expressions (Python ``re``, unanchored like the peers': ``^payments$`` for a whole name); a name
+    must match one of them. Empty: every name."""
+    deny: list[Pattern] = Field(default_factory=list)
+    """Regular expressions of names left out, even when allowed."""
+
+    def build(self) -> NameFilter:
+        return NameFilter(self.allow, self.deny)
+
+
+class FiltersConfig(StrictModel):
+    """What the monitor watches on a cluster, applied before requests are made: a denied group's offsets are
+    never fetched, a denied topic is never described nor its offsets listed.
+
+    The peers' equivalents: Burrow ``group-allowlist`` / ``group-denylist`` (and ``topic-denylist``),
+    kafka-lag-exporter ``group-whitelist`` / ``group-blacklist`` / ``topic-whitelist`` / ``topic-blacklist``,
+    kafka_exporter ``--group.filter`` / ``--group.exclude`` / ``--topic.filter`` / ``--topic.exclude``, kminion
+    ``minion.consumerGroups.allowedGroups`` / ``ignoredGroups`` and ``minion.topics.allowedTopics`` /
+    ``ignoredTopics``.
+    """
+
+    topics: NameFilterConfig = Field(default_factory=NameFilterConfig)
+    """Topics: a denied topic's partitions, configs and offsets are not read, and groups' offsets on it are
+    dropped. Internal topics follow `internal_topics`, not the allow list."""
+    groups: NameFilterConfig = Field(default_factory=NameFilterConfig)
+    """Consumer groups: a denied group is listed (ListGroups answers with every group) but never described nor
+    its offsets fetched."""
+    internal_topics: bool = True
+    """Watch Kafka's internal topics (``__consumer_offsets``, ``__transaction_state``) whatever the topic allow
+    list says: every group and transaction depends on them, so their replication is always worth watching.
+    A deny pattern still leaves them out; False leaves them out altogether."""
+
+
+    def topic_filter(self) -> TopicFilter | None:
+        """The filter the adapter applies (None: every topic is watched, nothing to check)."""
+        f = self.topics.build()
+        if f.passes_everything and self.internal_topics:
+            return None
+        internal = self.internal_topics
+
+        def watch(name: str, is_internal: bool) -> bool:
+            return (internal and not f.denies(name)) if is_internal else f(name)
+
+        return watch
+
+    def group_filter(self) -> NameFilter | None:
+        f = self.groups.build()
+        return None if f.passes_everything else f
+
+
 class ClusterConfig(StrictModel):
     """One Kafka cluster to watch."""
 
@@ -142,6 +196,8 @@ class ClusterConfig(StrictModel):
     """librdkafka client settings passed unchanged to confluent-kafka (security.protocol, sasl.*, ssl.*, ...)."""
     kraft: bool | None = None
     """True for a KRaft cluster, False for ZooKeeper mode, None to detect from the brokers' metadata."""
+    filters: FiltersConfig = Field(default_factory=FiltersConfig)
+    """Which topics and groups to watch (default: all); see FiltersConfig."""
 
     @field_validator("name")
     @classmethod

@@ -13,7 +13,16 @@ doc = ctx.doc
 if doc:
     all_groups = sorted({g.get("group_id") for g in doc.get("groups") or []})
     chosen = ui.linked_multiselect("Groups", all_groups, "group", key="con_groups", placeholder="all groups")
-    groups = cv.groups_frame(doc, ctx.tz, chosen or None)
+    hidden = cv.hidden_groups(doc)
+    show_abandoned = hidden > 0 and st.toggle(f"Show {hidden:,} abandoned groups", key="con_abandoned",
+                                              help="Groups without members and without a moving commit for "
+                                                   "thresholds.group_abandoned_after_s (7 days by default): info, "
+                                                   "never paging, hidden by default.")
+    groups = cv.groups_frame(doc, ctx.tz, chosen or None, show_abandoned=show_abandoned)
+    filtered = doc.get("filtered_groups") or 0
+    if filtered:
+        st.caption(f"{filtered:,} groups are left out by this cluster's filters (clusters[].filters.groups): "
+                   "never described, their offsets never fetched.")
     if groups.empty:
         st.info("No consumer groups seen on this cluster." if not all_groups else "No group matches the filter.")
     else:
@@ -60,7 +69,9 @@ if doc:
         else:
             ui.table(ctx, parts, key="con_parts", height=min(36 * (len(parts) + 1) + 4, 420),
                      styles={"status": STATUS_STYLE})
-            st.caption("Last commit: when the committed offset last moved, as the collector saw it.")
+            st.caption("Last commit: when the committed offset last moved, as the collector saw it. Owner: the "
+                       "member the group's current assignment gives the partition to (client id and host). Why "
+                       "this status: the rule that decided it.")
         status = cv.group_status_history(ctx.history("group_lag", ["time", "group_id", "status",
                                                                    "worst_partition_status"]), group)
         if len(status) > 1:

@@ -37,7 +37,8 @@ SEVERITY_STYLE = {"critical": "background-color: #D55E00; color: #ffffff", "warn
 STATUS_STYLE = {"ERR": SEVERITY_STYLE["critical"], "WARN": SEVERITY_STYLE["warning"],
                 "STOP": SEVERITY_STYLE["critical"], "STALL": SEVERITY_STYLE["critical"],
                 "REWIND": SEVERITY_STYLE["critical"], "DOWN": SEVERITY_STYLE["critical"],
-                "UNREACHABLE": SEVERITY_STYLE["critical"], "NOT REGISTERED": SEVERITY_STYLE["critical"]}
+                "UNREACHABLE": SEVERITY_STYLE["critical"], "NOT REGISTERED": SEVERITY_STYLE["critical"],
+                "INACTIVE": SEVERITY_STYLE["info"], "ABANDONED": SEVERITY_STYLE["info"]}
 
 STALE_POLLS = 3  # data older than this many poll intervals is stale
 

@@ -7,15 +7,15 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from collectors.model.vocabulary import GROUP_STATUS_RANK
+from collectors.model.vocabulary import ABANDONED, ABANDONED_GROUP, ACTIVE_GROUP, GROUP_STATUS_RANK, INACTIVE
 from dashboard.views.common import OKABE_ITO, SERIES_COLORS, epoch_to_local, fmt_duration, is_missing, records_frame
 from dashboard.views.plotting import base_layout, empty_figure, time_trace
 
 GROUP_COLUMNS = ["group_id", "state", "members", "status", "worst_partition_status", "lag_sum", "lag_max",
-                 "lag_seconds_max", "partitions", "topics", "last_commit_time"]
+                 "lag_seconds_max", "partitions", "topics", "last_commit_time", "activity", "team", "policy"]
 GP_COLUMNS = ["group_id", "topic", "partition", "committed_offset", "log_start_offset", "high_watermark",
               "last_stable_offset", "lag", "lag_seconds", "status", "last_commit_time", "below_log_start",
-              "seconds_to_retention"]
+              "seconds_to_retention", "status_reason", "owner_client_id", "owner_host", "owner_member_id"]
 RETENTION_HORIZON_S = 24 * 3600.0
 
 
@@ -34,17 +34,30 @@ def _retention_by_group(doc: dict[str, Any]) -> dict[str, tuple[float | None, in
     return out
 
 
-def groups_frame(doc: dict[str, Any], tz: str | None, groups: list[str] | None = None) -> pd.DataFrame:
-    """Groups worst first: status, state, lag in messages and seconds, last commit, retention risk."""
+def hidden_groups(doc: dict[str, Any]) -> int:
+    """Groups the default view leaves out: ABANDONED ones (nobody has run them for `group_abandoned_after_s`)."""
+    return sum(1 for g in doc.get("groups") or [] if g.get("activity") == ABANDONED_GROUP)
+
+
+def groups_frame(doc: dict[str, Any], tz: str | None, groups: list[str] | None = None,
+                 show_abandoned: bool = False) -> pd.DataFrame:
+    """Groups worst first: status, state, lag in messages and seconds, last commit, retention risk, owner team.
+
+    Groups nobody runs come last (INACTIVE, then ABANDONED); ABANDONED ones only when asked (or picked by name).
+    """
     g = records_frame(doc.get("groups"), GROUP_COLUMNS)
     if groups:
         g = g[g["group_id"].isin(groups)]
+    elif not show_abandoned:
+        g = g[g["activity"].fillna(ACTIVE_GROUP) != ABANDONED_GROUP]
     cols = ["group", "status", "worst partition", "state", "members", "lag (messages)", "max partition lag",
-            "lag (seconds)", "lag", "partitions", "topics", "last commit", "time to data loss", "partitions lost"]
+            "lag (seconds)", "lag", "partitions", "topics", "last commit", "time to data loss", "partitions lost",
+            "team", "policy"]
     if g.empty:
         return pd.DataFrame(columns=cols)
     ret = _retention_by_group(doc)
-    g = g.assign(_rank=g["status"].map(GROUP_STATUS_RANK).fillna(0),
+    idle = {INACTIVE: -1, ABANDONED: -2}  # below OK: nobody runs them
+    g = g.assign(_rank=g["status"].map(lambda x: idle.get(x, GROUP_STATUS_RANK.get(x, 0))),
                  _lag=pd.to_numeric(g["lag_seconds_max"], errors="coerce").fillna(-1))
     g = g.sort_values(["_rank", "_lag", "group_id"], ascending=[False, False, True])
     to_loss, lost = [], []
@@ -61,6 +74,7 @@ def groups_frame(doc: dict[str, Any], tz: str | None, groups: list[str] | None =
         "lag": [fmt_duration(v) for v in g["lag_seconds_max"]], "partitions": g["partitions"],
         "topics": [", ".join(t or []) for t in g["topics"]], "last commit": epoch_to_local(g["last_commit_time"], tz),
         "time to data loss": to_loss, "partitions lost": lost,
+        "team": g["team"].fillna("—"), "policy": g["policy"].fillna("thresholds"),
     }, columns=cols)
     return out.reset_index(drop=True)
 
@@ -70,7 +84,7 @@ def group_partitions_frame(doc: dict[str, Any], group: str, tz: str | None) -> p
     gp = records_frame(doc.get("group_partitions"), GP_COLUMNS)
     gp = gp[gp["group_id"] == group]
     cols = ["topic", "partition", "status", "lag", "lag (seconds)", "committed", "log start", "high watermark",
-            "LSO", "last commit", "time to data loss"]
+            "LSO", "last commit", "time to data loss", "owner", "owner host", "why this status"]
     if gp.empty:
         return pd.DataFrame(columns=cols)
     gp = gp.sort_values(["topic", "partition"])
@@ -87,6 +101,9 @@ def group_partitions_frame(doc: dict[str, Any], group: str, tz: str | None) -> p
                               (fmt_duration(s) if not is_missing(s) and lag else "—")
                               for b, s, lag in zip(gp["below_log_start"], gp["seconds_to_retention"], gp["lag"],
                                                    strict=False)],
+        "owner": [c if isinstance(c, str) else "— (unassigned)" for c in gp["owner_client_id"]],
+        "owner host": gp["owner_host"].fillna(""),
+        "why this status": gp["status_reason"].fillna(""),
     }, columns=cols).reset_index(drop=True)
 
 

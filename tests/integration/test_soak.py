@@ -51,3 +51,9 @@ def test_nothing_is_recorded_lost_but_the_transactions_the_coordinator_aborted(s
     crashes = [e for e in soak.complete if e.plan.type == "producer_crash_in_txn"]
     aborts = [x for x, ep in soak.losses if x.kind == "txn_timeout_abort"]
     assert crashes and len(aborts) == len(crashes), "\n".join(report(soak))
+
+
+def test_a_batch_group_idle_by_policy_and_a_group_nobody_runs_raise_nothing(soak: SoakResult) -> None:
+    assert not soak.fleet_alerts, "\n".join(report(soak))
+    assert soak.fleet_status.get("old-etl") == "INACTIVE"
+    assert soak.fleet_status.get("hourly-rollup") in ("OK", "WARN")  # judged (active), just never alerted

@@ -290,3 +290,26 @@ def test_a_checkpoint_from_before_the_loss_ledger_loads_without_epoch_watches(tm
     old.replace(path)
     cp = load(tmp_path)
     assert cp is not None and cp.state.epoch_watch == {} and cp.state.hw_history
+
+
+def test_group_activity_survives_a_restart_and_older_checkpoints_load_without_it(tmp_path: Path) -> None:
+    """A group seen consuming stays 'seen consuming' and the abandoned clock keeps its start across a restart."""
+    import zipfile
+
+    from collectors.model.activity import GroupLife
+
+    state, alerts = busy_state(polls=2, partitions=200, groups=4)
+    assert state.group_life  # the synthetic groups were classified at each poll
+    state.group_life["old-etl"] = GroupLife(T0 - 86_400, None)
+    state.group_life["worker"] = GroupLife(T0 - 600, T0 - 30)
+    path = save(tmp_path, state, alerts)
+    cp = load(tmp_path)
+    assert cp is not None and cp.state.group_life == state.group_life
+    old = tmp_path / "old.zip"
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(old, "w") as dst:
+        for name in src.namelist():
+            if name != "groups.arrow":
+                dst.writestr(name, src.read(name))
+    old.replace(path)
+    cp = load(tmp_path)
+    assert cp is not None and cp.state.group_life == {} and cp.state.commit_windows

@@ -110,8 +110,11 @@ def test_example_documents_every_field() -> None:
     """Every model field appears in the example, so the example is the reference an operator reads."""
     text = EXAMPLE.read_text()
     from collectors.config import ExporterConfig, HistoryConfig, Thresholds
+    from collectors.model.policy import PolicyRule
+    from collectors.sources.settings import FiltersConfig, NameFilterConfig
 
-    for model in (MonitorConfig, ClusterConfig, ZooKeeperConfig, Thresholds, ExporterConfig, HistoryConfig):
+    for model in (MonitorConfig, ClusterConfig, ZooKeeperConfig, Thresholds, ExporterConfig, HistoryConfig,
+                  FiltersConfig, NameFilterConfig, PolicyRule):
         for name in model.model_fields:
             assert f"{name}" in text, f"{model.__name__}.{name} missing from the example"
 

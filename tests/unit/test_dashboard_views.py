@@ -363,6 +363,33 @@ def test_group_partitions_drill_down_and_retention_risk() -> None:
     assert cv.group_partitions_frame(consumer_doc(), "ok-group", "UTC").empty
 
 
+def test_groups_nobody_runs_come_last_and_abandoned_ones_only_when_asked() -> None:
+    doc = consumer_doc()
+    doc["groups"] += [
+        {"group_id": "old-etl", "state": "Empty", "members": 0, "status": "INACTIVE", "activity": "inactive",
+         "lag_sum": 24_000, "partitions": 1, "topics": ["orders"]},
+        {"group_id": "gone", "state": "Empty", "members": 0, "status": "ABANDONED", "activity": "abandoned",
+         "lag_sum": 99_000, "partitions": 1, "topics": ["orders"]}]
+    billing = next(g for g in doc["groups"] if g["group_id"] == "billing")
+    billing["team"], billing["policy"] = "payments", "policies[0]"
+    g = cv.groups_frame(doc, "UTC")
+    assert list(g["group"]) == ["billing", "ok-group", "no-commits", "old-etl"]  # INACTIVE last, ABANDONED hidden
+    assert (g.iloc[0]["team"], g.iloc[0]["policy"], g.iloc[1]["policy"]) == ("payments", "policies[0]", "thresholds")
+    assert cv.hidden_groups(doc) == 1
+    assert list(cv.groups_frame(doc, "UTC", show_abandoned=True)["group"])[-1] == "gone"
+    assert list(cv.groups_frame(doc, "UTC", groups=["gone"])["group"]) == ["gone"]  # picked by name: shown
+
+
+def test_drill_down_names_each_partitions_owner_and_why_its_status() -> None:
+    doc = consumer_doc()
+    doc["group_partitions"][0].update(owner_client_id="billing-consumer-0", owner_host="/10.0.0.7",
+                                      owner_member_id="m-0", status_reason="commit unchanged for 300s (> 60s)")
+    p = cv.group_partitions_frame(doc, "billing", "UTC")
+    assert (p.loc[0, "owner"], p.loc[0, "owner host"]) == ("billing-consumer-0", "/10.0.0.7")
+    assert p.loc[0, "why this status"].startswith("commit unchanged")
+    assert p.loc[1, "owner"] == "— (unassigned)"
+
+
 def test_lag_figure_top_series_and_empty_state() -> None:
     h = pd.DataFrame({"time": [NOW, NOW + 30, NOW, NOW + 30], "group_id": ["a", "a", "b", "b"],
                       "topic": ["t", "t", "u", "u"], "lag_sum": [1, 2, 100, 200]})

@@ -400,3 +400,18 @@ def test_clean_leader_change_dips_the_visible_high_watermark_and_loses_nothing()
     c.move_leader("orders", 1, 40, 10.0)
     c.end_hw_dip("orders", 1)
     assert p.visible_hwm(c.now) == p.hwm
+
+
+def test_batch_group_runs_on_its_schedule_and_leaves_in_between() -> None:
+    c = make(groups=[{"group_id": "hourly", "topics": ["orders"], "commit_interval_s": 1, "members": 2,
+                      "batch_every_s": 100, "batch_run_s": 20}])
+    g = c.groups["hourly"]
+    run(c, 15)
+    assert g.members == 2 and g.mode == "running"
+    run(c, 10)
+    committed = dict(g.committed)
+    assert g.members == 0 and g.mode == "stopped"
+    run(c, 60)
+    assert dict(g.committed) == committed  # nothing consumed between runs
+    run(c, 30)  # t = 115: the next run
+    assert g.members == 2 and any(g.committed[k] > committed[k] for k in committed)

@@ -1,0 +1,96 @@
+"""Regular expressions from the configuration: checked once at load, matched the way the peers match them.
+
+Filters (`clusters[].filters`) and policies (`policies:`) name topics and groups by regular expression. Both
+use this one type and this one matching rule, so "does `^payments-` match `payments-eu`" has one answer:
+
+* Python `re` syntax, matched with ``re.search``: unanchored, as Burrow's ``group-allowlist``, kafka_exporter's
+  ``--group.filter`` and kminion's group filters match (Go's ``regexp.MatchString``). Anchor with ``^`` and
+  ``$`` for a whole name: ``^payments$`` matches ``payments`` only, ``payments`` also matches
+  ``payments-dlq``.
+* A bad expression is a configuration error naming the pattern and what is wrong with it; the loader adds the
+  file's line.
+
+Group names repeat every poll, so `NameFilter` remembers its answers (bounded: a fleet that churns through
+millions of console-consumer names does not grow it without limit).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Annotated
+
+from pydantic import AfterValidator
+
+__all__ = ["NameFilter", "Pattern", "TopicFilter", "compile_patterns"]
+
+MAX_PATTERN_LENGTH = 1000
+CACHE_LIMIT = 200_000  # names remembered per filter before the memory is dropped and rebuilt
+
+
+def _check(value: str) -> str:
+    if not value:
+        raise ValueError("an empty pattern matches every name; write '.*' if that is meant")
+    if len(value) > MAX_PATTERN_LENGTH:
+        raise ValueError(f"pattern longer than {MAX_PATTERN_LENGTH} characters")
+    try:
+        re.compile(value)
+    except re.error as e:
+        raise ValueError(f"not a regular expression: {value!r}: {e}") from None
+    return value
+
+
+Pattern = Annotated[str, AfterValidator(_check)]
+"""A regular expression from the configuration (validated; see the module docstring for how it matches)."""
+
+TopicFilter = Callable[[str, bool], bool]
+"""(topic name, is internal) -> watch it."""
+
+
+def compile_patterns(patterns: Sequence[str]) -> re.Pattern[str] | None:
+    """One compiled alternation of `patterns` (None for none): one search instead of one per pattern."""
+    if not patterns:
+        return None
+    return re.compile("|".join(f"(?:{p})" for p in patterns))
+
+
+class NameFilter:
+    """Which names to watch: those matching an allow pattern (every name when there is none) and no deny
+    pattern. Deny wins. Answers are remembered per name."""
+
+    __slots__ = ("_allow", "_deny", "_seen", "allow", "deny")
+
+    def __init__(self, allow: Sequence[str] = (), deny: Sequence[str] = ()) -> None:
+        self.allow, self.deny = tuple(allow), tuple(deny)
+        self._allow = compile_patterns(self.allow)
+        self._deny = compile_patterns(self.deny)
+        self._seen: dict[str, bool] = {}
+
+    @property
+    def passes_everything(self) -> bool:
+        return self._allow is None and self._deny is None
+
+    def __call__(self, name: str) -> bool:
+        seen = self._seen.get(name)
+        if seen is not None:
+            return seen
+        ok = (self._allow is None or self._allow.search(name) is not None) and (
+            self._deny is None or self._deny.search(name) is None)
+        if len(self._seen) >= CACHE_LIMIT:
+            self._seen.clear()
+        self._seen[name] = ok
+        return ok
+
+    def denies(self, name: str) -> bool:
+        """Whether a deny pattern matches (the allow list aside)."""
+        return self._deny is not None and self._deny.search(name) is not None
+
+    def why_not(self, name: str) -> str | None:
+        """None when `name` passes; else which rule left it out, in words (for `explain`)."""
+        if self._deny is not None:
+            for p in self.deny:
+                if re.search(p, name):
+                    return f"denied by {p!r}"
+        if self._allow is not None and self._allow.search(name) is None:
+            return f"matches no allow pattern ({', '.join(repr(p) for p in self.allow)})"
+        return None
