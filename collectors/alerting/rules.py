@@ -173,8 +173,8 @@ def groups(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now
         slo = g.lag_seconds_slo if g.lag_seconds_slo is not None else th.lag_seconds_slo
         if g.lag_seconds_max is not None and g.lag_seconds_max > slo and not g.idle:
             yield Candidate("consumer_lag_seconds", WARNING, g.group_id,
-                            f"group {g.group_id} is {g.lag_seconds_max:.0f}s behind (SLO {slo:.0f}s"
-                            f"{f', {g.policy}' if g.lag_seconds_slo is not None else ''})", g.lag_seconds_max)
+                            f"group {g.group_id} is {g.lag_seconds_max:.0f}s behind (SLO {slo:.0f}s)",
+                            g.lag_seconds_max)
         lost = [p for p in parts if p.below_log_start]
         if lost:
             skipped = sum((p.log_start_offset or 0) - (p.committed_offset or 0) for p in lost)

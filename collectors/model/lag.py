@@ -81,6 +81,7 @@ class LagSettings(Protocol):
     lag_min_points: int
     consumer_stop_after_s: float
     group_abandoned_after_s: float
+    lag_seconds_slo: float
 
 _SEVERITY = PARTITION_STATUS_RANK
 _GROUP_OF = GROUP_STATUS_OF

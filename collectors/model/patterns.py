@@ -47,11 +47,31 @@ TopicFilter = Callable[[str, bool], bool]
 """(topic name, is internal) -> watch it."""
 
 
-def compile_patterns(patterns: Sequence[str]) -> re.Pattern[str] | None:
+class _AnyOf:
+    """`patterns` searched one by one: for the rare set that cannot be joined into one alternation (a global
+    flag such as ``(?i)`` is only allowed at the start of a whole expression)."""
+
+    __slots__ = ("_each",)
+
+    def __init__(self, patterns: Sequence[str]) -> None:
+        self._each = [re.compile(p) for p in patterns]
+
+    def search(self, name: str) -> re.Match[str] | None:
+        for p in self._each:
+            m = p.search(name)
+            if m is not None:
+                return m
+        return None
+
+
+def compile_patterns(patterns: Sequence[str]) -> re.Pattern[str] | _AnyOf | None:
     """One compiled alternation of `patterns` (None for none): one search instead of one per pattern."""
     if not patterns:
         return None
-    return re.compile("|".join(f"(?:{p})" for p in patterns))
+    try:
+        return re.compile("|".join(f"(?:{p})" for p in patterns))
+    except re.error:
+        return _AnyOf(patterns)
 
 
 class NameFilter:

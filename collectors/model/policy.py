@@ -22,7 +22,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from collectors.model.patterns import Pattern
+from collectors.model.patterns import Pattern, compile_patterns
 from collectors.model.settings import MAX_DURATION_S, MAX_OFFSET_DELTA, Count, Seconds, StrictModel
 
 __all__ = ["GroupPolicy", "Policies", "PolicyRule", "TopicPolicy", "in_idle_window", "parse_window"]
@@ -138,6 +138,9 @@ class Policies:
                     for i, r in enumerate(self.rules)]
         self._groups = [c for c in compiled if c[1].group is not None]
         self._topics = [c for c in compiled if c[1].topic is not None]
+        # one search says "no rule matches" for most names of a big fleet, instead of one search per rule
+        self._any_group = compile_patterns([r.group for _, r, _, _ in self._groups if r.group])
+        self._any_topic = compile_patterns([r.topic for _, r, _, _ in self._topics if r.topic])
         self._group_cache: dict[tuple[str, str], GroupPolicy] = {}
         self._topic_cache: dict[tuple[str, str], TopicPolicy] = {}
 
@@ -157,7 +160,8 @@ class Policies:
         got = self._group_cache.get(key)
         if got is not None:
             return got
-        hit = self._first(self._groups, cluster, group)
+        any_rule = self._any_group
+        hit = self._first(self._groups, cluster, group) if any_rule is not None and any_rule.search(group) else None
         if hit is None:
             got = NO_GROUP_POLICY
         else:
@@ -175,7 +179,8 @@ class Policies:
         got = self._topic_cache.get(key)
         if got is not None:
             return got
-        hit = self._first(self._topics, cluster, topic)
+        any_rule = self._any_topic
+        hit = self._first(self._topics, cluster, topic) if any_rule is not None and any_rule.search(topic) else None
         got = NO_TOPIC_POLICY if hit is None else TopicPolicy(f"policies[{hit[0]}]", hit[1].team,
                                                               hit[1].retention_risk_s, hit[1].max_severity)
         if len(self._topic_cache) >= self.CACHE_LIMIT:

@@ -173,7 +173,7 @@ class GroupRecord:
     activity: str = "active"
     team: str | None = None  # the owner team of its policy (`collectors.model.policy`)
     policy: str | None = None  # the policy rule that matched it ("policies[3]"); None: the thresholds
-    lag_seconds_slo: float | None = None  # its policy's lag-seconds SLO; None: thresholds.lag_seconds_slo
+    lag_seconds_slo: float | None = None  # its lag-seconds SLO: its policy's, else thresholds.lag_seconds_slo
     retention_risk_s: float | None = None  # its policy's retention-risk horizon; None: the topic's, else thresholds
     max_severity: str | None = None  # its policy's highest alert severity; None: no cap
     idle: bool = False  # in an idle window of its policy (a batch job between runs): no STALL/STOP, no lag SLO

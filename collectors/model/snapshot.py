@@ -350,7 +350,8 @@ def _groups(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, t
             lag_sum=sum(lags) if lags else None, lag_max=max(lags) if lags else None,
             lag_seconds_max=max(lag_secs) if lag_secs else None, partitions=len(commits),
             topics=sorted({t for t, _ in commits}), last_commit_time=max(last_commits) if last_commits else None,
-            activity=activity, team=pol.team, policy=pol.rule, lag_seconds_slo=pol.lag_seconds_slo,
+            activity=activity, team=pol.team, policy=pol.rule,
+            lag_seconds_slo=pol.lag_seconds_slo if pol.lag_seconds_slo is not None else th.lag_seconds_slo,
             retention_risk_s=pol.retention_risk_s, max_severity=pol.max_severity, idle=idle))
 
 

@@ -30,7 +30,14 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from collectors.model.records import ClusterSnapshot
-from collectors.model.vocabulary import GROUP_STATUS_RANK, PARTITION_STATUS_RANK, SEVERITIES
+from collectors.model.vocabulary import (
+    ACTIVE_GROUP,
+    GROUP_STATUS_RANK,
+    GROUP_STATUSES,
+    IDLE_GROUP_STATUSES,
+    PARTITION_STATUS_RANK,
+    SEVERITIES,
+)
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +72,10 @@ Family = Callable[[str], _Samples]
 class SnapshotCollector(Collector):
     """prometheus-client collector over the latest snapshot per cluster (no cluster requests)."""
 
-    def __init__(self, partition_series: bool = True, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, partition_series: bool = True, clock: Callable[[], float] = time.time,
+                 owner_labels: bool = False) -> None:
         self.partition_series = partition_series
+        self.owner_labels = owner_labels  # kafka_consumergroup_partition_owner: one series per owned partition
         self._clock = clock
         self._lock = threading.Lock()
         self._snapshots: dict[str, ClusterSnapshot] = {}
@@ -151,9 +160,9 @@ class SnapshotCollector(Collector):
         for section in s.stale_sections:
             g("kafka_monitor_stale").add_metric((c, section), 1.0)
         for a in s.alerts:
-            g("kafka_monitor_alert").add_metric((c, a.rule, a.severity, a.subject), 1.0)
+            g("kafka_monitor_alert").add_metric((c, a.rule, a.severity, a.subject, a.team or ""), 1.0)
         for i in s.incidents:
-            g("kafka_monitor_incident").add_metric((c, i.kind, i.subject, i.severity), 1.0)
+            g("kafka_monitor_incident").add_metric((c, i.kind, i.subject, i.severity, i.team or ""), 1.0)
         for family, items in (("kafka_monitor_alerts_open", s.alerts), ("kafka_monitor_incidents_open", s.incidents)):
             counts = Counter({sev: 0 for sev in SEVERITIES}) + Counter(x.severity for x in items)
             for sev in (*SEVERITIES, *sorted(set(counts) - set(SEVERITIES))):
@@ -242,7 +251,16 @@ class SnapshotCollector(Collector):
         per_partition = self.partition_series
         m_lag, m_lags = g("kafka_consumergroup_lag"), g("kafka_consumergroup_lag_seconds")
         m_cur, m_st = g("kafka_consumergroup_current_offset"), g("kafka_consumergroup_partition_status_code")
+        # Groups nobody runs (INACTIVE, ABANDONED) are counted, not exported one by one: their lag is not news,
+        # and series for them would only feed alert rules and dashboards with what nobody should act on.
+        idle = {grp.group_id for grp in s.groups if grp.activity != ACTIVE_GROUP}
+        statuses = Counter(grp.status for grp in s.groups)
+        for status in (*GROUP_STATUSES, *IDLE_GROUP_STATUSES, *sorted(set(statuses) - set(GROUP_STATUSES)
+                                                                     - set(IDLE_GROUP_STATUSES))):
+            g("kafka_consumergroups").add_metric((c, status), float(statuses[status]))
         for gp in s.group_partitions:
+            if idle and gp.group_id in idle:
+                continue
             if gp.lag is not None:
                 lag_sum[(gp.group_id, gp.topic)] += gp.lag
             if gp.below_log_start:
@@ -260,10 +278,18 @@ class SnapshotCollector(Collector):
             if gp.committed_offset is not None:
                 m_cur.add_metric(lab, float(gp.committed_offset))
             m_st.add_metric(lab, float(PARTITION_STATUS_RANK.get(gp.status, 0)))
+            if self.owner_labels and gp.owner_client_id is not None:
+                g("kafka_consumergroup_partition_owner").add_metric(
+                    (*lab, gp.owner_client_id, gp.owner_host or "", gp.owner_member_id or ""), 1.0)
         for (gid, topic), total in lag_sum.items():
             g("kafka_consumergroup_topic_lag").add_metric((c, gid, topic), float(total))
         for grp in s.groups:
+            if grp.group_id in idle:
+                continue
             lab = (c, grp.group_id)
+            g("kafka_consumergroup_info").add_metric((c, grp.group_id, grp.team or "", grp.policy or ""), 1.0)
+            if grp.lag_seconds_slo is not None:
+                g("kafka_consumergroup_lag_seconds_slo").add_metric(lab, grp.lag_seconds_slo)
             g("kafka_consumergroup_members").add_metric(lab, float(grp.members))
             g("kafka_consumergroup_status_code").add_metric(lab, float(GROUP_STATUS_RANK.get(grp.status, 0)))
             g("kafka_consumergroup_state").add_metric((c, grp.group_id, grp.state), 1.0)
@@ -356,8 +382,8 @@ class _TextFamily:
 class MetricsEndpoint:
     """Registry + a cached rendering; `refresh()` after each poll, `render()` per scrape."""
 
-    def __init__(self, partition_series: bool = True) -> None:
-        self.collector = SnapshotCollector(partition_series)
+    def __init__(self, partition_series: bool = True, owner_labels: bool = False) -> None:
+        self.collector = SnapshotCollector(partition_series, owner_labels=owner_labels)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.collector)
         self._body = b""

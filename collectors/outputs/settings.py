@@ -27,6 +27,10 @@ class ExporterConfig(StrictModel):
     """Listen port (9308 is the port registered for Kafka exporters)."""
     partition_series: bool = True
     """Per-partition series; False keeps only per-topic / per-group roll-ups for clusters with many partitions."""
+    owner_labels: bool = False
+    """Also export which member owns each group partition (``kafka_consumergroup_partition_owner`` with client
+    id, host and member id). Off by default: member ids change at every rebalance, so each one is a new series;
+    the snapshot, the dashboard and the API always have the owners."""
 
     @field_validator("host")
     @classmethod

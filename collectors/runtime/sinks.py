@@ -32,8 +32,8 @@ class Sink(Protocol):
 
 
 class ExporterSink:
-    def __init__(self, host: str, port: int, partition_series: bool) -> None:
-        self.endpoint = MetricsEndpoint(partition_series)
+    def __init__(self, host: str, port: int, partition_series: bool, owner_labels: bool = False) -> None:
+        self.endpoint = MetricsEndpoint(partition_series, owner_labels)
         self.server = MetricsServer(self.endpoint, host, port).start()
 
     def __call__(self, results: list[PollResult], now: float) -> None:
@@ -130,7 +130,8 @@ def build_sinks(config: MonitorConfig, monitor: Monitor | None = None) -> list[S
     sinks: list[Sink] = []
     exporter = None
     if config.exporter.enabled:
-        exporter = ExporterSink(config.exporter.host, config.exporter.port, config.exporter.partition_series)
+        exporter = ExporterSink(config.exporter.host, config.exporter.port, config.exporter.partition_series,
+                                config.exporter.owner_labels)
         sinks.append(exporter)
     if config.history.enabled:
         sinks.append(HistorySink(config.history, exporter, monitor, config.thresholds))

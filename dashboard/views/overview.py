@@ -50,13 +50,15 @@ def health_line(doc: dict[str, Any], fresh: Freshness | None = None) -> dict[str
     topics = doc.get("topics") or []
     alerts = [a for a in (doc.get("alerts") or []) if is_missing(a.get("resolved_at"))]
     rules = {a.get("rule") for a in alerts}
-    groups = doc.get("groups") or []
+    # groups nobody runs (INACTIVE, ABANDONED: `activity` not active) are not the cluster's health
+    groups = [g for g in doc.get("groups") or [] if g.get("activity") in (None, "active")]
+    idle = len(doc.get("groups") or []) - len(groups)
     worst = max(groups, key=lambda g: (GROUP_STATUS_RANK.get(g.get("status"), 0), g.get("lag_sum") or 0),
                 default=None)
     if worst is None:
-        worst_txt = "no groups"
+        worst_txt = f"no running groups ({idle} nobody runs)" if idle else "no groups"
     elif worst.get("status") == "OK":
-        worst_txt = f"all OK ({len(groups)})"
+        worst_txt = f"all OK ({len(groups)})" + (f", {idle} nobody runs" if idle else "")
     else:
         n_bad = sum(1 for g in groups if g.get("status") != "OK")
         worst_txt = f"{worst.get('status')} {worst.get('group_id')}" + (f" (+{n_bad - 1})" if n_bad > 1 else "")

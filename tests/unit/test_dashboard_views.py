@@ -298,6 +298,9 @@ def test_health_line_summarises_a_cluster() -> None:
     assert (h["offline"], h["under min ISR"], h["under-replicated"]) == (1, 1, 2)
     assert h["worst group"] == "ERR billing" and h["groups ERR"] == 1
     assert (h["stuck txns"], h["hanging txns"]) == (1, 1)
+    doc["groups"] = [{"group_id": "a", "status": "OK", "lag_sum": 5, "activity": "active"},
+                     {"group_id": "old-etl", "status": "INACTIVE", "lag_sum": 24_000, "activity": "inactive"}]
+    assert ov.health_line(doc, common.freshness(doc, NOW, 90))["worst group"] == "all OK (1), 1 nobody runs"
     assert h["quorum"] == "ZK 3/3 serving, leader z1 (epoch 4)"
     assert h["data"].startswith("fresh")
 

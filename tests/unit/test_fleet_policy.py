@@ -173,8 +173,9 @@ def test_policy_sets_the_slo_caps_the_severity_labels_the_team_and_lets_batch_jo
     by_id = {g.group_id: g for g in snap.groups}
     assert (by_id["payments"].team, by_id["payments"].policy, by_id["payments"].lag_seconds_slo) == (
         "payments", "policies[0]", 10)
+    assert by_id["reporting"].lag_seconds_slo == 3600  # no SLO in its rule: the threshold's
     slo = fired[("consumer_lag_seconds", "payments")]
-    assert slo.team == "payments" and "SLO 10s, policies[0]" in slo.summary
+    assert slo.team == "payments" and "(SLO 10s)" in slo.summary
     stall = fired[("consumer_lag_status", "reporting")]
     assert stall.severity == "warning" and stall.team == "bi"  # STALL is critical; the policy caps it
     assert ("consumer_lag_status", "payments") in fired and fired[("consumer_lag_status", "payments")].severity == (
@@ -220,3 +221,53 @@ def test_explain_says_what_applies_and_where_it_comes_from(capsys: pytest.Captur
     assert "pw-not-shown" not in out
     with pytest.raises(SystemExit):
         main(["explain", str(example)])  # neither --group nor --topic
+
+
+def test_patterns_with_global_flags_still_combine() -> None:
+    f = NameFilter(allow=["(?i)^PAY", "^orders$"])
+    assert f("payments") and f("orders") and not f("billing")
+    p = Policies([PolicyRule(group="(?i)^REPORT", team="bi"), PolicyRule(group="^x", team="x")])
+    assert p.for_group("c", "reporting-eu").team == "bi" and p.for_group("c", "other").rule is None
+
+
+def test_metrics_carry_the_team_and_count_groups_nobody_runs_without_series_of_their_own() -> None:
+    from collectors.alerting.lifecycle import AlertTracker
+    from collectors.outputs.exporter import SnapshotCollector
+
+    th = Thresholds(consumer_stop_after_s=60, lag_seconds_slo=3600)
+    policies = Policies([PolicyRule(group="^pay", lag_seconds_slo=10, team="payments")])
+    st, tracker = ClusterState(), AlertTracker()
+    for k in range(8):
+        now = T0 + 30 * k
+        snap = build_snapshot("c", observation(now, {"payments": (1, 100 * k), "old-etl": (0, 5)},
+                                               1_000 + 200 * k), None, st, th, now, policies)
+        snap.alerts, _, _ = tracker.update("c", judge(snap, st, th, now), now)
+    col = SnapshotCollector(clock=lambda: T0 + 300)
+    col.update([snap])
+    text = col.render_text().decode()
+    assert 'kafka_monitor_alert{cluster="c",rule="consumer_lag_seconds",severity="warning",subject="payments",' \
+           'team="payments"} 1' in text
+    assert 'kafka_consumergroup_info{cluster="c",consumergroup="payments",team="payments",policy="policies[0]"} 1' \
+           in text
+    assert 'kafka_consumergroup_lag_seconds_slo{cluster="c",consumergroup="payments"} 10' in text
+    assert 'kafka_consumergroups{cluster="c",status="INACTIVE"} 1' in text
+    assert 'consumergroup="old-etl"' not in text  # counted, never exported one by one
+
+
+def test_owners_reach_the_snapshot_and_are_metric_labels_only_when_asked() -> None:
+    from types import SimpleNamespace
+
+    from collectors.outputs.exporter import SnapshotCollector
+
+    obs = observation(T0, {"billing": (1, 10)}, 100)
+    obs.group_owners = {"billing": {("orders", 0): SimpleNamespace(member_id="m-1", client_id="billing-0",  # type: ignore[attr-defined]
+                                                                   host="/10.0.0.7")}}
+    snap = build_snapshot("c", obs, None, ClusterState(), Thresholds(), T0)
+    gp = snap.group_partitions[0]
+    assert (gp.owner_member_id, gp.owner_client_id, gp.owner_host) == ("m-1", "billing-0", "/10.0.0.7")
+    plain, owned = SnapshotCollector(clock=lambda: T0), SnapshotCollector(clock=lambda: T0, owner_labels=True)
+    plain.update([snap])
+    owned.update([snap])
+    assert 'client_id="billing-0"' not in plain.render_text().decode()  # off by default: a series per rebalance
+    assert ('kafka_consumergroup_partition_owner{cluster="c",consumergroup="billing",topic="orders",partition="0",'
+            'client_id="billing-0",host="/10.0.0.7",member_id="m-1"} 1') in owned.render_text().decode()
