@@ -69,8 +69,9 @@ def run_mode(bootstrap: str, name: str, filters: dict[str, Any], policies: list[
             walls.append(time.monotonic() - w0)
             reqs.append(r.snapshot.requests)
         s = r.snapshot
-        return {"mode": name, "groups": len(s.groups), "filtered": s.filtered_groups, "requests": statistics.median(reqs),
-                "cpu": statistics.median(cpus), "wall": statistics.median(walls), "first_cpu": first_cpu,
+        return {"mode": name, "groups": len(s.groups), "filtered": s.filtered_groups,
+                "requests": statistics.median(reqs), "cpu": statistics.median(cpus),
+                "wall": statistics.median(walls), "first_cpu": first_cpu,
                 "first_wall": first_wall, "errors": s.errors[:2] + first.snapshot.errors[:1],
                 "teams": sum(1 for g in s.groups if g.team)}
     finally:

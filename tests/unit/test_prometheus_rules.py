@@ -177,7 +177,8 @@ def test_incident_alerts_read_the_incident_family_and_carry_the_incident() -> No
         assert metric_names(r["expr"]) == {"kafka_monitor_incident"}, name
         severity = r["labels"]["severity"]
         assert f'kafka_monitor_incident{{severity="{severity}"}}' in r["expr"], name
-        assert re.search(r"max by \(cluster, kind, subject, team\)", r["expr"]), name  # grouped by incident, routed by team
+        # grouped by incident, routed by team
+        assert re.search(r"max by \(cluster, kind, subject, team\)", r["expr"]), name
         assert r["annotations"]["runbook_url"] == "docs/alerts.md#incident-{{ $labels.kind }}", name
     assert {r["labels"]["severity"] for n, r in rules.items() if n in INCIDENT_ALERTS} == {"critical", "warning"}
     doc = DOC.read_text()
