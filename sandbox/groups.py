@@ -45,6 +45,19 @@ class Group:
         return self.spec.group_id
 
 
+def member_id(group: Group, index: int) -> str:
+    """The id the coordinator gives member `index` of the group's current generation (a new one per rebalance)."""
+    return f"{group.group_id}-consumer-{index}-{group.generation:04d}"
+
+
+def client_id(group: Group, index: int) -> str:
+    return f"{group.group_id}-consumer-{index}"
+
+
+def client_host(index: int) -> str:
+    return f"/127.0.0.{index + 10}"
+
+
 class ConsumerGroups(Topology):
     """The groups of a cluster and how they read its partitions."""
 
@@ -65,6 +78,24 @@ class ConsumerGroups(Topology):
                 grp.committed[(t, p.index)] = 0
         grp.last_commit = self.now
         return grp
+
+    def assignment(self, group: Group) -> list[dict[str, list[int]]]:
+        """Which partitions each member holds (index = member), as Kafka's range assignor hands them out: per
+        topic, the partitions in order, split into consecutive runs, the first members taking one extra. The
+        ground truth behind the owners DescribeGroups reports; empty when nobody is a member."""
+        out: list[dict[str, list[int]]] = [{} for _ in range(group.members)]
+        if not group.members:
+            return out
+        for t in group.reads:
+            parts = [p.index for p in self.topics[t].partitions]
+            each, extra = divmod(len(parts), group.members)
+            start = 0
+            for i in range(group.members):
+                n = each + (1 if i < extra else 0)
+                if n:
+                    out[i][t] = parts[start:start + n]
+                start += n
+        return out
 
     # ----------------------------------------------------------------- time
     def _readable(self, p: Partition, isolation: str) -> int:

@@ -12,8 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
+
 from sandbox import kafka_defaults as kd
-from sandbox.groups import Group
+from sandbox.groups import Group, client_host, client_id, member_id
 from sandbox.model import Cluster
 from sandbox.protocol import KRAFT_ONLY, Request, UnsupportedRequest, supported_api_versions
 from sandbox.topology import Partition
@@ -242,10 +244,13 @@ class Handlers:
                             "protocol_type": "", "protocol_data": "", "members": []})
                 continue
             members = [{
-                "member_id": f"{g.group_id}-consumer-{i}-{g.generation:04d}", "group_instance_id": None,
-                "client_id": f"{g.group_id}-consumer-{i}", "client_host": f"/127.0.0.{i + 10}",
-                "member_metadata": b"", "member_assignment": b"",
-            } for i in range(g.members)]
+                "member_id": member_id(g, i), "group_instance_id": None,
+                "client_id": client_id(g, i), "client_host": client_host(i),
+                "member_metadata": ConsumerProtocolSubscription(topics=g.reads, user_data=b"", version=0).encode(),
+                "member_assignment": ConsumerProtocolAssignment(assigned_partitions=[
+                    ConsumerProtocolAssignment.TopicPartition(topic=t, partitions=ps) for t, ps in held.items()],
+                    user_data=b"", version=0).encode(),
+            } for i, held in enumerate(self.c.assignment(g))]
             out.append({"error_code": NONE, "error_message": None, "group_id": gid, "group_state": g.state,
                         "protocol_type": "consumer", "protocol_data": "range" if g.members else "",
                         "members": members})

@@ -23,6 +23,15 @@ class GroupInfo(TypedDict, total=False):
     coordinator: int | None
 
 
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """The group member holding a partition in the group's current assignment (DescribeGroups)."""
+
+    member_id: str
+    client_id: str
+    host: str
+
+
 class TransactionInfo(TypedDict):
     """DescribeTransactions' answer for one transactional id, in the protocol's own field names, plus the
     coordinator that gave it."""
@@ -106,6 +115,8 @@ class KafkaObservation:
     last_stable: dict[tuple[str, int], int] = field(default_factory=dict)
     groups: dict[str, GroupInfo] = field(default_factory=dict)
     commits: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
+    # group → (topic, partition) → the member that holds it, from the members' assignments (consumer groups)
+    group_owners: dict[str, dict[tuple[str, int], Owner]] = field(default_factory=dict)
     transactions: list[TransactionInfo] = field(default_factory=list)
     producers: dict[tuple[str, int], list[ProducerInfo]] = field(default_factory=dict)
     quorum: QuorumInfo | None = None

@@ -259,7 +259,7 @@ def _groups(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, t
             policies: Policies) -> None:
     topics = {t.topic: t for t in snap.topics}
     offline = {(p.topic, p.partition) for p in snap.partitions if p.offline}
-    owners_of = getattr(obs, "group_owners", {})
+    owners_of = obs.group_owners
     for gid in sorted(obs.groups):
         info = obs.groups[gid]
         commits = obs.commits.get(gid, {})

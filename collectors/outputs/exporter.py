@@ -38,6 +38,7 @@ from collectors.model.vocabulary import (
     PARTITION_STATUS_RANK,
     SEVERITIES,
 )
+from collectors.outputs.api import API_PREFIX, JsonApi
 
 log = logging.getLogger(__name__)
 
@@ -417,11 +418,14 @@ class MetricsEndpoint:
 
 
 class MetricsServer:
-    """A small HTTP server for /metrics and /healthz; binds 127.0.0.1 unless configured otherwise."""
+    """A small HTTP server for /metrics, /healthz and the read-only JSON API (/api/v1/…, `collectors.outputs.api`);
+    binds 127.0.0.1 unless configured otherwise."""
 
-    def __init__(self, endpoint: MetricsEndpoint, host: str = "127.0.0.1", port: int = 9308) -> None:
+    def __init__(self, endpoint: MetricsEndpoint, host: str = "127.0.0.1", port: int = 9308,
+                 api: JsonApi | None = None) -> None:
         self.endpoint = endpoint
-        handler = _make_handler(endpoint)
+        self.api = api
+        handler = _make_handler(endpoint, api)
         self.httpd = ThreadingHTTPServer((host, port), handler)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
@@ -430,7 +434,8 @@ class MetricsServer:
 
     def start(self) -> MetricsServer:
         self._thread.start()
-        log.info("serving /metrics on http://%s:%s/metrics", self.host, self.port)
+        log.info("serving /metrics on http://%s:%s/metrics%s", self.host, self.port,
+                 f" and the JSON API on http://{self.host}:{self.port}{API_PREFIX}" if self.api is not None else "")
         return self
 
     def close(self) -> None:
@@ -438,28 +443,55 @@ class MetricsServer:
         self.httpd.server_close()
 
 
-def _make_handler(endpoint: MetricsEndpoint) -> type[BaseHTTPRequestHandler]:
+def _make_handler(endpoint: MetricsEndpoint, api: JsonApi | None) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            path = self.path.split("?", 1)[0]
-            if path == "/metrics":
-                gz = "gzip" in self.headers.get("Accept-Encoding", "")
-                body = endpoint.render(gzipped=gz)
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-                if gz:
-                    self.send_header("Content-Encoding", "gzip")
-            elif path in ("/healthz", "/-/healthy"):
-                body = b"ok\n"
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain")
-            else:
-                body = b"see /metrics\n"
-                self.send_response(404)
-                self.send_header("Content-Type", "text/plain")
+        def _reply(self, status: int, content_type: str, body: bytes, headers: Iterable[tuple[str, str]] = (),
+                   head: bool = False) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            for k, v in headers:
+                self.send_header(k, v)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            self.wfile.write(body)
+            if not head:
+                self.wfile.write(body)
+
+        def _serve(self, method: str) -> None:
+            path = self.path.split("?", 1)[0]
+            head = method == "HEAD"
+            if api is not None and (path == "/api" or path.startswith("/api/")):
+                ans = api.handle(method, self.path)
+                pretty = "pretty" in self.path.partition("?")[2]
+                self._reply(ans.status, "application/json", ans.encode(pretty), ans.headers, head)
+            elif method not in ("GET", "HEAD"):
+                self._reply(405, "text/plain", b"read-only\n", (("Allow", "GET, HEAD"),), head)
+            elif path == "/metrics":
+                gz = "gzip" in self.headers.get("Accept-Encoding", "")
+                self._reply(200, "text/plain; version=0.0.4; charset=utf-8", endpoint.render(gzipped=gz),
+                            (("Content-Encoding", "gzip"),) if gz else (), head)
+            elif path in ("/healthz", "/-/healthy"):
+                self._reply(200, "text/plain", b"ok\n", (), head)
+            else:
+                hint = b"see /metrics" + (f" or {API_PREFIX}".encode() if api is not None else b"") + b"\n"
+                self._reply(404, "text/plain", hint, (), head)
+
+        def do_GET(self) -> None:
+            self._serve("GET")
+
+        def do_HEAD(self) -> None:
+            self._serve("HEAD")
+
+        def do_POST(self) -> None:
+            self._serve("POST")
+
+        def do_PUT(self) -> None:
+            self._serve("PUT")
+
+        def do_DELETE(self) -> None:
+            self._serve("DELETE")
+
+        def do_PATCH(self) -> None:
+            self._serve("PATCH")
 
         def log_message(self, format: str, *args: Any) -> None:
             log.debug("http %s", format % args)

@@ -13,10 +13,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from collectors.alerting.catalogue import RISK_RULES
 from collectors.alerting.rules import Candidate
 from collectors.config import HistoryConfig, MonitorConfig, Thresholds
 from collectors.model.poll import PollResult
 from collectors.model.records import snapshot_to_dict
+from collectors.outputs.api import JsonApi
 from collectors.outputs.exporter import MetricsEndpoint, MetricsServer
 
 if TYPE_CHECKING:
@@ -32,12 +34,17 @@ class Sink(Protocol):
 
 
 class ExporterSink:
+    """/metrics and the JSON API, both answered from the last poll's snapshots on one port."""
+
     def __init__(self, host: str, port: int, partition_series: bool, owner_labels: bool = False) -> None:
         self.endpoint = MetricsEndpoint(partition_series, owner_labels)
-        self.server = MetricsServer(self.endpoint, host, port).start()
+        self.api = JsonApi(RISK_RULES)
+        self.server = MetricsServer(self.endpoint, host, port, self.api).start()
 
     def __call__(self, results: list[PollResult], now: float) -> None:
-        self.endpoint.update([r.snapshot for r in results])
+        snapshots = [r.snapshot for r in results]
+        self.endpoint.update(snapshots)
+        self.api.update(snapshots)
 
     def close(self) -> None:
         self.server.close()

@@ -46,10 +46,11 @@ from kafka.protocol.admin import (
     ListTransactionsRequest,
 )
 from kafka.protocol.consumer import ListOffsetsRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest
+from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
 from collectors.model.loss import EpochQuestion, EpochWatch, epoch_questions
-from collectors.model.observations import KafkaObservation, PartitionMeta, QuorumReplica
+from collectors.model.observations import KafkaObservation, Owner, PartitionMeta, QuorumReplica
 from collectors.model.patterns import TopicFilter
 from collectors.sources.limiter import RequestLimiter
 
@@ -77,6 +78,26 @@ def _answered_groups(groups: Iterable[Any], api: str, obs: KafkaObservation) -> 
             obs.fail("groups", f"{api} {g.group_id}: {error_name(g.error_code)}")
         else:
             yield g
+
+
+def group_owners(members: Iterable[Any]) -> dict[tuple[str, int], Owner]:
+    """Who holds which partition, from DescribeGroups' members of a consumer group: each member's assignment is
+    Kafka's ConsumerProtocolAssignment (the same bytes the group's leader sent in SyncGroup). A member whose
+    assignment is empty (mid-rebalance) or not in that format (a custom assignor's) holds nothing we can name."""
+    out: dict[tuple[str, int], Owner] = {}
+    for m in members:
+        raw = m.member_assignment
+        if not raw:
+            continue
+        try:
+            assignment = ConsumerProtocolAssignment.decode(bytes(raw))
+            held = [(tp.topic, p) for tp in assignment.assigned_partitions for p in tp.partitions]
+        except Exception:
+            continue
+        owner = Owner(m.member_id, m.client_id, m.client_host)
+        for key in held:
+            out[key] = owner
+    return out
 
 
 def _chunks(items: list[Any], size: int) -> list[list[Any]]:
@@ -384,6 +405,10 @@ class KafkaAdapter:
                     info = obs.groups.setdefault(g.group_id, {})
                     info.update(state=g.group_state, members=len(g.members), protocol_type=g.protocol_type,
                                 coordinator=out.node_id)
+                    if g.protocol_type == "consumer" and g.members:
+                        owners = group_owners(g.members)
+                        if owners:
+                            obs.group_owners[g.group_id] = owners
             elif kind == "offsets":
                 for g in _answered_groups(out.response.groups, "OffsetFetch", obs):
                     commits = obs.commits.setdefault(g.group_id, {})

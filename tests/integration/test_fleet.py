@@ -4,7 +4,9 @@ seen running that stops still does, and policy labels and caps what it matches.
 The sandbox's `old-etl` group has no members from the start (its offsets sit at 0 while `orders` grows): the
 monitor finds it Empty, so it is INACTIVE. `billing` consumes until the scripted `consumer_stop`, after which it
 must go STOP and page, as before this policy existed. `console-consumer-7` is denied by the filters: it is never
-described and its offsets never fetched, which the request count shows.
+described and its offsets never fetched, which the request count shows. `audit` runs throughout: the owners the
+monitor reads from its members' assignments are compared with the sandbox's own range assignment, and served by
+the JSON API.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collectors.config import MonitorConfig
 from collectors.runtime.poller import ClusterPoller, PollResult
 from sandbox.runner import Sandbox
 from tests.support.monitor import FAST_THRESHOLDS, poll, poll_until
-from tests.support.sandbox import running_sandbox, scenario
+from tests.support.sandbox import frozen, running_sandbox, scenario
 
 pytestmark = pytest.mark.integration
 
@@ -29,7 +31,8 @@ CLUSTER = {
     "groups": [{"group_id": "billing", "topics": ["orders"], "members": 2, "commit_interval_s": 1},
                {"group_id": "old-etl", "topics": ["orders"], "members": 0},
                {"group_id": "console-consumer-7", "topics": ["orders"], "members": 1},
-               {"group_id": "reporting", "topics": ["orders"], "members": 1, "commit_interval_s": 1}],
+               {"group_id": "reporting", "topics": ["orders"], "members": 1, "commit_interval_s": 1},
+               {"group_id": "audit", "topics": ["orders"], "members": 2, "commit_interval_s": 1}],
     # left-behind console consumers, enough that describing them takes requests of their own (500 a request)
     "generated_groups": {"count": 3000, "prefix": "console-consumer-x", "members": 0},
 }
@@ -92,3 +95,46 @@ def test_a_group_found_empty_never_pages_and_a_stopped_consumer_still_does(sb: S
     reporting = [a for a in last.snapshot.alerts if a.subject == "reporting"]
     assert reporting and all(a.severity in ("warning", "info") and a.team == "bi" for a in reporting)
     assert {t.topic: t.team for t in last.snapshot.topics}["orders"] == "orders-team"
+
+
+def test_owners_and_the_json_api_against_the_sandbox(sb: Sandbox) -> None:
+    """Owners come from the members' real assignments (the bytes DescribeGroups carries) and equal the sandbox's
+    range assignment; the API serves them, the group's deciding rule and the policy team over HTTP."""
+    import json
+    import urllib.request
+
+    from collectors.alerting.catalogue import RISK_RULES
+    from collectors.outputs.api import API_PREFIX, JsonApi
+    from collectors.outputs.exporter import MetricsEndpoint, MetricsServer
+    from sandbox.groups import client_host, client_id, member_id
+
+    cfg = config(sb, DENY_CONSOLE)
+    poller = ClusterPoller(cfg.clusters[0], cfg)
+    try:
+        with frozen(sb):  # no rebalance (new member ids) between the answer and the ground truth
+            r = poll(poller, sb)
+            g = sb.cluster.groups["audit"]
+            truth = {(t, p): member_id(g, i) for i, held in enumerate(sb.cluster.assignment(g))
+                     for t, ps in held.items() for p in ps}
+    finally:
+        poller.close()
+    owned = {(gp.topic, gp.partition): gp for gp in r.snapshot.group_partitions if gp.group_id == "audit"}
+    assert len(truth) == 3 and {k: gp.owner_member_id for k, gp in owned.items()} == truth
+    one = owned[("orders", 2)]  # two members, three partitions: member 0 holds 0-1, member 1 holds 2
+    assert (one.owner_client_id, one.owner_host) == (client_id(g, 1), client_host(1))
+    idle = [gp for gp in r.snapshot.group_partitions if gp.group_id == "old-etl"]
+    assert idle and all(gp.owner_member_id is None for gp in idle)  # nobody holds what nobody runs
+
+    api = JsonApi(RISK_RULES)
+    api.update([r.snapshot])
+    srv = MetricsServer(MetricsEndpoint(), port=0, api=api).start()
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{srv.port}{API_PREFIX}/clusters/fleet/groups/audit",
+                                    timeout=5) as resp:
+            body = json.loads(resp.read())
+    finally:
+        srv.close()
+    audit = next(x for x in r.snapshot.groups if x.group_id == "audit")
+    assert body["group"]["group_id"] == "audit" and body["status"] == audit.status
+    assert {(p["topic"], p["partition"]): p["owner"]["member_id"] for p in body["partitions"]} == truth
+    assert body["decided_by"]["reason"]

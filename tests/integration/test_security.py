@@ -79,3 +79,59 @@ def test_metrics_server_binds_loopback_by_default() -> None:
 
     cfg = MonitorConfig.model_validate({"clusters": [{"name": "x", "bootstrap_servers": "h:1"}]})
     assert cfg.exporter.host == "127.0.0.1"
+
+
+def test_json_api_never_shows_the_configured_secrets(tmp_path: Path) -> None:
+    """The collector's own loop, its exporter on a free port, a cluster that refuses it (the sandbox speaks no
+    SASL): every API answer, errors included, is grepped for the configured passwords."""
+    import signal
+    import socket
+    import time
+    import urllib.error
+
+    secret, zk_secret = "api-s3cr3t-Pa55w0rd", "api-zk-s3cr3t"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with running_sandbox(scenario(), speed=10.0) as sb:
+        cfg = tmp_path / "c.yaml"
+        cfg.write_text(
+            f"request_timeout_s: 2\npoll_interval_s: 2\nstate_dir: {tmp_path / 'state'}\n"
+            f"history: {{enabled: false}}\nexporter: {{port: {port}}}\nclusters:\n  - name: locked\n"
+            f"    bootstrap_servers: '{sb.bootstrap_servers}'\n"
+            "    kafka:\n      security.protocol: SASL_PLAINTEXT\n      sasl.mechanism: PLAIN\n"
+            "      sasl.username: monitor\n      sasl.password: ${KAFKA_PASSWORD}\n"
+            "    zookeeper:\n      connect: 127.0.0.1:1\n      auth_scheme: digest\n      username: kmon\n"
+            "      password: ${ZK_PASSWORD}\n")
+        env = {"KAFKA_PASSWORD": secret, "ZK_PASSWORD": zk_secret, "PATH": "/usr/bin:/bin"}
+        proc = subprocess.Popen([sys.executable, "-m", "collectors", "--config", str(cfg), "--log-level", "DEBUG"],
+                                cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        base = f"http://127.0.0.1:{port}/api/v1"
+        paths = ["", "/clusters", "/clusters/locked", "/clusters/locked/groups", "/clusters/locked/incidents",
+                 "/clusters/locked/alerts", "/clusters/locked/risks", "/incidents", "/risks", "/clusters/nope"]
+        bodies: dict[str, bytes] = {}
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                try:
+                    with urllib.request.urlopen(base + "/clusters", timeout=5) as resp:
+                        if json.loads(resp.read())["clusters"]:
+                            break
+                except (urllib.error.URLError, ConnectionError):
+                    pass
+                time.sleep(0.5)
+            for p in paths:
+                try:
+                    with urllib.request.urlopen(base + p, timeout=5) as resp:
+                        bodies[p] = resp.read()
+                except urllib.error.HTTPError as e:
+                    bodies[p] = e.read()
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            out, _ = proc.communicate(timeout=30)
+    cluster = json.loads(bodies["/clusters/locked"])
+    assert cluster["reachable"] is False and cluster["errors"]  # the refusal is there, in words
+    assert json.loads(bodies["/clusters/nope"])["status"] == 404
+    for p, body in bodies.items():
+        assert secret.encode() not in body and zk_secret.encode() not in body, p
+    assert secret.encode() not in out and zk_secret.encode() not in out
