@@ -1,37 +1,89 @@
-"""Rendering /metrics for a large snapshot: wall time and bytes, median of 5.
+"""/metrics at scale: series, bytes, build time per poll and time per scrape, per granularity, median of runs.
 
-    .venv/bin/python -m bench.bench_exporter [--partitions 100000] [--groups 10000] [--per-group 10]
+    .venv/bin/python -m bench.bench_exporter [--partitions 100000] [--per-topic 10] [--groups 10000] [--per-group 10]
+        [--runs 5]
 
-The snapshot is built from a synthetic observation (bench/synthetic.py), then
-rendered through the same path a scrape takes (MetricsEndpoint.refresh), with
-per-partition series on and off.
+The snapshot is built from a synthetic observation (bench/synthetic.py: RF 3, about 2 % of partitions
+under-replicated, 0.1 % offline), then copied as a healthy cluster (every ISR full, every leader present, no
+open transaction holding the LSO back). For each granularity it prints the series count, the body size, the
+build time once per poll (`MetricsEndpoint.refresh`) and the time of one scrape over HTTP on loopback, plain
+and gzip (what Prometheus asks for), through the real server. ``partition`` is the old default (every
+per-partition series); before this change a scrape also re-rendered the body whenever it was older than 5 s.
 """
 
 from __future__ import annotations
 
-import gzip
+import copy
+import statistics
 import time
+import urllib.request
 
 from bench.common import median_of, size_of, size_parser, timed, warmed
-from collectors.outputs.exporter import MetricsEndpoint
+from collectors.model.records import ClusterSnapshot
+from collectors.outputs.exporter import GRANULARITIES, MetricsEndpoint, MetricsServer
+
+
+def healthy(snap: ClusterSnapshot) -> ClusterSnapshot:
+    """The same cluster with nothing wrong: what most clusters look like most of the time."""
+    out = copy.deepcopy(snap)
+    for p in out.partitions:
+        p.isr = list(p.replicas)
+        if p.leader < 0:
+            p.leader = p.replicas[0]
+        p.last_stable_offset = p.high_watermark
+    for t in out.topics:
+        t.under_replicated = t.under_min_isr = t.at_min_isr = t.offline = 0
+    out.producers = []
+    out.alerts = []
+    return out
+
+
+def scrape_ms(url: str, gzipped: bool, runs: int) -> float:
+    times = []
+    headers = {"Accept-Encoding": "gzip"} if gzipped else {}
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=60) as r:
+            r.read()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1000
 
 
 def main() -> None:
-    a = size_parser(__doc__, partitions=100_000, groups=10_000).parse_args()
-    _, snap, _ = warmed(size_of(a), time.time())
-    print(f"snapshot: {len(snap.partitions)} partitions, {len(snap.group_partitions)} group-partitions")
-    for partition_series in (True, False):
-        ep = MetricsEndpoint(partition_series)
-        ep.collector.update([snap])
-        times: list[float] = []
-        for _ in range(a.runs):
-            with timed(times):
-                ep.refresh()
-        body = ep.render()
-        gz = len(gzip.compress(body, 5))
-        lines = body.count(b"\n")
-        print(f"partition_series={partition_series}: render median {median_of(times)}; {len(body) / 1e6:.1f} MB, "
-              f"{lines} lines, {gz / 1e6:.1f} MB gzipped; a scrape serves the cached bytes")
+    ap = size_parser(__doc__, partitions=100_000, groups=10_000)
+    ap.add_argument("--per-topic", type=int, default=10, help="partitions per topic (default 10: 10,000 topics)")
+    a = ap.parse_args()
+    _, broken, _ = warmed(size_of(a), time.time())
+    ok = healthy(broken)
+    print(f"snapshot: {len(broken.partitions):,} partitions in {len(broken.topics):,} topics, "
+          f"{len(broken.groups):,} groups, {len(broken.group_partitions):,} group-partitions; "
+          f"broken: {sum(p.under_replicated for p in broken.partitions):,} under-replicated, "
+          f"{sum(p.offline for p in broken.partitions):,} offline, "
+          f"{sum(g.status != 'OK' for g in broken.groups):,} groups not OK")
+    print("| cluster | granularity | series | per partition | body MB | gzip MB | build per poll | scrape | "
+          "scrape gzip |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for name, snap in (("healthy", ok), ("broken", broken)):
+        for granularity in GRANULARITIES:
+            ep = MetricsEndpoint(granularity=granularity)
+            ep.collector.update([snap])
+            builds: list[float] = []
+            for _ in range(a.runs):
+                with timed(builds):
+                    ep.refresh()
+            body, _ = ep.render_parts()
+            gz, _ = ep.render_parts(gzipped=True)
+            series = sum(1 for ln in body.split(b"\n") if ln and not ln.startswith(b"#"))
+            srv = MetricsServer(ep, port=0).start()
+            try:
+                url = f"http://127.0.0.1:{srv.port}/metrics"
+                scrape_ms(url, True, 1)  # the first gzip scrape compresses the body once; later ones reuse it
+                plain, zipped = scrape_ms(url, False, a.runs), scrape_ms(url, True, a.runs)
+            finally:
+                srv.close()
+            print(f"| {name} | {granularity} | {series:,} | {series / len(snap.partitions):.2f} | "
+                  f"{len(body) / 1e6:.1f} | {len(gz) / 1e6:.2f} | {median_of(builds)} | {plain:.0f} ms | "
+                  f"{zipped:.0f} ms |")
 
 
 if __name__ == "__main__":

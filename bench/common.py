@@ -39,6 +39,7 @@ class Size:
     partitions: int
     groups: int
     per_group: int = 10
+    per_topic: int = 50
 
 
 def size_parser(doc: str, *, partitions: int, groups: int, per_group: int | None = 10,
@@ -54,7 +55,8 @@ def size_parser(doc: str, *, partitions: int, groups: int, per_group: int | None
 
 
 def size_of(args: argparse.Namespace) -> Size:
-    return Size(args.partitions, args.groups, getattr(args, "per_group", Size.per_group))
+    return Size(args.partitions, args.groups, getattr(args, "per_group", Size.per_group),
+                getattr(args, "per_topic", Size.per_topic))
 
 
 # ----------------------------------------------------------------------------- the poller's pipeline
@@ -83,7 +85,8 @@ def synthetic_polls(size: Size, start: float, count: int, flap_isr: bool = False
     for k in range(count):
         now = start + POLL_S * k
         seed = 7 + k % 2 if flap_isr else 7
-        out.append((now, observation(size.partitions, size.groups, size.per_group, now=now, step=k, seed=seed)))
+        out.append((now, observation(size.partitions, size.groups, size.per_group, now=now, step=k, seed=seed,
+                                     per_topic=size.per_topic)))
     return out
 
 

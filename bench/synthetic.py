@@ -13,12 +13,12 @@ from collectors.model.observations import KafkaObservation, PartitionMeta
 
 
 def observation(partitions: int = 100_000, groups: int = 10_000, partitions_per_group: int = 10,
-                brokers: int = 30, now: float = 1_800_000_000.0, seed: int = 7, step: int = 0) -> KafkaObservation:
+                brokers: int = 30, now: float = 1_800_000_000.0, seed: int = 7, step: int = 0,
+                per_topic: int = 50) -> KafkaObservation:
     """One poll's worth of raw data; `step` advances offsets as if polls were 30 s apart."""
     rnd = random.Random(seed)
     obs = KafkaObservation(time=now, cluster_id="bench", controller_id=1)
     obs.brokers = [(i, f"broker-{i}.example", 9092, f"rack-{i % 3}") for i in range(1, brokers + 1)]
-    per_topic = 50
     n_topics = max(1, partitions // per_topic)
     keys = []
     for t in range(n_topics):

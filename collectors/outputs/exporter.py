@@ -2,20 +2,21 @@
 
 A scrape never reaches the cluster: `SnapshotCollector` turns the snapshots the
 poll loop last produced into metric families, and `MetricsServer` serves the
-text rendered once after each poll (so a 1M-sample cluster costs one render
-per poll, not one per scrape, and concurrent scrapers share it). Names follow
+text rendered once after each poll (so a big cluster costs one render per
+poll, not one per scrape, and concurrent scrapers share it). Names follow
 kafka_exporter and kafka-lag-exporter where those exist; everything else is
-ours and documented in docs/metrics.md. Every series has a `cluster` label;
-unknown values are omitted (never NaN) and lag is never negative. With
-`partition_series: false` the per-partition families are left out and only
-topic and group roll-ups remain, for clusters where per-partition cardinality
-is too much.
+ours and documented in docs/metrics.md. Every series of a cluster has a
+`cluster` label; unknown values are omitted (never NaN) and lag is never
+negative. How much per-partition detail a body carries is `GRANULARITIES`:
+by default only where something is not healthy.
 """
 
 from __future__ import annotations
 
 import gzip
+import importlib.metadata
 import logging
+import platform
 import threading
 import time
 from collections import Counter, defaultdict
@@ -27,6 +28,9 @@ from typing import Any, Protocol
 import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
 from collectors.model.records import ClusterSnapshot
@@ -35,12 +39,18 @@ from collectors.model.vocabulary import (
     GROUP_STATUS_RANK,
     GROUP_STATUSES,
     IDLE_GROUP_STATUSES,
+    OK,
     PARTITION_STATUS_RANK,
     SEVERITIES,
 )
 from collectors.outputs.api import API_PREFIX, JsonApi
 
 log = logging.getLogger(__name__)
+
+try:
+    _VERSION = importlib.metadata.version("kafka-reliability-monitor")
+except importlib.metadata.PackageNotFoundError:  # run from a checkout without `pip install`
+    _VERSION = "0+checkout"
 
 
 METRICS_FILE = Path(__file__).with_name("metrics.yaml")
@@ -51,14 +61,49 @@ def load_metrics(path: Path = METRICS_FILE) -> dict[str, tuple[str, str, tuple[s
     out: dict[str, tuple[str, str, tuple[str, ...]]] = {}
     for name, spec in yaml.safe_load(path.read_text(encoding="utf-8")).items():
         if spec.get("kind") not in ("gauge", "counter") or not spec.get("help") or set(spec) - {"kind", "labels",
-                                                                                                 "help"}:
-            raise ValueError(f"{path}: {name}: needs kind (gauge|counter), help and optional labels, nothing else")
+                                                                                                 "help", "cluster"}:
+            raise ValueError(f"{path}: {name}: needs kind (gauge|counter), help and optional labels / cluster: false,"
+                             " nothing else")
         out[name] = (spec["kind"], spec["help"], tuple(spec.get("labels") or ()))
     return out
 
 
+def _process_wide(path: Path = METRICS_FILE) -> frozenset[str]:
+    return frozenset(name for name, spec in yaml.safe_load(path.read_text(encoding="utf-8")).items()
+                     if spec.get("cluster") is False)
+
+
 METRICS = load_metrics()
 """Every family the exporter serves; the docs table (`metrics_table_markdown`) is generated from it."""
+PROCESS_WIDE: frozenset[str] = _process_wide()
+"""Families about the monitor process itself (``cluster: false``): no cluster label."""
+
+
+def wire_name(name: str) -> str:
+    """The name on the wire: counters carry ``_total`` (the exposition format's rule), gauges their own name."""
+    return name + "_total" if METRICS[name][0] == "counter" else name
+
+
+GRANULARITIES = ("exceptions", "partition", "topic")
+"""How much per-partition detail /metrics carries (`ExporterConfig.granularity`):
+
+* ``exceptions`` (default): per-topic and per-group roll-ups always (zero problem counts left out), and the
+  per-partition families only for partitions that are not healthy (under-replicated, at or under
+  min ISR, offline, a hanging transaction, ZooKeeper's ISR disagreeing, an open alert, or an ISR change in the
+  last `ISR_RECENT_S`), and per group partition only in groups that are not OK (WARN / ERR, past their
+  lag-seconds SLO, with unread data deleted, or with an open alert). A healthy cluster exports about one
+  series per partition; a broken one shows exactly what is broken.
+* ``partition``: every per-partition series for every partition (kminion's ``granularity: partition``).
+* ``topic``: roll-ups only, no per-partition series at all."""
+
+RETENTION_SOON_S = 86_400.0
+"""In ``exceptions`` mode a running group's estimate of the time left before retention deletes what it has not
+read is exported when under a day (the shipped alert fires under an hour), or when the group is not OK."""
+
+ISR_RECENT_S = 600.0
+"""A partition whose ISR changed this recently keeps its per-partition series in ``exceptions`` mode, so that a
+flapping ISR (KafkaIsrFlapping counts changes of ``kafka_topic_partition_in_sync_replica`` over 10 minutes) is
+seen through its healthy moments too (the default ``thresholds.isr_flap_window_s``)."""
 
 
 class _Samples(Protocol):
@@ -73,14 +118,21 @@ Family = Callable[[str], _Samples]
 class SnapshotCollector(Collector):
     """prometheus-client collector over the latest snapshot per cluster (no cluster requests)."""
 
-    def __init__(self, partition_series: bool = True, clock: Callable[[], float] = time.time,
-                 owner_labels: bool = False) -> None:
-        self.partition_series = partition_series
+    def __init__(self, partition_series: bool | None = None, clock: Callable[[], float] = time.time,
+                 owner_labels: bool = False, granularity: str | None = None) -> None:
+        if granularity is None:
+            granularity = "exceptions" if partition_series is None else ("partition" if partition_series else "topic")
+        if granularity not in GRANULARITIES:
+            raise ValueError(f"granularity must be one of {', '.join(GRANULARITIES)}, not {granularity!r}")
+        self.granularity = granularity
+        self.partition_series = granularity != "topic"
         self.owner_labels = owner_labels  # kafka_consumergroup_partition_owner: one series per owned partition
         self._clock = clock
         self._lock = threading.Lock()
         self._snapshots: dict[str, ClusterSnapshot] = {}
         self._polls: dict[str, int] = defaultdict(int)
+        self._last_ok: dict[str, float] = {}  # cluster -> time of its last poll that reached it
+        self._isr_changed: dict[tuple[str, str, int], float] = {}  # (cluster, topic, partition) -> last ISR change
         # loss evidence since start: (cluster, topic, kind) -> messages, (cluster, kind) -> events
         self._lost: dict[tuple[str, str, str], int] = defaultdict(int)
         self._loss_events: dict[tuple[str, str], int] = defaultdict(int)
@@ -91,6 +143,15 @@ class SnapshotCollector(Collector):
             for s in snapshots:
                 self._snapshots[s.cluster] = s  # a cluster's new snapshot replaces everything about it
                 self._polls[s.cluster] += 1
+                if s.reachable:
+                    self._last_ok[s.cluster] = s.time
+                for ch in s.partition_changes:
+                    if ch.kind != "leader_change":
+                        self._isr_changed[(s.cluster, ch.topic, ch.partition)] = ch.time
+                if self._isr_changed:
+                    horizon = s.time - ISR_RECENT_S
+                    for key in [k for k, t in self._isr_changed.items() if k[0] == s.cluster and t < horizon]:
+                        del self._isr_changed[key]
                 for x in s.losses:
                     self._loss_events[(s.cluster, x.kind)] += 1
                     if x.messages is not None and x.topic is not None:
@@ -107,10 +168,12 @@ class SnapshotCollector(Collector):
             if m is None:
                 kind, help_text, labels = METRICS[name]
                 cls = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
-                m = fam[name] = cls(name, help_text, labels=("cluster", *labels))
+                scope = () if name in PROCESS_WIDE else ("cluster",)
+                m = fam[name] = cls(name, help_text, labels=(*scope, *labels))
             return m
 
         self._fill(g)
+        self.fill_scrape_time(g)
         return iter(fam.values())
 
     def render_text(self) -> bytes:
@@ -136,26 +199,57 @@ class SnapshotCollector(Collector):
         parts.append("")
         return "\n".join(parts).encode()
 
+    def render_scrape_time(self) -> bytes:
+        """The few lines that must be current at each scrape (the data's age per cluster, build info), rendered
+        apart from the body so the body can be built once per poll."""
+        fam: dict[str, _TextFamily] = {}
+
+        def g(name: str) -> _TextFamily:
+            m = fam.get(name)
+            if m is None:
+                m = fam[name] = _TextFamily(name)
+            return m
+
+        self.fill_scrape_time(g)
+        parts: list[str] = []
+        for m in fam.values():
+            parts.append(m.header)
+            parts.extend(m.lines)
+        parts.append("")
+        return "\n".join(parts).encode()
+
+    def fill_scrape_time(self, g: Family) -> None:
+        with self._lock:
+            times = {c: s.time for c, s in self._snapshots.items()}
+        now = self._clock()
+        for c, t in times.items():
+            g("kafka_monitor_data_age_seconds").add_metric((c,), max(0.0, now - t))
+        g("kafka_monitor_build_info").add_metric((_VERSION, platform.python_version()), 1.0)
+
     def _fill(self, g: Family) -> None:
         with self._lock:
             snaps = list(self._snapshots.values())
             polls = dict(self._polls)
+            last_ok = dict(self._last_ok)
+            isr_recent = set(self._isr_changed)
             lost, loss_events = dict(self._lost), dict(self._loss_events)
         now = self._clock()
         for s in snaps:
-            self._cluster(s, g, polls.get(s.cluster, 0), now)
+            self._cluster(s, g, polls.get(s.cluster, 0), now, last_ok.get(s.cluster), isr_recent)
         for (c, topic, kind), n in sorted(lost.items()):
             g("kafka_monitor_messages_lost").add_metric((c, topic, kind), float(n))
         for (c, kind), n in sorted(loss_events.items()):
             g("kafka_monitor_loss_events").add_metric((c, kind), float(n))
 
-    def _cluster(self, s: ClusterSnapshot, g: Family, polls: int, now: float) -> None:
+    def _cluster(self, s: ClusterSnapshot, g: Family, polls: int, now: float, last_ok: float | None,
+                 isr_recent: set[tuple[str, str, int]]) -> None:
         c = s.cluster
         g("kafka_monitor_cluster_reachable").add_metric((c,), 1.0 if s.reachable else 0.0)
         g("kafka_monitor_poll_duration_seconds").add_metric((c,), s.poll_duration_s)
         g("kafka_monitor_poll_requests").add_metric((c,), float(s.requests))
         g("kafka_monitor_poll_errors").add_metric((c,), float(len(s.errors)))
-        g("kafka_monitor_data_age_seconds").add_metric((c,), max(0.0, now - s.time))
+        if last_ok is not None:
+            g("kafka_monitor_last_successful_poll_timestamp_seconds").add_metric((c,), last_ok)
         g("kafka_monitor_polls").add_metric((c,), float(polls))
         g("kafka_monitor_history_write_errors").add_metric((c,), 1.0 if self.history_error else 0.0)
         for section in s.stale_sections:
@@ -179,36 +273,57 @@ class SnapshotCollector(Collector):
             if b.in_zookeeper is not None:
                 g("kafka_broker_registered_in_zookeeper").add_metric((c, bid), 1.0 if b.in_zookeeper else 0.0)
         self._topics(s, g)
-        if self.partition_series:
-            self._partitions(s, g)
-        self._groups(s, g)
+        alerted = {a.subject for a in s.alerts if a.resolved_at is None}
+        detail = self.granularity
+        only = _partition_exceptions(s, alerted, isr_recent) if detail == "exceptions" else None
+        if detail != "topic":
+            self._partitions(s, g, only)
+        detail_groups = None if detail == "partition" else (
+            _group_exceptions(s, alerted) if detail == "exceptions" else set())
+        self._groups(s, g, detail_groups)
+        if detail != "topic":
+            parts = len(s.partitions) if only is None else len(only)
+            gps = sum(1 for gp in s.group_partitions if detail_groups is None or gp.group_id in detail_groups)
+            g("kafka_monitor_exported_partitions").add_metric((c, detail), float(parts + gps))
         self._transactions(s, g, now)
         self._zookeeper(s, g)
         self._kraft(s, g, now)
 
     def _topics(self, s: ClusterSnapshot, g: Family) -> None:
+        """Per-topic roll-ups. What a topic is (partitions, replication factor, min ISR, retention) always; in
+        ``exceptions`` mode its problem counts only where not zero, unclean election only where enabled, and the
+        durability posture only where something is wrong or it cannot take one failure (every Prometheus rule
+        on them compares with zero or one, so an absent series reads as healthy)."""
         c = s.cluster
+        only_exceptions = self.granularity == "exceptions"
         totals = dict.fromkeys(("offline", "under_replicated", "under_min_isr", "at_min_isr"), 0)
         for t in s.topics:
             lab = (c, t.topic)
-            for name, value in (("partitions", t.partitions), ("replication_factor", t.replication_factor),
-                                ("min_insync_replicas", t.min_insync_replicas),
-                                ("unclean_leader_election_enabled", int(t.unclean_leader_election)),
+            g("kafka_topic_partitions").add_metric(lab, float(t.partitions))
+            g("kafka_topic_replication_factor").add_metric(lab, float(t.replication_factor))
+            g("kafka_topic_min_insync_replicas").add_metric(lab, float(t.min_insync_replicas))
+            if t.retention_ms is not None:
+                g("kafka_topic_retention_seconds").add_metric(lab, t.retention_ms / 1000.0)
+            troubled = bool(t.under_replicated or t.under_min_isr or t.at_min_isr or t.offline)
+            posture = (not only_exceptions or troubled or t.failures_before_write_stop <= 0
+                       or t.failures_before_data_loss <= 0)
+            for name, value in (("unclean_leader_election_enabled", int(t.unclean_leader_election)),
                                 ("under_replicated_partitions", t.under_replicated),
                                 ("under_min_isr_partitions", t.under_min_isr), ("at_min_isr_partitions", t.at_min_isr),
                                 ("offline_partitions", t.offline),
                                 ("non_preferred_leader_partitions", t.preferred_leader_imbalance),
-                                ("failures_before_write_stop", t.failures_before_write_stop),
-                                ("failures_before_data_loss", t.failures_before_data_loss)):
+                                ("failures_before_write_stop", t.failures_before_write_stop if posture else None),
+                                ("failures_before_data_loss", t.failures_before_data_loss if posture else None)):
+                if value is None or (only_exceptions and value == 0 and not name.startswith("failures")):
+                    continue  # a zero count, unclean election disabled: nothing to see
                 g(f"kafka_topic_{name}").add_metric(lab, float(value))
-            if t.retention_ms is not None:
-                g("kafka_topic_retention_seconds").add_metric(lab, t.retention_ms / 1000.0)
             for key in totals:
                 totals[key] += getattr(t, key)
         for key, value in totals.items():
             g(f"kafka_cluster_{key}_partitions").add_metric((c,), float(value))
 
-    def _partitions(self, s: ClusterSnapshot, g: Family) -> None:
+    def _partitions(self, s: ClusterSnapshot, g: Family, only: set[tuple[str, int]] | None) -> None:
+        """Per-partition series of every partition (``only`` None), or of the partitions in ``only``."""
         c = s.cluster
         hanging = {(p.topic, p.partition) for p in s.producers if p.hanging}
         def part(name: str) -> _Samples:
@@ -222,6 +337,8 @@ class SnapshotCollector(Collector):
         m_zk = part("zookeeper_isr_mismatch") if s.zookeeper else None
         for p in s.partitions:
             lab = (c, p.topic, str(p.partition))
+            if only is not None and (p.topic, p.partition) not in only:
+                continue
             isr, rf, offline = len(p.isr), len(p.replicas), p.leader < 0
             m_rep.add_metric(lab, float(rf))
             m_isr.add_metric(lab, float(isr))
@@ -244,12 +361,13 @@ class SnapshotCollector(Collector):
             if m_zk is not None and p.zk_isr is not None:
                 m_zk.add_metric(lab, 1.0 if sorted(p.zk_isr) != sorted(p.isr) else 0.0)
 
-    def _groups(self, s: ClusterSnapshot, g: Family) -> None:
+    def _groups(self, s: ClusterSnapshot, g: Family, detail: set[str] | None) -> None:
+        """Group roll-ups always; per-partition series for the groups in ``detail`` (None: every group)."""
         c = s.cluster
         lag_sum: dict[tuple[str, str], int] = defaultdict(int)
+        offset_sum: dict[tuple[str, str], int] = defaultdict(int)
         lost: dict[str, int] = defaultdict(int)
         to_ret: dict[str, float] = {}
-        per_partition = self.partition_series
         m_lag, m_lags = g("kafka_consumergroup_lag"), g("kafka_consumergroup_lag_seconds")
         m_cur, m_st = g("kafka_consumergroup_current_offset"), g("kafka_consumergroup_partition_status_code")
         # Groups nobody runs (INACTIVE, ABANDONED) are counted, not exported one by one: their lag is not news,
@@ -264,12 +382,14 @@ class SnapshotCollector(Collector):
                 continue
             if gp.lag is not None:
                 lag_sum[(gp.group_id, gp.topic)] += gp.lag
+            if gp.committed_offset is not None:
+                offset_sum[(gp.group_id, gp.topic)] += gp.committed_offset
             if gp.below_log_start:
                 lost[gp.group_id] += 1
             if gp.seconds_to_retention is not None and gp.lag:
                 prev = to_ret.get(gp.group_id)
                 to_ret[gp.group_id] = gp.seconds_to_retention if prev is None else min(prev, gp.seconds_to_retention)
-            if not per_partition:
+            if detail is not None and gp.group_id not in detail:
                 continue
             lab = (c, gp.group_id, gp.topic, str(gp.partition))
             if gp.lag is not None:
@@ -283,23 +403,36 @@ class SnapshotCollector(Collector):
                 g("kafka_consumergroup_partition_owner").add_metric(
                     (*lab, gp.owner_client_id, gp.owner_host or "", gp.owner_member_id or ""), 1.0)
         for (gid, topic), total in lag_sum.items():
-            g("kafka_consumergroup_topic_lag").add_metric((c, gid, topic), float(total))
+            g("kafka_consumergroup_lag_sum").add_metric((c, gid, topic), float(total))
+        # the lag per topic for every running group; the committed offsets' sum (its rate is the consumption rate)
+        # in exceptions mode only for groups that are not OK
+        only_exceptions = self.granularity == "exceptions"
+        for (gid, topic), total in offset_sum.items():
+            if not only_exceptions or detail is None or gid in detail:
+                g("kafka_consumergroup_current_offset_sum").add_metric((c, gid, topic), float(total))
         for grp in s.groups:
             if grp.group_id in idle:
                 continue
             lab = (c, grp.group_id)
-            g("kafka_consumergroup_info").add_metric((c, grp.group_id, grp.team or "", grp.policy or ""), 1.0)
-            if grp.lag_seconds_slo is not None:
+            # exceptions mode: what every running group has (members, lag per topic, the worst lag in seconds) and
+            # the rest where the group is not OK (its detail set) or near its limits
+            full = not only_exceptions or detail is None or grp.group_id in detail
+            if grp.team or grp.policy or not only_exceptions:
+                g("kafka_consumergroup_info").add_metric((c, grp.group_id, grp.team or "", grp.policy or ""), 1.0)
+            if grp.lag_seconds_slo is not None and (full or (grp.lag_seconds_max or 0.0) >= grp.lag_seconds_slo / 2):
                 g("kafka_consumergroup_lag_seconds_slo").add_metric(lab, grp.lag_seconds_slo)
             g("kafka_consumergroup_members").add_metric(lab, float(grp.members))
-            g("kafka_consumergroup_status_code").add_metric(lab, float(GROUP_STATUS_RANK.get(grp.status, 0)))
-            g("kafka_consumergroup_state").add_metric((c, grp.group_id, grp.state), 1.0)
-            if grp.lag_max is not None:
+            if full:
+                g("kafka_consumergroup_status_code").add_metric(lab, float(GROUP_STATUS_RANK.get(grp.status, 0)))
+            if full or grp.state != "Stable":
+                g("kafka_consumergroup_state").add_metric((c, grp.group_id, grp.state), 1.0)
+            if grp.lag_max is not None and full:
                 g("kafka_consumergroup_group_max_lag").add_metric(lab, float(grp.lag_max))
             if grp.lag_seconds_max is not None:
                 g("kafka_consumergroup_group_max_lag_seconds").add_metric(lab, grp.lag_seconds_max)
-            g("kafka_consumergroup_retention_loss_partitions").add_metric(lab, float(lost.get(grp.group_id, 0)))
-            if grp.group_id in to_ret:
+            if full or lost.get(grp.group_id):
+                g("kafka_consumergroup_retention_loss_partitions").add_metric(lab, float(lost.get(grp.group_id, 0)))
+            if grp.group_id in to_ret and (full or to_ret[grp.group_id] < RETENTION_SOON_S):
                 g("kafka_consumergroup_seconds_to_retention").add_metric(lab, to_ret[grp.group_id])
 
     def _transactions(self, s: ClusterSnapshot, g: Family, now: float) -> None:
@@ -347,6 +480,31 @@ class SnapshotCollector(Collector):
                 g("kafka_kraft_voter_caught_up_age_seconds").add_metric(lab, max(0.0, s.time - v.last_caught_up_time))
 
 
+def _partition_exceptions(s: ClusterSnapshot, alerted: set[str],
+                          isr_recent: set[tuple[str, str, int]]) -> set[tuple[str, int]]:
+    """The partitions that are not healthy, for ``exceptions`` granularity (see `GRANULARITIES`)."""
+    hanging = {(p.topic, p.partition) for p in s.producers if p.hanging}
+    out: set[tuple[str, int]] = set()
+    c = s.cluster
+    for p in s.partitions:
+        key = (p.topic, p.partition)
+        isr, rf = len(p.isr), len(p.replicas)
+        if (isr < rf or isr <= p.min_insync_replicas or p.leader < 0 or key in hanging
+                or (p.zk_isr is not None and sorted(p.zk_isr) != sorted(p.isr))
+                or (c, p.topic, p.partition) in isr_recent or (alerted and f"{p.topic}-{p.partition}" in alerted)):
+            out.add(key)
+    return out
+
+
+def _group_exceptions(s: ClusterSnapshot, alerted: set[str]) -> set[str]:
+    """The running groups that are not OK, for ``exceptions`` granularity: their every partition is exported."""
+    out = {g.group_id for g in s.groups if g.activity == ACTIVE_GROUP and (
+        g.status != OK or g.group_id in alerted
+        or (g.lag_seconds_slo is not None and g.lag_seconds_max is not None and g.lag_seconds_max > g.lag_seconds_slo))}
+    out.update(gp.group_id for gp in s.group_partitions if gp.below_log_start)
+    return out
+
+
 def _seconds(ms: float | None) -> float | None:
     return None if ms is None else ms / 1000.0
 
@@ -372,7 +530,8 @@ class _TextFamily:
         kind, help_text, labels = METRICS[name]
         self.name = name + "_total" if kind == "counter" else name
         self.header = f"# HELP {self.name} {help_text}\n# TYPE {self.name} {kind}"
-        self.prefixes = [f'{n}="' for n in ("cluster", *labels)]
+        scope = () if name in PROCESS_WIDE else ("cluster",)
+        self.prefixes = [f'{n}="' for n in (*scope, *labels)]
         self.lines: list[str] = []
 
     def add_metric(self, labels: Sequence[str], value: float) -> None:
@@ -381,16 +540,26 @@ class _TextFamily:
 
 
 class MetricsEndpoint:
-    """Registry + a cached rendering; `refresh()` after each poll, `render()` per scrape."""
+    """The /metrics body, built once per poll (`update`) and served as bytes to every scrape.
 
-    def __init__(self, partition_series: bool = True, owner_labels: bool = False) -> None:
-        self.collector = SnapshotCollector(partition_series, owner_labels=owner_labels)
+    A scrape costs no rendering: the body is the text of the last poll (gzip-compressed once, on the first
+    scrape that asks for it), followed by a few lines rendered per scrape — the data's age, build info and the
+    process's own metrics. Compressed, those are a second gzip member: a gzip stream may hold several, and
+    Prometheus (Go's gzip reader), curl and Python all read them as one."""
+
+    def __init__(self, partition_series: bool | None = None, owner_labels: bool = False,
+                 granularity: str | None = None) -> None:
+        self.collector = SnapshotCollector(partition_series, owner_labels=owner_labels, granularity=granularity)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.collector)
+        self.process = CollectorRegistry(auto_describe=False)
+        ProcessCollector(registry=self.process)
+        PlatformCollector(registry=self.process)
+        GCCollector(registry=self.process)
         self._body = b""
         self._gzip: bytes | None = None
-        self._rendered_at = 0.0
         self._lock = threading.Lock()
+        self.renders = 0  # bodies built (once per poll): a scrape never adds one
 
     def update(self, snapshots: Sequence[ClusterSnapshot]) -> None:
         self.collector.update(snapshots)
@@ -399,22 +568,27 @@ class MetricsEndpoint:
     def refresh(self) -> None:
         body = self.collector.render_text()
         with self._lock:
-            self._body, self._gzip, self._rendered_at = body, None, time.time()
+            self._body, self._gzip = body, None
+            self.renders += 1
 
     def render_via_client(self) -> bytes:
         """prometheus-client's own rendering of the registry (the reference the fast path is checked against)."""
         return generate_latest(self.registry)
 
-    def render(self, gzipped: bool = False) -> bytes:
-        # data age must be current at scrape time; re-render when the cached text is older than a few seconds
-        if time.time() - self._rendered_at > 5.0:
-            self.refresh()
+    def render_parts(self, gzipped: bool = False) -> tuple[bytes, bytes]:
+        """The body of the last poll and the scrape-time tail, each compressed when asked: written one after the
+        other they are the response (no copy of a body that can be tens of megabytes)."""
+        tail = self.collector.render_scrape_time() + generate_latest(self.process)
         with self._lock:
             if not gzipped:
-                return self._body
+                return self._body, tail
             if self._gzip is None:
                 self._gzip = gzip.compress(self._body, compresslevel=5)
-            return self._gzip
+            body = self._gzip
+        return body, gzip.compress(tail, compresslevel=5)
+
+    def render(self, gzipped: bool = False) -> bytes:
+        return b"".join(self.render_parts(gzipped))
 
 
 class MetricsServer:
@@ -445,16 +619,18 @@ class MetricsServer:
 
 def _make_handler(endpoint: MetricsEndpoint, api: JsonApi | None) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        def _reply(self, status: int, content_type: str, body: bytes, headers: Iterable[tuple[str, str]] = (),
-                   head: bool = False) -> None:
+        def _reply(self, status: int, content_type: str, body: bytes | tuple[bytes, ...],
+                   headers: Iterable[tuple[str, str]] = (), head: bool = False) -> None:
+            parts = (body,) if isinstance(body, bytes) else body
             self.send_response(status)
             self.send_header("Content-Type", content_type)
             for k, v in headers:
                 self.send_header(k, v)
-            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Content-Length", str(sum(len(p) for p in parts)))
             self.end_headers()
             if not head:
-                self.wfile.write(body)
+                for p in parts:
+                    self.wfile.write(p)
 
         def _serve(self, method: str) -> None:
             path = self.path.split("?", 1)[0]
@@ -467,7 +643,7 @@ def _make_handler(endpoint: MetricsEndpoint, api: JsonApi | None) -> type[BaseHT
                 self._reply(405, "text/plain", b"read-only\n", (("Allow", "GET, HEAD"),), head)
             elif path == "/metrics":
                 gz = "gzip" in self.headers.get("Accept-Encoding", "")
-                self._reply(200, "text/plain; version=0.0.4; charset=utf-8", endpoint.render(gzipped=gz),
+                self._reply(200, "text/plain; version=0.0.4; charset=utf-8", endpoint.render_parts(gzipped=gz),
                             (("Content-Encoding", "gzip"),) if gz else (), head)
             elif path in ("/healthz", "/-/healthy"):
                 self._reply(200, "text/plain", b"ok\n", (), head)
@@ -503,5 +679,6 @@ def metrics_table_markdown() -> str:
     """The metric table for docs/metrics.md, generated so it cannot drift from the code."""
     lines = ["| metric | type | labels | meaning |", "| --- | --- | --- | --- |"]
     for name, (kind, help_text, labels) in METRICS.items():
-        lines.append(f"| `{name}` | {kind} | {', '.join(('cluster', *labels))} | {help_text} |")
+        scope = () if name in PROCESS_WIDE else ("cluster",)
+        lines.append(f"| `{wire_name(name)}` | {kind} | {', '.join((*scope, *labels)) or '—'} | {help_text} |")
     return "\n".join(lines) + "\n"

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from collectors.model.settings import DAY, ConfigPath, Count, Seconds, StrictModel, is_host_name
 
@@ -25,12 +26,24 @@ class ExporterConfig(StrictModel):
     """Listen address; loopback by default so metrics are not exposed by accident. "0.0.0.0" or "::" for all."""
     port: Count = Field(9308, ge=1, le=65535)
     """Listen port (9308 is the port registered for Kafka exporters)."""
-    partition_series: bool = True
-    """Per-partition series; False keeps only per-topic / per-group roll-ups for clusters with many partitions."""
+    granularity: Literal["exceptions", "partition", "topic"] = "exceptions"
+    """Per-partition detail on /metrics. ``exceptions``: roll-ups per topic and group always, each partition's
+    high watermark, and the other per-partition series only where something is not healthy (about one series
+    per partition on a healthy cluster). ``partition``: every series for every partition. ``topic``: roll-ups
+    only. See `collectors.outputs.exporter.GRANULARITIES`."""
+    partition_series: bool | None = None
+    """Deprecated (kept so older configs load): ``true`` means ``granularity: partition``, ``false``
+    ``granularity: topic``, unless ``granularity`` is also given."""
     owner_labels: bool = False
     """Also export which member owns each group partition (``kafka_consumergroup_partition_owner`` with client
     id, host and member id). Off by default: member ids change at every rebalance, so each one is a new series;
     the snapshot, the dashboard and the API always have the owners."""
+
+    @model_validator(mode="after")
+    def _legacy_partition_series(self) -> ExporterConfig:
+        if self.partition_series is not None and "granularity" not in self.model_fields_set:
+            self.granularity = "partition" if self.partition_series else "topic"
+        return self
 
     @field_validator("host")
     @classmethod

@@ -36,8 +36,8 @@ class Sink(Protocol):
 class ExporterSink:
     """/metrics and the JSON API, both answered from the last poll's snapshots on one port."""
 
-    def __init__(self, host: str, port: int, partition_series: bool, owner_labels: bool = False) -> None:
-        self.endpoint = MetricsEndpoint(partition_series, owner_labels)
+    def __init__(self, host: str, port: int, granularity: str = "exceptions", owner_labels: bool = False) -> None:
+        self.endpoint = MetricsEndpoint(owner_labels=owner_labels, granularity=granularity)
         self.api = JsonApi(RISK_RULES)
         self.server = MetricsServer(self.endpoint, host, port, self.api).start()
 
@@ -137,7 +137,7 @@ def build_sinks(config: MonitorConfig, monitor: Monitor | None = None) -> list[S
     sinks: list[Sink] = []
     exporter = None
     if config.exporter.enabled:
-        exporter = ExporterSink(config.exporter.host, config.exporter.port, config.exporter.partition_series,
+        exporter = ExporterSink(config.exporter.host, config.exporter.port, config.exporter.granularity,
                                 config.exporter.owner_labels)
         sinks.append(exporter)
     if config.history.enabled:

@@ -520,6 +520,7 @@ def test_environment_overrides(tmp_path: Path) -> None:
     assert config.thresholds.lag_seconds_slo == 600
     assert c.bootstrap_servers == ["h:9092"]
     assert config.exporter.port == 9400 and config.exporter.partition_series is False
+    assert config.exporter.granularity == "topic"  # the deprecated switch still means what it meant
     assert config.history.root == Path("/var/lib/kmon/history")
     assert config.log_level == "DEBUG"
     assert c.kafka == {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-256",
@@ -932,3 +933,21 @@ def test_fuzz_valid_documents_load_and_round_trip(fuzz_dir: Path, doc: dict[str,
                                                  for c in doc["clusters"]]
     again = parse_config(yaml.safe_dump(config.model_dump(mode="json"), allow_unicode=True), environ={})
     assert again == config
+
+
+@pytest.mark.parametrize(("exporter", "granularity"), [
+    ({}, "exceptions"),
+    ({"partition_series": True}, "partition"),  # an older config that asked for every series keeps them
+    ({"partition_series": False}, "topic"),
+    ({"partition_series": True, "granularity": "exceptions"}, "exceptions"),  # the new key wins
+    ({"granularity": "partition"}, "partition"),
+])
+def test_exporter_granularity_and_the_deprecated_partition_series(exporter: dict, granularity: str) -> None:
+    cfg = MonitorConfig.model_validate({"clusters": [{"name": "x", "bootstrap_servers": "h:1"}], "exporter": exporter})
+    assert cfg.exporter.granularity == granularity
+
+
+def test_a_bad_granularity_names_the_field() -> None:
+    with pytest.raises(ValueError, match="granularity"):
+        MonitorConfig.model_validate({"clusters": [{"name": "x", "bootstrap_servers": "h:1"}],
+                                      "exporter": {"granularity": "everything"}})

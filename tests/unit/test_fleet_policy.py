@@ -255,17 +255,16 @@ def test_metrics_carry_the_team_and_count_groups_nobody_runs_without_series_of_t
 
 
 def test_owners_reach_the_snapshot_and_are_metric_labels_only_when_asked() -> None:
-    from types import SimpleNamespace
-
+    from collectors.model.observations import Owner
     from collectors.outputs.exporter import SnapshotCollector
 
     obs = observation(T0, {"billing": (1, 10)}, 100)
-    obs.group_owners = {"billing": {("orders", 0): SimpleNamespace(member_id="m-1", client_id="billing-0",  # type: ignore[attr-defined]
-                                                                   host="/10.0.0.7")}}
+    obs.group_owners = {"billing": {("orders", 0): Owner(member_id="m-1", client_id="billing-0", host="/10.0.0.7")}}
     snap = build_snapshot("c", obs, None, ClusterState(), Thresholds(), T0)
     gp = snap.group_partitions[0]
     assert (gp.owner_member_id, gp.owner_client_id, gp.owner_host) == ("m-1", "billing-0", "/10.0.0.7")
-    plain, owned = SnapshotCollector(clock=lambda: T0), SnapshotCollector(clock=lambda: T0, owner_labels=True)
+    plain = SnapshotCollector(clock=lambda: T0, granularity="partition")
+    owned = SnapshotCollector(clock=lambda: T0, owner_labels=True, granularity="partition")
     plain.update([snap])
     owned.update([snap])
     assert 'client_id="billing-0"' not in plain.render_text().decode()  # off by default: a series per rebalance

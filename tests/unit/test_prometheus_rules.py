@@ -226,3 +226,55 @@ def test_alerts_and_collector_rules_are_documented() -> None:
     missing = [a["alert"] for a in _alert_rules() if f"`{a['alert']}`" not in doc]
     missing += [r for r in RULES if f"`{r}`" not in doc]
     assert not missing, f"missing from docs/alerts.md: {missing}"
+
+
+# ----------------------------------------------------------------------------- runbook links
+
+
+def _doc_anchors(text: str) -> set[str]:
+    """The anchors docs/alerts.md offers: explicit `<a id>` tags, and GitHub's ids of its headings (lower case,
+    punctuation other than `-` and `_` dropped, spaces to `-`, `-1`, `-2`, ... on repeats)."""
+    anchors = set(re.findall(r'<a id="([^"]+)"></a>', text))
+    seen: dict[str, int] = {}
+    in_code = False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            in_code = not in_code
+        m = None if in_code else re.match(r"#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if not m:
+            continue
+        slug = re.sub(r"[^\w\- ]", "", re.sub(r"<[^>]+>", "", m.group(1)).lower()).replace(" ", "-")
+        anchors.add(slug if slug not in seen else f"{slug}-{seen[slug]}")
+        seen[slug] = seen.get(slug, 0) + 1
+    return anchors
+
+
+def test_every_alert_links_its_runbook_section() -> None:
+    anchors = _doc_anchors(DOC.read_text())
+    assert {"incident-broker", "rule-broker-down", "the-monitor-itself", "paging-incidents-not-symptoms"} <= anchors
+    # what templated links expand to: incident kinds, and the rules the pass-through alert re-raises
+    expansions = {
+        "{{ $labels.kind }}": sorted(INCIDENT_KINDS),
+        '{{ reReplaceAll "_" "-" $labels.rule }}': sorted(
+            r.replace("_", "-") for r, names in COVERAGE.items() if PASS_THROUGH in names),
+    }
+    for rule in _alert_rules():
+        name, url = rule["alert"], rule["annotations"].get("runbook_url", "")
+        assert url.startswith("docs/alerts.md#"), f"{name}: runbook_url {url!r} is not a docs/alerts.md section"
+        anchor = url.split("#", 1)[1]
+        targets = [anchor]
+        for template, values in expansions.items():
+            if template in anchor:
+                assert values, f"{name}: nothing to expand {template} with"
+                targets = [anchor.replace(template, v) for v in values]
+        assert "{{" not in "".join(targets), f"{name}: templated runbook anchor this test cannot expand: {anchor}"
+        missing = [t for t in targets if t not in anchors]
+        assert not missing, f"{name}: docs/alerts.md has no section {missing}"
+        # and it is the right section: the rule the alert mirrors, the incident kinds, or the monitor itself
+        mirrored = [RULES[r].anchor for r, names in COVERAGE.items() if name in names and name != PASS_THROUGH]
+        if mirrored:
+            assert url in mirrored, f"{name}: runbook_url {url} is not the section of a rule it mirrors {mirrored}"
+        elif name in PROMETHEUS_ONLY:
+            assert anchor == "the-monitor-itself", name
+        else:
+            assert name in INCIDENT_ALERTS or name == PASS_THROUGH, name
