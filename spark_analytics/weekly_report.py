@@ -61,7 +61,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--history", default="data/history",
                    help="history root (local path, or hdfs:// / s3a:// ... URI); default data/history")
     p.add_argument("--week", default=None, help="ISO week YYYY-Www (UTC); default: the last complete week")
-    p.add_argument("--out", default="data/reports", help="output directory (driver-local); default data/reports")
+    p.add_argument("--out", default="data/reports",
+                   help="output directory on the driver's local filesystem (a path or file:// URI, not hdfs:// or "
+                        "s3a://); default data/reports")
     p.add_argument("--master", default=None,
                    help="Spark master; default local[*], or whatever spark-submit was given")
     p.add_argument("--cluster", action="append", default=None, help="only this cluster (repeatable)")
@@ -111,7 +113,10 @@ def parse_args(argv: Sequence[str] | None, now: float | None = None) -> Args:
         raise ArgumentError("argument --bucket-seconds: must be >= 1")
     if not io.is_remote(a.history) and not Path(a.history.removeprefix("file://")).is_dir():
         raise ArgumentError(f"argument --history: {a.history!r} is not a directory")
-    out = Path(a.out)
+    if io.is_remote(a.out):  # Path("hdfs:///x") would quietly become a local directory named "hdfs:"
+        raise ArgumentError(f"argument --out: {a.out!r}: the driver writes the report to a local directory "
+                            "(history may be a remote URI, the output may not); copy it afterwards if needed")
+    out = Path(a.out.removeprefix("file://"))
     if out.exists() and not out.is_dir():
         raise ArgumentError(f"argument --out: {a.out!r} exists and is not a directory")
     opts = A.Options(lag_slo_s=a.lag_slo_seconds, exact_percentiles=not a.approx_percentiles,

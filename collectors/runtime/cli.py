@@ -34,7 +34,8 @@ class _ArgParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _ArgParser(prog="python -m collectors", description="Kafka reliability monitor: collectors and alerts")
+    prog = "kafka-monitor" if Path(sys.argv[0]).name == "kafka-monitor" else "python -m collectors"
+    p = _ArgParser(prog=prog, description="Kafka reliability monitor: collectors and alerts")
     p.add_argument("--config", required=True, help="YAML config file (see collectors/config.example.yaml)")
     p.add_argument("--once", action="store_true", help="poll once and exit")
     p.add_argument("--json", action="store_true", help="print the snapshot(s) as JSON on stdout")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -68,21 +70,148 @@ def test_kraft_quorum_and_zookeeper_ensemble_are_consistent() -> None:
         assert services[f"kafka-zk-{i}"]["environment"]["KAFKA_BROKER_ID"] == i
 
 
+def _scrape_targets(job: dict) -> set[str]:  # type: ignore[type-arg]
+    """host:port of every target of a scrape job: static ones and the DNS names it resolves."""
+    static = {t for sc in job.get("static_configs", []) for t in sc["targets"]}
+    dns = {f"{n}:{sd['port']}" for sd in job.get("dns_sd_configs", []) for n in sd["names"]}
+    return static | dns
+
+
+def _collectors() -> dict[str, dict]:  # type: ignore[type-arg]
+    """Compose services running the collector: built from the collector target or using its image."""
+    services = compose()["services"]
+    image = services["collector"]["image"]
+    return {name: svc for name, svc in services.items()
+            if svc.get("build", {}).get("target") == "collector" or svc.get("image") == image}
+
+
+def test_prometheus_scrapes_every_collector_in_compose() -> None:
+    prom = yaml.safe_load((DEPLOY / "compose" / "prometheus.yml").read_text())
+    (job,) = [j for j in prom["scrape_configs"] if j["job_name"] == "kafka-reliability-monitor"]  # KafkaMonitorDown
+    targets = _scrape_targets(job)
+    collectors = _collectors()
+    assert set(collectors) >= {"collector", "collector-zookeeper"}
+    for name, svc in collectors.items():
+        mount = next(v for v in svc["volumes"] if v.endswith(":/etc/kafka-monitor/config.yaml:ro"))
+        port = load_config(DEPLOY / mount.split(":")[0]).exporter.port
+        assert f"{name}:{port}" in targets, f"Prometheus does not scrape {name}:{port}"
+        # a service that only runs with a profile is found by DNS: no target (rather than a down one) without it
+        static = {t for sc in job.get("static_configs", []) for t in sc["targets"]}
+        assert (f"{name}:{port}" in static) == (not svc.get("profiles")), name
+    assert targets <= {f"{n}:9308" for n in collectors}, "a scrape target is not a compose collector"
+
+
 def test_prometheus_scrapes_the_collector_with_the_shipped_rules() -> None:
     services = compose()["services"]
     prom = yaml.safe_load((DEPLOY / "compose" / "prometheus.yml").read_text())
-    targets = prom["scrape_configs"][0]["static_configs"][0]["targets"]
-    assert targets == ["collector:9308"]
+    assert "collector:9308" in prom["scrape_configs"][0]["static_configs"][0]["targets"]
     mounts = services["prometheus"]["volumes"]
     assert any(m.startswith("./prometheus/alerts.yml:") for m in mounts)
     assert (DEPLOY / "prometheus" / "alerts.yml").exists()
     assert prom["rule_files"] == ["/etc/prometheus/alerts.yml"]
 
 
-def test_dockerfile_runs_as_non_root_with_a_metrics_healthcheck() -> None:
-    text = (ROOT / "Dockerfile").read_text()
-    assert "USER monitor" in text and "HEALTHCHECK" in text and "/metrics" in text
-    assert "AS spark" in text and "openjdk-17-jre-headless" in text
+def dockerfile_stages() -> dict[str, dict]:  # type: ignore[type-arg]
+    """Stages of the Dockerfile: name -> {"from": base, "lines": its instructions (continuations joined)}."""
+    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    stages: dict[str, dict] = {}  # type: ignore[type-arg]
+    current: dict | None = None  # type: ignore[type-arg]
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = re.match(r"FROM\s+(\S+)(?:\s+AS\s+(\S+))?$", line, re.IGNORECASE)
+        if m:
+            current = {"from": m.group(1), "lines": []}
+            stages[m.group(2) or f"stage-{len(stages)}"] = current
+        elif current is not None:
+            current["lines"].append(line)
+    return stages
+
+
+def stage_lines(stages: dict[str, dict], name: str) -> list[str]:  # type: ignore[type-arg]
+    """A stage's instructions with those of the stages it is built FROM, base first."""
+    stage = stages[name]
+    return (stage_lines(stages, stage["from"]) if stage["from"] in stages else []) + stage["lines"]
+
+
+def test_dockerfile_images_have_pinned_bases_and_run_as_non_root() -> None:
+    stages = dockerfile_stages()
+    assert {"collector", "dashboard", "spark"} <= set(stages)
+    assert list(stages)[-1] == "collector", "the default target (the last stage) is the collector"
+    for name, stage in stages.items():
+        if stage["from"] not in stages:
+            assert re.fullmatch(r"[\w./-]+:\d+\.\d+\.\d+[\w.-]*(@sha256:[0-9a-f]{64})?", stage["from"]), name
+    for name in ("collector", "dashboard", "spark"):
+        users = [ln for ln in stage_lines(stages, name) if ln.startswith("USER ")]
+        assert users and users[-1] == "USER monitor", f"{name} does not run as the monitor user"
+    assert "useradd --create-home --uid 10001 monitor" in " ".join(stage_lines(stages, "collector"))
+
+
+def test_collector_image_is_lean_with_a_healthz_healthcheck(tmp_path: Path) -> None:
+    """Only collectors/ and pyproject's core dependencies (which hold no pyspark/streamlit/plotly/pandas)."""
+    import tomllib
+
+    stages = dockerfile_stages()
+    lines = stage_lines(stages, "collector")
+    copies = [ln for ln in lines if ln.startswith("COPY") and "--from=" not in ln]
+    assert copies == ["COPY collectors/ collectors/"], copies
+    from_build = [ln for ln in lines if ln.startswith("COPY --from=")]
+    assert from_build == ["COPY --from=build /dist/core.txt /tmp/core.txt"], from_build
+    installs = [ln for ln in lines if "pip install" in ln]
+    assert installs == ["RUN pip install -r /tmp/core.txt && rm /tmp/core.txt"], installs
+    # what the build stage writes to core.txt, by running its own script here
+    (script,) = re.findall(r'python -c "([^"]+)"', " ".join(stages["build"]["lines"]))
+    out = tmp_path / "core.txt"
+    subprocess.run([sys.executable, "-c", script.replace("/dist/core.txt", str(out))], cwd=ROOT, check=True)
+    core = out.read_text().splitlines()
+    assert core == tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = {re.split(r"[=<>\[; ]", d, maxsplit=1)[0].lower() for d in core}
+    assert "confluent-kafka" in names and not names & {"pyspark", "streamlit", "plotly", "pandas"}
+    text = " ".join(lines)
+    assert not re.search(r"pyspark|streamlit|plotly|pandas|dashboard|spark_analytics|sandbox", text), text
+    (health,) = [ln for ln in lines if ln.startswith("HEALTHCHECK")]
+    assert "http://127.0.0.1:9308/healthz" in health and "/metrics" not in health
+
+
+def test_dashboard_and_spark_images_install_the_wheel_with_their_extra() -> None:
+    stages = dockerfile_stages()
+    dashboard = " ".join(stage_lines(stages, "dashboard"))
+    assert '.whl)[dashboard]"' in dashboard and "kafka-monitor-dashboard" in dashboard
+    assert "/_stcore/health" in dashboard
+    spark = " ".join(stage_lines(stages, "spark"))
+    assert '.whl)[report]"' in spark and "openjdk-17-jre-headless" in spark and "kafka-monitor-report" in spark
+    build = stages["build"]["lines"]
+    assert "RUN pip wheel --no-deps -w /dist ." in " ".join(build)
+    for package in ("collectors", "dashboard", "spark_analytics", "sandbox"):
+        assert f"COPY {package}/ {package}/" in build, package
+    ignored = (ROOT / ".dockerignore").read_text().splitlines()
+    assert ".venv" in ignored and ".git" in ignored and "README.md" not in ignored  # the wheel needs README.md
+
+
+def test_compose_services_use_the_image_targets() -> None:
+    services = compose()["services"]
+    for name, target in (("collector", "collector"), ("dashboard", "dashboard"), ("weekly-report", "spark")):
+        assert services[name]["build"] == {"context": "..", "target": target}, name
+    assert services["collector-zookeeper"]["image"] == services["collector"]["image"]
+    assert services["dashboard"]["command"][:2] == ["--state-dir", "/data/state"]  # args of kafka-monitor-dashboard
+
+
+def test_zookeeper_profile_brokers_really_run_on_zookeeper() -> None:
+    """apache/kafka images are KRaft-only; the ZooKeeper profile needs an image that still runs a ZooKeeper broker
+    (Confluent Platform <= 7.x), configured with no KRaft setting."""
+    services = compose()["services"]
+    for i in (1, 2, 3):
+        svc = services[f"kafka-zk-{i}"]
+        m = re.fullmatch(r"confluentinc/cp-kafka:(\d+)\.(\d+)\.(\d+)", svc["image"])
+        assert m and int(m.group(1)) <= 7, svc["image"]
+        env = svc["environment"]
+        assert env["KAFKA_ZOOKEEPER_CONNECT"] == "zookeeper-1:2181,zookeeper-2:2181,zookeeper-3:2181"
+        assert not {k for k in env if k in ("KAFKA_PROCESS_ROLES", "KAFKA_NODE_ID", "CLUSTER_ID")}
+        assert env["KAFKA_LISTENERS"] == "PLAINTEXT://0.0.0.0:9092"
+        assert env["KAFKA_ADVERTISED_LISTENERS"] == f"PLAINTEXT://kafka-zk-{i}:9092"
+        assert svc["profiles"] == ["zookeeper"]
+        assert {"zookeeper-1", "zookeeper-2", "zookeeper-3"} <= set(svc["depends_on"])
 
 
 def test_prometheus_sends_alerts_to_the_alertmanager_with_the_shipped_config() -> None:

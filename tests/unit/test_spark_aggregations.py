@@ -710,6 +710,13 @@ def test_cli_rejects_bad_arguments_with_exit_code_2(tmp_path: Path, capsys: pyte
     assert "--history" in capsys.readouterr().err
     assert main(["--history", str(tmp_path), "--lag-slo-seconds", "x"]) == 2
     assert "--lag-slo-seconds" in capsys.readouterr().err
+    # the report is written with local file I/O: a remote --out is refused instead of becoming ./hdfs:/...
+    for uri in ("hdfs:///kmon/reports", "s3a://bucket/reports"):
+        assert main(["--history", str(tmp_path), "--out", uri]) == 2
+        assert "--out" in capsys.readouterr().err
+    assert not (Path.cwd() / "hdfs:").exists()
+    args = weekly_report.parse_args(["--history", f"file://{tmp_path}", "--out", f"file://{tmp_path}/o"])
+    assert args.out == tmp_path / "o"
 
 
 def test_each_cluster_is_written_where_the_dashboard_looks(tmp_path: Path) -> None:
