@@ -8,7 +8,6 @@ an alert); 2 bad configuration or arguments (the message names the field).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import threading
@@ -16,7 +15,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from collectors.runtime.loop import document
+from collectors.runtime.loop import write_document
 
 if TYPE_CHECKING:
     from collectors.config import MonitorConfig
@@ -64,8 +63,8 @@ def main(argv: list[str] | None = None) -> int:
             now = time.time()
             results = monitor.poll_once(now)
             if args.json:
-                json.dump(document(results, now), sys.stdout, indent=1, default=str)
-                sys.stdout.write("\n")
+                sys.stdout.flush()
+                write_document(results, now, sys.stdout.buffer)
             else:
                 for r in results:
                     _print_summary(r)
