@@ -40,6 +40,8 @@ import pyarrow.parquet as pq
 
 from bench.synthetic_history import generate
 from collectors.model.vocabulary import CRITICAL, SEVERITY_RANK
+from collectors.outputs.history.files import stores_timestamps
+from collectors.outputs.history.schema import SECONDS_TABLES, TIME_COLUMNS
 from spark_analytics import aggregations as A
 from spark_analytics import io
 
@@ -115,16 +117,18 @@ def week_rows(root: Path, period: A.Period) -> dict[str, int]:
 
 
 def duckdb_headline(con: Any, root: Path, period: A.Period) -> dict[str, Any]:
-    """The headline figures in DuckDB SQL over the same live files (one cluster per row, first cluster kept)."""
+    """The headline figures in DuckDB SQL over the same live files (one cluster per row, first cluster kept).
+
+    Times are epoch seconds (DOUBLE) as in the Spark job: files of schema version 4 and later (TIMESTAMP WITH
+    TIME ZONE columns) are read apart from older ones (DOUBLE) and their time columns converted."""
     s, e = period.start, period.end
 
     def src(table: str, since: float = s) -> str:
         files = io.list_live_files(None, str(root), table, since, e)
         if not files:
-            cols = ", ".join(f"NULL::{_duck_type(f.type)} AS {f.name}" for f in io.TABLES[table])
+            cols = ", ".join(f"NULL::{_duck_type(f.type)} AS {f.name}" for f in SECONDS_TABLES[table])
             return f"(SELECT {cols} WHERE false)"
-        lst = ", ".join(f"'{f}'" for f in files)
-        return f"(SELECT * FROM read_parquet([{lst}], union_by_name=true) WHERE time >= {since} AND time < {e})"
+        return f"(SELECT * FROM ({duckdb_files(table, files)}) WHERE time >= {since} AND time < {e})"
 
     def one(sql: str) -> dict[str, Any]:
         cur = con.execute(sql)
@@ -238,6 +242,19 @@ def duckdb_incidents(con: Any, events: str, cluster: str, s: float, e: float) ->
     figures = dict(zip(names, head.fetchone(), strict=True))
     kinds = dict(con.execute(sql + f" SELECT kind, count_if(start >= {s}) FROM y GROUP BY kind").fetchall())
     return figures, kinds
+
+
+def duckdb_files(table: str, files: list[str]) -> str:
+    """A DuckDB query over history files of any schema version, time columns as DOUBLE epoch seconds."""
+    parts = []
+    for stamped in (False, True):
+        group = ", ".join(f"'{f}'" for f in files if stores_timestamps(f) == stamped)
+        if not group:
+            continue
+        seconds = ", ".join(f"epoch_us({c})::DOUBLE / 1e6 AS {c}" for c in TIME_COLUMNS[table])
+        parts.append(f"SELECT * {f'REPLACE ({seconds}) ' if stamped else ''}"
+                     f"FROM read_parquet([{group}], union_by_name=true)")
+    return " UNION ALL BY NAME ".join(parts)
 
 
 def _duck_type(t: Any) -> str:

@@ -24,7 +24,9 @@ version 2 does.
 
 Written directly with pyarrow using `collectors.outputs.history.TABLES` (not through the collectors, for speed):
 one zstd file per table and day named ``compact-*`` as a compacted day would be, row groups of 128 k rows,
-rows in poll order. Numpy-vectorised per day; about a minute and ~0.4 GB for the defaults.
+rows in poll order, times as TIMESTAMP (schema version 4). ``--old-days N`` writes the first N days as a collector
+before version 4 did (float64 epoch seconds, names without a version), for a history upgraded mid-week.
+Numpy-vectorised per day; about a minute and ~0.4 GB for the defaults.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ import pyarrow.parquet as pq
 
 from collectors.alerting.thresholds import Thresholds
 from collectors.outputs.history import COMPACT_ROW_GROUP, HISTORY_SCHEMA_VERSION, REPLACES_KEY, TABLES
+from collectors.outputs.history.files import new_name
+from collectors.outputs.history.schema import seconds_to_timestamps, to_seconds
 
 DAY = 86400.0
 CLUSTER = "prod-eu-1"
@@ -70,6 +74,7 @@ class Written:
     files: int = 0
     bytes: int = 0
     seconds: float = 0.0
+    old_before: str = ""  # days (YYYY-MM-DD) before this one are written as schema version 3 did
 
 
 def week_start(label: str) -> float:
@@ -84,6 +89,8 @@ def week_start(label: str) -> float:
 def _array(values: Any, t: pa.DataType, n: int) -> pa.Array:
     if values is None:
         return pa.nulls(n, t)
+    if pa.types.is_timestamp(t):  # epoch seconds, as the model computes them
+        return seconds_to_timestamps(_array(values, pa.float64(), n)).cast(t)
     if isinstance(values, pa.Array | pa.ChunkedArray):
         return values if values.type == t else values.cast(t)
     if isinstance(values, tuple) and len(values) == 2:  # (codes, dictionary): strings without Python objects
@@ -112,9 +119,14 @@ def table(name: str, n: int, cols: dict[str, Any]) -> pa.Table:
 def write(root: Path, name: str, day: str, t: pa.Table, out: Written) -> None:
     d = root / name / f"date={day}"
     d.mkdir(parents=True, exist_ok=True)
-    meta = {"kmon.table": name, "kmon.history_schema_version": str(HISTORY_SCHEMA_VERSION),
+    version, file_name = HISTORY_SCHEMA_VERSION, new_name("compact")
+    if day < out.old_before:  # as a collector before version 4 wrote it
+        version, file_name = 3, f"compact-{time.time_ns()}-{uuid.uuid4().hex[:8]}.parquet"
+        t = to_seconds(t).set_column(t.schema.get_field_index("schema_version"), "schema_version",
+                                     pa.array(np.full(t.num_rows, version, np.int32)))
+    meta = {"kmon.table": name, "kmon.history_schema_version": str(version),
             REPLACES_KEY.decode(): json.dumps([f"part-synthetic-{uuid.uuid4().hex[:8]}.parquet"])}
-    path = d / f"compact-{time.time_ns()}-{uuid.uuid4().hex[:8]}.parquet"
+    path = d / file_name
     pq.write_table(t.replace_schema_metadata(meta), path, compression="zstd", row_group_size=COMPACT_ROW_GROUP)
     out.rows[name] = out.rows.get(name, 0) + t.num_rows
     out.files += 1
@@ -227,11 +239,13 @@ def _events(times: np.ndarray, t0: float, t1: float) -> np.ndarray:
 
 
 def generate(root: Path, week: str = "2026-W40", shape: Shape | None = None,
-             progress: Callable[[str], None] | None = None) -> Written:
+             progress: Callable[[str], None] | None = None, old_days: int = 0) -> Written:
+    """`old_days`: the first days written with float64 epoch seconds, as before schema version 4."""
     shape = shape or Shape()
     started = time.monotonic()
     m = Week(week_start(week), shape)
-    out = Written()
+    out = Written(old_before=datetime.fromtimestamp(m.start + old_days * DAY, UTC).date().isoformat()
+                  if old_days > 0 else "")
     days = 7
     # ISR membership missing per partition for each distinct fenced set (few of them)
     state_cache: dict[bytes, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
@@ -514,8 +528,10 @@ def main() -> None:
     ap.add_argument("--week", default="2026-W40")
     ap.add_argument("--interval", type=float, default=30.0)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--old-days", type=int, default=0,
+                    help="write the first N days as before schema version 4 (float64 epoch seconds)")
     a = ap.parse_args()
-    w = generate(a.dir, a.week, Shape(interval_s=a.interval, seed=a.seed), progress=print)
+    w = generate(a.dir, a.week, Shape(interval_s=a.interval, seed=a.seed), progress=print, old_days=a.old_days)
     print(f"{sum(w.rows.values()):,} rows in {w.files} files, {w.bytes / 1e6:.0f} MB, {w.seconds:.0f}s")
     for k, v in sorted(w.rows.items()):
         print(f"  {k:18s} {v:>12,}")

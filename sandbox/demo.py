@@ -155,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         monitor = Monitor(cfg)
         sinks = build_sinks(cfg, monitor)
         say(f"collector: polling every {cfg.poll_interval_s:g}s; metrics on "
-            f"http://{cfg.exporter.host}:{cfg.exporter.port}/metrics; history under {cfg.history.root}")
+            f"http://{cfg.exporter.host}:{cfg.exporter.port}/metrics, JSON API on "
+            f"http://{cfg.exporter.host}:{cfg.exporter.port}/api/v1/clusters; history under {cfg.history.root}")
         dashboard = start_dashboard(args, cfg)
         if dashboard is not None:
             say(f"dashboard: http://127.0.0.1:{args.dashboard_port}  (log: {Path(args.data_dir) / 'dashboard.log'})")

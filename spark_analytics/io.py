@@ -12,6 +12,12 @@ Reading follows the history contract of `collectors.outputs.history` (see its mo
 * every table is read with an **explicit schema** converted from `collectors.outputs.history.TABLES`: files written
   by an older schema version simply lack some columns, which Spark reads as null; no schema inference or
   merging runs over thousands of footers;
+* **times are epoch seconds** (DoubleType) in every DataFrame this module returns, the one convention of the
+  aggregations: files of schema version 4 and later store them as Parquet TIMESTAMP, older files as float64
+  seconds, and a day may hold both (a collector upgraded mid-day). Spark cannot read one column as two physical
+  types, so the files are read in (at most) two groups told apart by their names (`stores_timestamps`: no
+  footer is opened), each with its own explicit schema, and the timestamp group's time columns are cast to
+  double (microseconds / 1e6) in `_as_seconds` before the two are unioned;
 * a table with no file in the range is an **empty DataFrame with the schema**, plus a note for the report.
 """
 
@@ -35,6 +41,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from collectors.outputs.history import DATE_PREFIX, DETAIL_TABLES, REPLACES_KEY, TABLES, live_files
+from collectors.outputs.history.files import stores_timestamps
+from collectors.outputs.history.schema import SECONDS_TABLES, TIME_COLUMNS
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +61,8 @@ _SCALARS: dict[pa.DataType, T.DataType] = {
 def spark_type(t: pa.DataType) -> T.DataType:
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         return T.ArrayType(spark_type(t.value_type), True)
+    if pa.types.is_timestamp(t):
+        return T.TimestampType() if t.tz else T.TimestampNTZType()
     try:
         return _SCALARS[t]
     except KeyError:
@@ -60,8 +70,16 @@ def spark_type(t: pa.DataType) -> T.DataType:
 
 
 def spark_schema(table: str) -> T.StructType:
-    """The Spark schema of a history table, from `collectors.outputs.history.TABLES` (every field nullable)."""
-    return T.StructType([T.StructField(f.name, spark_type(f.type), True) for f in TABLES[table]])
+    """The Spark schema of a history table as this module returns it: time columns as DoubleType epoch seconds
+    (`collectors.outputs.history.SECONDS_TABLES`; every field nullable)."""
+    return T.StructType([T.StructField(f.name, spark_type(f.type), True) for f in SECONDS_TABLES[table]])
+
+
+def file_schema(table: str, timestamps: bool = True) -> T.StructType:
+    """The Spark schema to read a table's files with: TimestampType time columns (version 4 and later) or, with
+    `timestamps` false, DoubleType epoch seconds (older files)."""
+    schema = TABLES[table] if timestamps else SECONDS_TABLES[table]
+    return T.StructType([T.StructField(f.name, spark_type(f.type), True) for f in schema])
 
 
 def is_remote(path: str) -> bool:
@@ -225,11 +243,26 @@ def read_table(spark: SparkSession, root: str, table: str, start: float, end: fl
                clusters: Sequence[str] | None = None, use_hadoop: bool | None = None,
                check_schema: bool = True) -> TableData:
     """One history table for ``start <= time < end`` as a DataFrame with the table's full schema."""
-    schema = spark_schema(table)
     files = list_live_files(spark, root, table, start, end, use_hadoop)
     if not files:
         return TableData(table, empty_frame(spark, table))
-    df = spark.read.schema(schema).parquet(*files).select(*schema.names)
+    stamped = [f for f in files if stores_timestamps(f)]
+    older = [f for f in files if not stores_timestamps(f)] if stamped else files
+    frames = []
+    if older:
+        frames.append(spark.read.schema(file_schema(table, timestamps=False)).parquet(*older))
+    if stamped:
+        df = spark.read.schema(file_schema(table)).parquet(*stamped)
+        # pushed down to the Parquet scan on the TIMESTAMP column (a microsecond of slack either side), then
+        # filtered exactly on the seconds below like the older files
+        lo, hi = math.floor(start * 1e6) - 1, math.ceil(end * 1e6) + 1
+        df = df.filter((F.col("time") >= F.timestamp_micros(F.lit(lo))) &
+                       (F.col("time") <= F.timestamp_micros(F.lit(hi))))
+        frames.append(_as_seconds(df, table))
+    names = spark_schema(table).names
+    df = frames[0].select(*names)
+    for other in frames[1:]:
+        df = df.unionByName(other.select(*names))
     df = df.filter((F.col("time") >= F.lit(start)) & (F.col("time") < F.lit(end)))
     if clusters:
         df = df.filter(F.col("cluster").isin(list(clusters)))
@@ -239,6 +272,12 @@ def read_table(spark: SparkSession, root: str, table: str, start: float, end: fl
     if check_schema and not (use_hadoop if use_hadoop is not None else is_remote(root)):
         missing, checked = missing_columns(table, _schema_sample(files))
     return TableData(table, df, files, days, missing, checked)
+
+
+def _as_seconds(df: DataFrame, table: str) -> DataFrame:
+    """The one place TIMESTAMP columns become the aggregations' epoch seconds (DoubleType: microseconds / 1e6,
+    the same figure as `collectors.outputs.history.timestamps_to_seconds`)."""
+    return df.withColumns({c: F.col(c).cast(T.DoubleType()) for c in TIME_COLUMNS[table]})
 
 
 def read_history(spark: SparkSession, root: str, start: float, end: float, clusters: Sequence[str] | None = None,

@@ -6,8 +6,9 @@ One module per table family — `cluster` (polls, reachability, brokers, control
 package puts them together (`compute_tables`, `compute_all`, `chart_series`) and re-exports every public name,
 so callers write ``from spark_analytics import aggregations as A`` and ``A.consumer_lag(...)``.
 
-Every function takes history DataFrames with the columns of `collectors.outputs.history.TABLES` (extra columns are
-ignored, missing data is just fewer rows) and a `Period` (``start <= time < end``, epoch seconds), and
+Every function takes history DataFrames with the columns of `collectors.outputs.history.TABLES`, time columns as
+DoubleType epoch seconds (`spark_analytics.io` converts the TIMESTAMP columns of version 4 files on reading; extra
+columns are ignored, missing data is just fewer rows) and a `Period` (``start <= time < end``, epoch seconds), and
 returns a small DataFrame keyed by ``cluster`` first. The inputs may hold rows from before the period (the
 CLI loads the previous ISO week too): functions that look for *changes* (controller changes, elections,
 epoch bumps, episodes) use those earlier rows as context, so a change at the first poll of the week is seen;

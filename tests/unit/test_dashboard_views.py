@@ -813,3 +813,27 @@ def test_open_alerts_frame_filters_and_cuts_before_formatting() -> None:
     assert df["link"].iloc[0] == "./replication?cluster=c1&broker=3"
     df = av.open_alerts_frame(docs, "UTC", rules=["at_min_isr"], query="ORDERS-4", limit=100)
     assert df.attrs["matched"] == 11 and set(df["rule"]) == {"at_min_isr"}
+
+
+def test_history_of_files_before_and_after_schema_version_4_reads_alike(tmp_path: Path) -> None:
+    """A collector upgraded mid-day (float-second files next to TIMESTAMP files): the dashboard's loader gives the
+    rows of both with epoch-second times, as the collector's reader does."""
+    from collectors.model.poll import PollResult
+    from collectors.outputs import history as hist
+    from tests.support.history_fixture import broker_incident_snapshot
+    from tests.support.mixed_history import write_upgraded_mid_day
+
+    def polls(t: float) -> list[PollResult]:
+        snap = broker_incident_snapshot(t, cluster="c1")
+        return [PollResult(snap, opened=list(snap.alerts))]
+
+    t_old, t_new = NOW - 1800.123456, NOW - 600.654321
+    write_upgraded_mid_day(tmp_path, polls(t_old), polls(t_new))
+    cols = ["time", "rule", "first_seen", "last_seen", "schema_version"]
+    df = data.read_history(tmp_path, "alert_events", NOW - 3600, None, ["c1"], cols)
+    assert sorted(set(df["schema_version"])) == [3, 4] and str(df["time"].dtype) == "Float64"
+    assert sorted(set(df["time"])) == pytest.approx([t_old, t_new], abs=1e-6)
+    assert df.equals(hist.read_table(tmp_path, "alert_events", float(int((NOW - 3600) // 60) * 60), None, ["c1"],
+                                     cols))
+    polls_df = data.read_history(tmp_path, "cluster", t_old + 1, None, ["c1"], ["time"])
+    assert polls_df["time"].tolist() == pytest.approx([t_new], abs=1e-6)

@@ -45,6 +45,9 @@ from collectors.outputs.history import (
     snapshot_columns,
 )
 from collectors.outputs.history import writer as history_writer
+from collectors.outputs.history.files import stores_timestamps
+from collectors.outputs.history.schema import TIME_COLUMNS
+from tests.support.mixed_history import write_upgraded_mid_day
 
 DAY = 86_400.0
 T0 = 1_700_006_400.0  # 2023-11-15 00:00:00 UTC
@@ -126,6 +129,87 @@ def opened_resolved(t: float = T0) -> tuple[list[AlertRecord], list[AlertRecord]
 def small_snapshot(t: float, cluster: str = "c1", topics: int = 1) -> ClusterSnapshot:
     return ClusterSnapshot(cluster=cluster, time=t, topics=[
         TopicRecord(cluster, f"t{i}", False, 1, 3, 2, False, 1000, "delete") for i in range(topics)])
+
+
+# ----- times as Parquet TIMESTAMP (schema version 4), older float-second files side by side
+
+
+def polls_at(t: float) -> list[PollResult]:
+    opened, resolved = opened_resolved(t)
+    return [PollResult(full_snapshot(t), opened, resolved, incident_events(t))]
+
+
+def test_version_4_files_store_times_as_utc_timestamps(tmp_path: Path) -> None:
+    duckdb = pytest.importorskip("duckdb")
+    w = HistoryWriter(tmp_path, clock=lambda: T0, partition_detail=True)
+    w.add(polls_at(T0 + 0.123456)[0])
+    assert w.flush()
+    assert HISTORY_SCHEMA_VERSION == 4
+    stamp = pa.timestamp("us", tz="UTC")
+    assert set(list_tables(tmp_path)) == set(TABLES) - {"loss_events"}  # no loss in this poll
+    for table in list_tables(tmp_path):
+        cols = TIME_COLUMNS[table]
+        [f] = files_in(tmp_path, table)
+        assert f.name.endswith(".v4.parquet") and stores_timestamps(f), f
+        schema = pq.read_schema(f)
+        assert schema.metadata[b"kmon.history_schema_version"] == b"4"
+        assert {c: schema.field(c).type for c in cols} == dict.fromkeys(cols, stamp), table
+        assert "time" in cols
+    durations = pq.read_schema(files_in(tmp_path, "transactions")[0])
+    assert durations.field("age_seconds").type == pa.float64()  # durations stay seconds
+    [f] = files_in(tmp_path, "cluster")
+    assert pq.read_table(f).column("time").to_pylist()[0].microsecond == 123456
+    assert str(pd.read_parquet(f)["time"].dtype) == "datetime64[us, UTC]"
+    con = duckdb.connect()
+    types = dict(con.execute("SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM read_parquet(?))",
+                             [str(f)]).fetchall())
+    assert types["time"] == "TIMESTAMP WITH TIME ZONE" and types["poll_duration_s"] == "DOUBLE"
+    [(micros,)] = con.execute("SELECT epoch_us(time) FROM read_parquet(?)", [str(f)]).fetchall()
+    assert micros == round((T0 + 0.123456) * 1e6)
+    [alerts] = files_in(tmp_path, "alert_events")
+    types = dict(con.execute("SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM read_parquet(?))",
+                             [str(alerts)]).fetchall())
+    assert {types[c] for c in ("first_seen", "last_seen", "resolved_at")} == {"TIMESTAMP WITH TIME ZONE"}
+    # Readers of this package still hand out epoch seconds.
+    df = read_table(tmp_path, "cluster")
+    assert str(df["time"].dtype) == "Float64" and df["time"].tolist() == [T0 + 0.123456]
+
+
+def test_files_before_and_after_version_4_side_by_side_read_alike(tmp_path: Path) -> None:
+    """A collector upgraded mid-day: the day holds float-second files (version 3) and TIMESTAMP files."""
+    t_old, t_new = T0 + 3600.123456, T0 + 7200.654321
+    mixed, old_only = tmp_path / "mixed", tmp_path / "old"
+    write_upgraded_mid_day(mixed, polls_at(t_old), polls_at(t_new))
+    write_upgraded_mid_day(old_only, polls_at(t_old) + polls_at(t_new), [])
+    tables = list_tables(mixed)
+    assert set(tables) == set(TABLES) - {"group_partition_lag", "loss_events"}
+    for table in tables:
+        files = files_in(mixed, table)
+        assert sorted(stores_timestamps(f) for f in files) == [False, True], table
+        old = next(f for f in files if not stores_timestamps(f))
+        assert pq.read_schema(old).field("time").type == pa.float64()
+        got, want = read_table(mixed, table), read_table(old_only, table)
+        assert sorted(set(got["schema_version"])) == [3, 4], table
+        pd.testing.assert_frame_equal(got.drop(columns="schema_version"), want.drop(columns="schema_version"))
+    polls = read_table(mixed, "cluster")
+    assert polls["time"].tolist() == pytest.approx([t_old, t_new], abs=1e-6)
+    alerts = read_table(mixed, "alert_events")
+    assert alerts["first_seen"].tolist() == pytest.approx([t_old, t_old - 600, t_new, t_new - 600], abs=1e-6)
+    txn = read_table(mixed, "transactions")
+    assert (txn["time"] - txn["start_time"]).tolist() == pytest.approx([90.0, 90.0], abs=1e-5)
+    # time filters apply alike to both kinds of file
+    assert read_table(mixed, "cluster", start=polls["time"][1])["time"].tolist() == [polls["time"][1]]
+    assert read_table(mixed, "cluster", end=polls["time"][1])["time"].tolist() == [polls["time"][0]]
+    assert read_table(mixed, "cluster", start=t_old + 1, end=t_new - 1).empty
+    # compacting the day turns both into one TIMESTAMP file with the same rows
+    w = HistoryWriter(mixed, clock=lambda: LATER, retention_days=None)
+    before = {t: read_table(mixed, t) for t in tables}
+    for table in tables:
+        assert w.compact(table, "2023-11-15")
+        [f] = files_in(mixed, table)
+        assert f.name.startswith("compact-") and stores_timestamps(f)
+        assert pq.read_schema(f).field("time").type == pa.timestamp("us", tz="UTC")
+        pd.testing.assert_frame_equal(read_table(mixed, table), before[table])
 
 
 # ----- rows per table

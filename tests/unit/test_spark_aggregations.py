@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from collectors.outputs.history import REPLACES_KEY, TABLES
+from collectors.outputs.history.schema import SECONDS_TABLES
 from spark_analytics import aggregations as A
 from spark_analytics import io, weekly_report
 from spark_analytics.weekly_report import compute, main
@@ -293,7 +294,8 @@ def test_headline_equals_the_duckdb_reference_with_incidents_and_recorded_thresh
     times = every(10, start=9000)
 
     def cols(rs: list[dict[str, Any]], table: str) -> dict[str, list[Any]]:
-        return {f.name: [({"cluster": "c1", "schema_version": 2} | r).get(f.name) for r in rs] for f in TABLES[table]}
+        return {f.name: [({"cluster": "c1", "schema_version": 2} | r).get(f.name) for r in rs]
+                for f in SECONDS_TABLES[table]}
 
     def put(table: str, rs: list[dict[str, Any]]) -> None:
         by_day: dict[str, list[dict[str, Any]]] = {}
@@ -647,7 +649,8 @@ def test_headline_beside_last_week_and_clusters_without_zookeeper_or_transaction
 
 def _write(root: Path, table: str, day: str, name: str, cols: dict[str, list[Any]],
            meta: dict[bytes, bytes] | None = None, drop: tuple[str, ...] = ()) -> Path:
-    schema = TABLES[table]
+    """A file as written before schema version 4 (times as float64 epoch seconds, a name without a version)."""
+    schema = SECONDS_TABLES[table]
     fields = [f for f in schema if f.name not in drop]
     n = len(next(iter(cols.values())))
     arrays = [pa.array(cols.get(f.name, [None] * n), type=f.type) for f in fields]
@@ -672,6 +675,34 @@ def test_older_schema_files_read_with_nulls_and_a_note(spark: Any, tmp_path: Pat
     assert td.missing_columns == {"lag_seconds_max": 1, "min_seconds_to_retention": 1}
     notes = io.table_notes({"group_lag": td}, W.days())
     assert any("older schema" in n and "lag_seconds_max" in n for n in notes)
+
+
+def test_files_before_and_after_schema_version_4_side_by_side(spark: Any, tmp_path: Path) -> None:
+    """A collector upgraded mid-day: float-second files (version 3) next to TIMESTAMP files in one day. Spark reads
+    both, with the time columns as epoch seconds equal to the collector's reader's, and filters both on time."""
+    from collectors.model.poll import PollResult
+    from collectors.outputs.history import read_table
+    from tests.support.history_fixture import broker_incident_snapshot
+    from tests.support.mixed_history import write_upgraded_mid_day
+
+    def polls(t: float) -> list[PollResult]:
+        snap = broker_incident_snapshot(t, cluster="c1")
+        return [PollResult(snap, opened=list(snap.alerts))]
+
+    t_old, t_new = T0 + 86400 + 10.123456, T0 + 86400 + 70.654321
+    write_upgraded_mid_day(tmp_path, polls(t_old), polls(t_new))
+    for table, order in (("cluster", ("time",)), ("alert_events", ("time", "rule", "subject"))):
+        td = io.read_table(spark, str(tmp_path), table, W.start, W.end)
+        assert td.df.schema == io.spark_schema(table) and len(td.files) == 2
+        got = rows(td.df, *order)
+        want = read_table(tmp_path, table).sort_values(list(order), kind="stable")
+        assert [r["time"] for r in got] == want["time"].tolist()
+        assert sorted({r["schema_version"] for r in got}) == [3, 4]
+        if table == "alert_events":
+            assert [r["first_seen"] for r in got] == want["first_seen"].tolist()
+    late = io.read_table(spark, str(tmp_path), "cluster", t_old + 1e-3, W.end)
+    assert [r["time"] for r in rows(late.df)] == read_table(tmp_path, "cluster", start=t_new)["time"].tolist()
+    assert len(rows(late.df)) == 1
 
 
 def test_missing_table_is_an_empty_frame_with_the_schema(spark: Any, tmp_path: Path) -> None:

@@ -2,8 +2,12 @@
 
 Layout (``docs/history-schema.md`` documents every table and column)::
 
-    <root>/<table>/date=YYYY-MM-DD/part-<time_ns>-<uuid8>.parquet     one flush of one table and day
-    <root>/<table>/date=YYYY-MM-DD/compact-<time_ns>-<uuid8>.parquet  a compaction of earlier files of that day
+    <root>/<table>/date=YYYY-MM-DD/part-<time_ns>-<uuid8>.v4.parquet     one flush of one table and day
+    <root>/<table>/date=YYYY-MM-DD/compact-<time_ns>-<uuid8>.v4.parquet  a compaction of earlier files of that day
+
+Times (``time`` and the other `TIME_COLUMNS`) are Parquet TIMESTAMP (UTC, microseconds) in files of schema
+version 4 and later, whose names carry the version; older files (names without a version) hold float64 epoch
+seconds. Readers here read both kinds, even side by side in one day, and return epoch seconds (float64).
 
 Writing. `HistoryWriter.add` turns a poll's records into Arrow record batches at once (the records are
 mutable and shared with the alert tracker, and Arrow is far smaller than Python objects) and buffers them.
@@ -27,7 +31,7 @@ file list from `live_files`. One writer per root at a time is assumed (it delete
 
 from __future__ import annotations
 
-from collectors.outputs.history.files import available_dates, list_tables, live_files
+from collectors.outputs.history.files import available_dates, list_tables, live_files, stores_timestamps
 from collectors.outputs.history.reader import read_arrow, read_table, to_pandas
 from collectors.outputs.history.rows import Columns, snapshot_columns
 from collectors.outputs.history.schema import (
@@ -39,8 +43,11 @@ from collectors.outputs.history.schema import (
     DETAIL_TABLES,
     HISTORY_SCHEMA_VERSION,
     REPLACES_KEY,
+    SECONDS_TABLES,
     TABLES,
     TEMP_PREFIX,
+    TIME_COLUMNS,
+    TIME_TYPE,
 )
 from collectors.outputs.history.writer import HistoryWriter
 
@@ -53,8 +60,11 @@ __all__ = [
     "DETAIL_TABLES",
     "HISTORY_SCHEMA_VERSION",
     "REPLACES_KEY",
+    "SECONDS_TABLES",
     "TABLES",
     "TEMP_PREFIX",
+    "TIME_COLUMNS",
+    "TIME_TYPE",
     "Columns",
     "HistoryWriter",
     "available_dates",
@@ -63,5 +73,6 @@ __all__ = [
     "read_arrow",
     "read_table",
     "snapshot_columns",
+    "stores_timestamps",
     "to_pandas",
 ]

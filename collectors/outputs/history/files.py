@@ -9,6 +9,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -20,9 +21,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from collectors.outputs.atomic import fsync_dir, publish
-from collectors.outputs.history.schema import DATE_PREFIX, REPLACES_KEY, TEMP_PREFIX
+from collectors.outputs.history.schema import (
+    DATE_PREFIX,
+    HISTORY_SCHEMA_VERSION,
+    REPLACES_KEY,
+    TEMP_PREFIX,
+    TIMESTAMPS_SINCE,
+)
 
 log = logging.getLogger(__name__)
+
+_VERSION_SUFFIX = re.compile(r"\.v(\d+)\.parquet$")
+
 
 def ensure_dir(path: Path) -> None:
     if path.is_dir():
@@ -33,7 +43,21 @@ def ensure_dir(path: Path) -> None:
 
 
 def new_name(prefix: str) -> str:
-    return f"{prefix}-{time.time_ns()}-{uuid.uuid4().hex[:8]}.parquet"
+    """``<prefix>-<time_ns>-<uuid8>.v<version>.parquet``: the schema version in the name lets a reader group files
+    by encoding without opening them (files before version 4 end in plain ``.parquet``)."""
+    return f"{prefix}-{time.time_ns()}-{uuid.uuid4().hex[:8]}.v{HISTORY_SCHEMA_VERSION}.parquet"
+
+
+def file_schema_version(path: str | os.PathLike[str]) -> int | None:
+    """The schema version a file's name carries (``....v4.parquet`` -> 4); None for names from before version 4."""
+    m = _VERSION_SUFFIX.search(str(path).rsplit("/", 1)[-1])
+    return int(m.group(1)) if m else None
+
+
+def stores_timestamps(path: str | os.PathLike[str]) -> bool:
+    """True when the file (by its name) stores times as TIMESTAMP; False for float64 epoch seconds (before v4)."""
+    v = file_schema_version(path)
+    return v is not None and v >= TIMESTAMPS_SINCE
 
 
 def unlink_quietly(path: Path) -> None:

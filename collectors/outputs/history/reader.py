@@ -6,16 +6,18 @@ See the package docstring (`collectors.outputs.history`) for the layout and the 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from collectors.outputs.history.files import live_files
-from collectors.outputs.history.schema import TABLES
+from collectors.outputs.history.files import live_files, stores_timestamps
+from collectors.outputs.history.schema import TABLES, TIME_TYPE, seconds_schema, to_seconds
 
 log = logging.getLogger(__name__)
 
@@ -45,14 +47,16 @@ def to_pandas(table: pa.Table) -> Any:
 
 def read_arrow(root: Path, table: str, start: float | None = None, end: float | None = None,
                clusters: Sequence[str] | None = None, columns: Sequence[str] | None = None) -> pa.Table:
-    """Like `read_table`, as an Arrow table."""
+    """Like `read_table`, as an Arrow table (time columns as float64 epoch seconds, whatever the file version)."""
     table_dir = Path(root) / table
     schema = TABLES.get(table)
     if schema is None:
         files = live_files(root, table)
         if not files:
             raise ValueError(f"unknown history table {table!r}; known: {', '.join(TABLES)}")
-        schema = pa.unify_schemas([pq.read_schema(f).remove_metadata() for f in files])
+        schemas = [pq.read_schema(f).remove_metadata() for f in files]
+        times = {f.name for s in schemas for f in s if pa.types.is_timestamp(f.type)}
+        schema = _with_times(pa.unify_schemas([seconds_schema(s) for s in schemas]), times)
     full = schema.remove_metadata()
     if "date" not in full.names:
         full = full.append(pa.field("date", pa.string()))
@@ -61,22 +65,16 @@ def read_arrow(root: Path, table: str, start: float | None = None, end: float | 
     if unknown:
         raise ValueError(f"unknown column(s) {', '.join(unknown)} in history table {table!r}; "
                          f"known: {', '.join(full.names)}")
-    expr = None
-    for cond in ((ds.field("time") >= start) if start is not None else None,
-                 (ds.field("time") < end) if end is not None else None,
-                 ds.field("cluster").isin(list(clusters)) if clusters is not None else None):
-        if cond is not None:
-            expr = cond if expr is None else expr & cond
-    partitioning = ds.partitioning(pa.schema([pa.field("date", pa.string())]), flavor="hive")
     skip: set[Path] = set()
     for attempt in range(5):
         files = [f for f in live_files(root, table, start, end) if f not in skip]
         if not files:
-            return full.empty_table().select(wanted)
+            return seconds_schema(full).empty_table().select(wanted)
         try:
-            dataset = ds.dataset([str(f) for f in files], schema=full, format="parquet", partitioning=partitioning,
-                                 partition_base_dir=str(table_dir))
-            result = dataset.to_table(columns=wanted, filter=expr)
+            parts = [_read_group(group, full if stamped else seconds_schema(full), table_dir, wanted, start, end,
+                                 clusters)
+                     for stamped, group in _by_encoding(files)]
+            result = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
             break
         except FileNotFoundError:
             if attempt == 4:
@@ -89,6 +87,56 @@ def read_arrow(root: Path, table: str, start: float | None = None, end: float | 
             skip |= bad
     if "time" in wanted and result.num_rows:
         result = result.sort_by("time")
+    return result
+
+
+def _with_times(schema: pa.Schema, names: set[str]) -> pa.Schema:
+    return pa.schema([pa.field(f.name, TIME_TYPE) if f.name in names else f for f in schema])
+
+
+def _by_encoding(files: Sequence[Path]) -> list[tuple[bool, list[Path]]]:
+    """The files in two groups by their names: float64 epoch seconds (before version 4), then timestamps."""
+    groups: dict[bool, list[Path]] = {}
+    for f in files:
+        groups.setdefault(stores_timestamps(f), []).append(f)
+    return sorted(groups.items())
+
+
+def _micros(t: float, rounding: Any, slack: int) -> pa.Scalar:
+    return pa.scalar(int(rounding(t * 1e6)) + slack, TIME_TYPE)
+
+
+def _read_group(files: Sequence[Path], file_schema: pa.Schema, table_dir: Path, wanted: list[str],
+                start: float | None, end: float | None, clusters: Sequence[str] | None) -> pa.Table:
+    """Files of one encoding, read with `file_schema`, returned with time columns as float64 epoch seconds."""
+    stamped = pa.types.is_timestamp(file_schema.field("time").type)
+    conds = [ds.field("cluster").isin(list(clusters)) if clusters is not None else None]
+    if stamped:  # pushed down with a microsecond of slack, then exactly on the seconds below
+        conds += [(ds.field("time") >= _micros(start, math.floor, -1)) if start is not None else None,
+                  (ds.field("time") <= _micros(end, math.ceil, 1)) if end is not None else None]
+    else:
+        conds += [(ds.field("time") >= start) if start is not None else None,
+                  (ds.field("time") < end) if end is not None else None]
+    expr = None
+    for cond in conds:
+        if cond is not None:
+            expr = cond if expr is None else expr & cond
+    partitioning = ds.partitioning(pa.schema([pa.field("date", pa.string())]), flavor="hive")
+    dataset = ds.dataset([str(f) for f in files], schema=file_schema, format="parquet", partitioning=partitioning,
+                         partition_base_dir=str(table_dir))
+    if not stamped:
+        return dataset.to_table(columns=wanted, filter=expr)
+    exact = start is not None or end is not None
+    read = [*wanted, "time"] if exact and "time" not in wanted else wanted
+    result = to_seconds(dataset.to_table(columns=read, filter=expr))
+    if exact:
+        t = result.column("time")
+        keep = None
+        for cond in (pc.greater_equal(t, start) if start is not None else None,
+                     pc.less(t, end) if end is not None else None):
+            if cond is not None:
+                keep = cond if keep is None else pc.and_(keep, cond)
+        result = result.filter(keep).select(wanted)
     return result
 
 
@@ -110,6 +158,8 @@ def read_table(root: Path, table: str, start: float | None = None, end: float | 
     `start` <= time < `end` (epoch seconds; days outside the range are never opened), `clusters` keeps
     those clusters only, `columns` selects columns (``date`` is available too). Files written with an older
     schema read with the missing columns null; a missing or empty table gives an empty frame with the
-    table's columns. Nullable pandas dtypes throughout: a null stays <NA>, never NaN or -1.
+    table's columns. Nullable pandas dtypes throughout: a null stays <NA>, never NaN or -1. Time columns
+    (``time``, ``last_commit_time``...: `TIME_COLUMNS`) come back as float64 epoch seconds, from the TIMESTAMP
+    columns of version 4 files (microseconds / 1e6) and the float columns of older files alike.
     """
     return to_pandas(read_arrow(root, table, start, end, clusters, columns))

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from datetime import date, timedelta
 from typing import Any
 
 import pyarrow as pa
@@ -17,7 +17,14 @@ import pyarrow as pa
 from collectors.model.poll import IncidentEvent
 from collectors.model.records import AlertRecord, ClusterSnapshot, GroupPartitionRecord
 from collectors.model.vocabulary import PARTITION_STATUS_RANK
-from collectors.outputs.history.schema import ALERT_FIELDS, HISTORY_SCHEMA_VERSION, KRAFT_FIELDS, TABLES, ZK_FIELDS
+from collectors.outputs.history.schema import (
+    ALERT_FIELDS,
+    HISTORY_SCHEMA_VERSION,
+    KRAFT_FIELDS,
+    TABLES,
+    ZK_FIELDS,
+    seconds_to_timestamps,
+)
 
 # ----- records -> columns
 
@@ -168,18 +175,26 @@ def to_batch(table: str, cols: Columns, cluster: str, t: float) -> pa.RecordBatc
             values = [t] * n
         else:
             values = [None] * n
+        if pa.types.is_timestamp(f.type):  # records hold epoch seconds; files hold microseconds (version 4)
+            arrays.append(seconds_to_timestamps(pa.array(_clean_floats(values), type=pa.float64())).cast(f.type))
+            continue
         if pa.types.is_floating(f.type):
             values = _clean_floats(values)
         arrays.append(pa.array(values, type=f.type))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def _date_of(t: float) -> str:
-    return time.strftime("%Y-%m-%d", time.gmtime(t))
+_EPOCH = date(1970, 1, 1)
+_DAY_US = 86_400_000_000
+
+
+def _date_of(micros: int) -> str:
+    return (_EPOCH + timedelta(days=micros // _DAY_US)).isoformat()
 
 
 def split_by_date(batch: pa.RecordBatch) -> list[tuple[str, pa.RecordBatch]]:
-    times = batch.column("time").to_pylist()
+    """Rows by the UTC date of their ``time`` (as stored: whole microseconds)."""
+    times = batch.column("time").cast(pa.int64()).to_pylist()
     dates = {t: _date_of(t) for t in set(times)}
     if len(set(dates.values())) == 1:
         return [(next(iter(dates.values())), batch)]
