@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import orjson
@@ -34,6 +36,38 @@ def write_document(results: list[PollResult], now: float, out: BinaryIO, pretty:
     option = orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS | (orjson.OPT_INDENT_2 if pretty else 0)
     out.write(orjson.dumps(document(results, now), option=option, default=str))
     out.flush()
+
+
+class PollGc:
+    """Keeps Python's cyclic garbage collector out of a poll's way.
+
+    A poll of a big cluster allocates millions of short-lived objects while the collector holds millions of
+    long-lived ones (log-end histories, commit windows, the last snapshot). Left alone, the cyclic collector
+    runs full collections over all of them several times a poll: 3.7 s of a 8.8 s poll of 100,000 partitions
+    (`bench.bench_poll_cpu`). Reference counting frees nearly everything a poll drops; the cyclic collector is
+    only needed for cycles. So: no automatic collection during a poll; after it, one collection of what is not
+    frozen, then everything still alive is frozen (moved where collections do not look, `gc.freeze`). Every
+    `unfreeze_every` polls, everything is unfrozen and collected once, so cycles that became garbage after being
+    frozen are reclaimed within that many polls."""
+
+    def __init__(self, unfreeze_every: int = 20) -> None:
+        self.unfreeze_every = unfreeze_every
+        self.polls = 0
+
+    @contextlib.contextmanager
+    def poll(self) -> Iterator[None]:
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            yield
+        finally:
+            self.polls += 1
+            if self.polls % self.unfreeze_every == 0:
+                gc.unfreeze()
+            gc.collect()
+            gc.freeze()
+            if was_enabled:
+                gc.enable()
 
 
 def install_stop_handlers(stop: threading.Event) -> None:
@@ -72,11 +106,13 @@ def _log_changes(cluster: str, opened: list[AlertRecord], resolved: list[AlertRe
 def run_loop(monitor: Monitor, interval_s: float, sinks: list[Sink], stop: threading.Event,
              clock: Callable[[], float] = time.time, as_json: bool = False) -> None:
     """Poll every `interval_s` until `stop` is set; outputs failing never stop the polling."""
+    collector_gc = PollGc()
     while not stop.is_set():
         started = time.monotonic()
         now = clock()
         try:
-            results = monitor.poll_once(now)
+            with collector_gc.poll():
+                results = monitor.poll_once(now)
         except Exception:
             log.exception("poll failed")
             results = []

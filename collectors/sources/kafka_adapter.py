@@ -80,20 +80,41 @@ def _answered_groups(groups: Iterable[Any], api: str, obs: KafkaObservation) -> 
             yield g
 
 
-def group_owners(members: Iterable[Any]) -> dict[tuple[str, int], Owner]:
+def _list_offsets(asked: tuple[tuple[str, int], ...], timestamp: int, isolation: int, timeout_ms: int) -> Any:
+    """One ListOffsets request for the given partitions of one leader (as a consumer: replica id -1)."""
+    topics: dict[str, list[int]] = defaultdict(list)
+    for topic, partition in asked:
+        topics[topic].append(partition)
+    LT = ListOffsetsRequest.ListOffsetsTopic
+    LP = LT.ListOffsetsPartition
+    return ListOffsetsRequest(
+        replica_id=-1, isolation_level=isolation, timeout_ms=timeout_ms,
+        topics=[LT(name=name, partitions=[LP(partition_index=p, timestamp=timestamp, current_leader_epoch=-1)
+                                          for p in plist]) for name, plist in topics.items()])
+
+
+def group_owners(members: Iterable[Any], known: Mapping[bytes, list[tuple[str, int]]] | None = None,
+                 learned: dict[bytes, list[tuple[str, int]]] | None = None) -> dict[tuple[str, int], Owner]:
     """Who holds which partition, from DescribeGroups' members of a consumer group: each member's assignment is
     Kafka's ConsumerProtocolAssignment (the same bytes the group's leader sent in SyncGroup). A member whose
-    assignment is empty (mid-rebalance) or not in that format (a custom assignor's) holds nothing we can name."""
+    assignment is empty (mid-rebalance) or not in that format (a custom assignor's) holds nothing we can name.
+    ``known``: assignments decoded before, by their bytes (unchanged between rebalances); every assignment seen
+    is put in ``learned``."""
     out: dict[tuple[str, int], Owner] = {}
     for m in members:
         raw = m.member_assignment
         if not raw:
             continue
-        try:
-            assignment = ConsumerProtocolAssignment.decode(bytes(raw))
-            held = [(tp.topic, p) for tp in assignment.assigned_partitions for p in tp.partitions]
-        except Exception:
-            continue
+        raw = bytes(raw)
+        held = known.get(raw) if known is not None else None
+        if held is None:
+            try:
+                assignment = ConsumerProtocolAssignment.decode(raw)
+                held = [(tp.topic, p) for tp in assignment.assigned_partitions for p in tp.partitions]
+            except Exception:  # any malformed assignment means "unknown owner", never a failed poll
+                continue
+        if learned is not None:
+            learned[raw] = held
         owner = Owner(m.member_id, m.client_id, m.client_host)
         for key in held:
             out[key] = owner
@@ -123,6 +144,12 @@ class KafkaAdapter:
         self._transport: Any = None
         self._ck: Any = None
         self._configs_pool: concurrent.futures.ThreadPoolExecutor | None = None
+        # ListOffsets requests by (leader, kind), with the partitions they ask about: a big cluster's leadership
+        # rarely moves between polls, so the same request objects serve again (building 300,000 partition
+        # entries a poll was a tenth of a 100,000-partition poll's CPU)
+        self._offset_requests: dict[tuple[int, str], tuple[tuple[tuple[str, int], ...], Any]] = {}
+        # decoded member assignments by their bytes: unchanged between rebalances
+        self._assignments: dict[bytes, list[tuple[str, int]]] = {}
 
     # ----------------------------------------------------------------- clients
     def _kp(self) -> Any:
@@ -222,19 +249,19 @@ class KafkaAdapter:
                 by_leader[p.leader].append(p)
         requests: list[tuple[int | None, Any]] = []
         kinds: list[tuple[str, int]] = []
+        cache: dict[tuple[int, str], tuple[tuple[tuple[str, int], ...], Any]] = {}
         for leader, parts in sorted(by_leader.items()):
+            asked = tuple((p.topic, p.partition) for p in parts)
             for kind, ts, isolation in (("earliest", EARLIEST, 0), ("latest", LATEST, 0), ("lso", LATEST, 1)):
-                topics: dict[str, list[dict[str, Any]]] = defaultdict(list)
-                for p in parts:
-                    topics[p.topic].append({"partition_index": p.partition, "timestamp": ts,
-                                            "current_leader_epoch": -1})
-                req = ListOffsetsRequest(
-                    replica_id=-1, isolation_level=isolation, timeout_ms=int(self.timeout_s * 1000),
-                    topics=[ListOffsetsRequest.ListOffsetsTopic(
-                        name=name, partitions=[ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(**x)
-                                               for x in plist]) for name, plist in topics.items()])
+                known = self._offset_requests.get((leader, kind))
+                if known is not None and known[0] == asked:
+                    req = known[1]
+                else:
+                    req = _list_offsets(asked, ts, isolation, int(self.timeout_s * 1000))
+                cache[(leader, kind)] = (asked, req)
                 requests.append((leader, req))
                 kinds.append((kind, leader))
+        self._offset_requests = cache  # leaders that lead nothing any more are forgotten
         broker_ids = [b[0] for b in obs.brokers]
         for b in broker_ids:
             requests.append((b, ListTransactionsRequest(state_filters=[], producer_id_filters=[])))
@@ -245,6 +272,9 @@ class KafkaAdapter:
         for (kind, node), out in zip(kinds, kp.send_many(requests), strict=True):
             if kind in targets:
                 if not out.ok:
+                    # a fresh request next time: the kept one carries the API version negotiated with the broker
+                    # it was last sent to, which a broker restarted at another version may not speak
+                    self._offset_requests.pop((node, kind), None)
                     obs.unreachable_brokers.add(node)
                     obs.fail("offsets", f"ListOffsets to broker {node} failed: {type(out.error).__name__}")
                     continue
@@ -360,6 +390,7 @@ class KafkaAdapter:
 
     def _groups_and_transactions(self, kp: Any, obs: KafkaObservation) -> None:
         group_ids = sorted(obs.groups)
+        known, self._assignments = self._assignments, {}  # keeps this poll's only: bounded by the groups
         txn_ids = sorted(obs.listed_transactions)
         coords = self._find_coordinators(kp, group_ids, 0, obs, "groups") if group_ids else {}
         txn_coords = self._find_coordinators(kp, txn_ids, 1, obs, "transactions") if txn_ids else {}
@@ -406,7 +437,7 @@ class KafkaAdapter:
                     info.update(state=g.group_state, members=len(g.members), protocol_type=g.protocol_type,
                                 coordinator=out.node_id)
                     if g.protocol_type == "consumer" and g.members:
-                        owners = group_owners(g.members)
+                        owners = group_owners(g.members, known, self._assignments)
                         if owners:
                             obs.group_owners[g.group_id] = owners
             elif kind == "offsets":
