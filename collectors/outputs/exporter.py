@@ -183,40 +183,12 @@ class SnapshotCollector(Collector):
         that is most of a poll interval of CPU. This writes the lines directly
         (about an order of magnitude faster); tests check both paths agree.
         """
-        fam: dict[str, _TextFamily] = {}
-
-        def g(name: str) -> _TextFamily:
-            m = fam.get(name)
-            if m is None:
-                m = fam[name] = _TextFamily(name)
-            return m
-
-        self._fill(g)
-        parts: list[str] = []
-        for m in fam.values():
-            parts.append(m.header)
-            parts.extend(m.lines)
-        parts.append("")
-        return "\n".join(parts).encode()
+        return _render(self._fill)
 
     def render_scrape_time(self) -> bytes:
         """The few lines that must be current at each scrape (the data's age per cluster, build info), rendered
         apart from the body so the body can be built once per poll."""
-        fam: dict[str, _TextFamily] = {}
-
-        def g(name: str) -> _TextFamily:
-            m = fam.get(name)
-            if m is None:
-                m = fam[name] = _TextFamily(name)
-            return m
-
-        self.fill_scrape_time(g)
-        parts: list[str] = []
-        for m in fam.values():
-            parts.append(m.header)
-            parts.extend(m.lines)
-        parts.append("")
-        return "\n".join(parts).encode()
+        return _render(self.fill_scrape_time)
 
     def fill_scrape_time(self, g: Family) -> None:
         with self._lock:
@@ -478,6 +450,25 @@ class SnapshotCollector(Collector):
                 g("kafka_kraft_voter_lag").add_metric(lab, float(v.lag))
             if v.last_caught_up_time is not None:
                 g("kafka_kraft_voter_caught_up_age_seconds").add_metric(lab, max(0.0, s.time - v.last_caught_up_time))
+
+
+def _render(fill: Callable[[Family], None]) -> bytes:
+    """The exposition text of what `fill` adds, family by family."""
+    fam: dict[str, _TextFamily] = {}
+
+    def g(name: str) -> _TextFamily:
+        m = fam.get(name)
+        if m is None:
+            m = fam[name] = _TextFamily(name)
+        return m
+
+    fill(g)
+    parts: list[str] = []
+    for m in fam.values():
+        parts.append(m.header)
+        parts.extend(m.lines)
+    parts.append("")
+    return "\n".join(parts).encode()
 
 
 def _partition_exceptions(s: ClusterSnapshot, alerted: set[str],

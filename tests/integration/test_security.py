@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from collectors.outputs.exporter import MetricsEndpoint, MetricsServer
+from sandbox.runner import Sandbox
 from tests.support.monitor import make_poller, poll
 from tests.support.sandbox import running_sandbox, scenario
 
@@ -19,6 +20,16 @@ ROOT = Path(__file__).resolve().parents[2]
 READ_APIS = {"ApiVersions", "Metadata", "DescribeCluster", "DescribeConfigs", "ListGroups", "DescribeGroups",
              "FindCoordinator", "OffsetFetch", "ListOffsets", "ListTransactions", "DescribeTransactions",
              "DescribeProducers", "DescribeQuorum"}
+
+
+def locked_config(sb: Sandbox, extra: str = "") -> str:
+    """A cluster the sandbox refuses (it speaks no SASL), with both passwords from the environment."""
+    return ("request_timeout_s: 2\n" + extra + "clusters:\n  - name: locked\n"
+            f"    bootstrap_servers: '{sb.bootstrap_servers}'\n"
+            "    kafka:\n      security.protocol: SASL_PLAINTEXT\n      sasl.mechanism: PLAIN\n"
+            "      sasl.username: monitor\n      sasl.password: ${KAFKA_PASSWORD}\n"
+            "    zookeeper:\n      connect: 127.0.0.1:1\n      auth_scheme: digest\n      username: kmon\n"
+            "      password: ${ZK_PASSWORD}\n")
 
 
 def test_collector_sends_only_read_requests() -> None:
@@ -41,13 +52,7 @@ def test_secrets_never_reach_json_logs_or_metrics(tmp_path: Path) -> None:
     zk_secret = "zk-s3cr3t-also-private"
     with running_sandbox(scenario(), speed=10.0) as sb:
         cfg = tmp_path / "c.yaml"
-        cfg.write_text(
-            "request_timeout_s: 2\nclusters:\n  - name: locked\n"
-            f"    bootstrap_servers: '{sb.bootstrap_servers}'\n"
-            "    kafka:\n      security.protocol: SASL_PLAINTEXT\n      sasl.mechanism: PLAIN\n"
-            "      sasl.username: monitor\n      sasl.password: ${KAFKA_PASSWORD}\n"
-            "    zookeeper:\n      connect: 127.0.0.1:1\n      auth_scheme: digest\n      username: kmon\n"
-            "      password: ${ZK_PASSWORD}\n")
+        cfg.write_text(locked_config(sb))
         env = {"KAFKA_PASSWORD": secret, "ZK_PASSWORD": zk_secret, "PATH": "/usr/bin:/bin"}
         r = subprocess.run([sys.executable, "-m", "collectors", "--config", str(cfg), "--once", "--json",
                             "--log-level", "DEBUG"], cwd=ROOT, capture_output=True, text=True, timeout=90, env=env)
@@ -95,14 +100,8 @@ def test_json_api_never_shows_the_configured_secrets(tmp_path: Path) -> None:
         port = s.getsockname()[1]
     with running_sandbox(scenario(), speed=10.0) as sb:
         cfg = tmp_path / "c.yaml"
-        cfg.write_text(
-            f"request_timeout_s: 2\npoll_interval_s: 2\nstate_dir: {tmp_path / 'state'}\n"
-            f"history: {{enabled: false}}\nexporter: {{port: {port}}}\nclusters:\n  - name: locked\n"
-            f"    bootstrap_servers: '{sb.bootstrap_servers}'\n"
-            "    kafka:\n      security.protocol: SASL_PLAINTEXT\n      sasl.mechanism: PLAIN\n"
-            "      sasl.username: monitor\n      sasl.password: ${KAFKA_PASSWORD}\n"
-            "    zookeeper:\n      connect: 127.0.0.1:1\n      auth_scheme: digest\n      username: kmon\n"
-            "      password: ${ZK_PASSWORD}\n")
+        cfg.write_text(locked_config(sb, f"poll_interval_s: 2\nstate_dir: {tmp_path / 'state'}\n"
+                                         f"history: {{enabled: false}}\nexporter: {{port: {port}}}\n"))
         env = {"KAFKA_PASSWORD": secret, "ZK_PASSWORD": zk_secret, "PATH": "/usr/bin:/bin"}
         proc = subprocess.Popen([sys.executable, "-m", "collectors", "--config", str(cfg), "--log-level", "DEBUG"],
                                 cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
