@@ -272,7 +272,8 @@ def main() -> None:
     ap.add_argument("--week", default="2026-W40")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--cores", type=int, default=2)
-    ap.add_argument("--driver-memory", default="2g")
+    ap.add_argument("--driver-memory", default="1g",
+                    help="JVM heap of the Spark driver (local mode runs in it); default 1g, Spark's and the CLI's")
     ap.add_argument("--no-headline-only", dest="headline_only", action="store_false",
                     help="skip the second Spark timing (only the headline inputs of this week, like DuckDB's)")
     a = ap.parse_args()

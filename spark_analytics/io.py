@@ -281,8 +281,9 @@ def _as_seconds(df: DataFrame, table: str) -> DataFrame:
 
 
 def read_history(spark: SparkSession, root: str, start: float, end: float, clusters: Sequence[str] | None = None,
-                 tables: Sequence[str] = REPORT_TABLES, use_hadoop: bool | None = None) -> dict[str, TableData]:
-    return {t: read_table(spark, root, t, start, end, clusters, use_hadoop) for t in tables}
+                 tables: Sequence[str] = REPORT_TABLES, use_hadoop: bool | None = None,
+                 check_schema: bool = True) -> dict[str, TableData]:
+    return {t: read_table(spark, root, t, start, end, clusters, use_hadoop, check_schema) for t in tables}
 
 
 def table_notes(data: dict[str, TableData], days: Sequence[str]) -> list[str]:

@@ -45,6 +45,8 @@ log = logging.getLogger("spark_analytics.weekly_report")
 
 WORST_N = 5
 LAG_SERIES_N = 6
+OBJECT_HASH_AGG_KEYS = 4096
+"""Keys (group-topics) per task the percentile aggregates keep in hash maps before sorting the rest."""
 
 
 class ArgumentError(Exception):
@@ -151,7 +153,10 @@ def build_session(master: str | None = None, app_name: str = "kmon-weekly-report
         b = (b.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "16"))
     b = (b.config("spark.sql.session.timeZone", "UTC").config("spark.ui.showConsoleProgress", "false")
-         .config("spark.sql.execution.arrow.pyspark.enabled", "true"))
+         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+         # the percentile aggregates keep one hash map per key; past 128 keys per task (Spark's default) they
+         # fall back to sorting every input row by key (docs/weekly-report.md, "Where the time goes")
+         .config("spark.sql.objectHashAggregate.sortBased.fallbackThreshold", str(OBJECT_HASH_AGG_KEYS)))
     for k, v in (conf or {}).items():
         b = b.config(k, v)
     spark = b.getOrCreate()
@@ -177,6 +182,11 @@ class Computed:
 
 
 COLLECT_THREADS = 4
+DERIVED: dict[str, tuple[str, ...]] = {
+    "incident_kinds": ("incidents",), "alert_summary": ("alert_episodes",),
+    "transactions_by_id": ("transactions", "epoch_bumps")}
+"""Tables that only summarise other report tables (the `aggregations` function of that name, over these inputs
+in this order): computed from the collected inputs instead of from the history again."""
 
 
 def _collect(frames: dict[str, Any]) -> dict[str, pa.Table]:
@@ -201,7 +211,12 @@ def compute(spark: Any, history: str, period: A.Period, opts: A.Options | None =
 
     current = collect_week(spark, frames, period, opts)
     cur_head = headline_table(spark, current)
-    prev_tables = collect_week(spark, frames, previous, opts, A.HEADLINE_INPUTS)
+    # Last week from its own files: the same figures (rows at or after a period's end are never used, rows before
+    # the previous week are not loaded either way) without scanning this week's files again for nothing.
+    prev_frames = {name: td.df for name, td in io.read_history(spark, history, previous.start, previous.end,
+                                                               clusters, use_hadoop=use_hadoop,
+                                                               check_schema=False).items()}
+    prev_tables = collect_week(spark, prev_frames, previous, opts, A.HEADLINE_INPUTS)
     prev_head = headline_table(spark, prev_tables)
     wow = A.week_over_week(spark.createDataFrame(cur_head), spark.createDataFrame(prev_head)).toArrow()
     series: dict[str, pa.Table] = {}
@@ -230,8 +245,18 @@ def collect_week(spark: Any, frames: dict[str, Any], period: A.Period, opts: A.O
     literals)."""
     polls = A.poll_intervals(frames["cluster"], period, opts.poll_interval_s).toArrow()
     limits = A.thresholds(frames["cluster"], period, opts.lag_slo_s, opts.txn_grace_s).toArrow()
-    got = _collect(A.compute_tables(frames, period, opts, polls=spark.createDataFrame(polls), only=only,
-                                    limits=spark.createDataFrame(limits)))
+    lazy = A.compute_tables(frames, period, opts, polls=spark.createDataFrame(polls), only=only,
+                            limits=spark.createDataFrame(limits))
+    derived = {name: lazy.pop(name) for name in list(lazy) if name in DERIVED}
+    got = _collect(lazy)
+    if derived:  # summaries of collected tables: a small plan over literals, not a second pass over the history
+        later = {}
+        for name, df in derived.items():
+            inputs = DERIVED[name]
+            if all(i in got for i in inputs):
+                df = getattr(A, name)(*_small(spark, {i: got[i] for i in inputs}).values())
+            later[name] = df
+        got.update(_collect(later))
     got["polls"], got["thresholds"] = polls, limits
     return got
 
