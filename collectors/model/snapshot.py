@@ -366,8 +366,12 @@ def _transactions(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterSt
         if txn_state not in CLOSED_TXN_STATES:
             coordinator_pids.add(t["producer_id"])
         prev = state.txn_state_since.get(tid)
-        if prev is None or prev[0] != txn_state:
+        known_start = state.txn_started.get(tid, start)
+        if prev is None or prev[0] != txn_state or (start is not None and known_start != start):
+            # a new state, or the same state of another transaction (its start differs): the clock restarts.
+            # Compared by start time, never with our own clock, so broker clock skew cannot restart it.
             state.txn_state_since[tid] = (txn_state, now)
+        state.txn_started[tid] = start
         epochs = state.producer_epochs.setdefault(tid, deque(maxlen=64))
         if not epochs or epochs[-1][1] != t["producer_epoch"]:
             epochs.append((now, t["producer_epoch"]))
@@ -380,6 +384,7 @@ def _transactions(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterSt
     for tid in [k for k in state.txn_state_since if k not in obs.listed_transactions and
                 k not in pid_to_txn.values()]:
         state.txn_state_since.pop(tid, None)
+        state.txn_started.pop(tid, None)
         state.producer_epochs.pop(tid, None)
     # Producers with a transaction open on a partition: hanging when no coordinator knows it as open
     # in two consecutive polls (one poll could race a transaction that is just starting).

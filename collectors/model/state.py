@@ -30,6 +30,10 @@ class ClusterState:
     condition_since: dict[tuple[str, str], float] = field(default_factory=dict)
     producer_epochs: dict[str, deque[tuple[float, int]]] = field(default_factory=dict)
     txn_state_since: dict[str, tuple[str, float]] = field(default_factory=dict)
+    # transactional id → the start time of the transaction its `txn_state_since` entry is about: a new
+    # transaction in the same state (two back-to-back commits each caught in PrepareCommit) restarts the clock.
+    # Not checkpointed: after a restart the first sighting is taken as the same transaction, as before.
+    txn_started: dict[str, float | None] = field(default_factory=dict)
     unknown_open_txns: dict[tuple[str, int, int], int] = field(default_factory=dict)  # seen-count
     zk_controller: int | None = None  # /controller brokerid at the last poll
     zk_leader_epoch: int | None = None

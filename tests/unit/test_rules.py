@@ -305,3 +305,29 @@ def test_loss_rules_come_from_the_ledger_and_expire() -> None:
     assert got[("data_truncated", "orders-3")].value == 1_200
     assert got[("offset_beyond_log_end", "billing")].value == 1_190
     assert all(c.severity == "critical" for c in got.values())
+
+
+def test_back_to_back_transactions_caught_in_prepare_are_not_one_stuck_transaction() -> None:
+    """Through the snapshot builder: a producer committing every few seconds, polled every 30 s, can be caught
+    in PrepareCommit at two polls in a row -- two transactions, each a moment in Prepare. The clock of "in
+    PrepareCommit since" restarts with each new transaction (told by its start time), so nothing is stuck; the
+    same transaction still in PrepareCommit a poll later is."""
+    from collectors.model.observations import KafkaObservation
+    from collectors.model.snapshot import build_snapshot
+
+    def poll(st: ClusterState, now: float, started: float) -> set[tuple[str, str]]:
+        obs = KafkaObservation(time=now)
+        obs.transactions = [{"transactional_id": "tx", "coordinator": 1, "transaction_state": "PrepareCommit",
+                             "producer_id": 7, "producer_epoch": 0, "transaction_timeout_ms": 60_000,
+                             "transaction_start_time_ms": int(started * 1000), "partitions": [("t", 0)]}]
+        obs.listed_transactions = {"tx": 7}
+        s = build_snapshot("c", obs, None, st, TH, now)
+        return {(c.rule, c.subject) for c in judge(s, st, TH, now)}
+
+    step = TH.txn_prepare_stuck_s + 5
+    back_to_back = ClusterState()
+    for k in range(4):  # a new transaction each poll, each caught in PrepareCommit
+        assert ("stuck_transaction", "tx") not in poll(back_to_back, NOW + k * step, NOW + k * step - 1)
+    stuck = ClusterState()
+    poll(stuck, NOW, NOW - 1)
+    assert ("stuck_transaction", "tx") in poll(stuck, NOW + step, NOW - 1)  # the same one, still in Prepare
