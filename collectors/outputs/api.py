@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
@@ -80,14 +80,20 @@ class ApiAnswer:
     status: int
     body: Any
     headers: tuple[tuple[str, str], ...] = ()
+    pretty: bool = False  # ?pretty=1: indented
 
-    def encode(self, pretty: bool = False) -> bytes:
-        option = orjson.OPT_INDENT_2 if pretty else 0
+    def encode(self) -> bytes:
+        option = orjson.OPT_INDENT_2 if self.pretty else 0
         return orjson.dumps(self.body, option=option | orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS)
 
 
-def _error(status: int, message: str, **extra: Any) -> ApiAnswer:
-    return ApiAnswer(status, {"error": message, "status": status, **extra})
+def _error(status: int, message: str, headers: tuple[tuple[str, str], ...] = (), **extra: Any) -> ApiAnswer:
+    return ApiAnswer(status, {"error": message, "status": status, **extra}, headers)
+
+
+def _flag(query: dict[str, str], name: str) -> bool:
+    """A yes/no query parameter: present with any value but empty, 0, false or no."""
+    return query.get(name, "") not in ("", "0", "false", "no")
 
 
 @dataclass(slots=True)
@@ -151,13 +157,16 @@ def answer(view: ApiView, method: str, raw_path: str) -> ApiAnswer:
     """The answer to one request. Path segments are percent-decoded one by one, so a group id with a slash
     is asked for as ``%2F``."""
     if method not in ("GET", "HEAD"):
-        return ApiAnswer(405, {"error": f"{method} not allowed: the API is read-only", "status": 405},
-                         (("Allow", "GET, HEAD"),))
+        return _error(405, f"{method} not allowed: the API is read-only", (("Allow", "GET, HEAD"),))
     path, _, query_text = raw_path.partition("?")
     try:
         query = {k: v[-1] for k, v in parse_qs(query_text, keep_blank_values=True, strict_parsing=False).items()}
     except ValueError as e:
         return _error(400, f"bad query string: {e}")
+    return replace(_answer(view, path, query), pretty=_flag(query, "pretty"))
+
+
+def _answer(view: ApiView, path: str, query: dict[str, str]) -> ApiAnswer:
     parts = [unquote(p) for p in path.split("/") if p]
     base = [p for p in API_PREFIX.split("/") if p]
     if parts[:len(base)] != base:
@@ -319,7 +328,7 @@ def _worst_first(alerts: Iterable[AlertRecord]) -> list[AlertRecord]:
 
 
 def _incidents(snap: ClusterSnapshot, query: dict[str, str]) -> list[dict[str, Any]]:
-    every = query.get("all", "") not in ("", "0", "false", "no")
+    every = _flag(query, "all")
     chosen: list[IncidentRecord] = [i for i in snap.incidents if every or i.resolved_at is None]
     chosen.sort(key=lambda i: (SEVERITY_RANK.get(i.severity, 9), i.opened, i.id))
     return [record_to_dict(i) for i in chosen]

@@ -38,6 +38,7 @@ from collectors.model.vocabulary import (
     ACTIVE_GROUP,
     GROUP_STATUS_RANK,
     GROUP_STATUSES,
+    HEALTHY,
     IDLE_GROUP_STATUSES,
     OK,
     PARTITION_STATUS_RANK,
@@ -56,26 +57,23 @@ except importlib.metadata.PackageNotFoundError:  # run from a checkout without `
 METRICS_FILE = Path(__file__).with_name("metrics.yaml")
 
 
-def load_metrics(path: Path = METRICS_FILE) -> dict[str, tuple[str, str, tuple[str, ...]]]:
-    """The metric catalogue (metrics.yaml): name → (type, help, label names beyond "cluster")."""
-    out: dict[str, tuple[str, str, tuple[str, ...]]] = {}
-    for name, spec in yaml.safe_load(path.read_text(encoding="utf-8")).items():
+def _catalogue(path: Path) -> dict[str, dict[str, Any]]:
+    """metrics.yaml, each family checked: kind (gauge|counter), help, optional labels and ``cluster: false``."""
+    specs: dict[str, dict[str, Any]] = yaml.safe_load(path.read_text(encoding="utf-8"))
+    for name, spec in specs.items():
         if spec.get("kind") not in ("gauge", "counter") or not spec.get("help") or set(spec) - {"kind", "labels",
                                                                                                  "help", "cluster"}:
             raise ValueError(f"{path}: {name}: needs kind (gauge|counter), help and optional labels / cluster: false,"
                              " nothing else")
-        out[name] = (spec["kind"], spec["help"], tuple(spec.get("labels") or ()))
-    return out
+    return specs
 
 
-def _process_wide(path: Path = METRICS_FILE) -> frozenset[str]:
-    return frozenset(name for name, spec in yaml.safe_load(path.read_text(encoding="utf-8")).items()
-                     if spec.get("cluster") is False)
-
-
-METRICS = load_metrics()
-"""Every family the exporter serves; the docs table (`metrics_table_markdown`) is generated from it."""
-PROCESS_WIDE: frozenset[str] = _process_wide()
+_SPECS = _catalogue(METRICS_FILE)  # read once: the table below and the process-wide names
+METRICS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    name: (spec["kind"], spec["help"], tuple(spec.get("labels") or ())) for name, spec in _SPECS.items()}
+"""The metric catalogue (metrics.yaml): name → (type, help, label names beyond "cluster"). Every family the
+exporter serves; the docs table (`metrics_table_markdown`) is generated from it."""
+PROCESS_WIDE: frozenset[str] = frozenset(name for name, spec in _SPECS.items() if spec.get("cluster") is False)
 """Families about the monitor process itself (``cluster: false``): no cluster label."""
 
 
@@ -118,14 +116,11 @@ Family = Callable[[str], _Samples]
 class SnapshotCollector(Collector):
     """prometheus-client collector over the latest snapshot per cluster (no cluster requests)."""
 
-    def __init__(self, partition_series: bool | None = None, clock: Callable[[], float] = time.time,
-                 owner_labels: bool = False, granularity: str | None = None) -> None:
-        if granularity is None:
-            granularity = "exceptions" if partition_series is None else ("partition" if partition_series else "topic")
+    def __init__(self, clock: Callable[[], float] = time.time, owner_labels: bool = False,
+                 granularity: str = "exceptions") -> None:
         if granularity not in GRANULARITIES:
             raise ValueError(f"granularity must be one of {', '.join(GRANULARITIES)}, not {granularity!r}")
         self.granularity = granularity
-        self.partition_series = granularity != "topic"
         self.owner_labels = owner_labels  # kafka_consumergroup_partition_owner: one series per owned partition
         self._clock = clock
         self._lock = threading.Lock()
@@ -246,10 +241,11 @@ class SnapshotCollector(Collector):
                 g("kafka_broker_registered_in_zookeeper").add_metric((c, bid), 1.0 if b.in_zookeeper else 0.0)
         self._topics(s, g)
         alerted = {a.subject for a in s.alerts if a.resolved_at is None}
+        hanging = {(p.topic, p.partition) for p in s.producers if p.hanging}
         detail = self.granularity
-        only = _partition_exceptions(s, alerted, isr_recent) if detail == "exceptions" else None
+        only = _partition_exceptions(s, alerted, hanging, isr_recent) if detail == "exceptions" else None
         if detail != "topic":
-            self._partitions(s, g, only)
+            self._partitions(s, g, only, hanging)
         detail_groups = None if detail == "partition" else (
             _group_exceptions(s, alerted) if detail == "exceptions" else set())
         self._groups(s, g, detail_groups)
@@ -294,10 +290,10 @@ class SnapshotCollector(Collector):
         for key, value in totals.items():
             g(f"kafka_cluster_{key}_partitions").add_metric((c,), float(value))
 
-    def _partitions(self, s: ClusterSnapshot, g: Family, only: set[tuple[str, int]] | None) -> None:
+    def _partitions(self, s: ClusterSnapshot, g: Family, only: set[tuple[str, int]] | None,
+                    hanging: set[tuple[str, int]]) -> None:
         """Per-partition series of every partition (``only`` None), or of the partitions in ``only``."""
         c = s.cluster
-        hanging = {(p.topic, p.partition) for p in s.producers if p.hanging}
         def part(name: str) -> _Samples:
             return g(f"kafka_topic_partition_{name}")
 
@@ -376,35 +372,39 @@ class SnapshotCollector(Collector):
                     (*lab, gp.owner_client_id, gp.owner_host or "", gp.owner_member_id or ""), 1.0)
         for (gid, topic), total in lag_sum.items():
             g("kafka_consumergroup_lag_sum").add_metric((c, gid, topic), float(total))
-        # the lag per topic for every running group; the committed offsets' sum (its rate is the consumption rate)
-        # in exceptions mode only for groups that are not OK
+        # exceptions mode keeps what every running group has (members, lag per topic, the worst lag in seconds),
+        # and the rest where the group is not OK (its detail set) or near its limits; other modes keep all of it
         only_exceptions = self.granularity == "exceptions"
+
+        def full(gid: str) -> bool:
+            return not only_exceptions or gid in (detail or ())
+
+        # the committed offsets' sum per topic: its rate is the group's consumption rate
         for (gid, topic), total in offset_sum.items():
-            if not only_exceptions or detail is None or gid in detail:
+            if full(gid):
                 g("kafka_consumergroup_current_offset_sum").add_metric((c, gid, topic), float(total))
         for grp in s.groups:
             if grp.group_id in idle:
                 continue
             lab = (c, grp.group_id)
-            # exceptions mode: what every running group has (members, lag per topic, the worst lag in seconds) and
-            # the rest where the group is not OK (its detail set) or near its limits
-            full = not only_exceptions or detail is None or grp.group_id in detail
+            everything = full(grp.group_id)
             if grp.team or grp.policy or not only_exceptions:
                 g("kafka_consumergroup_info").add_metric((c, grp.group_id, grp.team or "", grp.policy or ""), 1.0)
-            if grp.lag_seconds_slo is not None and (full or (grp.lag_seconds_max or 0.0) >= grp.lag_seconds_slo / 2):
+            near_slo = grp.lag_seconds_slo is not None and (grp.lag_seconds_max or 0.0) >= grp.lag_seconds_slo / 2
+            if grp.lag_seconds_slo is not None and (everything or near_slo):
                 g("kafka_consumergroup_lag_seconds_slo").add_metric(lab, grp.lag_seconds_slo)
             g("kafka_consumergroup_members").add_metric(lab, float(grp.members))
-            if full:
+            if everything:
                 g("kafka_consumergroup_status_code").add_metric(lab, float(GROUP_STATUS_RANK.get(grp.status, 0)))
-            if full or grp.state != "Stable":
+            if everything or grp.state != "Stable":
                 g("kafka_consumergroup_state").add_metric((c, grp.group_id, grp.state), 1.0)
-            if grp.lag_max is not None and full:
+            if grp.lag_max is not None and everything:
                 g("kafka_consumergroup_group_max_lag").add_metric(lab, float(grp.lag_max))
             if grp.lag_seconds_max is not None:
                 g("kafka_consumergroup_group_max_lag_seconds").add_metric(lab, grp.lag_seconds_max)
-            if full or lost.get(grp.group_id):
+            if everything or lost.get(grp.group_id):
                 g("kafka_consumergroup_retention_loss_partitions").add_metric(lab, float(lost.get(grp.group_id, 0)))
-            if grp.group_id in to_ret and (full or to_ret[grp.group_id] < RETENTION_SOON_S):
+            if grp.group_id in to_ret and (everything or to_ret[grp.group_id] < RETENTION_SOON_S):
                 g("kafka_consumergroup_seconds_to_retention").add_metric(lab, to_ret[grp.group_id])
 
     def _transactions(self, s: ClusterSnapshot, g: Family, now: float) -> None:
@@ -471,20 +471,15 @@ def _render(fill: Callable[[Family], None]) -> bytes:
     return "\n".join(parts).encode()
 
 
-def _partition_exceptions(s: ClusterSnapshot, alerted: set[str],
+def _partition_exceptions(s: ClusterSnapshot, alerted: set[str], hanging: set[tuple[str, int]],
                           isr_recent: set[tuple[str, str, int]]) -> set[tuple[str, int]]:
-    """The partitions that are not healthy, for ``exceptions`` granularity (see `GRANULARITIES`)."""
-    hanging = {(p.topic, p.partition) for p in s.producers if p.hanging}
-    out: set[tuple[str, int]] = set()
+    """The partitions that are not healthy, for ``exceptions`` granularity (see `GRANULARITIES`). At min ISR
+    counts even where min ISR equals the replication factor, as ``kafka_topic_partition_at_min_isr`` does."""
     c = s.cluster
-    for p in s.partitions:
-        key = (p.topic, p.partition)
-        isr, rf = len(p.isr), len(p.replicas)
-        if (isr < rf or isr <= p.min_insync_replicas or p.leader < 0 or key in hanging
-                or (p.zk_isr is not None and sorted(p.zk_isr) != sorted(p.isr))
-                or (c, p.topic, p.partition) in isr_recent or (alerted and f"{p.topic}-{p.partition}" in alerted)):
-            out.add(key)
-    return out
+    return {(p.topic, p.partition) for p in s.partitions
+            if p.partition_class != HEALTHY or p.at_min_isr or p.zk_isr_mismatch
+            or (p.topic, p.partition) in hanging or (c, p.topic, p.partition) in isr_recent
+            or (alerted and f"{p.topic}-{p.partition}" in alerted)}
 
 
 def _group_exceptions(s: ClusterSnapshot, alerted: set[str]) -> set[str]:
@@ -538,9 +533,8 @@ class MetricsEndpoint:
     process's own metrics. Compressed, those are a second gzip member: a gzip stream may hold several, and
     Prometheus (Go's gzip reader), curl and Python all read them as one."""
 
-    def __init__(self, partition_series: bool | None = None, owner_labels: bool = False,
-                 granularity: str | None = None) -> None:
-        self.collector = SnapshotCollector(partition_series, owner_labels=owner_labels, granularity=granularity)
+    def __init__(self, owner_labels: bool = False, granularity: str = "exceptions") -> None:
+        self.collector = SnapshotCollector(owner_labels=owner_labels, granularity=granularity)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.collector)
         self.process = CollectorRegistry(auto_describe=False)
@@ -628,8 +622,7 @@ def _make_handler(endpoint: MetricsEndpoint, api: JsonApi | None) -> type[BaseHT
             head = method == "HEAD"
             if api is not None and (path == "/api" or path.startswith("/api/")):
                 ans = api.handle(method, self.path)
-                pretty = "pretty" in self.path.partition("?")[2]
-                self._reply(ans.status, "application/json", ans.encode(pretty), ans.headers, head)
+                self._reply(ans.status, "application/json", ans.encode(), ans.headers, head)
             elif method not in ("GET", "HEAD"):
                 self._reply(405, "text/plain", b"read-only\n", (("Allow", "GET, HEAD"),), head)
             elif path == "/metrics":

@@ -27,10 +27,10 @@ class ExporterConfig(StrictModel):
     port: Count = Field(9308, ge=1, le=65535)
     """Listen port (9308 is the port registered for Kafka exporters)."""
     granularity: Literal["exceptions", "partition", "topic"] = "exceptions"
-    """Per-partition detail on /metrics. ``exceptions``: roll-ups per topic and group always, each partition's
-    high watermark, and the other per-partition series only where something is not healthy (about one series
-    per partition on a healthy cluster). ``partition``: every series for every partition. ``topic``: roll-ups
-    only. See `collectors.outputs.exporter.GRANULARITIES`."""
+    """Per-partition detail on /metrics. ``exceptions``: roll-ups per topic and group always, per-partition
+    series only where something is not healthy (under one series a partition on a healthy cluster).
+    ``partition``: every series for every partition. ``topic``: roll-ups only.
+    See `collectors.outputs.exporter.GRANULARITIES`."""
     partition_series: bool | None = None
     """Deprecated (kept so older configs load): ``true`` means ``granularity: partition``, ``false``
     ``granularity: topic``, unless ``granularity`` is also given."""

@@ -72,7 +72,7 @@ def poller(sb: Sandbox) -> Iterator[ClusterPoller]:
 
 
 def metrics_of(r: PollResult) -> str:
-    exporter = SnapshotCollector(partition_series=True)
+    exporter = SnapshotCollector(granularity="partition")
     exporter.update([r.snapshot])
     return exporter.render_text().decode()
 
