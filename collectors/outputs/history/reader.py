@@ -5,9 +5,10 @@ See the package docstring (`collectors.outputs.history`) for the layout and the 
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,12 @@ def _by_encoding(files: Sequence[Path]) -> list[tuple[bool, list[Path]]]:
     return sorted(groups.items())
 
 
+def _all_of(conds: Sequence[Any], both: Callable[[Any, Any], Any]) -> Any:
+    """The conjunction of the conditions that are not None (a dataset filter or a compute mask); None if none."""
+    present = [c for c in conds if c is not None]
+    return functools.reduce(both, present) if present else None
+
+
 def _micros(t: float, rounding: Any, slack: int) -> pa.Scalar:
     return pa.scalar(int(rounding(t * 1e6)) + slack, TIME_TYPE)
 
@@ -117,10 +124,7 @@ def _read_group(files: Sequence[Path], file_schema: pa.Schema, table_dir: Path, 
     else:
         conds += [(ds.field("time") >= start) if start is not None else None,
                   (ds.field("time") < end) if end is not None else None]
-    expr = None
-    for cond in conds:
-        if cond is not None:
-            expr = cond if expr is None else expr & cond
+    expr = _all_of(conds, lambda a, b: a & b)
     partitioning = ds.partitioning(pa.schema([pa.field("date", pa.string())]), flavor="hive")
     dataset = ds.dataset([str(f) for f in files], schema=file_schema, format="parquet", partitioning=partitioning,
                          partition_base_dir=str(table_dir))
@@ -131,11 +135,8 @@ def _read_group(files: Sequence[Path], file_schema: pa.Schema, table_dir: Path, 
     result = to_seconds(dataset.to_table(columns=read, filter=expr))
     if exact:
         t = result.column("time")
-        keep = None
-        for cond in (pc.greater_equal(t, start) if start is not None else None,
-                     pc.less(t, end) if end is not None else None):
-            if cond is not None:
-                keep = cond if keep is None else pc.and_(keep, cond)
+        keep = _all_of([pc.greater_equal(t, start) if start is not None else None,
+                        pc.less(t, end) if end is not None else None], pc.and_)
         result = result.filter(keep).select(wanted)
     return result
 
