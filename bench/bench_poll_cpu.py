@@ -14,6 +14,7 @@ adds cProfile's top functions of one more poll.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import resource
 import statistics
@@ -25,12 +26,18 @@ from pathlib import Path
 
 from collectors.config import MonitorConfig
 from collectors.runtime.loop import PollGc
-from collectors.runtime.poller import ClusterPoller
+from collectors.runtime.poller import ClusterPoller, PollResult
 
 
 def cpu_s() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
+
+
+def poll(poller: ClusterPoller, collector_gc: PollGc | None) -> PollResult:
+    """One poll, inside the loop's garbage-collector handling when given (its collection after the poll counts)."""
+    with collector_gc.poll() if collector_gc is not None else contextlib.nullcontext():
+        return poller.poll()
 
 
 def main() -> None:
@@ -66,22 +73,14 @@ def main() -> None:
             try:
                 collector_gc = PollGc() if a.gc == "loop" else None
                 c0, w0 = cpu_s(), time.monotonic()
-                if collector_gc is not None:
-                    with collector_gc.poll():
-                        first = poller.poll()
-                else:
-                    first = poller.poll()
+                first = poll(poller, collector_gc)
                 print(f"first poll: CPU {cpu_s() - c0:.2f}s, wall {time.monotonic() - w0:.2f}s, "
                       f"{len(first.snapshot.partitions):,} partitions, {len(first.snapshot.group_partitions):,} "
                       f"group-partitions, errors {first.snapshot.errors[:2]}")
                 cpus, walls = [], []
                 for _ in range(a.runs):
                     c0, w0 = cpu_s(), time.monotonic()
-                    if collector_gc is not None:
-                        with collector_gc.poll():  # the collection after the poll is counted too
-                            r = poller.poll()
-                    else:
-                        r = poller.poll()
+                    r = poll(poller, collector_gc)
                     cpus.append(cpu_s() - c0)
                     walls.append(time.monotonic() - w0)
                 s = r.snapshot
