@@ -22,27 +22,33 @@ import json
 import logging
 import os
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql import functions as F
 
 from collectors.model.vocabulary import MESSAGES_GONE_KINDS, SEVERITY_RANK
 from spark_analytics import aggregations as A
-from spark_analytics import io, layout, render
+from spark_analytics import io, layout, render, rollup
 from spark_analytics.aggregations.thresholds import USED as A_THRESHOLDS
 from spark_analytics.figures import HEADLINE_NAMES, UNITS
 from spark_analytics.formatting import PER_SECOND, SHARE, fmt_value
 
 log = logging.getLogger("spark_analytics.weekly_report")
 
+PERCENTILE_TEXT = {
+    A.HISTOGRAM: "consumer lag: fixed log-scale histograms, within 1 % of the exact value (relative); others exact",
+    A.EXACT: "exact (interpolated)",
+    A.APPROX: "percentile_approx, accuracy {accuracy}",
+}
 WORST_N = 5
 LAG_SERIES_N = 6
 OBJECT_HASH_AGG_KEYS = 4096
@@ -77,8 +83,15 @@ def parser() -> argparse.ArgumentParser:
                         f"txn_timeout_grace_s as recorded in the history, else its default ({A.DEFAULT_TXN_GRACE_S:g})")
     p.add_argument("--poll-interval-seconds", type=float, default=None,
                    help="override the poll interval derived from the data (median gap between polls)")
-    p.add_argument("--approx-percentiles", action="store_true",
-                   help="percentile_approx (accuracy 10,000) instead of exact interpolated percentiles")
+    pct = p.add_mutually_exclusive_group()
+    pct.add_argument("--exact-percentiles", action="store_true",
+                     help="exact interpolated lag percentiles from every poll (reads raw group_lag rows; slower) "
+                          "instead of the histograms' (within 1 %%)")
+    pct.add_argument("--approx-percentiles", action="store_true",
+                     help="percentile_approx (accuracy 10,000) from every poll instead of the histograms")
+    p.add_argument("--rollups", default=None,
+                   help="daily roll-up directory (python -m spark_analytics.rollup): days rolled up from the "
+                        "history files there now are read from it, the others computed from the history")
     p.add_argument("--bucket-seconds", type=int, default=None,
                    help="time bucket of the charts; default: ~400 points over the data's time span")
     p.add_argument("--verbose", action="store_true", help="Spark warnings and full tracebacks")
@@ -121,9 +134,12 @@ def parse_args(argv: Sequence[str] | None, now: float | None = None) -> Args:
     out = Path(a.out.removeprefix("file://"))
     if out.exists() and not out.is_dir():
         raise ArgumentError(f"argument --out: {a.out!r} exists and is not a directory")
-    opts = A.Options(lag_slo_s=a.lag_slo_seconds, exact_percentiles=not a.approx_percentiles,
+    if a.rollups is not None and (io.is_remote(a.rollups) or not Path(a.rollups.removeprefix("file://")).is_dir()):
+        raise ArgumentError(f"argument --rollups: {a.rollups!r} is not a local directory")
+    mode = A.EXACT if a.exact_percentiles else A.APPROX if a.approx_percentiles else A.HISTOGRAM
+    opts = A.Options(lag_slo_s=a.lag_slo_seconds, percentiles=mode,
                      txn_grace_s=a.txn_grace_seconds, poll_interval_s=a.poll_interval_seconds,
-                     bucket_s=a.bucket_seconds)
+                     bucket_s=a.bucket_seconds, rollups=a.rollups)
     return Args(a.history, period, out, a.master, a.cluster, opts, a.verbose)
 
 
@@ -179,21 +195,15 @@ class Computed:
     data: dict[str, io.TableData]
     seconds: float = 0.0
     previous_tables: dict[str, pa.Table] | None = None  # last week: the headline's inputs
+    rollup_days: list[str] = field(default_factory=list)  # days read from stored roll-ups
+    computed_days: list[str] = field(default_factory=list)  # days whose partials were computed from the history
 
 
-COLLECT_THREADS = 4
 DERIVED: dict[str, tuple[str, ...]] = {
     "incident_kinds": ("incidents",), "alert_summary": ("alert_episodes",),
     "transactions_by_id": ("transactions", "epoch_bumps")}
 """Tables that only summarise other report tables (the `aggregations` function of that name, over these inputs
 in this order): computed from the collected inputs instead of from the history again."""
-
-
-def _collect(frames: dict[str, Any]) -> dict[str, pa.Table]:
-    """Run and collect every frame; a few at a time, since most are small jobs dominated by scheduling latency."""
-    with ThreadPoolExecutor(max_workers=COLLECT_THREADS, thread_name_prefix="collect") as pool:
-        futures = {name: pool.submit(df.toArrow) for name, df in frames.items()}
-        return {name: f.result() for name, f in futures.items()}
 
 
 def _small(spark: Any, tables: dict[str, pa.Table]) -> dict[str, Any]:
@@ -207,16 +217,71 @@ def compute(spark: Any, history: str, period: A.Period, opts: A.Options | None =
     opts = opts or A.Options()
     previous = period.previous()
     data = io.read_history(spark, history, previous.start, period.end, clusters, use_hadoop=use_hadoop)
-    frames = {name: td.df for name, td in data.items()}
+    # The per-poll and event tables are small and read by many report tables, for both weeks: cached once, instead
+    # of one Parquet scan per report table (docs/weekly-report.md, "Where the time goes").
+    frames = {name: td.df if name in io.BIG_TABLES else td.df.cache() for name, td in data.items()}
+    try:
+        limits = {p: A.thresholds(frames["cluster"], p, opts.lag_slo_s, opts.txn_grace_s).toArrow()
+                  for p in (period, previous)}
+        with tempfile.TemporaryDirectory(prefix="kmon-partials-") as scratch:
+            parts, stored, computed = None, [], []
+            if opts.percentiles == A.HISTOGRAM:
+                parts, stored, computed = load_partials(spark, history, data, (previous, period), limits, opts,
+                                                        clusters, Path(scratch))
+            c = _compute(spark, history, frames, data, period, opts, clusters, use_hadoop, charts, limits, parts)
+    finally:
+        for name, df in frames.items():
+            if name not in io.BIG_TABLES:
+                df.unpersist()
+    c.rollup_days, c.computed_days = stored, computed
+    c.seconds = time.monotonic() - started
+    return c
 
-    current = collect_week(spark, frames, period, opts)
+
+def load_partials(spark: Any, history: str, data: dict[str, io.TableData], periods: Sequence[A.Period],
+                  limits: dict[A.Period, pa.Table], opts: A.Options, clusters: Sequence[str] | None,
+                  scratch: Path) -> tuple[dict[str, Any], list[str], list[str]]:
+    """The daily roll-up tables for every day of `periods`: stored ones where fresh (`opts.rollups`), the others
+    computed from the history now (each counted against its week's lag SLO) and kept in `scratch`."""
+    days = [d for p in periods for d in p.days()]
+    store = rollup.Store(Path(opts.rollups.removeprefix("file://"))) if opts.rollups else None
+    fresh = rollup.fresh_days(store, history, days) if store else []
+    with_files = {d for name in io.BIG_TABLES for d in data[name].days}
+    missing = [d for d in days if d not in fresh and d in with_files]  # a day without files has no rows to add
+    frames_of = rollup.lazy_partials({name: io.empty_frame(spark, name) for name in io.BIG_TABLES},
+                                     0.0, 0.0, None)  # the schemas, no rows
+    if missing:
+        week_of = {d: p for p in periods for d in p.days()}
+        slo = rollup.slo_frame(spark, {d: limits[week_of[d]].select(["cluster", "lag_slo_s"]) for d in missing})
+        got = rollup.partials(spark, {name: td.df for name, td in data.items()}, missing, slo)
+        tmp = rollup.Store(scratch)
+        for d in missing:
+            tmp.write_day(d, got, {}, {})
+        frames_of = rollup.read(spark, tmp, missing)
+    if fresh:
+        assert store is not None
+        have = rollup.read(spark, store, fresh)
+        if clusters:
+            have = {k: v.filter(F.col("cluster").isin(list(clusters))) for k, v in have.items()}
+        frames_of = {k: v.unionByName(frames_of[k]) if missing else v for k, v in have.items()}
+    return frames_of, fresh, missing
+
+
+def _compute(spark: Any, history: str, frames: dict[str, Any], data: dict[str, io.TableData], period: A.Period,
+             opts: A.Options, clusters: Sequence[str] | None, use_hadoop: bool | None, charts: bool,
+             limits: dict[A.Period, pa.Table], parts: dict[str, Any] | None) -> Computed:
+    previous = period.previous()
+    current = collect_week(spark, frames, period, opts, limits=limits[period], parts=parts)
     cur_head = headline_table(spark, current)
-    # Last week from its own files: the same figures (rows at or after a period's end are never used, rows before
-    # the previous week are not loaded either way) without scanning this week's files again for nothing.
-    prev_frames = {name: td.df for name, td in io.read_history(spark, history, previous.start, previous.end,
-                                                               clusters, use_hadoop=use_hadoop,
-                                                               check_schema=False).items()}
-    prev_tables = collect_week(spark, prev_frames, previous, opts, A.HEADLINE_INPUTS)
+    # Last week: the same figures from the same frames (rows at or after a period's end are never used); the big
+    # tables, when read at all (not from roll-ups), from last week's own files, not this week's again for nothing.
+    prev_frames = dict(frames)
+    if parts is None:
+        prev_frames.update({name: td.df for name, td in io.read_history(
+            spark, history, previous.start, previous.end, clusters, tables=io.BIG_TABLES, use_hadoop=use_hadoop,
+            check_schema=False).items()})
+    prev_tables = collect_week(spark, prev_frames, previous, opts, A.HEADLINE_INPUTS, limits=limits[previous],
+                               parts=parts)
     prev_head = headline_table(spark, prev_tables)
     wow = A.week_over_week(spark.createDataFrame(cur_head), spark.createDataFrame(prev_head)).toArrow()
     series: dict[str, pa.Table] = {}
@@ -225,9 +290,8 @@ def compute(spark: Any, history: str, period: A.Period, opts: A.Options | None =
         keys = spark.createDataFrame(worst)
         if opts.bucket_s is None:
             opts = replace(opts, bucket_s=auto_bucket(current["polls"]))
-        series = _collect(A.chart_series(frames, period, keys, opts))
-    return Computed(period, previous, current, cur_head, prev_head, wow, series, data,
-                    seconds=time.monotonic() - started, previous_tables=prev_tables)
+        series = rollup.collect(A.chart_series(frames, period, keys, opts, parts))
+    return Computed(period, previous, current, cur_head, prev_head, wow, series, data, previous_tables=prev_tables)
 
 
 def auto_bucket(polls: pa.Table) -> int:
@@ -240,15 +304,17 @@ def auto_bucket(polls: pa.Table) -> int:
 
 
 def collect_week(spark: Any, frames: dict[str, Any], period: A.Period, opts: A.Options,
-                 only: frozenset[str] | None = None) -> dict[str, pa.Table]:
+                 only: frozenset[str] | None = None, limits: pa.Table | None = None,
+                 parts: dict[str, Any] | None = None) -> dict[str, pa.Table]:
     """`aggregations.compute_tables` for one period, collected (the poll and threshold tables first, reused as
     literals)."""
     polls = A.poll_intervals(frames["cluster"], period, opts.poll_interval_s).toArrow()
-    limits = A.thresholds(frames["cluster"], period, opts.lag_slo_s, opts.txn_grace_s).toArrow()
+    if limits is None:
+        limits = A.thresholds(frames["cluster"], period, opts.lag_slo_s, opts.txn_grace_s).toArrow()
     lazy = A.compute_tables(frames, period, opts, polls=spark.createDataFrame(polls), only=only,
-                            limits=spark.createDataFrame(limits))
+                            limits=spark.createDataFrame(limits), parts=parts)
     derived = {name: lazy.pop(name) for name in list(lazy) if name in DERIVED}
-    got = _collect(lazy)
+    got = rollup.collect(lazy)
     if derived:  # summaries of collected tables: a small plan over literals, not a second pass over the history
         later = {}
         for name, df in derived.items():
@@ -256,7 +322,7 @@ def collect_week(spark: Any, frames: dict[str, Any], period: A.Period, opts: A.O
             if all(i in got for i in inputs):
                 df = getattr(A, name)(*_small(spark, {i: got[i] for i in inputs}).values())
             later[name] = df
-        got.update(_collect(later))
+        got.update(rollup.collect(later))
     got["polls"], got["thresholds"] = polls, limits
     return got
 
@@ -338,12 +404,12 @@ def thresholds_doc(cluster: str, c: Computed, opts: A.Options) -> dict[str, Any]
     t = _get(c, "thresholds", cluster)
     row = _row(t) if t is not None else None
     out: dict[str, Any] = {}
-    for col, (field, default) in A_THRESHOLDS.items():
+    for col, (setting, default) in A_THRESHOLDS.items():
         given = getattr(opts, col)
         if row is not None:
-            out[col] = {"value": row[col], "from": row[f"{col}_from"], "collector_setting": field}
+            out[col] = {"value": row[col], "from": row[f"{col}_from"], "collector_setting": setting}
         else:
-            out[col] = {"value": default if given is None else given, "collector_setting": field,
+            out[col] = {"value": default if given is None else given, "collector_setting": setting,
                         "from": "collector defaults" if given is None else "command line"}
     recorded = None
     if row is not None and row.get("thresholds"):
@@ -459,8 +525,8 @@ def cluster_doc(cluster: str, c: Computed, opts: A.Options, global_notes: list[s
         "lag_slo_s": limits["lag_slo_s"]["value"],
         "txn_grace_s": limits["txn_grace_s"]["value"],
         "thresholds": limits,
-        "percentiles": ("exact (interpolated)" if opts.exact_percentiles
-                        else f"percentile_approx, accuracy {opts.accuracy}"),
+        "percentiles": PERCENTILE_TEXT[opts.percentiles].format(accuracy=opts.accuracy),
+        "rollup_days": [d for d in c.rollup_days if d in c.period.days()],
         "previous_available": prev is not None,
         "headline": {n: _as_number(head.get(n), UNITS[n]) for n in HEADLINE_NAMES},
         "previous": {n: _as_number(prev.get(n), UNITS[n]) if prev else None for n in HEADLINE_NAMES},

@@ -22,13 +22,13 @@ Conventions, written down once:
   (collector restart) and the odd short one (a manual ``--once`` run). Figures in minutes are
   ``polls with the condition x poll interval / 60``: each poll stands for one interval of wall time. With a
   single poll the interval is unknown and minute figures are null.
-* **Percentiles**: exact by default — Spark's ``percentile`` (linear interpolation between the two closest
-  ranks, like numpy's default and DuckDB's ``quantile_cont``). A week holds at most a few tens of thousands
-  of polls per group, so the exact aggregate is cheap, and measured on 20 M group_lag rows it was faster than
-  ``percentile_approx`` (13 s against 23 s on 2 cores). ``exact=False`` switches to ``percentile_approx``
-  with accuracy 10,000 (nearest-rank: the smallest observed value with at least p of the observations at or
-  below it, within n/10,000 ranks) for histories with far more polls per key. Observations are polls: "p99
-  lag" is the lag exceeded in 1 % of the polls.
+* **Percentiles** (`Options.percentiles`): the consumer lag percentiles come from fixed log-scale histograms by
+  default (`histogram`): within 1 % of the exact value, relative, and mergeable, so a week is the sum of its
+  days' roll-ups (`spark_analytics.rollup`). ``exact``: Spark's ``percentile`` over the polls (linear
+  interpolation between the two closest ranks, like numpy's default and DuckDB's ``quantile_cont``), what
+  the histogram approximates. ``approx``: ``percentile_approx`` with accuracy 10,000 (nearest-rank, within
+  n/10,000 ranks). The small tables' percentiles (LSO gap, voter lag) are exact unless ``approx``.
+  Observations are polls: "p99 lag" is the lag exceeded in 1 % of the polls.
 * **Episodes** (retention loss, follower behind, hanging transactions): runs of consecutive polls (numbered
   from the ``cluster`` table, so irregular gaps between polls do not matter) in which a condition held; one
   poll without the condition ends an episode. Duration = last - first flagged poll + one poll interval.
@@ -67,7 +67,13 @@ from spark_analytics.aggregations.consensus import (
     zk_timeseries,
     zk_write_rate,
 )
-from spark_analytics.aggregations.consumers import consumer_lag, lag_timeseries, retention_loss_episodes
+from spark_analytics.aggregations.consumers import (
+    consumer_lag,
+    consumer_lag_from_days,
+    lag_timeseries,
+    lag_timeseries_from_days,
+    retention_loss_episodes,
+)
 from spark_analytics.aggregations.defaults import (
     COLLECTOR_DEFAULTS,
     DEFAULT_ACCURACY,
@@ -85,9 +91,11 @@ from spark_analytics.aggregations.incidents import (
 from spark_analytics.aggregations.losses import data_lost, poll_gaps
 from spark_analytics.aggregations.replication import (
     cluster_replication,
+    cluster_replication_from_days,
     isr_changes_by_broker,
     isr_changes_by_topic,
     topic_replication,
+    topic_replication_from_days,
 )
 from spark_analytics.aggregations.thresholds import thresholds
 from spark_analytics.aggregations.transactions import (
@@ -101,18 +109,70 @@ from spark_analytics.figures import HEADLINE, HEADLINE_NAMES
 from spark_analytics.period import Period
 
 __all__ = [
-    "BUCKETS", "COLLECTOR_DEFAULTS", "DEFAULT_ACCURACY", "DEFAULT_LAG_SLO_S", "DEFAULT_TXN_GRACE_S",
-    "FROM_ALERT_EPISODES", "FROM_INCIDENTS", "HEADLINE", "HEADLINE_INPUTS", "HEADLINE_NAMES", "PCTS", "PCT_NAMES",
-    "Options", "Period", "alert_episodes", "alert_summary", "broker_availability", "chart_series", "cluster_health",
-    "cluster_replication", "cluster_timeseries", "compute_all", "compute_tables", "consumer_lag",
-    "controller_changes", "data_lost", "hanging_transactions", "headline", "incident_kinds", "incident_source",
+    "APPROX",
+    "BUCKETS",
+    "COLLECTOR_DEFAULTS",
+    "DEFAULT_ACCURACY",
+    "DEFAULT_LAG_SLO_S",
+    "DEFAULT_TXN_GRACE_S",
+    "EXACT",
+    "FROM_ALERT_EPISODES",
+    "FROM_INCIDENTS",
+    "HEADLINE",
+    "HEADLINE_INPUTS",
+    "HEADLINE_NAMES",
+    "HISTOGRAM",
+    "PCTS",
+    "PCT_NAMES",
+    "PERCENTILE_MODES",
+    "Options",
+    "Period",
+    "alert_episodes",
+    "alert_summary",
+    "broker_availability",
+    "chart_series",
+    "cluster_health",
+    "cluster_replication",
+    "cluster_timeseries",
+    "compute_all",
+    "compute_tables",
+    "consumer_lag",
+    "controller_changes",
+    "data_lost",
+    "hanging_transactions",
+    "headline",
+    "incident_kinds",
+    "incident_source",
     "incidents",
-    "isr_changes_by_broker", "isr_changes_by_topic", "kraft_leader_changes", "kraft_voter_lag", "lag_timeseries",
-    "lso_gaps", "nice_bucket", "poll_gaps", "poll_index", "poll_intervals", "producer_epoch_bumps",
+    "isr_changes_by_broker",
+    "isr_changes_by_topic",
+    "kraft_leader_changes",
+    "kraft_voter_lag",
+    "lag_timeseries",
+    "lso_gaps",
+    "nice_bucket",
+    "poll_gaps",
+    "poll_index",
+    "poll_intervals",
+    "producer_epoch_bumps",
     "retention_loss_episodes",
-    "thresholds", "topic_replication", "transaction_detail", "transactions_by_id", "week_over_week", "zk_elections",
-    "zk_follower_behind", "zk_polls", "zk_quorum", "zk_servers", "zk_timeseries", "zk_write_rate",
+    "thresholds",
+    "topic_replication",
+    "transaction_detail",
+    "transactions_by_id",
+    "week_over_week",
+    "zk_elections",
+    "zk_follower_behind",
+    "zk_polls",
+    "zk_quorum",
+    "zk_servers",
+    "zk_timeseries",
+    "zk_write_rate",
 ]
+
+
+HISTOGRAM, EXACT, APPROX = "histogram", "exact", "approx"
+PERCENTILE_MODES = (HISTOGRAM, EXACT, APPROX)
 
 
 @dataclass(frozen=True)
@@ -121,11 +181,17 @@ class Options:
     the collector's thresholds: None = as the collector recorded them, else its defaults)."""
 
     lag_slo_s: float | None = None
-    exact_percentiles: bool = True
+    percentiles: str = HISTOGRAM  # HISTOGRAM, EXACT or APPROX (see the package doc)
     accuracy: int = DEFAULT_ACCURACY
     txn_grace_s: float | None = None
     poll_interval_s: float | None = None
     bucket_s: int | None = None  # chart time bucket; None: `nice_bucket` of the data's span
+    rollups: str | None = None  # daily roll-up directory (`spark_analytics.rollup`), used where fresh
+
+    @property
+    def exact_percentiles(self) -> bool:
+        """Exact percentiles for the small tables (LSO gap, voter lag): all but APPROX."""
+        return self.percentiles != APPROX
 
 
 BUCKETS = (5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600)
@@ -148,14 +214,16 @@ HEADLINE_INPUTS: frozenset[str] = frozenset({
 
 def compute_tables(tables: dict[str, DataFrame], period: Period, opts: Options = Options(),
                    polls: DataFrame | None = None, only: frozenset[str] | None = None,
-                   limits: DataFrame | None = None) -> dict[str, DataFrame]:
+                   limits: DataFrame | None = None, parts: dict[str, DataFrame] | None = None) -> dict[str, DataFrame]:
     """Every report table for `period` (lazy; nothing runs until the caller collects).
 
     `tables` maps history table names to DataFrames (``cluster``, ``brokers``, ``topic_health``,
     ``partition_changes``, ``group_lag``, ``transactions``, ``producers``, ``lso_gap``, ``consensus``,
     ``alert_events``, ``incident_events``, ``loss_events``). `polls` and `limits` (the `thresholds` table) may be given
     precomputed (e.g. collected once and turned back into a small DataFrame, so they are not recomputed for every
-    table); `only` restricts the result to those names.
+    table); `only` restricts the result to those names. `parts` (the daily roll-up tables of
+    `spark_analytics.rollup`, stored or computed) replace ``group_lag`` and ``topic_health`` where given: the
+    consumer figures then have histogram percentiles, the replication figures are the same.
     """
     ex, acc = opts.exact_percentiles, opts.accuracy
     if polls is None:
@@ -199,6 +267,15 @@ def compute_tables(tables: dict[str, DataFrame], period: Period, opts: Options =
         "kraft_leader_changes": lambda: kraft_leader_changes(tables["consensus"], period),
         "kraft_voter_lag": lambda: kraft_voter_lag(tables["consensus"], polls, period, ex, acc),
     }
+    if parts is not None:
+        builders.update({
+            "cluster_replication": lambda: cluster_replication_from_days(
+                parts["topic_health_days"], parts["topic_health_polls"], polls, period),
+            "topic_replication": lambda: topic_replication_from_days(parts["topic_health_days"], polls, period),
+            "consumer_lag": lambda: consumer_lag_from_days(parts["group_lag_days"], parts["group_lag_hist"], polls,
+                                                           period, lim),
+            "retention_loss": lambda: retention_loss_episodes(parts["group_lag_flags"], idx, period),
+        })
     return {name: build() for name, build in builders.items() if only is None or name in only}
 
 
@@ -210,11 +287,14 @@ def compute_all(tables: dict[str, DataFrame], period: Period, opts: Options = Op
 
 
 def chart_series(tables: dict[str, DataFrame], period: Period, worst_groups: DataFrame,
-                 opts: Options = Options()) -> dict[str, DataFrame]:
-    """Bucketed time series for the report's charts (small: one row per cluster and bucket)."""
+                 opts: Options = Options(), parts: dict[str, DataFrame] | None = None) -> dict[str, DataFrame]:
+    """Bucketed time series for the report's charts (small: one row per cluster and bucket); the lag chart from
+    the roll-up's 15-minute series when `parts` are given."""
     b = opts.bucket_s or 900
+    lag = (lag_timeseries(tables["group_lag"], worst_groups, period, b) if parts is None
+           else lag_timeseries_from_days(parts["group_lag_series"], worst_groups, period, b))
     return {
         "cluster_timeseries": cluster_timeseries(tables["cluster"], period, b),
-        "lag_timeseries": lag_timeseries(tables["group_lag"], worst_groups, period, b),
+        "lag_timeseries": lag,
         "zk_timeseries": zk_timeseries(tables["consensus"], period, b),
     }

@@ -3,11 +3,22 @@ lag chart's time series."""
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from collectors.model.vocabulary import ERR, WARN
-from spark_analytics.aggregations.common import before_end, bucket, episodes, in_period, interval, minutes, percentiles
+from collectors.model.vocabulary import ERR, GROUP_STATES, WARN
+from spark_analytics.aggregations import histogram as hist
+from spark_analytics.aggregations.common import (
+    PCT_NAMES,
+    PCTS,
+    before_end,
+    bucket,
+    episodes,
+    in_period,
+    interval,
+    minutes,
+    percentiles,
+)
 from spark_analytics.aggregations.defaults import DEFAULT_ACCURACY, DEFAULT_LAG_SLO_S
 from spark_analytics.aggregations.thresholds import per_cluster
 from spark_analytics.period import Period
@@ -59,3 +70,153 @@ def lag_timeseries(group_lag: DataFrame, keys: DataFrame, period: Period, bucket
     g = g.withColumn("bucket", bucket(period, bucket_s))
     return g.groupBy("cluster", "group_id", "topic", "bucket").agg(
         F.max("lag_seconds_max").alias("lag_seconds_max"), F.max("lag_max").alias("lag_max"))
+
+
+# ----------------------------------------------------------------------------------------------- day partials
+# The consumer figures from compact per-day partials instead of the polls: `lag_days` turns polls into one row
+# per group-topic, day and (lag bucket, lag-seconds bucket) pair — everything `consumer_lag` needs, mergeable —
+# and `consumer_lag_from_days` merges any set of days into the same table `consumer_lag` makes, with the lag
+# percentiles from the fixed log-scale histograms (`histogram`: within 1 % of the exact ones). The daily roll-up
+# job stores these partials; the weekly report computes them from the polls for days without a roll-up.
+
+DAY_S = 86400
+KEYS = ("cluster", "group_id", "topic")
+STATES: tuple[str, ...] = (*GROUP_STATES, "Assigning", "Reconciling", "Unknown")
+"""Group states coded as integers in the partials (1-based; anything else reads back as ``Unknown``): a string
+in an aggregation buffer would push Spark off its fast fixed-width hash aggregate."""
+
+LAG_DAYS_COLUMNS = (*KEYS, "day", "polls", "polls_with_lag_seconds", "polls_within_slo", "slo_s", "warn_polls",
+                    "err_polls", "below_log_start_polls", "lag_max", "lag_seconds_max", "last_time",
+                    "last_state_code", "last_members")
+"""A `lag_days` partial (the roll-up table ``group_lag_days``): one row per group-topic and epoch ``day``."""
+LAG_HIST_COLUMNS = (*KEYS, "day", "metric", "bucket", "polls")
+"""A `lag_histograms` partial (the roll-up table ``group_lag_hist``): polls per group-topic, day, metric (0 =
+``lag_max``, 1 = ``lag_seconds_max``) and `histogram` bucket."""
+HIST_METRICS = ("lag_max", "lag_seconds_max")
+
+CONSUMER_LAG_COLUMNS = (*KEYS, "polls", "polls_with_lag_seconds", "polls_within_slo", "slo_s", "warn_polls",
+                        "err_polls", "below_log_start_polls", "last_state", "last_members", "lag_p50", "lag_p95",
+                        "lag_p99", "lag_max", "lag_seconds_p50", "lag_seconds_p95", "lag_seconds_p99",
+                        "lag_seconds_max", "slo_share", "warn_minutes", "err_minutes")
+
+
+def day_of(col: str = "time") -> Column:
+    return F.floor(F.col(col) / DAY_S).cast("int")
+
+
+def _between(group_lag: DataFrame, start: float, end: float) -> DataFrame:
+    return group_lag.filter((F.col("time") >= F.lit(start)) & (F.col("time") < F.lit(end))
+                            & F.col("topic").isNotNull())
+
+
+def lag_days(group_lag: DataFrame, start: float, end: float, slo_s: float | DataFrame | None = None) -> DataFrame:
+    """Per group-topic and day of ``[start, end)`` (whole days): the counts and maxima `consumer_lag` sums up;
+    ``polls_within_slo`` is counted against `slo_s` (as in `consumer_lag`) and the SLO kept in ``slo_s``, so a
+    merge can tell whether it still applies; `slo_s` may be a frame of ``cluster, lag_slo_s`` with a ``day``
+    column (per cluster and epoch day). The group state is kept as a code (`STATES`)."""
+    g = _between(group_lag, start, end)
+    if isinstance(slo_s, DataFrame) and "day" in slo_s.columns:  # per cluster and day
+        g = g.withColumn("day", day_of()).join(
+            F.broadcast(slo_s.select("cluster", "day", F.col("lag_slo_s").alias("_slo"))), ["cluster", "day"], "left")
+        slo = F.coalesce(F.col("_slo"), F.lit(DEFAULT_LAG_SLO_S))
+    else:
+        g, slo = per_cluster(g, slo_s, "lag_slo_s", DEFAULT_LAG_SLO_S)
+    code = F.lit(0)
+    for i, s in reversed(list(enumerate(STATES, 1))):
+        code = F.when(F.col("state") == s, F.lit(i)).otherwise(code)
+    return g.groupBy(*KEYS, day_of().alias("day")).agg(
+        F.count(F.lit(1)).alias("polls"), F.count("lag_seconds_max").alias("polls_with_lag_seconds"),
+        F.count_if(F.col("lag_seconds_max") <= slo).alias("polls_within_slo"),
+        F.max(slo).alias("slo_s"),
+        F.count_if(F.col("status") == WARN).alias("warn_polls"),
+        F.count_if(F.col("status") == ERR).alias("err_polls"),
+        F.count_if(F.col("below_log_start") > 0).alias("below_log_start_polls"),
+        F.max(F.col("lag_max").cast("double")).alias("lag_max"),
+        F.max(F.col("lag_seconds_max").cast("double")).alias("lag_seconds_max"),
+        F.max("time").alias("last_time"), F.max_by(code, "time").alias("last_state_code"),
+        F.max_by("members", "time").alias("last_members")).select(*LAG_DAYS_COLUMNS)
+
+
+def lag_histograms(group_lag: DataFrame, start: float, end: float, keys: DataFrame) -> DataFrame:
+    """Per group-topic, day, metric and `histogram` bucket: the polls (rows with a null value are left out).
+
+    `keys` holds the group-topics (``cluster, group_id, topic``; e.g. the `lag_days` rows): the aggregate is keyed
+    by a 64-bit hash of the three names, which makes Spark's hash aggregate about twice as fast as the strings,
+    and the names are joined back from `keys`."""
+    g = _between(group_lag, start, end).select(F.xxhash64(*KEYS).alias("_h"), day_of().alias("day"), *HIST_METRICS)
+    names = F.broadcast(keys.select(*KEYS).distinct().withColumn("_h", F.xxhash64(*KEYS)))
+    parts = [g.filter(F.col(m).isNotNull()).groupBy("_h", "day", hist.bucket(m).alias("bucket"))
+             .agg(F.count(F.lit(1)).alias("polls")).withColumn("metric", F.lit(i))
+             for i, m in enumerate(HIST_METRICS)]
+    return parts[0].unionByName(parts[1]).join(names, "_h").select(*LAG_HIST_COLUMNS)
+
+
+def consumer_lag_from_days(days: DataFrame, hists: DataFrame, polls: DataFrame, period: Period,
+                           slo_s: float | DataFrame | None = None) -> DataFrame:
+    """`consumer_lag` from `lag_days` and `lag_histograms` partials (the days inside `period`): the same columns and
+    figures, the lag percentiles from the merged histograms (within `histogram.ALPHA` of the exact ones).
+
+    ``polls_within_slo`` is exact where a day's partial was counted against the SLO applied now (the normal case:
+    the same recorded threshold); where not (the threshold changed, or ``--lag-slo-seconds``), that day's count
+    comes from its histogram: a poll is within the SLO when its bucket's representative is.
+    """
+    first, last = int(period.start // DAY_S), int(period.end // DAY_S)
+    d = days.filter((F.col("day") >= F.lit(first)) & (F.col("day") < F.lit(last)))
+    h = hists.filter((F.col("day") >= F.lit(first)) & (F.col("day") < F.lit(last)))
+    d, slo = per_cluster(d, slo_s, "lag_slo_s", DEFAULT_LAG_SLO_S)
+    d = d.withColumn("_slo", slo)
+    h, hslo = per_cluster(h, slo_s, "lag_slo_s", DEFAULT_LAG_SLO_S)
+    redo = d.filter(F.col("slo_s") != F.col("_slo")).select(*KEYS, "day")  # days counted against another SLO
+    estimated = (h.filter((F.col("metric") == 1) & (hist.rep("bucket") <= hslo)).join(redo, [*KEYS, "day"])
+                 .groupBy(*KEYS, "day").agg(F.sum("polls").alias("_est")))
+    d = d.join(estimated, [*KEYS, "day"], "left")
+    within = F.when(F.col("slo_s") == F.col("_slo"), F.col("polls_within_slo")).otherwise(
+        F.coalesce(F.col("_est"), F.lit(0)))
+    stats = d.groupBy(*KEYS).agg(
+        F.sum("polls").alias("polls"), F.sum("polls_with_lag_seconds").alias("polls_with_lag_seconds"),
+        F.sum(within).cast("long").alias("polls_within_slo"), F.max("_slo").alias("slo_s"),
+        F.sum("warn_polls").alias("warn_polls"), F.sum("err_polls").alias("err_polls"),
+        F.sum("below_log_start_polls").alias("below_log_start_polls"),
+        F.max_by("last_state_code", "last_time").alias("_state"),
+        F.max_by("last_members", "last_time").alias("last_members"),
+        F.max("lag_max").alias("lag_max"), F.max("lag_seconds_max").alias("lag_seconds_max"))
+    state = F.lit(None).cast("string")
+    for i, s in enumerate(STATES, 1):
+        state = F.when(F.col("_state") == i, F.lit(s)).otherwise(state)
+    stats = stats.withColumn("last_state", F.when(F.col("_state").isNotNull(), F.coalesce(state, F.lit("Unknown"))))
+    pct = (h.groupBy(*KEYS, "metric", "bucket").agg(F.sum("polls").alias("_n"))
+           .groupBy(*KEYS, "metric").agg(hist.percentiles("bucket", "_n", PCTS).alias("_p")))
+    for i, prefix in enumerate(("lag", "lag_seconds")):
+        stats = stats.join(pct.filter(F.col("metric") == i).select(
+            *KEYS, *[F.round(F.col("_p").getItem(j), 6).alias(f"{prefix}_{name}") for j, name in enumerate(PCT_NAMES)]),
+            list(KEYS), "left")
+    out = stats.join(F.broadcast(interval(polls)), "cluster", "left")
+    out = (out.withColumn("slo_share", F.when(F.col("polls_with_lag_seconds") > 0, (
+               F.col("polls_within_slo") / F.col("polls_with_lag_seconds")).cast("double")))
+           .withColumn("warn_minutes", minutes("warn_polls")).withColumn("err_minutes", minutes("err_polls")))
+    return out.select(*CONSUMER_LAG_COLUMNS)
+
+
+def retention_flags(group_lag: DataFrame, start: float, end: float) -> DataFrame:
+    """The polls in which a group had committed offsets below the log start: all `retention_loss_episodes` reads
+    (the roll-up table ``group_lag_flags``; rare rows)."""
+    return _between(group_lag, start, end).filter(F.col("below_log_start") > 0).select(
+        *KEYS, "time", "below_log_start")
+
+
+SERIES_BUCKET_S = 900
+"""The time bucket of the lag chart's roll-up (the chart of a week uses 30 min; any multiple of this merges)."""
+
+
+def lag_series_days(group_lag: DataFrame, start: float, end: float) -> DataFrame:
+    """Worst lag per group-topic and 15 minutes (the roll-up table ``group_lag_series``), for the lag chart."""
+    slot = (F.floor(F.col("time") / SERIES_BUCKET_S) * SERIES_BUCKET_S).cast("double").alias("time")
+    return _between(group_lag, start, end).groupBy(*KEYS, slot).agg(
+        F.max(F.col("lag_seconds_max").cast("double")).alias("lag_seconds_max"),
+        F.max(F.col("lag_max").cast("long")).alias("lag_max"))
+
+
+def lag_timeseries_from_days(series: DataFrame, keys: DataFrame, period: Period, bucket_s: int = 1800) -> DataFrame:
+    """`lag_timeseries` from `lag_series_days` rows: the chart bucket is rounded up to a multiple of 15 minutes."""
+    b = max(SERIES_BUCKET_S, -(-bucket_s // SERIES_BUCKET_S) * SERIES_BUCKET_S)
+    return lag_timeseries(series, keys, period, b)

@@ -47,6 +47,73 @@ def cluster_replication(topic_health: DataFrame, polls: DataFrame, period: Perio
     return agg.join(topics, "cluster", "left").drop("poll_interval_s")
 
 
+# ----------------------------------------------------------------------------------------------- day partials
+# `topic_replication` and `cluster_replication` from compact partials (the daily roll-up's ``topic_health_days``
+# and ``topic_health_polls``): counts per topic and day, and the problem sums per poll — exact, no estimate.
+
+PROBLEMS = ("under_replicated", "under_min_isr", "offline")
+TOPIC_DAYS_COLUMNS = ("cluster", "topic", "day", "polls", "internal", "partitions", "replication_factor",
+                      "min_insync_replicas", "last_time",
+                      *[f"{n}_{x}" for n in PROBLEMS for x in ("polls", "partition_polls", "max_partitions")])
+
+
+def topic_days(topic_health: DataFrame, start: float, end: float) -> DataFrame:
+    """Per cluster, topic and epoch day of ``[start, end)``: what `topic_replication` sums up."""
+    th = topic_health.filter((F.col("time") >= F.lit(start)) & (F.col("time") < F.lit(end)))
+    aggs = [F.count(F.lit(1)).alias("polls"), F.max(F.col("internal").cast("int")).alias("internal"),
+            F.max("partitions").alias("partitions"), F.max("replication_factor").alias("replication_factor"),
+            F.max_by("min_insync_replicas", "time").alias("min_insync_replicas"), F.max("time").alias("last_time")]
+    for name in PROBLEMS:
+        aggs += [F.count_if(F.col(name) > 0).alias(f"{name}_polls"),
+                 F.sum(F.coalesce(F.col(name), F.lit(0))).alias(f"{name}_partition_polls"),
+                 F.max(F.col(name)).alias(f"{name}_max_partitions")]
+    day = F.floor(F.col("time") / 86400).cast("int").alias("day")
+    return th.groupBy("cluster", "topic", day).agg(*aggs).select(*TOPIC_DAYS_COLUMNS)
+
+
+def replication_polls(topic_health: DataFrame, start: float, end: float) -> DataFrame:
+    """Per cluster and poll of ``[start, end)``: partitions under-replicated / under min ISR / offline in all
+    topics (what `cluster_replication` counts polls of)."""
+    th = topic_health.filter((F.col("time") >= F.lit(start)) & (F.col("time") < F.lit(end)))
+    return th.groupBy("cluster", "time").agg(*[F.sum(F.coalesce(F.col(n), F.lit(0))).alias(n) for n in PROBLEMS])
+
+
+def _in_days(df: DataFrame, period: Period) -> DataFrame:
+    first, last = int(period.start // 86400), int(period.end // 86400)
+    return df.filter((F.col("day") >= F.lit(first)) & (F.col("day") < F.lit(last)))
+
+
+def topic_replication_from_days(days: DataFrame, polls: DataFrame, period: Period) -> DataFrame:
+    """`topic_replication` from `topic_days` partials (same columns, same figures)."""
+    d = _in_days(days, period)
+    aggs = [F.sum("polls").alias("polls"), (F.max("internal") > 0).alias("internal"),
+            F.max("partitions").alias("partitions"), F.max("replication_factor").alias("replication_factor"),
+            F.max_by("min_insync_replicas", "last_time").alias("min_insync_replicas")]
+    for name in PROBLEMS:
+        aggs += [F.sum(f"{name}_polls").alias(f"{name}_polls"),
+                 F.sum(f"{name}_partition_polls").alias(f"{name}_partition_polls"),
+                 F.max(f"{name}_max_partitions").alias(f"{name}_max_partitions")]
+    out = d.groupBy("cluster", "topic").agg(*aggs).join(F.broadcast(interval(polls)), "cluster", "left")
+    for name in PROBLEMS:
+        out = (out.withColumn(f"{name}_minutes", minutes(f"{name}_polls"))
+               .withColumn(f"{name}_partition_minutes", minutes(f"{name}_partition_polls")))
+    return out.drop("poll_interval_s")
+
+
+def cluster_replication_from_days(days: DataFrame, per_poll: DataFrame, polls: DataFrame,
+                                  period: Period) -> DataFrame:
+    """`cluster_replication` from `topic_days` and `replication_polls` partials (same columns, same figures)."""
+    agg = per_poll.filter(in_period(period)).groupBy("cluster").agg(
+        *[F.count_if(F.col(n) > 0).alias(f"{n}_polls") for n in PROBLEMS])
+    agg = agg.join(interval(polls), "cluster", "left")
+    for n in PROBLEMS:
+        agg = agg.withColumn(f"{n}_minutes", minutes(f"{n}_polls"))
+    topics = _in_days(days, period).groupBy("cluster").agg(
+        F.countDistinct(F.when(F.col("under_min_isr_polls") > 0, F.col("topic"))).alias("topics_under_min_isr"),
+        F.countDistinct(F.when(F.col("offline_polls") > 0, F.col("topic"))).alias("topics_offline"))
+    return agg.join(topics, "cluster", "left").drop("poll_interval_s")
+
+
 def _isr_moves(partition_changes: DataFrame, period: Period) -> DataFrame:
     empty = F.array().cast("array<int>")
     before = F.coalesce(F.col("isr_before"), empty)

@@ -28,7 +28,8 @@ pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("pyproject.toml", "README.md", "collectors", "dashboard", "spark_analytics", "sandbox")
-SCRIPTS = ("kafka-monitor", "kafka-monitor-report", "kafka-monitor-dashboard", "kafka-monitor-sandbox")
+SCRIPTS = ("kafka-monitor", "kafka-monitor-report", "kafka-monitor-rollup", "kafka-monitor-dashboard",
+           "kafka-monitor-sandbox")
 HEAVY = ("pandas", "pyspark", "streamlit", "plotly")
 
 
@@ -121,6 +122,7 @@ def test_console_scripts_are_installed_and_answer_help(installed: Installed) -> 
         assert "usage:" in p.stdout, name
     assert "--config" in installed.script("kafka-monitor", "--help").stdout
     assert "--history" in installed.script("kafka-monitor-report", "--help").stdout
+    assert "--rollups" in installed.script("kafka-monitor-rollup", "--help").stdout
     assert "--state-dir" in installed.script("kafka-monitor-dashboard", "--help").stdout
 
 

@@ -1,0 +1,272 @@
+"""Daily roll-ups: one UTC day of history turned into compact aggregates the weekly report merges.
+
+    python -m spark_analytics.rollup --history PATH --rollups DIR [--day YYYY-MM-DD ...] [--force]
+    spark-submit spark_analytics/rollup.py --history URI --rollups DIR
+
+Without ``--day`` every complete UTC day of the history whose roll-up is missing or older than its files is
+rolled up (run it from cron after midnight; a late file — a collector that caught up, a compaction — makes its
+day stale, and the next run picks it up). A day is re-runnable: its roll-up is replaced as a whole.
+
+The two tables that hold ~95 % of the rows, ``group_lag`` (one row per group-topic and poll) and ``topic_health``
+(one per topic and poll), become (docs/weekly-report.md, "Daily roll-ups", has the columns):
+
+* ``group_lag_days``: per group-topic and day, the counts and maxima of the consumer figures;
+* ``group_lag_hist``: per group-topic, day, metric and fixed log-scale bucket, the polls (`aggregations.histogram`:
+  the week's lag percentiles are within 1 % of the exact ones, and a week is the sum of its days);
+* ``group_lag_flags``: the polls with committed offsets below the log start (retention-loss episodes);
+* ``group_lag_series``: the worst lag per group-topic and 15 minutes (the lag chart);
+* ``topic_health_days``: per topic and day, polls and partition-polls under-replicated / under min ISR / offline;
+* ``topic_health_polls``: per poll, those problem counts summed over the topics.
+
+The other history tables are small (per poll or per event) and the report reads them as they are.
+
+Layout: ``DIR/<table>/date=YYYY-MM-DD/rollup.parquet`` and ``DIR/_days/YYYY-MM-DD.json``, the day's manifest
+(version, when, the history files it was made from, each cluster's lag SLO). The manifest is removed first and
+written last, each file atomically: a killed run leaves a day without a manifest, which the report treats as not
+rolled up (and computes from the history), never a half-written day. ``DIR`` is a local (or mounted) directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from spark_analytics import io
+from spark_analytics.aggregations import consumers as C
+from spark_analytics.aggregations import replication as R
+from spark_analytics.aggregations.thresholds import thresholds
+from spark_analytics.period import Period
+
+log = logging.getLogger("spark_analytics.rollup")
+
+VERSION = 1
+DAY_S = 86400
+MANIFESTS = "_days"
+FILE = "rollup.parquet"
+SOURCES = ("group_lag", "topic_health", "cluster")
+"""The history tables a roll-up is made from (a change to their files makes the day stale)."""
+COLLECT_THREADS = 4
+TABLES = ("group_lag_days", "group_lag_hist", "group_lag_flags", "group_lag_series", "topic_health_days",
+          "topic_health_polls")
+
+
+def day_start(day: str) -> float:
+    return float(datetime.fromisoformat(day).replace(tzinfo=UTC).timestamp())
+
+
+def day_name(epoch_day: int) -> str:
+    return (date(1970, 1, 1) + timedelta(days=epoch_day)).isoformat()
+
+
+def lazy_partials(frames: dict[str, Any], start: float, end: float, slo: Any, keys: Any = None) -> dict[str, Any]:
+    """The roll-up tables of ``[start, end)`` from history frames (``group_lag``, ``topic_health``), lazy.
+
+    `slo` is what ``polls_within_slo`` is counted against: a number, None (the default), or a frame of
+    ``cluster, lag_slo_s`` (with a ``day`` column: per cluster and epoch day). `keys`: the group-topics the
+    histograms are named from (default: the ``group_lag_days`` frame, computed again)."""
+    g, th = frames["group_lag"], frames["topic_health"]
+    days = C.lag_days(g, start, end, slo)
+    return {"group_lag_days": days,
+            "group_lag_hist": C.lag_histograms(g, start, end, days if keys is None else keys),
+            "group_lag_flags": C.retention_flags(g, start, end),
+            "group_lag_series": C.lag_series_days(g, start, end),
+            "topic_health_days": R.topic_days(th, start, end),
+            "topic_health_polls": R.replication_polls(th, start, end)}
+
+
+def partials(spark: Any, frames: dict[str, Any], days: Sequence[str], slo: Any) -> dict[str, pa.Table]:
+    """The roll-up tables of `days` computed from history frames, collected: `lazy_partials` of the days, one Spark
+    job per table for all of them (rows carry their day), the group-topics collected first."""
+    if not days:
+        return {}
+    start, end = day_start(min(days)), day_start(max(days)) + DAY_S
+    wanted = [int(day_start(d) // DAY_S) for d in days]
+    only = {name: frames[name].filter(C.day_of().isin(wanted)) for name in io.BIG_TABLES}
+    lazy = lazy_partials(only, start, end, slo)
+    first = collect({k: v for k, v in lazy.items() if k != "group_lag_hist"})
+    keys = spark.createDataFrame(first["group_lag_days"].select(list(C.KEYS)))
+    return {**first, **collect({"group_lag_hist": lazy_partials(only, start, end, slo, keys)["group_lag_hist"]})}
+
+
+def collect(frames: dict[str, Any]) -> dict[str, pa.Table]:
+    """Run and collect every frame; a few at a time, since most are small jobs dominated by scheduling latency."""
+    with ThreadPoolExecutor(max_workers=COLLECT_THREADS, thread_name_prefix="collect") as pool:
+        futures = {name: pool.submit(df.toArrow) for name, df in frames.items()}
+        return {name: f.result() for name, f in futures.items()}
+
+
+def slo_frame(spark: Any, by_day: dict[str, pa.Table]) -> Any:
+    """``cluster, lag_slo_s, day`` from each day's `thresholds` table (``cluster, lag_slo_s``)."""
+    rows = [(c, float(v), int(day_start(d) // DAY_S)) for d, t in by_day.items()
+            for c, v in zip(t["cluster"].to_pylist(), t["lag_slo_s"].to_pylist(), strict=True)]
+    return spark.createDataFrame(rows, "cluster string, lag_slo_s double, day int")
+
+
+def _day_rows(t: pa.Table, day: str) -> pa.Table:
+    if "day" in t.column_names:
+        return t.filter(pc.equal(t["day"], int(day_start(day) // DAY_S)))
+    lo = day_start(day)
+    return t.filter(pc.and_(pc.greater_equal(t["time"], lo), pc.less(t["time"], lo + DAY_S)))
+
+
+# ----------------------------------------------------------------------------------------------- the store
+
+
+@dataclass
+class Store:
+    """A roll-up directory."""
+
+    root: Path
+
+    def manifest_path(self, day: str) -> Path:
+        return self.root / MANIFESTS / f"{day}.json"
+
+    def file(self, table: str, day: str) -> Path:
+        return self.root / table / f"date={day}" / FILE
+
+    def manifest(self, day: str) -> dict[str, Any] | None:
+        try:
+            doc = json.loads(self.manifest_path(day).read_text())
+        except (OSError, ValueError):
+            return None
+        if doc.get("version") != VERSION or not all(self.file(t, day).is_file() for t in TABLES):
+            return None
+        return doc
+
+    def write_day(self, day: str, tables: dict[str, pa.Table], sources: dict[str, list[list[Any]]],
+                  slo: dict[str, float]) -> None:
+        self.manifest_path(day).unlink(missing_ok=True)  # from here until the end the day reads as not rolled up
+        rows = {}
+        for name in TABLES:
+            t = _day_rows(tables[name], day)
+            io.write_parquet(self.file(name, day), t)
+            rows[name] = t.num_rows
+        io.write_json(self.manifest_path(day), {"version": VERSION, "day": day, "rolled_up_at": time.time(),
+                                                "history_files": sources, "lag_slo_s": slo, "rows": rows})
+
+
+def history_files(history: str, day: str) -> dict[str, list[list[Any]]]:
+    """The live history files of a day for `SOURCES`: name and size, what staleness is judged on (none listed
+    for a remote history: its roll-ups are judged by their manifest alone)."""
+    out: dict[str, list[list[Any]]] = {}
+    if io.is_remote(history):
+        return out
+    start = day_start(day)
+    for table in SOURCES:
+        files = io.list_live_files(None, history, table, start, start + DAY_S)
+        out[table] = sorted([Path(f).name, os.path.getsize(f)] for f in files if os.path.exists(f))
+    return out
+
+
+def fresh_days(store: Store, history: str, days: Sequence[str]) -> list[str]:
+    """The `days` whose roll-up exists and was made from the history files there now."""
+    if io.is_remote(history):
+        return [d for d in days if store.manifest(d) is not None]
+    return [d for d in days if (m := store.manifest(d)) is not None and m["history_files"] == history_files(history, d)]
+
+
+def read(spark: Any, store: Store, days: Sequence[str]) -> dict[str, Any]:
+    """The stored roll-up tables of `days` as DataFrames (lazy)."""
+    out = {}
+    for name in TABLES:
+        files = [str(store.file(name, d)) for d in days]
+        out[name] = spark.read.parquet(*files) if files else None
+    return out
+
+
+def history_days(history: str) -> list[str]:
+    """Every UTC day with ``cluster`` files in a local history."""
+    root = Path(history.removeprefix("file://")) / "cluster"
+    return sorted(p.name[len("date="):] for p in root.glob("date=*") if p.is_dir())
+
+
+def rollup(spark: Any, history: str, store: Store, days: Sequence[str]) -> dict[str, int]:
+    """Roll up `days` (all at once) and write them; returns the rows written per table."""
+    start, end = day_start(min(days)), day_start(max(days)) + DAY_S
+    frames = {t: td.df for t, td in io.read_history(spark, history, start, end, tables=SOURCES).items()}
+    slo_by_day = {d: thresholds(frames["cluster"], Period(day_start(d), day_start(d) + DAY_S, d))
+                  .select("cluster", "lag_slo_s").toArrow() for d in days}  # as each day's collector recorded it
+    got = partials(spark, frames, days, slo_frame(spark, slo_by_day))
+    written = dict.fromkeys(TABLES, 0)
+    for d in days:
+        slo = dict(zip(slo_by_day[d]["cluster"].to_pylist(), slo_by_day[d]["lag_slo_s"].to_pylist(), strict=True))
+        store.write_day(d, got, history_files(history, d), slo)
+        for name in TABLES:
+            written[name] += _day_rows(got[name], d).num_rows
+    return written
+
+
+# ----------------------------------------------------------------------------------------------- command line
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="rollup", description="Daily roll-ups of the monitor's history (PySpark).")
+    p.add_argument("--history", default="data/history", help="history root (local directory); default data/history")
+    p.add_argument("--rollups", default="data/rollups", help="roll-up directory (local); default data/rollups")
+    p.add_argument("--day", action="append", default=None,
+                   help="a UTC day YYYY-MM-DD (repeatable); default: every complete day not rolled up or stale")
+    p.add_argument("--force", action="store_true", help="roll up the days even when their roll-up is fresh")
+    p.add_argument("--master", default=None, help="Spark master; default local[*]")
+    p.add_argument("--verbose", action="store_true")
+    return p
+
+
+def main(argv: Sequence[str] | None = None, spark: Any = None, now: float | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    a = parser().parse_args(argv)
+    if io.is_remote(a.history) or not Path(a.history.removeprefix("file://")).is_dir():
+        print(f"rollup: error: argument --history: {a.history!r} is not a local directory", file=sys.stderr)
+        return 2
+    if io.is_remote(a.rollups):
+        print(f"rollup: error: argument --rollups: {a.rollups!r}: a local (or mounted) directory", file=sys.stderr)
+        return 2
+    today = datetime.fromtimestamp(time.time() if now is None else now, UTC).date().isoformat()
+    if a.day:
+        for d in a.day:
+            try:
+                date.fromisoformat(d)
+            except ValueError:
+                print(f"rollup: error: argument --day: {d!r} is not a date like 2026-11-23", file=sys.stderr)
+                return 2
+        days = sorted(set(a.day))
+    else:
+        days = [d for d in history_days(a.history) if d < today]
+    store = Store(Path(a.rollups.removeprefix("file://")))
+    todo = days if a.force or a.day else [d for d in days if d not in set(fresh_days(store, a.history, days))]
+    if not todo:
+        print(f"rollup: nothing to do ({len(days)} day(s) up to date under {store.root})")
+        return 0
+    started = time.monotonic()
+    own = spark is None
+    try:
+        if own:
+            from spark_analytics.weekly_report import build_session
+            spark = build_session(a.master, app_name="kmon-rollup", verbose=a.verbose)
+        written = rollup(spark, a.history, store, todo)
+    except Exception as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        print(f"rollup: failed: {type(e).__name__}: {first[:500]}", file=sys.stderr)
+        return 1
+    finally:
+        if own and spark is not None:
+            spark.stop()
+    print(f"rolled up {len(todo)} day(s) ({todo[0]}..{todo[-1]}) into {store.root} in "
+          f"{time.monotonic() - started:.1f}s: " + ", ".join(f"{k} {v:,}" for k, v in written.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,178 @@
+"""Daily roll-ups (`spark_analytics.rollup`) and the report figures made from them.
+
+The day partials must give the same figures as the polls (the lag percentiles within the histogram's 1 %), the
+roll-up job must be idempotent, notice late files, and never leave a half-written day that the report would read.
+Real PySpark in local mode; history files written in the collector's layout.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from collectors.outputs.history.schema import SECONDS_TABLES
+from spark_analytics import aggregations as A
+from spark_analytics import rollup
+from spark_analytics.aggregations import consumers as C
+from spark_analytics.aggregations import histogram as H
+from spark_analytics.aggregations import replication as R
+from spark_analytics.weekly_report import compute
+from tests.support.spark_history import frame, spark_session
+
+W = A.Period.iso_week("2026-W47")
+T0 = W.start
+DAY = 86400
+
+
+@pytest.fixture(scope="session")
+def spark() -> Any:
+    return spark_session()
+
+
+def _lag_rows() -> list[dict[str, Any]]:
+    """Two group-topics over three days at 10-minute polls: lags of every size, unknown lag seconds on day 2, a
+    state change, WARN/ERR, retention loss."""
+    rng = random.Random(17)
+    out = []
+    for day in (0, 1, 3):
+        for i in range(144):
+            t = T0 + day * DAY + i * 600
+            for g, scale in (("g1", 50.0), ("g2", 5000.0)):
+                lag = rng.choice([0, 0, int(rng.expovariate(1 / scale))])
+                secs = None if (day == 1 and g == "g2") else float(lag) / 10.0
+                out.append({"time": t, "group_id": g, "topic": "t", "state": "Stable" if i < 100 else "Empty",
+                            "members": 3 if i < 100 else 0, "lag_max": lag, "lag_sum": lag, "lag_seconds_max": secs,
+                            "status": "ERR" if lag > 3 * scale else "WARN" if lag > scale else "OK",
+                            "below_log_start": 1 if (g == "g1" and day == 3 and 10 <= i < 14) else 0,
+                            "partitions": 1})
+    return out
+
+
+def _health_rows() -> list[dict[str, Any]]:
+    out = []
+    for day in (0, 1, 3):
+        for i in range(144):
+            t = T0 + day * DAY + i * 600
+            for topic in ("a", "b"):
+                bad = 1 if (topic == "a" and 20 <= i < 30) else 0
+                out.append({"time": t, "topic": topic, "internal": False, "partitions": 4, "replication_factor": 3,
+                            "min_insync_replicas": 2 if i < 70 else 1, "under_replicated": bad * 2,
+                            "under_min_isr": bad, "offline": 1 if (day == 3 and topic == "b" and i == 5) else 0})
+    return out
+
+
+def _partials(spark: Any, gl: Any, th: Any, slo: float) -> dict[str, Any]:
+    got = rollup.partials(spark, {"group_lag": gl, "topic_health": th}, W.days(), slo)
+    return {k: spark.createDataFrame(v) for k, v in got.items()}
+
+
+def test_figures_from_day_partials_equal_the_figures_from_the_polls(spark: Any) -> None:
+    gl, th = frame(spark, "group_lag", _lag_rows()), frame(spark, "topic_health", _health_rows())
+    polls = spark.createDataFrame([("c1", 600.0)], "cluster string, poll_interval_s double")
+    parts = _partials(spark, gl, th, 90.0)
+    exact = {r["group_id"]: r for r in (r.asDict() for r in A.consumer_lag(gl, polls, W, 90.0).collect())}
+    merged = {r["group_id"]: r for r in (r.asDict() for r in C.consumer_lag_from_days(
+        parts["group_lag_days"], parts["group_lag_hist"], polls, W, 90.0).collect())}
+    assert set(exact) == set(merged) == {"g1", "g2"}
+    for g, e in exact.items():
+        m = merged[g]
+        assert list(m) == list(e)
+        for k, v in e.items():
+            if k.endswith(("_p50", "_p95", "_p99")):
+                assert abs(m[k] - v) <= H.ALPHA * v + 1e-9, (g, k, m[k], v)
+            else:
+                assert m[k] == v, (g, k, m[k], v)
+    assert merged["g1"]["last_state"] == "Empty" and merged["g2"]["polls_with_lag_seconds"] == 2 * 144
+    assert exact["g1"]["lag_p99"] != merged["g1"]["lag_p99"] or exact["g1"]["lag_p99"] == 0  # really from buckets
+    for name, from_days in (
+            ("topic", R.topic_replication_from_days(parts["topic_health_days"], polls, W)),
+            ("cluster", R.cluster_replication_from_days(parts["topic_health_days"], parts["topic_health_polls"],
+                                                        polls, W))):
+        raw = (A.topic_replication(th, polls, W) if name == "topic" else A.cluster_replication(th, polls, W))
+        order = ["cluster", "topic"] if name == "topic" else ["cluster"]
+        assert [r.asDict() for r in from_days.orderBy(*order).collect()] == [
+            r.asDict() for r in raw.orderBy(*order).collect()], name
+    flags = parts["group_lag_flags"]
+    assert flags.count() == 4 and parts["group_lag_series"].filter("group_id = 'g1'").count() == 3 * 96
+
+
+def test_a_partial_counted_against_another_slo_is_estimated_from_its_histogram(spark: Any) -> None:
+    gl, th = frame(spark, "group_lag", _lag_rows()), frame(spark, "topic_health", _health_rows())
+    polls = spark.createDataFrame([("c1", 600.0)], "cluster string, poll_interval_s double")
+    parts = _partials(spark, gl, th, 90.0)  # rolled up while the collector's SLO was 90 s; the report uses 300 s
+    exact = {r.group_id: r for r in A.consumer_lag(gl, polls, W, 300.0).collect()}
+    merged = {r.group_id: r for r in C.consumer_lag_from_days(parts["group_lag_days"], parts["group_lag_hist"], polls,
+                                                             W, 300.0).collect()}
+    secs = [r["lag_seconds_max"] for r in _lag_rows() if r["lag_seconds_max"] is not None]
+    near = sum(1 for s in secs if abs(s - 300.0) <= H.ALPHA * 300.0)
+    for g in ("g1", "g2"):
+        assert merged[g].slo_s == 300.0
+        assert abs(merged[g].polls_within_slo - exact[g].polls_within_slo) <= near
+    assert merged["g2"].polls_within_slo != 0 and merged["g2"].polls_within_slo < merged["g2"].polls_with_lag_seconds
+
+
+def _write(root: Path, table: str, day: str, rows: list[dict[str, Any]], name: str = "part-0.parquet") -> None:
+    schema = SECONDS_TABLES[table]
+    cols = {f.name: pa.array([{"cluster": "c1", "schema_version": 1, **r}.get(f.name) for r in rows], type=f.type)
+            for f in schema}
+    d = root / table / f"date={day}"
+    d.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pydict(cols, schema=schema), d / name)
+
+
+def _history(root: Path) -> None:
+    thresholds = json.dumps({"lag_seconds_slo": 90.0})
+    for day in (0, 1, 3):
+        name = W.days()[day]
+        lo, hi = T0 + day * DAY, T0 + (day + 1) * DAY
+        _write(root, "group_lag", name, [r for r in _lag_rows() if lo <= r["time"] < hi])
+        _write(root, "topic_health", name, [r for r in _health_rows() if lo <= r["time"] < hi])
+        _write(root, "cluster", name, [{"time": lo + i * 600, "reachable": True, "controller_id": 1,
+                                        "thresholds": thresholds} for i in range(144)])
+
+
+def test_rollup_job_is_idempotent_notices_late_files_and_the_report_reads_it(spark: Any, tmp_path: Path,
+                                                                               capsys: pytest.CaptureFixture[str]
+                                                                               ) -> None:
+    hist, store = tmp_path / "history", tmp_path / "rollups"
+    _history(hist)
+    now = W.end + 3600
+    assert rollup.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=now) == 0
+    assert "rolled up 3 day(s)" in capsys.readouterr().out
+    first = {p: p.read_bytes() for p in sorted(store.glob("group_lag_*/*/*.parquet"))}
+    assert len(first) == 4 * 3
+    manifest = json.loads((store / "_days" / f"{W.days()[0]}.json").read_text())
+    assert manifest["lag_slo_s"] == {"c1": 90.0} and manifest["rows"]["group_lag_days"] == 2
+    assert rollup.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=now) == 0
+    assert "nothing to do (3 day(s) up to date" in capsys.readouterr().out
+    # a late file for day 1: that day only is rolled up again, and its figures change
+    late = [dict(r, time=T0 + DAY + 300.0, group_id="late") for r in _lag_rows()[:1]]
+    _write(hist, "group_lag", W.days()[1], late, name="part-late.parquet")
+    assert rollup.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=now) == 0
+    assert f"rolled up 1 day(s) ({W.days()[1]}..{W.days()[1]})" in capsys.readouterr().out
+    assert pq.read_table(store / "group_lag_days" / f"date={W.days()[1]}" / "rollup.parquet").num_rows == 3
+    # the report from the roll-ups equals the report from the history
+    c_raw = compute(spark, str(hist), W, A.Options())
+    c_up = compute(spark, str(hist), W, A.Options(rollups=str(store)))
+    assert c_up.rollup_days == [W.days()[i] for i in (0, 1, 3)] and len(c_raw.rollup_days) == 0
+    assert c_up.headline.to_pylist() == c_raw.headline.to_pylist()
+    for t in ("consumer_lag", "topic_replication", "cluster_replication", "retention_loss"):
+        assert sorted(c_up.tables[t].to_pylist(), key=repr) == sorted(c_raw.tables[t].to_pylist(), key=repr), t
+    assert c_raw.headline.to_pylist()[0]["retention_loss_episodes"] == 1
+
+
+def test_a_killed_rollup_leaves_a_day_the_report_does_not_read(spark: Any, tmp_path: Path) -> None:
+    hist, store = tmp_path / "history", tmp_path / "rollups"
+    _history(hist)
+    assert rollup.main(["--history", str(hist), "--rollups", str(store), "--day", W.days()[0]], spark=spark) == 0
+    s = rollup.Store(store)
+    assert rollup.fresh_days(s, str(hist), W.days()) == [W.days()[0]]
+    s.manifest_path(W.days()[0]).unlink()  # what a run killed after its first file leaves
+    assert rollup.fresh_days(s, str(hist), W.days()) == []
+    assert rollup.main(["--history", str(hist), "--rollups", str(store), "--day", "2026-13-01"], spark=spark) == 2
