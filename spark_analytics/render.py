@@ -449,12 +449,30 @@ def render_report(doc: dict[str, Any], t: dict[str, pd.DataFrame]) -> str:
         parts += section(ch, t, doc)
     parts.append("<h2>Week over week</h2>")
     parts.append(_wow_table(doc))
+    parts += _trend_section(t.get("trend"))
     parts.append(f'<p class="sub">Tables: {esc(", ".join(doc["tables"]))} (Parquet, under tables/). '
                  'Figures: docs/weekly-report.md.</p>')
     body = "\n".join(p for p in parts if p)
     title = f"Kafka reliability {doc['cluster']} {doc['week']}"
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
             f"<style>{CSS}</style></head><body><main>{body}</main></body></html>")
+
+
+def _trend_section(trend: pd.DataFrame | None) -> list[str]:
+    """Four weeks side by side, from the daily roll-ups (weeks not rolled up are absent)."""
+    if trend is None:
+        return []
+    return ["<h2>Four-week trend</h2>",
+            '<p class="sub">From the daily roll-ups (this week and last also from the history where a day has no '
+            "roll-up); weeks without roll-ups are left out.</p>",
+            table(trend, [("week", "week", _txt), ("days", "days", _id),
+                          ("under_min_isr_minutes", "under min ISR (min)", _min),
+                          ("under_replicated_minutes", "under-replicated (min)", _min),
+                          ("offline_minutes", "offline (min)", _min), ("lag_slo_share", "lag SLO", _pct),
+                          ("groups_breaching_slo", "group-topics breaching", _id),
+                          ("warn_minutes", "WARN (min)", _min), ("err_minutes", "ERR (min)", _min),
+                          ("below_log_start_polls", "polls below log start", _id)],
+                  empty="no roll-ups for these weeks")]
 
 
 def _wow_table(doc: dict[str, Any]) -> str:

@@ -229,6 +229,8 @@ def compute(spark: Any, history: str, period: A.Period, opts: A.Options | None =
                 parts, stored, computed = load_partials(spark, history, data, (previous, period), limits, opts,
                                                         clusters, Path(scratch))
             c = _compute(spark, history, frames, data, period, opts, clusters, use_hadoop, charts, limits, parts)
+            if parts is not None:
+                c.tables["trend"] = trend_table(spark, history, period, parts, opts, clusters)
     finally:
         for name, df in frames.items():
             if name not in io.BIG_TABLES:
@@ -267,6 +269,29 @@ def load_partials(spark: Any, history: str, data: dict[str, io.TableData], perio
     return frames_of, fresh, missing
 
 
+TREND_WEEKS = 4
+
+
+def trend_table(spark: Any, history: str, period: A.Period, parts: dict[str, Any], opts: A.Options,
+                clusters: Sequence[str] | None) -> pa.Table:
+    """`aggregations.trend` over the last `TREND_WEEKS` weeks: this week and last from `parts`, the weeks before
+    from the stored roll-ups only (never the history: a week not rolled up is absent)."""
+    weeks = [period]
+    while len(weeks) < TREND_WEEKS:
+        weeks.insert(0, weeks[0].previous())
+    inputs = {name: parts[name] for name in ("topic_health_polls", "group_lag_days")}
+    if opts.rollups:
+        store = rollup.Store(Path(opts.rollups.removeprefix("file://")))
+        older = rollup.fresh_days(store, history, [d for w in weeks[:-2] for d in w.days()])
+        if older:
+            stored = rollup.read(spark, store, older)
+            if clusters:
+                stored = {k: v.filter(F.col("cluster").isin(list(clusters))) for k, v in stored.items()}
+            inputs = {k: v.unionByName(stored[k]) for k, v in inputs.items()}
+    got = rollup.collect(inputs)
+    return A.trend(weeks, got["topic_health_polls"], got["group_lag_days"])
+
+
 def _compute(spark: Any, history: str, frames: dict[str, Any], data: dict[str, io.TableData], period: A.Period,
              opts: A.Options, clusters: Sequence[str] | None, use_hadoop: bool | None, charts: bool,
              limits: dict[A.Period, pa.Table], parts: dict[str, Any] | None) -> Computed:
@@ -283,7 +308,7 @@ def _compute(spark: Any, history: str, frames: dict[str, Any], data: dict[str, i
     prev_tables = collect_week(spark, prev_frames, previous, opts, A.HEADLINE_INPUTS, limits=limits[previous],
                                parts=parts)
     prev_head = headline_table(spark, prev_tables)
-    wow = A.week_over_week(spark.createDataFrame(cur_head), spark.createDataFrame(prev_head)).toArrow()
+    wow = A.week_over_week(cur_head, prev_head)
     series: dict[str, pa.Table] = {}
     if charts:
         worst = _worst_lag_keys(current["consumer_lag"])
@@ -328,9 +353,8 @@ def collect_week(spark: Any, frames: dict[str, Any], period: A.Period, opts: A.O
 
 
 def headline_table(spark: Any, tables: dict[str, pa.Table]) -> pa.Table:
-    """`aggregations.headline` over collected tables: a small plan over literals, instead of one huge plan that
-    recomputes every aggregate from the history."""
-    return A.headline(_small(spark, {k: v for k, v in tables.items() if k in A.HEADLINE_INPUTS})).toArrow()
+    """`aggregations.headline` over the collected tables (`spark` is not used: kept for callers)."""
+    return A.headline({k: v for k, v in tables.items() if k in A.HEADLINE_INPUTS})
 
 
 def _worst_lag_keys(lag: pa.Table, n: int = LAG_SERIES_N) -> pa.Table:

@@ -3,7 +3,7 @@
 One module per table family — `cluster` (polls, reachability, brokers, controller), `replication`, `incidents`
 (one per cause), `alerts` (alert episodes: the symptoms), `thresholds` (the collector's, as recorded), `consumers`,
 `transactions`, `consensus`, `headline` (and week over week) — on the helpers of `common`. This
-package puts them together (`compute_tables`, `compute_all`, `chart_series`) and re-exports every public name,
+package puts them together (`compute_tables`, `chart_series`) and re-exports every public name,
 so callers write ``from spark_analytics import aggregations as A`` and ``A.consumer_lag(...)``.
 
 Every function takes history DataFrames with the columns of `collectors.outputs.history.TABLES`, time columns as
@@ -105,6 +105,7 @@ from spark_analytics.aggregations.transactions import (
     transaction_detail,
     transactions_by_id,
 )
+from spark_analytics.aggregations.trend import trend
 from spark_analytics.figures import HEADLINE, HEADLINE_NAMES
 from spark_analytics.period import Period
 
@@ -134,7 +135,6 @@ __all__ = [
     "cluster_health",
     "cluster_replication",
     "cluster_timeseries",
-    "compute_all",
     "compute_tables",
     "consumer_lag",
     "controller_changes",
@@ -160,6 +160,7 @@ __all__ = [
     "topic_replication",
     "transaction_detail",
     "transactions_by_id",
+    "trend",
     "week_over_week",
     "zk_elections",
     "zk_follower_behind",
@@ -277,13 +278,6 @@ def compute_tables(tables: dict[str, DataFrame], period: Period, opts: Options =
             "retention_loss": lambda: retention_loss_episodes(parts["group_lag_flags"], idx, period),
         })
     return {name: build() for name, build in builders.items() if only is None or name in only}
-
-
-def compute_all(tables: dict[str, DataFrame], period: Period, opts: Options = Options()) -> dict[str, DataFrame]:
-    """`compute_tables` plus ``headline`` (all lazy)."""
-    out = compute_tables(tables, period, opts)
-    out["headline"] = headline(out)
-    return out
 
 
 def chart_series(tables: dict[str, DataFrame], period: Period, worst_groups: DataFrame,

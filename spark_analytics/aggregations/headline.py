@@ -1,9 +1,16 @@
-"""The headline (one row of `spark_analytics.figures.HEADLINE` per cluster) and its week-over-week comparison."""
+"""The headline (one row of `spark_analytics.figures.HEADLINE` per cluster) and its week-over-week comparison.
+
+Both combine the report tables once they are collected (small: a row per cluster, broker, group-topic or
+transaction), so they are plain pyarrow on the driver: the same figures through Spark cost a plan of ~25 joins
+over literals, about 4 s a week on 2 cores for a few thousand rows (docs/weekly-report.md, "Where the time goes").
+"""
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from collectors.model.vocabulary import CRITICAL
 from spark_analytics.aggregations.incidents import FROM_INCIDENTS
@@ -11,124 +18,149 @@ from spark_analytics.figures import HEADLINE, HEADLINE_NAMES
 
 INCIDENT_COUNTS = ("incidents_opened", "critical_incidents", "incidents_open_at_end")
 INCIDENT_TIMES = ("mttr_minutes", "longest_incident_minutes")
+Rows = dict[str, dict[str, Any]]
+"""Figures by cluster."""
 
 
-def _per_cluster(df: DataFrame, *aggs: Column) -> DataFrame:
-    return df.groupBy("cluster").agg(*aggs)
+def _per_cluster(t: pa.Table, aggs: dict[str, tuple[str, str]], where: Any = None) -> Rows:
+    """``{cluster: {name: value}}`` of ``{name: (column, pyarrow aggregate)}`` (nulls skipped, all-null -> null,
+    like Spark's); a column ``""`` with ``count_all`` counts rows."""
+    if where is not None and t.num_rows:
+        t = t.filter(where)
+    if t.num_rows == 0:
+        return {}
+    specs = [([], "count_all") if fn == "count_all" else (col, fn) for col, fn in aggs.values()]
+    g = t.group_by("cluster").aggregate(specs).to_pylist()
+    out_names = ["count_all" if fn == "count_all" else f"{col}_{fn}" for col, fn in aggs.values()]
+    return {r["cluster"]: {name: r[o] for name, o in zip(aggs, out_names, strict=True)} for r in g}
 
 
-def _incident_figures(rows: DataFrame, prefix: str) -> DataFrame:
-    """The incident figures over `incidents` or `alert_episodes` rows (the same columns), names prefixed."""
-    return _per_cluster(
-        rows, F.count_if("opened_in_period").alias(f"{prefix}incidents_opened"),
-        F.count_if(F.col("opened_in_period") & (F.col("severity") == CRITICAL)).alias(f"{prefix}critical_incidents"),
-        F.count_if(F.col("status") == "open").alias(f"{prefix}incidents_open_at_end"),
-        (F.avg(F.when(F.col("resolved_in_period"), F.col("duration_s"))) / 60.0).alias(f"{prefix}mttr_minutes"),
-        (F.max(F.coalesce(F.col("duration_s"), F.col("open_for_s"))) / 60.0).alias(f"{prefix}longest_incident_minutes"))
+def _div(a: Any, b: Any) -> float | None:
+    return None if a is None or b is None or b == 0 else a / b
 
 
-def _incidents(out: DataFrame, t: dict[str, DataFrame]) -> DataFrame:
-    """Incident figures from the incidents where the history recorded them (`incident_source`), else from the
-    alert episodes (history version 1); counts 0 for a polled cluster, times null when nothing qualifies."""
-    src = t["incident_source"].select("cluster", (F.col("source") == FROM_INCIDENTS).alias("_inc"))
-    out = (out.join(src, "cluster", "left").join(_incident_figures(t["incidents"], "_i_"), "cluster", "left")
-           .join(_incident_figures(t["alert_episodes"], "_e_"), "cluster", "left")
-           .join(_per_cluster(t["alert_episodes"], F.count_if("opened_in_period").alias("alert_episodes_opened")),
-                 "cluster", "left"))
-    polled = F.col("polls") > 0
-    for name in INCIDENT_COUNTS + INCIDENT_TIMES:
-        i, e = F.col(f"_i_{name}"), F.col(f"_e_{name}")
-        if name in INCIDENT_COUNTS:
-            i, e = F.coalesce(i, F.lit(0)), F.coalesce(e, F.lit(0))
-        out = out.withColumn(name, F.when(polled, F.when(F.coalesce(F.col("_inc"), F.lit(False)), i).otherwise(e)))
-    return out.withColumn("alert_episodes_opened",
-                          F.when(polled, F.coalesce(F.col("alert_episodes_opened"), F.lit(0))))
+def _incident_figures(rows: pa.Table) -> Rows:
+    """The incident figures over `incidents` or `alert_episodes` rows (the same columns)."""
+    out: Rows = {}
+    for r in rows.select(["cluster", "opened_in_period", "severity", "status", "resolved_in_period", "duration_s",
+                          "open_for_s"]).to_pylist():
+        f = out.setdefault(r["cluster"], {"incidents_opened": 0, "critical_incidents": 0, "incidents_open_at_end": 0,
+                                          "_mttr": [], "_longest": None})
+        f["incidents_opened"] += bool(r["opened_in_period"])
+        f["critical_incidents"] += bool(r["opened_in_period"] and r["severity"] == CRITICAL)
+        f["incidents_open_at_end"] += r["status"] == "open"
+        if r["resolved_in_period"] and r["duration_s"] is not None:
+            f["_mttr"].append(r["duration_s"])
+        span = r["duration_s"] if r["duration_s"] is not None else r["open_for_s"]
+        if span is not None:
+            f["_longest"] = span if f["_longest"] is None else max(f["_longest"], span)
+    for f in out.values():
+        mttr, longest = f.pop("_mttr"), f.pop("_longest")
+        f["mttr_minutes"] = sum(mttr) / len(mttr) / 60.0 if mttr else None
+        f["longest_incident_minutes"] = None if longest is None else longest / 60.0
+    return out
 
 
-def headline(t: dict[str, DataFrame]) -> DataFrame:
-    """One row per polled cluster with every `HEADLINE` figure, from the frames `compute_all` builds.
+def headline(t: dict[str, pa.Table]) -> pa.Table:
+    """One row per polled cluster with every `HEADLINE` figure, from the collected report tables.
 
     Families whose source has no row for the cluster stay null (no ZooKeeper -> ZooKeeper figures null);
     counts over event tables are 0 for a polled cluster. Incident figures count incidents (one per cause) where
     the history recorded them, alert episodes where it did not (version 1: `aggregations.incidents`).
     """
-    polls = t["polls"]
-    pieces: list[tuple[DataFrame, bool]] = [  # (frame, counts: fill 0 when missing for a polled cluster)
-        (t["cluster_health"].select("cluster", "unreachable_minutes"), False),
-        (t["cluster_replication"].select("cluster", "under_replicated_minutes", "under_min_isr_minutes",
-                                         "offline_minutes", "topics_under_min_isr"), False),
-        (_per_cluster(t["isr_by_broker"], F.sum("isr_shrinks").alias("isr_shrinks"),
-                      F.sum("isr_expands").alias("isr_expands")), True),
-        (_per_cluster(t["broker_availability"], F.min("availability").alias("min_broker_availability"),
-                      F.sum("down_minutes").alias("broker_down_minutes")), False),
-        (_per_cluster(t["controller_changes"], F.count(F.lit(1)).alias("controller_changes")), True),
-        (_per_cluster(t["consumer_lag"],
-                      (F.sum("polls_within_slo") / F.sum("polls_with_lag_seconds")).alias("lag_slo_share"),
-                      F.max("lag_seconds_p99").alias("worst_lag_seconds_p99"),
-                      F.max("lag_p99").alias("worst_lag_messages_p99"),
-                      F.count_if(F.col("polls_within_slo") < F.col("polls_with_lag_seconds"))
-                      .alias("groups_breaching_slo"),
-                      F.sum("warn_minutes").alias("warn_minutes"), F.sum("err_minutes").alias("err_minutes")), False),
-        (_per_cluster(t["transactions"], F.count(F.lit(1)).alias("transactions_seen"),
-                      F.count_if("stuck").alias("stuck_transactions")), True),
-        (_per_cluster(t["transactions"], F.max("max_age_s").alias("longest_open_txn_s")), False),
-        (_per_cluster(t["hanging_transactions"], F.countDistinct("topic", "partition", "producer_id")
-                      .alias("hanging_transactions")), True),
-        (t["lso_gap_cluster"].select("cluster", F.col("lso_gap_p99")), False),
-        (_per_cluster(t["epoch_bumps"], F.sum("epoch_bumps").alias("epoch_bumps")), True),
-        (_per_cluster(t["zk_write_rate"], (F.sum("writes") / F.sum("seconds")).alias("zk_writes_per_s")), False),
-    ]
-    out = _incidents(polls.select("cluster", "polls", "poll_interval_s", "coverage"), t)
-    for frame, counts in pieces:
-        out = out.join(frame, "cluster", "left")
-        if counts:
-            for c in frame.columns:
-                if c != "cluster":
-                    out = out.withColumn(c, F.when(F.col("polls") > 0, F.coalesce(F.col(c), F.lit(0))))
-    # Retention-loss episodes are 0 only where the cluster has consumer groups at all.
-    groups = _per_cluster(t["consumer_lag"], F.lit(True).alias("_gl"))
-    out = out.join(groups, "cluster", "left").join(
-        _per_cluster(t["retention_loss"], F.count(F.lit(1)).alias("retention_loss_episodes")), "cluster", "left")
-    out = out.withColumn("retention_loss_episodes",
-                         F.when(F.col("_gl"), F.coalesce("retention_loss_episodes", F.lit(0))))
-    # ZooKeeper / KRaft counts are 0 only where the cluster has consensus rows at all.
-    zk = t["zk_quorum"].select("cluster", F.col("minutes_without_quorum").alias("zk_minutes_without_quorum"),
-                               F.lit(True).alias("_zk"))
-    out = out.join(zk, "cluster", "left")
-    for name, frame in (("zk_elections", _per_cluster(t["zk_elections"], F.count(F.lit(1)).alias("zk_elections"))),
-                        ("zk_follower_behind_episodes", _per_cluster(
-                            t["zk_follower_behind"].filter(F.col("polls") >= 2),
-                            F.count(F.lit(1)).alias("zk_follower_behind_episodes")))):
-        out = out.join(frame, "cluster", "left").withColumn(
-            name, F.when(F.col("_zk"), F.coalesce(F.col(name), F.lit(0))))
-    kr = _per_cluster(t["kraft_voter_lag"], F.max("lag_p99").alias("kraft_voter_lag_p99")).withColumn(
-        "_kr", F.lit(True))
-    out = out.join(kr, "cluster", "left").join(
-        _per_cluster(t["kraft_leader_changes"], F.count(F.lit(1)).alias("kraft_leader_changes")), "cluster", "left")
-    out = out.withColumn("kraft_leader_changes", F.when(F.col("_kr"), F.coalesce("kraft_leader_changes", F.lit(0))))
-    return out.select("cluster", *[F.col(n).cast("double").alias(n) for n in HEADLINE_NAMES])
+    first = {name: {r["cluster"]: r for r in t[name].to_pylist()}
+             for name in ("cluster_health", "cluster_replication", "lso_gap_cluster", "zk_quorum", "incident_source")}
+    lag = _per_cluster(t["consumer_lag"], {
+        "within": ("polls_within_slo", "sum"), "known": ("polls_with_lag_seconds", "sum"),
+        "worst_lag_seconds_p99": ("lag_seconds_p99", "max"), "worst_lag_messages_p99": ("lag_p99", "max"),
+        "warn_minutes": ("warn_minutes", "sum"), "err_minutes": ("err_minutes", "sum")})
+    breaching = _per_cluster(t["consumer_lag"], {"n": ("", "count_all")},
+                             pc.field("polls_within_slo") < pc.field("polls_with_lag_seconds"))
+    hanging = t["hanging_transactions"].select(["cluster", "topic", "partition", "producer_id"]).drop_null()
+    hanging = hanging.group_by(["cluster", "topic", "partition", "producer_id"]).aggregate([])
+    counts: dict[str, tuple[Rows, dict[str, str]]] = {  # figure: (rows, name in rows); 0 for a polled cluster
+        "isr_shrinks": (_per_cluster(t["isr_by_broker"], {"v": ("isr_shrinks", "sum")}), "v"),
+        "isr_expands": (_per_cluster(t["isr_by_broker"], {"v": ("isr_expands", "sum")}), "v"),
+        "controller_changes": (_per_cluster(t["controller_changes"], {"v": ("", "count_all")}), "v"),
+        "transactions_seen": (_per_cluster(t["transactions"], {"v": ("", "count_all")}), "v"),
+        "stuck_transactions": (_per_cluster(t["transactions"], {"v": ("", "count_all")}, pc.field("stuck")), "v"),
+        "hanging_transactions": (_per_cluster(hanging, {"v": ("", "count_all")}), "v"),
+        "epoch_bumps": (_per_cluster(t["epoch_bumps"], {"v": ("epoch_bumps", "sum")}), "v"),
+    }
+    brokers = _per_cluster(t["broker_availability"], {"min_broker_availability": ("availability", "min"),
+                                                      "broker_down_minutes": ("down_minutes", "sum")})
+    txn_age = _per_cluster(t["transactions"], {"v": ("max_age_s", "max")})
+    zk_rate = _per_cluster(t["zk_write_rate"], {"w": ("writes", "sum"), "s": ("seconds", "sum")})
+    retention = _per_cluster(t["retention_loss"], {"v": ("", "count_all")})
+    elections = _per_cluster(t["zk_elections"], {"v": ("", "count_all")})
+    behind = _per_cluster(t["zk_follower_behind"], {"v": ("", "count_all")}, pc.field("polls") >= 2)
+    voter = _per_cluster(t["kraft_voter_lag"], {"v": ("lag_p99", "max")})
+    kraft_changes = _per_cluster(t["kraft_leader_changes"], {"v": ("", "count_all")})
+    inc, eps = _incident_figures(t["incidents"]), _incident_figures(t["alert_episodes"])
+    out = []
+    for p in sorted(t["polls"].to_pylist(), key=lambda r: r["cluster"]):
+        c = p["cluster"]
+        polled = (p["polls"] or 0) > 0
+        row: dict[str, Any] = {"cluster": c, "polls": p["polls"], "poll_interval_s": p["poll_interval_s"],
+                               "coverage": p["coverage"]}
+        src = first["incident_source"].get(c)
+        from_incidents = bool(src and src["source"] == FROM_INCIDENTS)
+        figures = (inc if from_incidents else eps).get(c, {})
+        for name in INCIDENT_COUNTS + INCIDENT_TIMES:
+            row[name] = figures.get(name, 0 if name in INCIDENT_COUNTS else None) if polled else None
+        row["alert_episodes_opened"] = eps.get(c, {}).get("incidents_opened", 0) if polled else None
+        row["unreachable_minutes"] = (first["cluster_health"].get(c) or {}).get("unreachable_minutes")
+        rep = first["cluster_replication"].get(c) or {}
+        for name in ("under_replicated_minutes", "under_min_isr_minutes", "offline_minutes", "topics_under_min_isr"):
+            row[name] = rep.get(name)
+        for name, (rows, key) in counts.items():
+            row[name] = rows.get(c, {}).get(key) or 0 if polled else None
+        row.update(brokers.get(c, {}))
+        row["longest_open_txn_s"] = txn_age.get(c, {}).get("v")
+        row["lso_gap_p99"] = (first["lso_gap_cluster"].get(c) or {}).get("lso_gap_p99")
+        rate = zk_rate.get(c)
+        row["zk_writes_per_s"] = _div(rate["w"], rate["s"]) if rate else None
+        g = lag.get(c)
+        if g is not None:
+            row.update({k: v for k, v in g.items() if k not in ("within", "known")})
+            row["lag_slo_share"] = _div(g["within"], g["known"])
+            row["groups_breaching_slo"] = breaching.get(c, {}).get("n", 0)
+        # retention-loss episodes are 0 only where the cluster has consumer groups at all; ZooKeeper / KRaft
+        # counts only where it has consensus rows at all
+        row["retention_loss_episodes"] = retention.get(c, {}).get("v", 0) if g is not None else None
+        zk = first["zk_quorum"].get(c)
+        row["zk_minutes_without_quorum"] = zk["minutes_without_quorum"] if zk else None
+        row["zk_elections"] = elections.get(c, {}).get("v", 0) if zk else None
+        row["zk_follower_behind_episodes"] = behind.get(c, {}).get("v", 0) if zk else None
+        kr = voter.get(c)
+        row["kraft_voter_lag_p99"] = kr["v"] if kr else None
+        row["kraft_leader_changes"] = kraft_changes.get(c, {}).get("v", 0) if kr else None
+        out.append({"cluster": c, **{n: None if row.get(n) is None else float(row[n]) for n in HEADLINE_NAMES}})
+    return pa.Table.from_pylist(out, schema=HEADLINE_SCHEMA)
 
 
-def week_over_week(current: DataFrame, previous: DataFrame) -> DataFrame:
+HEADLINE_SCHEMA = pa.schema([("cluster", pa.string()), *[(n, pa.float64()) for n in HEADLINE_NAMES]])
+WOW_SCHEMA = pa.schema([("cluster", pa.string()), ("metric", pa.string()), ("label", pa.string()),
+                        ("unit", pa.string()), ("polarity", pa.int32()), ("this_week", pa.float64()),
+                        ("last_week", pa.float64()), ("change", pa.float64()), ("change_pct", pa.float64()),
+                        ("worse", pa.bool_())])
+
+
+def week_over_week(current: pa.Table, previous: pa.Table) -> pa.Table:
     """Long format: one row per cluster and headline figure with this week, last week and the change.
 
     ``change`` = this - last; ``change_pct`` relative to last (null when last is 0 or null); ``worse`` is true
     when the change goes the wrong way for that figure (null when either side is missing or neutral).
     """
-    def longer(df: DataFrame, value: str) -> DataFrame:
-        return df.unpivot("cluster", list(HEADLINE_NAMES), "metric", value)
-
-    cur = longer(current, "this_week")
-    prev = longer(previous, "last_week")
-    meta = current.sparkSession.createDataFrame(
-        [(i, n, label, pol, unit) for i, (n, label, pol, unit) in enumerate(HEADLINE)],
-        "ord int, metric string, label string, polarity int, unit string")
-    out = cur.join(prev, ["cluster", "metric"], "left").join(F.broadcast(meta), "metric")
-    change = F.col("this_week") - F.col("last_week")
-    return (out.withColumn("change", change)
-            .withColumn("change_pct", F.when(F.col("last_week") != 0, change / F.abs(F.col("last_week"))))
-            .withColumn("worse", F.when((F.col("polarity") != 0) & change.isNotNull(),
-                                        change * F.col("polarity") > 0))
-            .orderBy("cluster", "ord")
-            .select("cluster", "metric", "label", "unit", "polarity", "this_week", "last_week", "change",
-                    "change_pct", "worse"))
+    last = {r["cluster"]: r for r in previous.to_pylist()}
+    out = []
+    for r in sorted(current.to_pylist(), key=lambda r: r["cluster"]):
+        before = last.get(r["cluster"], {})
+        for f in HEADLINE:
+            this, prev = r.get(f.name), before.get(f.name)
+            change = None if this is None or prev is None else this - prev
+            out.append({"cluster": r["cluster"], "metric": f.name, "label": f.label, "unit": f.unit,
+                        "polarity": f.polarity, "this_week": this, "last_week": prev, "change": change,
+                        "change_pct": None if change is None or not prev else change / abs(prev),
+                        "worse": None if f.polarity == 0 or change is None else change * f.polarity > 0})
+    return pa.Table.from_pylist(out, schema=WOW_SCHEMA)

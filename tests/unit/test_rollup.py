@@ -176,3 +176,30 @@ def test_a_killed_rollup_leaves_a_day_the_report_does_not_read(spark: Any, tmp_p
     s.manifest_path(W.days()[0]).unlink()  # what a run killed after its first file leaves
     assert rollup.fresh_days(s, str(hist), W.days()) == []
     assert rollup.main(["--history", str(hist), "--rollups", str(store), "--day", "2026-13-01"], spark=spark) == 2
+
+
+def test_four_week_trend_reads_the_rollups_of_older_weeks(spark: Any, tmp_path: Path) -> None:
+    hist, store = tmp_path / "history", tmp_path / "rollups"
+    _history(hist)
+    # the same three days again two weeks earlier: the trend reads that week from its roll-ups only
+    early = A.Period.iso_week("2026-W45")
+    for table in ("group_lag", "topic_health", "cluster"):
+        for day in (0, 1, 3):
+            src = hist / table / f"date={W.days()[day]}" / "part-0.parquet"
+            t = pq.read_table(src)
+            t = t.set_column(t.schema.get_field_index("time"), "time",
+                             pa.compute.subtract(t["time"], pa.scalar(W.start - early.start)))
+            d = hist / table / f"date={early.days()[day]}"
+            d.mkdir(parents=True)
+            pq.write_table(t, d / "part-0.parquet")
+    assert rollup.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=W.end + 3600) == 0
+    c = compute(spark, str(hist), W, A.Options(rollups=str(store)))
+    rows = {r["week"]: r for r in c.tables["trend"].to_pylist()}
+    assert set(rows) == {"2026-W45", "2026-W47"}
+    assert rows["2026-W45"] == {**rows["2026-W47"], "week": "2026-W45"}  # the same days, two weeks apart
+    r = rows["2026-W47"]
+    assert r["days"] == 3 and r["polls"] == 3 * 144 and r["poll_interval_s"] == 600.0
+    assert r["under_min_isr_minutes"] == 3 * 10 * 10.0 and r["offline_minutes"] == 10.0
+    head = c.headline.to_pylist()[0]
+    assert r["lag_slo_share"] == pytest.approx(head["lag_slo_share"]) and r["below_log_start_polls"] == 4
+    assert r["under_min_isr_minutes"] == head["under_min_isr_minutes"]

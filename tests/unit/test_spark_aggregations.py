@@ -573,11 +573,10 @@ def test_kraft_leader_changes_and_voter_lag(spark: Any) -> None:
 
 def _headline(spark: Any, values: dict[str, dict[str, float | None]]) -> Any:
     """Hand-made headline rows: {cluster: {metric: value}}; unnamed metrics are null."""
-    from pyspark.sql.types import DoubleType, StringType, StructField, StructType
+    from spark_analytics.aggregations.headline import HEADLINE_SCHEMA
 
-    schema = StructType([StructField("cluster", StringType()),
-                         *[StructField(n, DoubleType()) for n in A.HEADLINE_NAMES]])
-    return spark.createDataFrame([(c, *[v.get(n) for n in A.HEADLINE_NAMES]) for c, v in values.items()], schema)
+    return pa.Table.from_pylist([{"cluster": c, **{n: v.get(n) for n in A.HEADLINE_NAMES}} for c, v in values.items()],
+                                schema=HEADLINE_SCHEMA)
 
 
 def test_week_over_week_with_and_without_a_previous_week(spark: Any) -> None:
@@ -586,7 +585,7 @@ def test_week_over_week_with_and_without_a_previous_week(spark: Any) -> None:
                             "c2": {"under_min_isr_minutes": 0.5}})
     prev = _headline(spark, {"c1": {"under_min_isr_minutes": 0.5, "isr_shrinks": 0.0, "lag_slo_share": 0.99,
                                     "min_broker_availability": 0.9, "zk_elections": 2.0, "polls": 20000.0}})
-    wow = {(r["cluster"], r["metric"]): r for r in rows(A.week_over_week(cur, prev))}
+    wow = {(r["cluster"], r["metric"]): r for r in A.week_over_week(cur, prev).to_pylist()}
     assert len(wow) == 2 * len(A.HEADLINE)
 
     def get(cluster: str, metric: str) -> tuple[Any, ...]:
@@ -603,16 +602,18 @@ def test_week_over_week_with_and_without_a_previous_week(spark: Any) -> None:
     # c2 has no previous week at all: every comparison is null, nothing is "worse"
     assert get("c2", "under_min_isr_minutes") == (0.5, None, None, None, None)
     assert not any(r["worse"] for (c, _), r in wow.items() if c == "c2")
-    assert [r["metric"] for r in rows(A.week_over_week(cur, prev)) if r["cluster"] == "c1"] == list(A.HEADLINE_NAMES)
+    metrics = [r["metric"] for r in A.week_over_week(cur, prev).to_pylist() if r["cluster"] == "c1"]
+    assert metrics == list(A.HEADLINE_NAMES)
 
 
 def test_empty_inputs_give_empty_tables_not_errors(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    planned = A.compute_all(empty_tables(spark), W)
+    planned = A.compute_tables(empty_tables(spark), W)
     c = compute(spark, str(tmp_path), W)  # an empty history directory: every table empty
-    assert set(c.tables) == set(planned) - {"headline"}
+    assert set(c.tables) == set(planned) | {"trend"}
     for name, table in c.tables.items():
-        assert table.num_rows == 0 and table.schema.names == planned[name].columns, name
+        assert table.num_rows == 0 and table.schema.names == (
+            A.trend([W], pa.table({}), pa.table({})).schema.names if name == "trend" else planned[name].columns), name
     assert c.headline.num_rows == 0 and c.previous_headline.num_rows == 0 and c.week_over_week.num_rows == 0
     assert all(t.num_rows == 0 for t in c.series.values())
     monkeypatch.setattr(weekly_report, "compute_with_retry", lambda *a, **k: c)
