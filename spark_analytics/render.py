@@ -472,7 +472,7 @@ def _trend_section(trend: pd.DataFrame | None) -> list[str]:
                           ("groups_breaching_slo", "group-topics breaching", _id),
                           ("warn_minutes", "WARN (min)", _min), ("err_minutes", "ERR (min)", _min),
                           ("below_log_start_polls", "polls below log start", _id)],
-                  empty="no roll-ups for these weeks")]
+                  empty="no roll-ups for these weeks (the trend needs --rollups and the daily roll-up job)")]
 
 
 def _wow_table(doc: dict[str, Any]) -> str:

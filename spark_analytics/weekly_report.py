@@ -225,12 +225,13 @@ def compute(spark: Any, history: str, period: A.Period, opts: A.Options | None =
                   for p in (period, previous)}
         with tempfile.TemporaryDirectory(prefix="kmon-partials-") as scratch:
             parts, stored, computed = None, [], []
-            if opts.percentiles == A.HISTOGRAM:
+            if opts.percentiles == A.HISTOGRAM and opts.rollups:
                 parts, stored, computed = load_partials(spark, history, data, (previous, period), limits, opts,
                                                         clusters, Path(scratch))
             c = _compute(spark, history, frames, data, period, opts, clusters, use_hadoop, charts, limits, parts)
-            if parts is not None:
-                c.tables["trend"] = trend_table(spark, history, period, parts, opts, clusters)
+            # the four-week trend reads roll-ups: empty without --rollups
+            c.tables["trend"] = (trend_table(spark, history, period, parts, opts, clusters) if parts is not None
+                                 else A.trend([period], pa.table({}), pa.table({})))
     finally:
         for name, df in frames.items():
             if name not in io.BIG_TABLES:
@@ -336,6 +337,11 @@ def collect_week(spark: Any, frames: dict[str, Any], period: A.Period, opts: A.O
     polls = A.poll_intervals(frames["cluster"], period, opts.poll_interval_s).toArrow()
     if limits is None:
         limits = A.thresholds(frames["cluster"], period, opts.lag_slo_s, opts.txn_grace_s).toArrow()
+    if parts is None and opts.percentiles == A.HISTOGRAM and (only is None or "consumer_lag" in only):
+        # from the history alone: the lag histograms of the period's days (the other tables as they always were)
+        got = rollup.partials(spark, frames, period.days(), spark.createDataFrame(limits.select(
+            ["cluster", "lag_slo_s"])), rollup.LAG_PERCENTILES)
+        parts = _small(spark, got)
     lazy = A.compute_tables(frames, period, opts, polls=spark.createDataFrame(polls), only=only,
                             limits=spark.createDataFrame(limits), parts=parts)
     derived = {name: lazy.pop(name) for name in list(lazy) if name in DERIVED}

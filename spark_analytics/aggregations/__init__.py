@@ -222,9 +222,10 @@ def compute_tables(tables: dict[str, DataFrame], period: Period, opts: Options =
     ``partition_changes``, ``group_lag``, ``transactions``, ``producers``, ``lso_gap``, ``consensus``,
     ``alert_events``, ``incident_events``, ``loss_events``). `polls` and `limits` (the `thresholds` table) may be given
     precomputed (e.g. collected once and turned back into a small DataFrame, so they are not recomputed for every
-    table); `only` restricts the result to those names. `parts` (the daily roll-up tables of
-    `spark_analytics.rollup`, stored or computed) replace ``group_lag`` and ``topic_health`` where given: the
-    consumer figures then have histogram percentiles, the replication figures are the same.
+    table); `only` restricts the result to those names. `parts` (daily roll-up tables of `spark_analytics.rollup`,
+    stored or computed; any subset of ``group_lag_days`` + ``group_lag_hist``, ``group_lag_flags``,
+    ``topic_health_days`` + ``topic_health_polls``) replace ``group_lag`` and ``topic_health`` for the tables
+    they make: the consumer lag then has histogram percentiles, every other figure is the same.
     """
     ex, acc = opts.exact_percentiles, opts.accuracy
     if polls is None:
@@ -268,15 +269,16 @@ def compute_tables(tables: dict[str, DataFrame], period: Period, opts: Options =
         "kraft_leader_changes": lambda: kraft_leader_changes(tables["consensus"], period),
         "kraft_voter_lag": lambda: kraft_voter_lag(tables["consensus"], polls, period, ex, acc),
     }
-    if parts is not None:
-        builders.update({
-            "cluster_replication": lambda: cluster_replication_from_days(
-                parts["topic_health_days"], parts["topic_health_polls"], polls, period),
-            "topic_replication": lambda: topic_replication_from_days(parts["topic_health_days"], polls, period),
-            "consumer_lag": lambda: consumer_lag_from_days(parts["group_lag_days"], parts["group_lag_hist"], polls,
-                                                           period, lim),
-            "retention_loss": lambda: retention_loss_episodes(parts["group_lag_flags"], idx, period),
-        })
+    p = parts or {}
+    if "topic_health_days" in p:
+        builders["cluster_replication"] = lambda: cluster_replication_from_days(
+            p["topic_health_days"], p["topic_health_polls"], polls, period)
+        builders["topic_replication"] = lambda: topic_replication_from_days(p["topic_health_days"], polls, period)
+    if "group_lag_hist" in p:
+        builders["consumer_lag"] = lambda: consumer_lag_from_days(p["group_lag_days"], p["group_lag_hist"], polls,
+                                                                  period, lim)
+    if "group_lag_flags" in p:
+        builders["retention_loss"] = lambda: retention_loss_episodes(p["group_lag_flags"], idx, period)
     return {name: build() for name, build in builders.items() if only is None or name in only}
 
 
