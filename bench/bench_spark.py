@@ -302,7 +302,7 @@ def main() -> None:
         # ---- Spark
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         from spark_analytics import rollup
-        from spark_analytics.weekly_report import build_session, collect_week, compute, headline_table, load_partials
+        from spark_analytics.weekly_report import build_session, collect_week, compute, headline_table
 
         t0 = time.perf_counter()
         spark = build_session(f"local[{a.cores}]", app_name="kmon-bench",
@@ -313,15 +313,8 @@ def main() -> None:
         spark_times, c = timed(lambda: compute(spark, str(a.dir), period), a.runs, "spark (whole report)")
 
         def headline_only() -> Any:
-            data = io.read_history(spark, str(a.dir), period.start, period.end)
-            frames = {k: v.df for k, v in data.items()}
-            opts = A.Options()
-            limits = A.thresholds(frames["cluster"], period).toArrow()
-            with tempfile.TemporaryDirectory() as scratch:
-                parts, _, _ = load_partials(spark, str(a.dir), data, (period,), {period: limits}, opts, None,
-                                            Path(scratch))
-                return headline_table(spark, collect_week(spark, frames, period, opts, A.HEADLINE_INPUTS,
-                                                          limits=limits, parts=parts))
+            frames = {k: v.df for k, v in io.read_history(spark, str(a.dir), period.start, period.end).items()}
+            return headline_table(spark, collect_week(spark, frames, period, A.Options(), A.HEADLINE_INPUTS))
 
         head_times: list[float] = []
         if a.headline_only:

@@ -87,25 +87,31 @@ def lazy_partials(frames: dict[str, Any], start: float, end: float, slo: Any, ke
             "topic_health_polls": R.replication_polls(th, start, end)}
 
 
-LAG_PERCENTILES = ("group_lag_days", "group_lag_hist")
-"""The roll-up tables the consumer lag percentiles need (all a report from the history computes this way)."""
-
-
-def partials(spark: Any, frames: dict[str, Any], days: Sequence[str], slo: Any,
-             tables: Sequence[str] = TABLES) -> dict[str, pa.Table]:
-    """The roll-up `tables` of `days` computed from history frames, collected: `lazy_partials` of the days, one
-    Spark job per table for all of them (rows carry their day), the group-topics collected first."""
-    if not days:
-        return {}
-    start, end = day_start(min(days)), day_start(max(days)) + DAY_S
+def _of_days(frames: dict[str, Any], days: Sequence[str]) -> tuple[dict[str, Any], float, float]:
     wanted = [int(day_start(d) // DAY_S) for d in days]
     only = {name: frames[name].filter(C.day_of().isin(wanted)) for name in io.BIG_TABLES}
-    lazy = lazy_partials(only, start, end, slo)
-    first = collect({k: v for k, v in lazy.items() if k in tables and k != "group_lag_hist"})
-    if "group_lag_hist" not in tables:
-        return first
+    return only, day_start(min(days)), day_start(max(days)) + DAY_S
+
+
+def partials(spark: Any, frames: dict[str, Any], days: Sequence[str], slo: Any) -> dict[str, pa.Table]:
+    """The roll-up tables of `days` computed from history frames, collected: `lazy_partials` of the days, one Spark
+    job per table for all of them (rows carry their day), the group-topics collected first."""
+    if not days:
+        return {}
+    only, start, end = _of_days(frames, days)
+    first = collect({k: v for k, v in lazy_partials(only, start, end, slo).items() if k != "group_lag_hist"})
     keys = spark.createDataFrame(first["group_lag_days"].select(list(C.KEYS)))
     return {**first, **collect({"group_lag_hist": lazy_partials(only, start, end, slo, keys)["group_lag_hist"]})}
+
+
+def lag_partials(spark: Any, frames: dict[str, Any], days: Sequence[str], slo: Any) -> dict[str, Any]:
+    """What the consumer lag percentiles need, for a report from the history alone: ``group_lag_days`` collected
+    (small) and ``group_lag_hist`` lazy (its rows never leave Spark)."""
+    only, start, end = _of_days(frames, days)
+    lazy = lazy_partials(only, start, end, slo)
+    days_df = spark.createDataFrame(collect({"d": lazy["group_lag_days"]})["d"])
+    return {"group_lag_days": days_df,
+            "group_lag_hist": lazy_partials(only, start, end, slo, days_df)["group_lag_hist"]}
 
 
 def collect(frames: dict[str, Any]) -> dict[str, pa.Table]:

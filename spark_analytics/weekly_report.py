@@ -339,9 +339,8 @@ def collect_week(spark: Any, frames: dict[str, Any], period: A.Period, opts: A.O
         limits = A.thresholds(frames["cluster"], period, opts.lag_slo_s, opts.txn_grace_s).toArrow()
     if parts is None and opts.percentiles == A.HISTOGRAM and (only is None or "consumer_lag" in only):
         # from the history alone: the lag histograms of the period's days (the other tables as they always were)
-        got = rollup.partials(spark, frames, period.days(), spark.createDataFrame(limits.select(
-            ["cluster", "lag_slo_s"])), rollup.LAG_PERCENTILES)
-        parts = _small(spark, got)
+        parts = rollup.lag_partials(spark, frames, period.days(),
+                                    spark.createDataFrame(limits.select(["cluster", "lag_slo_s"])))
     lazy = A.compute_tables(frames, period, opts, polls=spark.createDataFrame(polls), only=only,
                             limits=spark.createDataFrame(limits), parts=parts)
     derived = {name: lazy.pop(name) for name in list(lazy) if name in DERIVED}

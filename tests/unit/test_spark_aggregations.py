@@ -754,7 +754,13 @@ def test_cli_rejects_bad_arguments_with_exit_code_2(tmp_path: Path, capsys: pyte
         assert "--out" in capsys.readouterr().err
     assert not (Path.cwd() / "hdfs:").exists()
     args = weekly_report.parse_args(["--history", f"file://{tmp_path}", "--out", f"file://{tmp_path}/o"])
-    assert args.out == tmp_path / "o"
+    assert args.out == tmp_path / "o" and args.opts.percentiles == A.HISTOGRAM and args.opts.rollups is None
+    assert main(["--history", str(tmp_path), "--rollups", str(tmp_path / "none")]) == 2
+    assert "--rollups" in capsys.readouterr().err
+    assert main(["--history", str(tmp_path), "--exact-percentiles", "--approx-percentiles"]) == 2
+    assert "not allowed with" in capsys.readouterr().err
+    exact = weekly_report.parse_args(["--history", str(tmp_path), "--exact-percentiles", "--rollups", str(tmp_path)])
+    assert exact.opts.percentiles == A.EXACT and exact.opts.rollups == str(tmp_path)
 
 
 def test_each_cluster_is_written_where_the_dashboard_looks(tmp_path: Path) -> None:
