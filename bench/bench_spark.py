@@ -1,14 +1,18 @@
 """The weekly report's aggregations at scale: PySpark local[2] against DuckDB on the same Parquet files.
 
     .venv/bin/python -m bench.bench_spark [--dir DIR] [--week 2026-W40] [--runs 3] [--cores 2]
+        [--partitions 25000] [--exact]
 
 A synthetic week (bench/synthetic_history.py: 5,000 partitions in 200 topics, 1,000 group-topics, polled
 every 30 s, with incidents; ~26 M rows) is generated into DIR unless it is already there. Then, median of
 `--runs`:
 
 * **Spark**: `spark_analytics.weekly_report.compute` — everything the report computes and collects for the
-  week and the week before (all tables, the headline, week over week, chart series), `local[2]`; and, for a
-  like-for-like ratio, only the tables the headline needs, for this week;
+  week and the week before (all tables, the headline, week over week, chart series), `local[2]`, from the
+  history; for a like-for-like ratio, only the tables the headline needs, for this week; with ``--exact`` the
+  whole report with exact percentiles too; then the daily roll-ups (`spark_analytics.rollup`: one day timed,
+  the other days rolled up untimed) and the whole report from them (its headline compared with the one from the
+  history). ``--partitions N`` generates a bigger fleet (`Shape.scaled`: 25,000 gives ~122 M rows);
 * **DuckDB** (reference, same process, 2 threads): the headline aggregations in SQL over the same live files
   (poll interval, minutes under-replicated / under min ISR / offline, ISR shrinks per broker, broker
   availability, lag percentiles + SLO share + WARN/ERR minutes per group-topic, retention-loss episodes,

@@ -255,11 +255,10 @@ def load_partials(spark: Any, history: str, data: dict[str, io.TableData], perio
                                      0.0, 0.0, None)  # the schemas, no rows
     if missing:
         week_of = {d: p for p in periods for d in p.days()}
-        slo = rollup.slo_frame(spark, {d: limits[week_of[d]].select(["cluster", "lag_slo_s"]) for d in missing})
-        got = rollup.partials(spark, {name: td.df for name, td in data.items()}, missing, slo)
         tmp = rollup.Store(scratch)
-        for d in missing:
-            tmp.write_day(d, got, {}, {})
+        for d in missing:  # a day at a time, like the roll-up job (bounded driver memory)
+            slo = rollup.slo_frame(spark, {d: limits[week_of[d]].select(["cluster", "lag_slo_s"])})
+            tmp.write_day(d, rollup.partials(spark, {name: td.df for name, td in data.items()}, [d], slo), {}, {})
         frames_of = rollup.read(spark, tmp, missing)
     if fresh:
         assert store is not None
