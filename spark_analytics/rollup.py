@@ -259,6 +259,7 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, now: float | None
     else:
         days = [d for d in history_days(a.history) if d < today]
     store = Store(Path(a.rollups.removeprefix("file://")))
+    store.root.mkdir(parents=True, exist_ok=True)  # so a report can name it from the first day on
     todo = days if a.force or a.day else [d for d in days if d not in set(fresh_days(store, a.history, days))]
     if not todo:
         print(f"rollup: nothing to do ({len(days)} day(s) up to date under {store.root})")

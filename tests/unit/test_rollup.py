@@ -176,6 +176,10 @@ def test_a_killed_rollup_leaves_a_day_the_report_does_not_read(spark: Any, tmp_p
     s.manifest_path(W.days()[0]).unlink()  # what a run killed after its first file leaves
     assert rollup.fresh_days(s, str(hist), W.days()) == []
     assert rollup.main(["--history", str(hist), "--rollups", str(store), "--day", "2026-13-01"], spark=spark) == 2
+    # nothing complete to roll up yet (a fresh collector): the directory exists all the same, for --rollups
+    fresh = tmp_path / "fresh"
+    assert rollup.main(["--history", str(hist), "--rollups", str(fresh)], spark=spark, now=T0) == 0
+    assert fresh.is_dir() and not any(fresh.iterdir())
 
 
 def test_four_week_trend_reads_the_rollups_of_older_weeks(spark: Any, tmp_path: Path) -> None:
