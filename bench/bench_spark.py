@@ -318,7 +318,7 @@ def main() -> None:
 
         def headline_only() -> Any:
             frames = {k: v.df for k, v in io.read_history(spark, str(a.dir), period.start, period.end).items()}
-            return headline_table(spark, collect_week(spark, frames, period, A.Options(), A.HEADLINE_INPUTS))
+            return headline_table(collect_week(spark, frames, period, A.Options(), A.HEADLINE_INPUTS))
 
         head_times: list[float] = []
         if a.headline_only:

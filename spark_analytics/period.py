@@ -11,6 +11,18 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
 WEEK_RE = re.compile(r"^(\d{4})-W(\d{2})$")
+DAY_S = 86400
+"""Seconds in a UTC day: daily roll-ups are keyed by the epoch day, ``floor(time / DAY_S)``."""
+
+
+def day_start(day: str) -> float:
+    """``YYYY-MM-DD`` -> its 00:00 UTC in epoch seconds."""
+    return float(calendar.timegm(date.fromisoformat(day).timetuple()))
+
+
+def epoch_day(day: str) -> int:
+    """``YYYY-MM-DD`` -> days since 1970-01-01 (the ``day`` column of the roll-ups)."""
+    return int(day_start(day) // DAY_S)
 
 
 @dataclass(frozen=True)
@@ -53,7 +65,12 @@ class Period:
         y, w, _ = d.isocalendar()
         return Period.iso_week(f"{y}-W{w:02d}")
 
+    @property
+    def epoch_days(self) -> tuple[int, int]:
+        """The half-open range of epoch days the period covers (periods are whole UTC days)."""
+        return int(self.start // DAY_S), int(self.end // DAY_S)
+
     def days(self) -> list[str]:
         first = datetime.fromtimestamp(self.start, UTC).date()
-        n = round(self.seconds / 86400)
+        n = round(self.seconds / DAY_S)
         return [(first + timedelta(days=i)).isoformat() for i in range(n)]

@@ -37,23 +37,22 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql import functions as F
 
 from spark_analytics import io
 from spark_analytics.aggregations import consumers as C
 from spark_analytics.aggregations import replication as R
+from spark_analytics.aggregations.common import day_of
 from spark_analytics.aggregations.thresholds import thresholds
-from spark_analytics.period import Period
-
-log = logging.getLogger("spark_analytics.rollup")
+from spark_analytics.period import DAY_S, Period, day_start, epoch_day
 
 VERSION = 1
-DAY_S = 86400
 MANIFESTS = "_days"
 FILE = "rollup.parquet"
 SOURCES = ("group_lag", "topic_health", "cluster")
@@ -63,24 +62,16 @@ TABLES = ("group_lag_days", "group_lag_hist", "group_lag_flags", "group_lag_seri
           "topic_health_polls")
 
 
-def day_start(day: str) -> float:
-    return float(datetime.fromisoformat(day).replace(tzinfo=UTC).timestamp())
-
-
-def day_name(epoch_day: int) -> str:
-    return (date(1970, 1, 1) + timedelta(days=epoch_day)).isoformat()
-
-
-def lazy_partials(frames: dict[str, Any], start: float, end: float, slo: Any, keys: Any = None) -> dict[str, Any]:
+def lazy_partials(frames: dict[str, Any], start: float, end: float, slo: Any) -> dict[str, Any]:
     """The roll-up tables of ``[start, end)`` from history frames (``group_lag``, ``topic_health``), lazy.
 
     `slo` is what ``polls_within_slo`` is counted against: a number, None (the default), or a frame of
-    ``cluster, lag_slo_s`` (with a ``day`` column: per cluster and epoch day). `keys`: the group-topics the
-    histograms are named from (default: the ``group_lag_days`` frame, computed again)."""
+    ``cluster, lag_slo_s`` (with a ``day`` column: per cluster and epoch day). The histograms are named from
+    the ``group_lag_days`` frame (computed again when both are run: `partials` collects it first)."""
     g, th = frames["group_lag"], frames["topic_health"]
     days = C.lag_days(g, start, end, slo)
     return {"group_lag_days": days,
-            "group_lag_hist": C.lag_histograms(g, start, end, days if keys is None else keys),
+            "group_lag_hist": C.lag_histograms(g, start, end, days),
             "group_lag_flags": C.retention_flags(g, start, end),
             "group_lag_series": C.lag_series_days(g, start, end),
             "topic_health_days": R.topic_days(th, start, end),
@@ -88,8 +79,8 @@ def lazy_partials(frames: dict[str, Any], start: float, end: float, slo: Any, ke
 
 
 def _of_days(frames: dict[str, Any], days: Sequence[str]) -> tuple[dict[str, Any], float, float]:
-    wanted = [int(day_start(d) // DAY_S) for d in days]
-    only = {name: frames[name].filter(C.day_of().isin(wanted)) for name in io.BIG_TABLES}
+    wanted = [epoch_day(d) for d in days]
+    only = {name: frames[name].filter(day_of().isin(wanted)) for name in io.BIG_TABLES}
     return only, day_start(min(days)), day_start(max(days)) + DAY_S
 
 
@@ -102,17 +93,15 @@ def partials(spark: Any, frames: dict[str, Any], days: Sequence[str], slo: Any) 
     only, start, end = _of_days(frames, days)
     first = collect({k: v for k, v in lazy_partials(only, start, end, slo).items() if k != "group_lag_hist"})
     keys = spark.createDataFrame(first["group_lag_days"].select(list(C.KEYS)))
-    return {**first, **collect({"group_lag_hist": lazy_partials(only, start, end, slo, keys)["group_lag_hist"]})}
+    return {**first, **collect({"group_lag_hist": C.lag_histograms(only["group_lag"], start, end, keys)})}
 
 
 def lag_partials(spark: Any, frames: dict[str, Any], days: Sequence[str], slo: Any) -> dict[str, Any]:
     """What the consumer lag percentiles need, for a report from the history alone: ``group_lag_days`` collected
     (small) and ``group_lag_hist`` lazy (its rows never leave Spark)."""
     only, start, end = _of_days(frames, days)
-    lazy = lazy_partials(only, start, end, slo)
-    days_df = spark.createDataFrame(collect({"d": lazy["group_lag_days"]})["d"])
-    return {"group_lag_days": days_df,
-            "group_lag_hist": lazy_partials(only, start, end, slo, days_df)["group_lag_hist"]}
+    days_df = spark.createDataFrame(C.lag_days(only["group_lag"], start, end, slo).toArrow())
+    return {"group_lag_days": days_df, "group_lag_hist": C.lag_histograms(only["group_lag"], start, end, days_df)}
 
 
 def collect(frames: dict[str, Any]) -> dict[str, pa.Table]:
@@ -124,14 +113,14 @@ def collect(frames: dict[str, Any]) -> dict[str, pa.Table]:
 
 def slo_frame(spark: Any, by_day: dict[str, pa.Table]) -> Any:
     """``cluster, lag_slo_s, day`` from each day's `thresholds` table (``cluster, lag_slo_s``)."""
-    rows = [(c, float(v), int(day_start(d) // DAY_S)) for d, t in by_day.items()
+    rows = [(c, float(v), epoch_day(d)) for d, t in by_day.items()
             for c, v in zip(t["cluster"].to_pylist(), t["lag_slo_s"].to_pylist(), strict=True)]
     return spark.createDataFrame(rows, "cluster string, lag_slo_s double, day int")
 
 
 def _day_rows(t: pa.Table, day: str) -> pa.Table:
     if "day" in t.column_names:
-        return t.filter(pc.equal(t["day"], int(day_start(day) // DAY_S)))
+        return t.filter(pc.equal(t["day"], epoch_day(day)))
     lo = day_start(day)
     return t.filter(pc.and_(pc.greater_equal(t["time"], lo), pc.less(t["time"], lo + DAY_S)))
 
@@ -144,6 +133,11 @@ class Store:
     """A roll-up directory."""
 
     root: Path
+
+    @classmethod
+    def at(cls, path: str) -> Store:
+        """The store at a ``--rollups`` argument (a path or ``file://`` URI)."""
+        return cls(Path(path.removeprefix("file://")))
 
     def manifest_path(self, day: str) -> Path:
         return self.root / MANIFESTS / f"{day}.json"
@@ -192,12 +186,11 @@ def fresh_days(store: Store, history: str, days: Sequence[str]) -> list[str]:
     return [d for d in days if (m := store.manifest(d)) is not None and m["history_files"] == history_files(history, d)]
 
 
-def read(spark: Any, store: Store, days: Sequence[str]) -> dict[str, Any]:
-    """The stored roll-up tables of `days` as DataFrames (lazy)."""
-    out = {}
-    for name in TABLES:
-        files = [str(store.file(name, d)) for d in days]
-        out[name] = spark.read.parquet(*files) if files else None
+def read(spark: Any, store: Store, days: Sequence[str], clusters: Sequence[str] | None = None) -> dict[str, Any]:
+    """The stored roll-up tables of `days` (at least one) as DataFrames (lazy), of `clusters` only when given."""
+    out = {name: spark.read.parquet(*[str(store.file(name, d)) for d in days]) for name in TABLES}
+    if clusters:
+        out = {name: df.filter(F.col("cluster").isin(list(clusters))) for name, df in out.items()}
     return out
 
 
@@ -258,7 +251,7 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, now: float | None
         days = sorted(set(a.day))
     else:
         days = [d for d in history_days(a.history) if d < today]
-    store = Store(Path(a.rollups.removeprefix("file://")))
+    store = Store.at(a.rollups)
     store.root.mkdir(parents=True, exist_ok=True)  # so a report can name it from the first day on
     todo = days if a.force or a.day else [d for d in days if d not in set(fresh_days(store, a.history, days))]
     if not todo:

@@ -33,7 +33,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import functions as F
 
 from collectors.model.vocabulary import MESSAGES_GONE_KINDS, SEVERITY_RANK
 from spark_analytics import aggregations as A
@@ -196,7 +195,6 @@ class Computed:
     seconds: float = 0.0
     previous_tables: dict[str, pa.Table] | None = None  # last week: the headline's inputs
     rollup_days: list[str] = field(default_factory=list)  # days read from stored roll-ups
-    computed_days: list[str] = field(default_factory=list)  # days whose partials were computed from the history
 
 
 DERIVED: dict[str, tuple[str, ...]] = {
@@ -224,9 +222,9 @@ def compute(spark: Any, history: str, period: A.Period, opts: A.Options | None =
         limits = {p: A.thresholds(frames["cluster"], p, opts.lag_slo_s, opts.txn_grace_s).toArrow()
                   for p in (period, previous)}
         with tempfile.TemporaryDirectory(prefix="kmon-partials-") as scratch:
-            parts, stored, computed = None, [], []
+            parts, stored = None, []
             if opts.percentiles == A.HISTOGRAM and opts.rollups:
-                parts, stored, computed = load_partials(spark, history, data, (previous, period), limits, opts,
+                parts, stored = load_partials(spark, history, data, (previous, period), limits, opts,
                                                         clusters, Path(scratch))
             c = _compute(spark, history, frames, data, period, opts, clusters, use_hadoop, charts, limits, parts)
             # the four-week trend reads roll-ups: empty without --rollups
@@ -236,18 +234,19 @@ def compute(spark: Any, history: str, period: A.Period, opts: A.Options | None =
         for name, df in frames.items():
             if name not in io.BIG_TABLES:
                 df.unpersist()
-    c.rollup_days, c.computed_days = stored, computed
+    c.rollup_days = stored
     c.seconds = time.monotonic() - started
     return c
 
 
 def load_partials(spark: Any, history: str, data: dict[str, io.TableData], periods: Sequence[A.Period],
                   limits: dict[A.Period, pa.Table], opts: A.Options, clusters: Sequence[str] | None,
-                  scratch: Path) -> tuple[dict[str, Any], list[str], list[str]]:
-    """The daily roll-up tables for every day of `periods`: stored ones where fresh (`opts.rollups`), the others
-    computed from the history now (each counted against its week's lag SLO) and kept in `scratch`."""
+                  scratch: Path) -> tuple[dict[str, Any], list[str]]:
+    """The daily roll-up tables for every day of `periods`, and the days read from the store: stored ones where
+    fresh (`opts.rollups`), the others computed from the history now (each counted against its week's lag SLO)
+    and kept in `scratch`."""
     days = [d for p in periods for d in p.days()]
-    store = rollup.Store(Path(opts.rollups.removeprefix("file://"))) if opts.rollups else None
+    store = rollup.Store.at(opts.rollups) if opts.rollups else None
     fresh = rollup.fresh_days(store, history, days) if store else []
     with_files = {d for name in io.BIG_TABLES for d in data[name].days}
     missing = [d for d in days if d not in fresh and d in with_files]  # a day without files has no rows to add
@@ -262,11 +261,9 @@ def load_partials(spark: Any, history: str, data: dict[str, io.TableData], perio
         frames_of = rollup.read(spark, tmp, missing)
     if fresh:
         assert store is not None
-        have = rollup.read(spark, store, fresh)
-        if clusters:
-            have = {k: v.filter(F.col("cluster").isin(list(clusters))) for k, v in have.items()}
+        have = rollup.read(spark, store, fresh, clusters)
         frames_of = {k: v.unionByName(frames_of[k]) if missing else v for k, v in have.items()}
-    return frames_of, fresh, missing
+    return frames_of, fresh
 
 
 TREND_WEEKS = 4
@@ -281,12 +278,10 @@ def trend_table(spark: Any, history: str, period: A.Period, parts: dict[str, Any
         weeks.insert(0, weeks[0].previous())
     inputs = {name: parts[name] for name in ("topic_health_polls", "group_lag_days")}
     if opts.rollups:
-        store = rollup.Store(Path(opts.rollups.removeprefix("file://")))
+        store = rollup.Store.at(opts.rollups)
         older = rollup.fresh_days(store, history, [d for w in weeks[:-2] for d in w.days()])
         if older:
-            stored = rollup.read(spark, store, older)
-            if clusters:
-                stored = {k: v.filter(F.col("cluster").isin(list(clusters))) for k, v in stored.items()}
+            stored = rollup.read(spark, store, older, clusters)
             inputs = {k: v.unionByName(stored[k]) for k, v in inputs.items()}
     got = rollup.collect(inputs)
     return A.trend(weeks, got["topic_health_polls"], got["group_lag_days"])
@@ -297,7 +292,7 @@ def _compute(spark: Any, history: str, frames: dict[str, Any], data: dict[str, i
              limits: dict[A.Period, pa.Table], parts: dict[str, Any] | None) -> Computed:
     previous = period.previous()
     current = collect_week(spark, frames, period, opts, limits=limits[period], parts=parts)
-    cur_head = headline_table(spark, current)
+    cur_head = headline_table(current)
     # Last week: the same figures from the same frames (rows at or after a period's end are never used); the big
     # tables, when read at all (not from roll-ups), from last week's own files, not this week's again for nothing.
     prev_frames = dict(frames)
@@ -307,7 +302,7 @@ def _compute(spark: Any, history: str, frames: dict[str, Any], data: dict[str, i
             check_schema=False).items()})
     prev_tables = collect_week(spark, prev_frames, previous, opts, A.HEADLINE_INPUTS, limits=limits[previous],
                                parts=parts)
-    prev_head = headline_table(spark, prev_tables)
+    prev_head = headline_table(prev_tables)
     wow = A.week_over_week(cur_head, prev_head)
     series: dict[str, pa.Table] = {}
     if charts:
@@ -356,8 +351,8 @@ def collect_week(spark: Any, frames: dict[str, Any], period: A.Period, opts: A.O
     return got
 
 
-def headline_table(spark: Any, tables: dict[str, pa.Table]) -> pa.Table:
-    """`aggregations.headline` over the collected tables (`spark` is not used: kept for callers)."""
+def headline_table(tables: dict[str, pa.Table]) -> pa.Table:
+    """`aggregations.headline` over the collected tables (the headline's inputs among them)."""
     return A.headline({k: v for k, v in tables.items() if k in A.HEADLINE_INPUTS})
 
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame, GroupedData, Window
 from pyspark.sql import functions as F
 
-from spark_analytics.period import Period
+from spark_analytics.period import DAY_S, Period
 
 PCTS: tuple[float, ...] = (0.5, 0.95, 0.99)
 PCT_NAMES: tuple[str, ...] = ("p50", "p95", "p99")
@@ -19,6 +19,22 @@ EPISODE_GAP_FACTOR = 1.5
 
 def in_period(period: Period, col: str = "time") -> Column:
     return (F.col(col) >= F.lit(period.start)) & (F.col(col) < F.lit(period.end))
+
+
+def between(start: float, end: float, col: str = "time") -> Column:
+    """``start <= col < end`` (the partials of a range of whole days)."""
+    return (F.col(col) >= F.lit(start)) & (F.col(col) < F.lit(end))
+
+
+def day_of(col: str = "time") -> Column:
+    """The epoch day of a time column (``period.DAY_S``), the day key of the daily partials."""
+    return F.floor(F.col(col) / DAY_S).cast("int")
+
+
+def in_days(partials: DataFrame, period: Period) -> DataFrame:
+    """The rows of day partials (a ``day`` column) that fall inside `period`."""
+    first, last = period.epoch_days
+    return partials.filter((F.col("day") >= F.lit(first)) & (F.col("day") < F.lit(last)))
 
 
 def before_end(period: Period, col: str = "time") -> Column:

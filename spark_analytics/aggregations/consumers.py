@@ -3,7 +3,7 @@ lag chart's time series."""
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from collectors.model.vocabulary import ERR, GROUP_STATES, WARN
@@ -12,8 +12,11 @@ from spark_analytics.aggregations.common import (
     PCT_NAMES,
     PCTS,
     before_end,
+    between,
     bucket,
+    day_of,
     episodes,
+    in_days,
     in_period,
     interval,
     minutes,
@@ -79,7 +82,6 @@ def lag_timeseries(group_lag: DataFrame, keys: DataFrame, period: Period, bucket
 # percentiles from the fixed log-scale histograms (`histogram`: within 1 % of the exact ones). The daily roll-up
 # job stores these partials; the weekly report computes them from the polls for days without a roll-up.
 
-DAY_S = 86400
 KEYS = ("cluster", "group_id", "topic")
 STATES: tuple[str, ...] = (*GROUP_STATES, "Assigning", "Reconciling", "Unknown")
 """Group states coded as integers in the partials (1-based; anything else reads back as ``Unknown``): a string
@@ -100,13 +102,8 @@ CONSUMER_LAG_COLUMNS = (*KEYS, "polls", "polls_with_lag_seconds", "polls_within_
                         "lag_seconds_max", "slo_share", "warn_minutes", "err_minutes")
 
 
-def day_of(col: str = "time") -> Column:
-    return F.floor(F.col(col) / DAY_S).cast("int")
-
-
 def _between(group_lag: DataFrame, start: float, end: float) -> DataFrame:
-    return group_lag.filter((F.col("time") >= F.lit(start)) & (F.col("time") < F.lit(end))
-                            & F.col("topic").isNotNull())
+    return group_lag.filter(between(start, end) & F.col("topic").isNotNull())
 
 
 def lag_days(group_lag: DataFrame, start: float, end: float, slo_s: float | DataFrame | None = None) -> DataFrame:
@@ -114,9 +111,9 @@ def lag_days(group_lag: DataFrame, start: float, end: float, slo_s: float | Data
     ``polls_within_slo`` is counted against `slo_s` (as in `consumer_lag`) and the SLO kept in ``slo_s``, so a
     merge can tell whether it still applies; `slo_s` may be a frame of ``cluster, lag_slo_s`` with a ``day``
     column (per cluster and epoch day). The group state is kept as a code (`STATES`)."""
-    g = _between(group_lag, start, end)
+    g = _between(group_lag, start, end).withColumn("day", day_of())
     if isinstance(slo_s, DataFrame) and "day" in slo_s.columns:  # per cluster and day
-        g = g.withColumn("day", day_of()).join(
+        g = g.join(
             F.broadcast(slo_s.select("cluster", "day", F.col("lag_slo_s").alias("_slo"))), ["cluster", "day"], "left")
         slo = F.coalesce(F.col("_slo"), F.lit(DEFAULT_LAG_SLO_S))
     else:
@@ -124,7 +121,7 @@ def lag_days(group_lag: DataFrame, start: float, end: float, slo_s: float | Data
     code = F.lit(0)
     for i, s in reversed(list(enumerate(STATES, 1))):
         code = F.when(F.col("state") == s, F.lit(i)).otherwise(code)
-    return g.groupBy(*KEYS, day_of().alias("day")).agg(
+    return g.groupBy(*KEYS, "day").agg(
         F.count(F.lit(1)).alias("polls"), F.count("lag_seconds_max").alias("polls_with_lag_seconds"),
         F.count_if(F.col("lag_seconds_max") <= slo).alias("polls_within_slo"),
         F.max(slo).alias("slo_s"),
@@ -160,9 +157,7 @@ def consumer_lag_from_days(days: DataFrame, hists: DataFrame, polls: DataFrame, 
     the same recorded threshold); where not (the threshold changed, or ``--lag-slo-seconds``), that day's count
     comes from its histogram: a poll is within the SLO when its bucket's representative is.
     """
-    first, last = int(period.start // DAY_S), int(period.end // DAY_S)
-    d = days.filter((F.col("day") >= F.lit(first)) & (F.col("day") < F.lit(last)))
-    h = hists.filter((F.col("day") >= F.lit(first)) & (F.col("day") < F.lit(last)))
+    d, h = in_days(days, period), in_days(hists, period)
     d, slo = per_cluster(d, slo_s, "lag_slo_s", DEFAULT_LAG_SLO_S)
     d = d.withColumn("_slo", slo)
     h, hslo = per_cluster(h, slo_s, "lag_slo_s", DEFAULT_LAG_SLO_S)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from spark_analytics.aggregations.common import in_period, interval, minutes
+from spark_analytics.aggregations.common import between, day_of, in_days, in_period, interval, minutes
 from spark_analytics.period import Period
 
 
@@ -59,7 +59,7 @@ TOPIC_DAYS_COLUMNS = ("cluster", "topic", "day", "polls", "internal", "partition
 
 def topic_days(topic_health: DataFrame, start: float, end: float) -> DataFrame:
     """Per cluster, topic and epoch day of ``[start, end)``: what `topic_replication` sums up."""
-    th = topic_health.filter((F.col("time") >= F.lit(start)) & (F.col("time") < F.lit(end)))
+    th = topic_health.filter(between(start, end))
     aggs = [F.count(F.lit(1)).alias("polls"), F.max(F.col("internal").cast("int")).alias("internal"),
             F.max("partitions").alias("partitions"), F.max("replication_factor").alias("replication_factor"),
             F.max_by("min_insync_replicas", "time").alias("min_insync_replicas"), F.max("time").alias("last_time")]
@@ -67,25 +67,19 @@ def topic_days(topic_health: DataFrame, start: float, end: float) -> DataFrame:
         aggs += [F.count_if(F.col(name) > 0).alias(f"{name}_polls"),
                  F.sum(F.coalesce(F.col(name), F.lit(0))).alias(f"{name}_partition_polls"),
                  F.max(F.col(name)).alias(f"{name}_max_partitions")]
-    day = F.floor(F.col("time") / 86400).cast("int").alias("day")
-    return th.groupBy("cluster", "topic", day).agg(*aggs).select(*TOPIC_DAYS_COLUMNS)
+    return th.groupBy("cluster", "topic", day_of().alias("day")).agg(*aggs).select(*TOPIC_DAYS_COLUMNS)
 
 
 def replication_polls(topic_health: DataFrame, start: float, end: float) -> DataFrame:
     """Per cluster and poll of ``[start, end)``: partitions under-replicated / under min ISR / offline in all
     topics (what `cluster_replication` counts polls of)."""
-    th = topic_health.filter((F.col("time") >= F.lit(start)) & (F.col("time") < F.lit(end)))
-    return th.groupBy("cluster", "time").agg(*[F.sum(F.coalesce(F.col(n), F.lit(0))).alias(n) for n in PROBLEMS])
-
-
-def _in_days(df: DataFrame, period: Period) -> DataFrame:
-    first, last = int(period.start // 86400), int(period.end // 86400)
-    return df.filter((F.col("day") >= F.lit(first)) & (F.col("day") < F.lit(last)))
+    return topic_health.filter(between(start, end)).groupBy("cluster", "time").agg(
+        *[F.sum(F.coalesce(F.col(n), F.lit(0))).alias(n) for n in PROBLEMS])
 
 
 def topic_replication_from_days(days: DataFrame, polls: DataFrame, period: Period) -> DataFrame:
     """`topic_replication` from `topic_days` partials (same columns, same figures)."""
-    d = _in_days(days, period)
+    d = in_days(days, period)
     aggs = [F.sum("polls").alias("polls"), (F.max("internal") > 0).alias("internal"),
             F.max("partitions").alias("partitions"), F.max("replication_factor").alias("replication_factor"),
             F.max_by("min_insync_replicas", "last_time").alias("min_insync_replicas")]
@@ -108,7 +102,7 @@ def cluster_replication_from_days(days: DataFrame, per_poll: DataFrame, polls: D
     agg = agg.join(interval(polls), "cluster", "left")
     for n in PROBLEMS:
         agg = agg.withColumn(f"{n}_minutes", minutes(f"{n}_polls"))
-    topics = _in_days(days, period).groupBy("cluster").agg(
+    topics = in_days(days, period).groupBy("cluster").agg(
         F.countDistinct(F.when(F.col("under_min_isr_polls") > 0, F.col("topic"))).alias("topics_under_min_isr"),
         F.countDistinct(F.when(F.col("offline_polls") > 0, F.col("topic"))).alias("topics_offline"))
     return agg.join(topics, "cluster", "left").drop("poll_interval_s")

@@ -18,7 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from spark_analytics.period import Period
+from spark_analytics.period import DAY_S, Period
 
 TREND_SCHEMA = pa.schema([
     ("cluster", pa.string()), ("week", pa.string()), ("days", pa.int32()), ("polls", pa.int64()),
@@ -47,11 +47,11 @@ def trend(weeks: Sequence[Period], health_polls: pa.Table, lag_days: pa.Table) -
             continue
         a = row(r["cluster"], w)
         a["times"].add(r["time"])
-        a["days"].add(int(r["time"] // 86400))
+        a["days"].add(int(r["time"] // DAY_S))
         for p in PROBLEMS:
             a[p] += (r[p] or 0) > 0
     for r in lag_days.to_pylist():
-        w = week_of(r["day"] * 86400.0)
+        w = week_of(float(r["day"] * DAY_S))
         if w is None:
             continue
         a = row(r["cluster"], w)

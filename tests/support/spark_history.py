@@ -68,7 +68,7 @@ def headline_rows(spark: Any, tables: dict[str, Any], period: Any) -> list[dict[
     from spark_analytics.aggregations import Options
     from spark_analytics.weekly_report import collect_week, headline_table
 
-    return headline_table(spark, collect_week(spark, tables, period, Options())).to_pylist()
+    return headline_table(collect_week(spark, tables, period, Options())).to_pylist()
 
 
 def empty_tables(spark: Any) -> dict[str, Any]:

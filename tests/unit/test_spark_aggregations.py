@@ -316,7 +316,7 @@ def test_headline_equals_the_duckdb_reference_with_incidents_and_recorded_thresh
                           "age_seconds": 85.0, "timeout_ms": 60_000}])
     frames = {k: v.df for k, v in io.read_history(spark, str(tmp_path), PREV.start, W.end).items()}
     tables = weekly_report.collect_week(spark, frames, W, A.Options())
-    [h] = weekly_report.headline_table(spark, tables).to_pylist()
+    [h] = weekly_report.headline_table(tables).to_pylist()
     duck = duckdb_headline(duckdb.connect(), tmp_path, W)
     figures = dict(INCIDENT_FIGURES, longest_incident_minutes=(9270 - 100) / 60)  # G open up to the last poll
     for name, want in figures.items():
@@ -325,7 +325,7 @@ def test_headline_equals_the_duckdb_reference_with_incidents_and_recorded_thresh
     assert h["lag_slo_share"] == pytest.approx(5 / 10) and h["stuck_transactions"] == 1  # SLO 45 s, grace 20 s
     [limits] = tables["thresholds"].to_pylist()
     assert (limits["lag_slo_s"], limits["txn_grace_s"]) == (duck["lag_slo_s"], duck["txn_grace_s"]) == (45.0, 20.0)
-    [exact] = weekly_report.headline_table(spark, weekly_report.collect_week(
+    [exact] = weekly_report.headline_table(weekly_report.collect_week(
         spark, frames, W, A.Options(percentiles=A.EXACT))).to_pylist()
     for name in CROSS_CHECKED:
         if name in duck and name not in ("min_broker_availability", "zk_elections"):
