@@ -35,6 +35,11 @@ def _per_cluster(t: pa.Table, aggs: dict[str, tuple[str, str]], where: Any = Non
     return {r["cluster"]: {name: r[o] for name, o in zip(aggs, out_names, strict=True)} for r in g}
 
 
+def _one(t: pa.Table, col: str, fn: str, where: Any = None) -> dict[str, Any]:
+    """``{cluster: value}`` of one aggregate (`_per_cluster` with a single figure)."""
+    return {c: r["v"] for c, r in _per_cluster(t, {"v": (col, fn)}, where).items()}
+
+
 def _div(a: Any, b: Any) -> float | None:
     return None if a is None or b is None or b == 0 else a / b
 
@@ -74,28 +79,28 @@ def headline(t: dict[str, pa.Table]) -> pa.Table:
         "within": ("polls_within_slo", "sum"), "known": ("polls_with_lag_seconds", "sum"),
         "worst_lag_seconds_p99": ("lag_seconds_p99", "max"), "worst_lag_messages_p99": ("lag_p99", "max"),
         "warn_minutes": ("warn_minutes", "sum"), "err_minutes": ("err_minutes", "sum")})
-    breaching = _per_cluster(t["consumer_lag"], {"n": ("", "count_all")},
-                             pc.field("polls_within_slo") < pc.field("polls_with_lag_seconds"))
+    breaching = _one(t["consumer_lag"], "", "count_all",
+                     pc.field("polls_within_slo") < pc.field("polls_with_lag_seconds"))
     hanging = t["hanging_transactions"].select(["cluster", "topic", "partition", "producer_id"]).drop_null()
     hanging = hanging.group_by(["cluster", "topic", "partition", "producer_id"]).aggregate([])
-    counts: dict[str, tuple[Rows, dict[str, str]]] = {  # figure: (rows, name in rows); 0 for a polled cluster
-        "isr_shrinks": (_per_cluster(t["isr_by_broker"], {"v": ("isr_shrinks", "sum")}), "v"),
-        "isr_expands": (_per_cluster(t["isr_by_broker"], {"v": ("isr_expands", "sum")}), "v"),
-        "controller_changes": (_per_cluster(t["controller_changes"], {"v": ("", "count_all")}), "v"),
-        "transactions_seen": (_per_cluster(t["transactions"], {"v": ("", "count_all")}), "v"),
-        "stuck_transactions": (_per_cluster(t["transactions"], {"v": ("", "count_all")}, pc.field("stuck")), "v"),
-        "hanging_transactions": (_per_cluster(hanging, {"v": ("", "count_all")}), "v"),
-        "epoch_bumps": (_per_cluster(t["epoch_bumps"], {"v": ("epoch_bumps", "sum")}), "v"),
+    counts: dict[str, dict[str, Any]] = {  # figure by cluster; 0 for a polled cluster without a row
+        "isr_shrinks": _one(t["isr_by_broker"], "isr_shrinks", "sum"),
+        "isr_expands": _one(t["isr_by_broker"], "isr_expands", "sum"),
+        "controller_changes": _one(t["controller_changes"], "", "count_all"),
+        "transactions_seen": _one(t["transactions"], "", "count_all"),
+        "stuck_transactions": _one(t["transactions"], "", "count_all", pc.field("stuck")),
+        "hanging_transactions": _one(hanging, "", "count_all"),
+        "epoch_bumps": _one(t["epoch_bumps"], "epoch_bumps", "sum"),
     }
     brokers = _per_cluster(t["broker_availability"], {"min_broker_availability": ("availability", "min"),
                                                       "broker_down_minutes": ("down_minutes", "sum")})
-    txn_age = _per_cluster(t["transactions"], {"v": ("max_age_s", "max")})
+    txn_age = _one(t["transactions"], "max_age_s", "max")
     zk_rate = _per_cluster(t["zk_write_rate"], {"w": ("writes", "sum"), "s": ("seconds", "sum")})
-    retention = _per_cluster(t["retention_loss"], {"v": ("", "count_all")})
-    elections = _per_cluster(t["zk_elections"], {"v": ("", "count_all")})
-    behind = _per_cluster(t["zk_follower_behind"], {"v": ("", "count_all")}, pc.field("polls") >= 2)
-    voter = _per_cluster(t["kraft_voter_lag"], {"v": ("lag_p99", "max")})
-    kraft_changes = _per_cluster(t["kraft_leader_changes"], {"v": ("", "count_all")})
+    retention = _one(t["retention_loss"], "", "count_all")
+    elections = _one(t["zk_elections"], "", "count_all")
+    behind = _one(t["zk_follower_behind"], "", "count_all", pc.field("polls") >= 2)
+    voter = _one(t["kraft_voter_lag"], "lag_p99", "max")
+    kraft_changes = _one(t["kraft_leader_changes"], "", "count_all")
     inc, eps = _incident_figures(t["incidents"]), _incident_figures(t["alert_episodes"])
     out = []
     for p in sorted(t["polls"].to_pylist(), key=lambda r: r["cluster"]):
@@ -113,10 +118,10 @@ def headline(t: dict[str, pa.Table]) -> pa.Table:
         rep = first["cluster_replication"].get(c) or {}
         for name in ("under_replicated_minutes", "under_min_isr_minutes", "offline_minutes", "topics_under_min_isr"):
             row[name] = rep.get(name)
-        for name, (rows, key) in counts.items():
-            row[name] = rows.get(c, {}).get(key) or 0 if polled else None
+        for name, by_cluster in counts.items():
+            row[name] = (by_cluster.get(c) or 0) if polled else None
         row.update(brokers.get(c, {}))
-        row["longest_open_txn_s"] = txn_age.get(c, {}).get("v")
+        row["longest_open_txn_s"] = txn_age.get(c)
         row["lso_gap_p99"] = (first["lso_gap_cluster"].get(c) or {}).get("lso_gap_p99")
         rate = zk_rate.get(c)
         row["zk_writes_per_s"] = _div(rate["w"], rate["s"]) if rate else None
@@ -124,17 +129,17 @@ def headline(t: dict[str, pa.Table]) -> pa.Table:
         if g is not None:
             row.update({k: v for k, v in g.items() if k not in ("within", "known")})
             row["lag_slo_share"] = _div(g["within"], g["known"])
-            row["groups_breaching_slo"] = breaching.get(c, {}).get("n", 0)
+            row["groups_breaching_slo"] = breaching.get(c, 0)
         # retention-loss episodes are 0 only where the cluster has consumer groups at all; ZooKeeper / KRaft
         # counts only where it has consensus rows at all
-        row["retention_loss_episodes"] = retention.get(c, {}).get("v", 0) if g is not None else None
+        row["retention_loss_episodes"] = retention.get(c, 0) if g is not None else None
         zk = first["zk_quorum"].get(c)
         row["zk_minutes_without_quorum"] = zk["minutes_without_quorum"] if zk else None
-        row["zk_elections"] = elections.get(c, {}).get("v", 0) if zk else None
-        row["zk_follower_behind_episodes"] = behind.get(c, {}).get("v", 0) if zk else None
-        kr = voter.get(c)
-        row["kraft_voter_lag_p99"] = kr["v"] if kr else None
-        row["kraft_leader_changes"] = kraft_changes.get(c, {}).get("v", 0) if kr else None
+        row["zk_elections"] = elections.get(c, 0) if zk else None
+        row["zk_follower_behind_episodes"] = behind.get(c, 0) if zk else None
+        kraft = c in voter  # KRaft counts are 0 only where the cluster has voter rows at all
+        row["kraft_voter_lag_p99"] = voter.get(c)
+        row["kraft_leader_changes"] = kraft_changes.get(c, 0) if kraft else None
         out.append({"cluster": c, **{n: None if row.get(n) is None else float(row[n]) for n in HEADLINE_NAMES}})
     return pa.Table.from_pylist(out, schema=HEADLINE_SCHEMA)
 
