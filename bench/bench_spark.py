@@ -306,7 +306,8 @@ def main() -> None:
         # ---- Spark
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         from spark_analytics import rollup
-        from spark_analytics.weekly_report import build_session, collect_week, compute, headline_table
+        from spark_analytics.session import build_session
+        from spark_analytics.weekly_report import collect_week, compute, headline_table
 
         t0 = time.perf_counter()
         spark = build_session(f"local[{a.cores}]", app_name="kmon-bench",

@@ -51,6 +51,7 @@ from spark_analytics.aggregations import replication as R
 from spark_analytics.aggregations.common import day_of
 from spark_analytics.aggregations.thresholds import thresholds
 from spark_analytics.period import DAY_S, Period, day_start, epoch_day
+from spark_analytics.session import build_session
 
 VERSION = 1
 MANIFESTS = "_days"
@@ -261,7 +262,6 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, now: float | None
     own = spark is None
     try:
         if own:
-            from spark_analytics.weekly_report import build_session
             spark = build_session(a.master, app_name="kmon-rollup", verbose=a.verbose)
         written = rollup(spark, a.history, store, todo)
     except Exception as e:

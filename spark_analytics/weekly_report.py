@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 import tempfile
 import time
@@ -40,6 +39,7 @@ from spark_analytics import io, layout, render, rollup
 from spark_analytics.aggregations.thresholds import USED as A_THRESHOLDS
 from spark_analytics.figures import HEADLINE_NAMES, UNITS
 from spark_analytics.formatting import PER_SECOND, SHARE, fmt_value
+from spark_analytics.session import build_session
 
 log = logging.getLogger("spark_analytics.weekly_report")
 
@@ -50,8 +50,6 @@ PERCENTILE_TEXT = {
 }
 WORST_N = 5
 LAG_SERIES_N = 6
-OBJECT_HASH_AGG_KEYS = 4096
-"""Keys (group-topics) per task the percentile aggregates keep in hash maps before sorting the rest."""
 
 
 class ArgumentError(Exception):
@@ -140,43 +138,6 @@ def parse_args(argv: Sequence[str] | None, now: float | None = None) -> Args:
                      txn_grace_s=a.txn_grace_seconds, poll_interval_s=a.poll_interval_seconds,
                      bucket_s=a.bucket_seconds, rollups=a.rollups)
     return Args(a.history, period, out, a.master, a.cluster, opts, a.verbose)
-
-
-# ----------------------------------------------------------------------------------------------- Spark
-
-
-def is_local_master(master: str | None) -> bool:
-    return master is None or master.startswith("local")
-
-
-def build_session(master: str | None = None, app_name: str = "kmon-weekly-report", verbose: bool = False,
-                  conf: dict[str, str] | None = None) -> Any:
-    """A SparkSession. Without `master`: local[*], unless spark-submit already chose one.
-
-    Local sessions bind the driver to 127.0.0.1 and run without the UI.
-    """
-    from pyspark.sql import SparkSession
-
-    submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # launched by spark-submit: its --master/--conf rule
-    b = SparkSession.builder.appName(app_name)
-    if master is None and not submitted:
-        master = "local[*]"
-    if master is not None:
-        b = b.master(master)
-    if master is not None and master.startswith("local"):
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        b = (b.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "16"))
-    b = (b.config("spark.sql.session.timeZone", "UTC").config("spark.ui.showConsoleProgress", "false")
-         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-         # the percentile aggregates keep one hash map per key; past 128 keys per task (Spark's default) they
-         # fall back to sorting every input row by key (docs/weekly-report.md, "Where the time goes")
-         .config("spark.sql.objectHashAggregate.sortBased.fallbackThreshold", str(OBJECT_HASH_AGG_KEYS)))
-    for k, v in (conf or {}).items():
-        b = b.config(k, v)
-    spark = b.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN" if verbose else "ERROR")
-    return spark
 
 
 # ----------------------------------------------------------------------------------------------- compute

@@ -29,7 +29,7 @@ def spark_session() -> Any:
     global _SPARK
     if _SPARK is None:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        from spark_analytics.weekly_report import build_session
+        from spark_analytics.session import build_session
 
         # Tiny inputs: whole-stage code generation costs more than it saves (about half of each small job).
         _SPARK = build_session("local[2]", app_name="kmon-tests", conf={
