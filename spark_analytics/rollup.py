@@ -18,7 +18,8 @@ The two tables that hold ~95 % of the rows, ``group_lag`` (one row per group-top
 * ``topic_health_days``: per topic and day, polls and partition-polls under-replicated / under min ISR / offline;
 * ``topic_health_polls``: per poll, those problem counts summed over the topics.
 
-The other history tables are small (per poll or per event) and the report reads them as they are.
+The first two come from one pass over the polls (`consumers.lag_cells`, cached while both are collected). The other
+history tables are small (per poll or per event) and the report reads them as they are.
 
 Layout: ``DIR/<table>/date=YYYY-MM-DD/rollup.parquet`` and ``DIR/_days/YYYY-MM-DD.json``, the day's manifest
 (version, when, the history files it was made from, each cluster's lag SLO). The manifest is removed first and
@@ -29,12 +30,13 @@ rolled up (and computes from the history), never a half-written day. ``DIR`` is 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -63,16 +65,18 @@ TABLES = ("group_lag_days", "group_lag_hist", "group_lag_flags", "group_lag_seri
           "topic_health_polls")
 
 
-def lazy_partials(frames: dict[str, Any], start: float, end: float, slo: Any) -> dict[str, Any]:
+def lazy_partials(frames: dict[str, Any], start: float, end: float, slo: Any, cells: Any = None) -> dict[str, Any]:
     """The roll-up tables of ``[start, end)`` from history frames (``group_lag``, ``topic_health``), lazy.
 
     `slo` is what ``polls_within_slo`` is counted against: a number, None (the default), or a frame of
-    ``cluster, lag_slo_s`` (with a ``day`` column: per cluster and epoch day). The histograms are named from
-    the ``group_lag_days`` frame (computed again when both are run: `partials` collects it first)."""
+    ``cluster, lag_slo_s`` (with a ``day`` column: per cluster and epoch day). The two consumer partials come from
+    `cells` (`consumers.lag_cells` of the same range; made here when not given): give them cached, and the polls are
+    read once for both."""
     g, th = frames["group_lag"], frames["topic_health"]
-    days = C.lag_days(g, start, end, slo)
-    return {"group_lag_days": days,
-            "group_lag_hist": C.lag_histograms(g, start, end, days),
+    if cells is None:
+        cells = C.lag_cells(g, start, end, slo)
+    return {"group_lag_days": C.days_of_cells(cells),
+            "group_lag_hist": C.histograms_of_cells(cells),
             "group_lag_flags": C.retention_flags(g, start, end),
             "group_lag_series": C.lag_series_days(g, start, end),
             "topic_health_days": R.topic_days(th, start, end),
@@ -87,22 +91,37 @@ def _of_days(frames: dict[str, Any], days: Sequence[str]) -> tuple[dict[str, Any
 
 def partials(spark: Any, frames: dict[str, Any], days: Sequence[str], slo: Any) -> dict[str, pa.Table]:
     """The roll-up tables of `days` computed from history frames, collected: `lazy_partials` of the days, one Spark
-    job per table for all of them (rows carry their day), the group-topics collected first. Everything is collected
-    to the driver: give it one day of a big fleet at a time (25,000 partitions: ~1.5 M rows a day)."""
+    job per table for all of them (rows carry their day), over the consumer cells computed once and cached.
+    Everything is collected to the driver: give it one day of a big fleet at a time (25,000 partitions: ~1.5 M
+    rows a day)."""
     if not days:
         return {}
     only, start, end = _of_days(frames, days)
-    first = collect({k: v for k, v in lazy_partials(only, start, end, slo).items() if k != "group_lag_hist"})
-    keys = spark.createDataFrame(first["group_lag_days"].select(list(C.KEYS)))
-    return {**first, **collect({"group_lag_hist": C.lag_histograms(only["group_lag"], start, end, keys)})}
+    with cached(C.lag_cells(only["group_lag"], start, end, slo)) as cells:
+        return collect(lazy_partials(only, start, end, slo, cells))
 
 
-def lag_partials(spark: Any, frames: dict[str, Any], days: Sequence[str], slo: Any) -> dict[str, Any]:
-    """What the consumer lag percentiles need, for a report from the history alone: ``group_lag_days`` collected
-    (small) and ``group_lag_hist`` lazy (its rows never leave Spark)."""
+def lag_partials(frames: dict[str, Any], days: Sequence[str], slo: Any) -> tuple[dict[str, Any], Any]:
+    """What the consumer lag percentiles need, for a report from the history alone: ``group_lag_days`` and
+    ``group_lag_hist`` (lazy) from one cell set for all of `days` (keyed by the first day: the report merges the
+    days anyway), and those cells, cached and computed: the caller unpersists them once the tables it makes from
+    them are collected. (Collected and turned back into a literal DataFrame instead, ~150 k cells on the bench
+    week overflowed the driver's 1 GB heap: a local relation is copied into every task.)"""
     only, start, end = _of_days(frames, days)
-    days_df = spark.createDataFrame(C.lag_days(only["group_lag"], start, end, slo).toArrow())
-    return {"group_lag_days": days_df, "group_lag_hist": C.lag_histograms(only["group_lag"], start, end, days_df)}
+    cells = C.lag_cells(only["group_lag"], start, end, slo, day=epoch_day(min(days))).cache()
+    cells.count()
+    return {"group_lag_days": C.days_of_cells(cells), "group_lag_hist": C.histograms_of_cells(cells)}, cells
+
+
+@contextlib.contextmanager
+def cached(df: Any) -> Iterator[Any]:
+    """`df` cached (and computed once, before the jobs that share it start at the same time), unpersisted after."""
+    df = df.cache()
+    try:
+        df.count()  # computed here, once: the jobs that read it run at the same time
+        yield df
+    finally:
+        df.unpersist()
 
 
 def collect(frames: dict[str, Any]) -> dict[str, pa.Table]:

@@ -25,6 +25,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -252,8 +253,6 @@ def _compute(spark: Any, history: str, frames: dict[str, Any], data: dict[str, i
              opts: A.Options, clusters: Sequence[str] | None, use_hadoop: bool | None, charts: bool,
              limits: dict[A.Period, pa.Table], parts: dict[str, Any] | None) -> Computed:
     previous = period.previous()
-    current = collect_week(spark, frames, period, opts, limits=limits[period], parts=parts)
-    cur_head = headline_table(current)
     # Last week: the same figures from the same frames (rows at or after a period's end are never used); the big
     # tables, when read at all (not from roll-ups), from last week's own files, not this week's again for nothing.
     prev_frames = dict(frames)
@@ -261,8 +260,14 @@ def _compute(spark: Any, history: str, frames: dict[str, Any], data: dict[str, i
         prev_frames.update({name: td.df for name, td in io.read_history(
             spark, history, previous.start, previous.end, clusters, tables=io.BIG_TABLES, use_hadoop=use_hadoop,
             check_schema=False).items()})
-    prev_tables = collect_week(spark, prev_frames, previous, opts, A.HEADLINE_INPUTS, limits=limits[previous],
-                               parts=parts)
+    # The two weeks are independent: last week's jobs run beside this week's, so that one week's driver-side work
+    # (planning, collecting results) overlaps the other's Spark jobs instead of leaving the cores idle.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="last-week") as pool:
+        last_week = pool.submit(collect_week, spark, prev_frames, previous, opts, A.HEADLINE_INPUTS,
+                                limits=limits[previous], parts=parts)
+        current = collect_week(spark, frames, period, opts, limits=limits[period], parts=parts)
+        prev_tables = last_week.result()
+    cur_head = headline_table(current)
     prev_head = headline_table(prev_tables)
     wow = A.week_over_week(cur_head, prev_head)
     series: dict[str, pa.Table] = {}
@@ -292,14 +297,19 @@ def collect_week(spark: Any, frames: dict[str, Any], period: A.Period, opts: A.O
     polls = A.poll_intervals(frames["cluster"], period, opts.poll_interval_s).toArrow()
     if limits is None:
         limits = A.thresholds(frames["cluster"], period, opts.lag_slo_s, opts.txn_grace_s).toArrow()
+    cells = None
     if parts is None and opts.percentiles == A.HISTOGRAM and (only is None or "consumer_lag" in only):
-        # from the history alone: the lag histograms of the period's days (the other tables as they always were)
-        parts = rollup.lag_partials(spark, frames, period.days(),
-                                    spark.createDataFrame(limits.select(["cluster", "lag_slo_s"])))
+        # from the history alone: the lag partials of the whole period from one pass over its polls
+        parts, cells = rollup.lag_partials(frames, period.days(),
+                                           spark.createDataFrame(limits.select(["cluster", "lag_slo_s"])))
     lazy = A.compute_tables(frames, period, opts, polls=spark.createDataFrame(polls), only=only,
                             limits=spark.createDataFrame(limits), parts=parts)
     derived = {name: lazy.pop(name) for name in list(lazy) if name in DERIVED}
-    got = rollup.collect(lazy)
+    try:
+        got = rollup.collect(lazy)
+    finally:
+        if cells is not None:
+            cells.unpersist()
     if derived:  # summaries of collected tables: a small plan over literals, not a second pass over the history
         later = {}
         for name, df in derived.items():

@@ -76,8 +76,9 @@ def lag_timeseries(group_lag: DataFrame, keys: DataFrame, period: Period, bucket
 
 
 # ----------------------------------------------------------------------------------------------- day partials
-# The consumer figures from compact per-day partials instead of the polls: `lag_days` turns polls into one row
-# per group-topic, day and (lag bucket, lag-seconds bucket) pair — everything `consumer_lag` needs, mergeable —
+# The consumer figures from compact per-day partials instead of the polls: `lag_cells` turns the polls, in one pass,
+# into one row per group-topic, day and (lag bucket, lag-seconds bucket) pair — everything `consumer_lag` needs,
+# mergeable —; `lag_days` and `lag_histograms` (the two stored roll-up tables) are small aggregates of those cells;
 # and `consumer_lag_from_days` merges any set of days into the same table `consumer_lag` makes, with the lag
 # percentiles from the fixed log-scale histograms (`histogram`: within 1 % of the exact ones). The daily roll-up
 # job stores these partials; the weekly report computes them from the polls for days without a roll-up.
@@ -106,12 +107,25 @@ def _between(group_lag: DataFrame, start: float, end: float) -> DataFrame:
     return group_lag.filter(between(start, end) & F.col("topic").isNotNull())
 
 
-def lag_days(group_lag: DataFrame, start: float, end: float, slo_s: float | DataFrame | None = None) -> DataFrame:
-    """Per group-topic and day of ``[start, end)`` (whole days): the counts and maxima `consumer_lag` sums up;
-    ``polls_within_slo`` is counted against `slo_s` (as in `consumer_lag`) and the SLO kept in ``slo_s``, so a
-    merge can tell whether it still applies; `slo_s` may be a frame of ``cluster, lag_slo_s`` with a ``day``
-    column (per cluster and epoch day). The group state is kept as a code (`STATES`)."""
-    g = _between(group_lag, start, end).withColumn("day", day_of())
+CELL_COLUMNS = (*KEYS, "day", "lag_bucket", "lag_seconds_bucket", "polls", "polls_within_slo", "slo_s",
+                "warn_polls", "err_polls", "below_log_start_polls", "lag_max", "lag_seconds_max", "last_time",
+                "last_state_code", "last_members")
+"""A `lag_cells` row: one per group-topic, day and pair of `histogram` buckets (``lag_max``'s, ``lag_seconds_max``'s;
+null where the value is null)."""
+
+
+def lag_cells(group_lag: DataFrame, start: float, end: float, slo_s: float | DataFrame | None = None,
+              day: int | None = None) -> DataFrame:
+    """**The one pass over the polls** that every consumer partial comes from: per group-topic, epoch day and pair of
+    histogram buckets (lag, lag seconds), the counts, maxima and last values `lag_days` needs. Every column merges
+    (sums, maxima, the value at the latest ``last_time``), so `days_of_cells` and `histograms_of_cells` are small
+    aggregates over these rows instead of two more passes over the polls (docs/weekly-report.md, "Where the time
+    goes", step 3). On the bench week a group-topic has ~150 bucket pairs a day against 2,880 polls.
+
+    ``polls_within_slo`` is counted against `slo_s` (a number, None for the default, a frame of ``cluster,
+    lag_slo_s``, with a ``day`` column per cluster and epoch day). `day`, when given, is the day key of every row:
+    one cell set for the whole range (a report from the history, which never needs the days apart)."""
+    g = _between(group_lag, start, end).withColumn("day", day_of() if day is None else F.lit(day))
     if isinstance(slo_s, DataFrame) and "day" in slo_s.columns:  # per cluster and day
         g = g.join(
             F.broadcast(slo_s.select("cluster", "day", F.col("lag_slo_s").alias("_slo"))), ["cluster", "day"], "left")
@@ -121,8 +135,9 @@ def lag_days(group_lag: DataFrame, start: float, end: float, slo_s: float | Data
     code = F.lit(0)
     for i, s in reversed(list(enumerate(STATES, 1))):
         code = F.when(F.col("state") == s, F.lit(i)).otherwise(code)
-    return g.groupBy(*KEYS, "day").agg(
-        F.count(F.lit(1)).alias("polls"), F.count("lag_seconds_max").alias("polls_with_lag_seconds"),
+    return g.groupBy(*KEYS, "day", hist.bucket("lag_max").alias("lag_bucket"),
+                     hist.bucket("lag_seconds_max").alias("lag_seconds_bucket")).agg(
+        F.count(F.lit(1)).alias("polls"),
         F.count_if(F.col("lag_seconds_max") <= slo).alias("polls_within_slo"),
         F.max(slo).alias("slo_s"),
         F.count_if(F.col("status") == WARN).alias("warn_polls"),
@@ -131,21 +146,42 @@ def lag_days(group_lag: DataFrame, start: float, end: float, slo_s: float | Data
         F.max(F.col("lag_max").cast("double")).alias("lag_max"),
         F.max(F.col("lag_seconds_max").cast("double")).alias("lag_seconds_max"),
         F.max("time").alias("last_time"), F.max_by(code, "time").alias("last_state_code"),
-        F.max_by("members", "time").alias("last_members")).select(*LAG_DAYS_COLUMNS)
+        F.max_by("members", "time").alias("last_members")).select(*CELL_COLUMNS)
 
 
-def lag_histograms(group_lag: DataFrame, start: float, end: float, keys: DataFrame) -> DataFrame:
-    """Per group-topic, day, metric and `histogram` bucket: the polls (rows with a null value are left out).
+def days_of_cells(cells: DataFrame) -> DataFrame:
+    """`lag_days` rows from `lag_cells` rows (a small aggregate)."""
+    return cells.groupBy(*KEYS, "day").agg(
+        F.sum("polls").alias("polls"),
+        F.sum(F.when(F.col("lag_seconds_bucket").isNotNull(), F.col("polls")).otherwise(F.lit(0)))
+        .alias("polls_with_lag_seconds"),
+        F.sum("polls_within_slo").alias("polls_within_slo"), F.max("slo_s").alias("slo_s"),
+        F.sum("warn_polls").alias("warn_polls"), F.sum("err_polls").alias("err_polls"),
+        F.sum("below_log_start_polls").alias("below_log_start_polls"),
+        F.max("lag_max").alias("lag_max"), F.max("lag_seconds_max").alias("lag_seconds_max"),
+        F.max("last_time").alias("last_time"), F.max_by("last_state_code", "last_time").alias("last_state_code"),
+        F.max_by("last_members", "last_time").alias("last_members")).select(*LAG_DAYS_COLUMNS)
 
-    `keys` holds the group-topics (``cluster, group_id, topic``; e.g. the `lag_days` rows): the aggregate is keyed
-    by a 64-bit hash of the three names, which makes Spark's hash aggregate about twice as fast as the strings,
-    and the names are joined back from `keys`."""
-    g = _between(group_lag, start, end).select(F.xxhash64(*KEYS).alias("_h"), day_of().alias("day"), *HIST_METRICS)
-    names = F.broadcast(keys.select(*KEYS).distinct().withColumn("_h", F.xxhash64(*KEYS)))
-    parts = [g.filter(F.col(m).isNotNull()).groupBy("_h", "day", hist.bucket(m).alias("bucket"))
-             .agg(F.count(F.lit(1)).alias("polls")).withColumn("metric", F.lit(i))
-             for i, m in enumerate(HIST_METRICS)]
-    return parts[0].unionByName(parts[1]).join(names, "_h").select(*LAG_HIST_COLUMNS)
+
+def histograms_of_cells(cells: DataFrame) -> DataFrame:
+    """`lag_histograms` rows from `lag_cells` rows: each metric's buckets summed over the other's."""
+    parts = [cells.filter(F.col(b).isNotNull()).groupBy(*KEYS, "day", F.col(b).alias("bucket"))
+             .agg(F.sum("polls").alias("polls")).withColumn("metric", F.lit(i))
+             for i, b in enumerate(("lag_bucket", "lag_seconds_bucket"))]
+    return parts[0].unionByName(parts[1]).select(*LAG_HIST_COLUMNS)
+
+
+def lag_days(group_lag: DataFrame, start: float, end: float, slo_s: float | DataFrame | None = None) -> DataFrame:
+    """Per group-topic and day of ``[start, end)`` (whole days): the counts and maxima `consumer_lag` sums up;
+    ``polls_within_slo`` is counted against `slo_s` (as in `consumer_lag`) and the SLO kept in ``slo_s``, so a
+    merge can tell whether it still applies; `slo_s` may be a frame of ``cluster, lag_slo_s`` with a ``day``
+    column (per cluster and epoch day). The group state is kept as a code (`STATES`)."""
+    return days_of_cells(lag_cells(group_lag, start, end, slo_s))
+
+
+def lag_histograms(group_lag: DataFrame, start: float, end: float) -> DataFrame:
+    """Per group-topic, day, metric and `histogram` bucket: the polls (rows with a null value are left out)."""
+    return histograms_of_cells(lag_cells(group_lag, start, end))
 
 
 def consumer_lag_from_days(days: DataFrame, hists: DataFrame, polls: DataFrame, period: Period,

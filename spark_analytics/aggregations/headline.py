@@ -78,7 +78,9 @@ def headline(t: dict[str, pa.Table]) -> pa.Table:
     lag = _per_cluster(t["consumer_lag"], {
         "within": ("polls_within_slo", "sum"), "known": ("polls_with_lag_seconds", "sum"),
         "worst_lag_seconds_p99": ("lag_seconds_p99", "max"), "worst_lag_messages_p99": ("lag_p99", "max"),
-        "warn_minutes": ("warn_minutes", "sum"), "err_minutes": ("err_minutes", "sum")})
+        # minutes from the summed polls (integers), not a sum of per-group minutes: a float sum depends on the row
+        # order, which differs between a report from the history and one from the roll-ups
+        "warn_polls": ("warn_polls", "sum"), "err_polls": ("err_polls", "sum")})
     breaching = _one(t["consumer_lag"], "", "count_all",
                      pc.field("polls_within_slo") < pc.field("polls_with_lag_seconds"))
     hanging = t["hanging_transactions"].select(["cluster", "topic", "partition", "producer_id"]).drop_null()
@@ -127,7 +129,11 @@ def headline(t: dict[str, pa.Table]) -> pa.Table:
         row["zk_writes_per_s"] = _div(rate["w"], rate["s"]) if rate else None
         g = lag.get(c)
         if g is not None:
-            row.update({k: v for k, v in g.items() if k not in ("within", "known")})
+            row.update({k: v for k, v in g.items() if k not in ("within", "known", "warn_polls", "err_polls")})
+            iv = p["poll_interval_s"]
+            for name in ("warn", "err"):
+                n = g[f"{name}_polls"]
+                row[f"{name}_minutes"] = None if n is None or iv is None else n * iv / 60.0
             row["lag_slo_share"] = _div(g["within"], g["known"])
             row["groups_breaching_slo"] = breaching.get(c, 0)
         # retention-loss episodes are 0 only where the cluster has consumer groups at all; ZooKeeper / KRaft

@@ -102,6 +102,59 @@ def test_figures_from_day_partials_equal_the_figures_from_the_polls(spark: Any) 
     assert flags.count() == 4 and parts["group_lag_series"].filter("group_id = 'g1'").count() == 3 * 96
 
 
+def test_the_one_pass_cells_give_each_day_and_histogram_as_the_polls_do(spark: Any) -> None:
+    """`lag_cells` is the only pass over the polls: its day rows and histograms must be what the polls say, computed
+    here in plain Python (counts, maxima, the state at the day's last poll, every bucket's polls)."""
+    rows = _lag_rows()
+    gl = frame(spark, "group_lag", rows)
+    cells = C.lag_cells(gl, W.start, W.end, 90.0)
+    days = {(r.group_id, r.day): r.asDict() for r in C.days_of_cells(cells).collect()}
+    hists: dict[tuple[str, int, int], dict[int, int]] = {}
+    for r in C.histograms_of_cells(cells).collect():
+        hists.setdefault((r.group_id, r.day, r.metric), {})[r.bucket] = r.polls
+    want_days: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for r in rows:
+        want_days.setdefault((r["group_id"], int(r["time"] // DAY)), []).append(r)
+    assert set(days) == set(want_days) and len(days) == 6
+    for key, polls in want_days.items():
+        got, secs = days[key], [p["lag_seconds_max"] for p in polls if p["lag_seconds_max"] is not None]
+        last = max(polls, key=lambda p: p["time"])
+        assert got["polls"] == len(polls) and got["polls_with_lag_seconds"] == len(secs)
+        assert got["polls_within_slo"] == sum(1 for x in secs if x <= 90.0)
+        assert got["warn_polls"] == sum(1 for p in polls if p["status"] == "WARN")
+        assert got["err_polls"] == sum(1 for p in polls if p["status"] == "ERR")
+        assert got["below_log_start_polls"] == sum(1 for p in polls if p["below_log_start"] > 0)
+        assert got["lag_max"] == max(p["lag_max"] for p in polls)
+        assert got["lag_seconds_max"] == (max(secs) if secs else None)
+        assert got["last_time"] == last["time"] and got["last_members"] == last["members"]
+        assert C.STATES[got["last_state_code"] - 1] == last["state"]
+        for metric, values in ((0, [p["lag_max"] for p in polls]), (1, secs)):
+            want: dict[int, int] = {}
+            for v in values:
+                want[H.bucket_of(v)] = want.get(H.bucket_of(v), 0) + 1
+            assert hists.get((key[0], key[1], metric), {}) == want, (key, metric)
+
+
+def test_one_cell_set_for_the_week_gives_the_figures_of_the_days_merged(spark: Any) -> None:
+    """A report from the history keys its cells by the week's first day (`rollup.lag_partials`): the figures must be
+    those of the per-day partials merged, to the digit, so they never depend on which days were rolled up."""
+    gl, th = frame(spark, "group_lag", _lag_rows()), frame(spark, "topic_health", _health_rows())
+    polls = spark.createDataFrame([("c1", 600.0)], "cluster string, poll_interval_s double")
+    per_day = _partials(spark, gl, th, 90.0)
+    parts, cells = rollup.lag_partials({"group_lag": gl, "topic_health": th}, W.days(), 90.0)
+    try:
+        assert {r.day for r in parts["group_lag_days"].select("day").distinct().collect()} == {W.epoch_days[0]}
+
+        def figures(p: dict[str, Any]) -> list[dict[str, Any]]:
+            return [r.asDict() for r in C.consumer_lag_from_days(p["group_lag_days"], p["group_lag_hist"], polls, W,
+                                                                 90.0).orderBy("group_id").collect()]
+
+        week, days = figures(parts), figures(per_day)
+        assert len(week) == 2 and week == days
+    finally:
+        cells.unpersist()
+
+
 def test_a_partial_counted_against_another_slo_is_estimated_from_its_histogram(spark: Any) -> None:
     gl, th = frame(spark, "group_lag", _lag_rows()), frame(spark, "topic_health", _health_rows())
     polls = spark.createDataFrame([("c1", 600.0)], "cluster string, poll_interval_s double")
