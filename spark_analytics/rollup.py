@@ -104,18 +104,21 @@ def partials(spark: Any, frames: dict[str, Any], days: Sequence[str], slo: Any) 
 def lag_partials(frames: dict[str, Any], days: Sequence[str], slo: Any) -> tuple[dict[str, Any], Any]:
     """What the consumer lag percentiles need, for a report from the history alone: ``group_lag_days`` and
     ``group_lag_hist`` (lazy) from one cell set for all of `days` (keyed by the first day: the report merges the
-    days anyway), and those cells, cached and computed: the caller unpersists them once the tables it makes from
-    them are collected. (Collected and turned back into a literal DataFrame instead, ~150 k cells on the bench
-    week overflowed the driver's 1 GB heap: a local relation is copied into every task.)"""
+    days anyway), and those cells: collect the tables made from them inside `cached` (Spark finds the cached cells
+    in plans built before). Collected and turned back into a literal DataFrame instead, ~150 k cells on the bench
+    week overflowed the driver's 1 GB heap: a local relation is copied into every task."""
     only, start, end = _of_days(frames, days)
-    cells = C.lag_cells(only["group_lag"], start, end, slo, day=epoch_day(min(days))).cache()
-    cells.count()
+    cells = C.lag_cells(only["group_lag"], start, end, slo, day=epoch_day(min(days)))
     return {"group_lag_days": C.days_of_cells(cells), "group_lag_hist": C.histograms_of_cells(cells)}, cells
 
 
 @contextlib.contextmanager
 def cached(df: Any) -> Iterator[Any]:
-    """`df` cached (and computed once, before the jobs that share it start at the same time), unpersisted after."""
+    """`df` cached (and computed once, before the jobs that share it start at the same time), unpersisted after;
+    None: nothing to cache."""
+    if df is None:
+        yield None
+        return
     df = df.cache()
     try:
         df.count()  # computed here, once: the jobs that read it run at the same time

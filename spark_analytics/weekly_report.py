@@ -305,11 +305,8 @@ def collect_week(spark: Any, frames: dict[str, Any], period: A.Period, opts: A.O
     lazy = A.compute_tables(frames, period, opts, polls=spark.createDataFrame(polls), only=only,
                             limits=spark.createDataFrame(limits), parts=parts)
     derived = {name: lazy.pop(name) for name in list(lazy) if name in DERIVED}
-    try:
+    with rollup.cached(cells):
         got = rollup.collect(lazy)
-    finally:
-        if cells is not None:
-            cells.unpersist()
     if derived:  # summaries of collected tables: a small plan over literals, not a second pass over the history
         later = {}
         for name, df in derived.items():

@@ -78,7 +78,7 @@ def lag_timeseries(group_lag: DataFrame, keys: DataFrame, period: Period, bucket
 # ----------------------------------------------------------------------------------------------- day partials
 # The consumer figures from compact per-day partials instead of the polls: `lag_cells` turns the polls, in one pass,
 # into one row per group-topic, day and (lag bucket, lag-seconds bucket) pair — everything `consumer_lag` needs,
-# mergeable —; `lag_days` and `lag_histograms` (the two stored roll-up tables) are small aggregates of those cells;
+# mergeable —; `days_of_cells` and `histograms_of_cells` (the two stored roll-up tables) are small aggregates of them;
 # and `consumer_lag_from_days` merges any set of days into the same table `consumer_lag` makes, with the lag
 # percentiles from the fixed log-scale histograms (`histogram`: within 1 % of the exact ones). The daily roll-up
 # job stores these partials; the weekly report computes them from the polls for days without a roll-up.
@@ -91,9 +91,9 @@ in an aggregation buffer would push Spark off its fast fixed-width hash aggregat
 LAG_DAYS_COLUMNS = (*KEYS, "day", "polls", "polls_with_lag_seconds", "polls_within_slo", "slo_s", "warn_polls",
                     "err_polls", "below_log_start_polls", "lag_max", "lag_seconds_max", "last_time",
                     "last_state_code", "last_members")
-"""A `lag_days` partial (the roll-up table ``group_lag_days``): one row per group-topic and epoch ``day``."""
+"""A `days_of_cells` partial (the roll-up table ``group_lag_days``): one row per group-topic and epoch ``day``."""
 LAG_HIST_COLUMNS = (*KEYS, "day", "metric", "bucket", "polls")
-"""A `lag_histograms` partial (the roll-up table ``group_lag_hist``): polls per group-topic, day, metric (0 =
+"""A `histograms_of_cells` partial (the roll-up table ``group_lag_hist``): polls per group-topic, day, metric (0 =
 ``lag_max``, 1 = ``lag_seconds_max``) and `histogram` bucket."""
 HIST_METRICS = ("lag_max", "lag_seconds_max")
 
@@ -117,7 +117,7 @@ null where the value is null)."""
 def lag_cells(group_lag: DataFrame, start: float, end: float, slo_s: float | DataFrame | None = None,
               day: int | None = None) -> DataFrame:
     """**The one pass over the polls** that every consumer partial comes from: per group-topic, epoch day and pair of
-    histogram buckets (lag, lag seconds), the counts, maxima and last values `lag_days` needs. Every column merges
+    histogram buckets (lag, lag seconds), the counts, maxima and last values of the day partials. Every column merges
     (sums, maxima, the value at the latest ``last_time``), so `days_of_cells` and `histograms_of_cells` are small
     aggregates over these rows instead of two more passes over the polls (docs/weekly-report.md, "Where the time
     goes", step 3). On the bench week a group-topic has ~150 bucket pairs a day against 2,880 polls.
@@ -150,7 +150,9 @@ def lag_cells(group_lag: DataFrame, start: float, end: float, slo_s: float | Dat
 
 
 def days_of_cells(cells: DataFrame) -> DataFrame:
-    """`lag_days` rows from `lag_cells` rows (a small aggregate)."""
+    """Per group-topic and day: the counts and maxima `consumer_lag` sums up (``LAG_DAYS_COLUMNS``), from `lag_cells`
+    rows. ``polls_within_slo`` was counted against the SLO kept in ``slo_s``, so a merge can tell whether it still
+    applies; the group state is kept as a code (`STATES`)."""
     return cells.groupBy(*KEYS, "day").agg(
         F.sum("polls").alias("polls"),
         F.sum(F.when(F.col("lag_seconds_bucket").isNotNull(), F.col("polls")).otherwise(F.lit(0)))
@@ -164,30 +166,18 @@ def days_of_cells(cells: DataFrame) -> DataFrame:
 
 
 def histograms_of_cells(cells: DataFrame) -> DataFrame:
-    """`lag_histograms` rows from `lag_cells` rows: each metric's buckets summed over the other's."""
+    """Per group-topic, day, metric and `histogram` bucket: the polls (``LAG_HIST_COLUMNS``; null values left out),
+    from `lag_cells` rows: each metric's buckets summed over the other's."""
     parts = [cells.filter(F.col(b).isNotNull()).groupBy(*KEYS, "day", F.col(b).alias("bucket"))
              .agg(F.sum("polls").alias("polls")).withColumn("metric", F.lit(i))
              for i, b in enumerate(("lag_bucket", "lag_seconds_bucket"))]
     return parts[0].unionByName(parts[1]).select(*LAG_HIST_COLUMNS)
 
 
-def lag_days(group_lag: DataFrame, start: float, end: float, slo_s: float | DataFrame | None = None) -> DataFrame:
-    """Per group-topic and day of ``[start, end)`` (whole days): the counts and maxima `consumer_lag` sums up;
-    ``polls_within_slo`` is counted against `slo_s` (as in `consumer_lag`) and the SLO kept in ``slo_s``, so a
-    merge can tell whether it still applies; `slo_s` may be a frame of ``cluster, lag_slo_s`` with a ``day``
-    column (per cluster and epoch day). The group state is kept as a code (`STATES`)."""
-    return days_of_cells(lag_cells(group_lag, start, end, slo_s))
-
-
-def lag_histograms(group_lag: DataFrame, start: float, end: float) -> DataFrame:
-    """Per group-topic, day, metric and `histogram` bucket: the polls (rows with a null value are left out)."""
-    return histograms_of_cells(lag_cells(group_lag, start, end))
-
-
 def consumer_lag_from_days(days: DataFrame, hists: DataFrame, polls: DataFrame, period: Period,
                            slo_s: float | DataFrame | None = None) -> DataFrame:
-    """`consumer_lag` from `lag_days` and `lag_histograms` partials (the days inside `period`): the same columns and
-    figures, the lag percentiles from the merged histograms (within `histogram.ALPHA` of the exact ones).
+    """`consumer_lag` from `days_of_cells` and `histograms_of_cells` partials (the days inside `period`): the same
+    columns and figures, the lag percentiles from the merged histograms (within `histogram.ALPHA` of the exact ones).
 
     ``polls_within_slo`` is exact where a day's partial was counted against the SLO applied now (the normal case:
     the same recorded threshold); where not (the threshold changed, or ``--lag-slo-seconds``), that day's count

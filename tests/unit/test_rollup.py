@@ -142,17 +142,17 @@ def test_one_cell_set_for_the_week_gives_the_figures_of_the_days_merged(spark: A
     polls = spark.createDataFrame([("c1", 600.0)], "cluster string, poll_interval_s double")
     per_day = _partials(spark, gl, th, 90.0)
     parts, cells = rollup.lag_partials({"group_lag": gl, "topic_health": th}, W.days(), 90.0)
-    try:
+
+    def figures(p: dict[str, Any]) -> list[dict[str, Any]]:
+        return [r.asDict() for r in C.consumer_lag_from_days(p["group_lag_days"], p["group_lag_hist"], polls, W,
+                                                             90.0).orderBy("group_id").collect()]
+
+    with rollup.cached(cells) as held:
+        assert held.storageLevel.useMemory  # cached (and computed) while the tables made from it are collected
         assert {r.day for r in parts["group_lag_days"].select("day").distinct().collect()} == {W.epoch_days[0]}
-
-        def figures(p: dict[str, Any]) -> list[dict[str, Any]]:
-            return [r.asDict() for r in C.consumer_lag_from_days(p["group_lag_days"], p["group_lag_hist"], polls, W,
-                                                                 90.0).orderBy("group_id").collect()]
-
-        week, days = figures(parts), figures(per_day)
-        assert len(week) == 2 and week == days
-    finally:
-        cells.unpersist()
+        week = figures(parts)
+    assert not cells.storageLevel.useMemory  # and let go after
+    assert week == figures(per_day) and len(week) == 2
 
 
 def test_a_partial_counted_against_another_slo_is_estimated_from_its_histogram(spark: Any) -> None:
