@@ -219,7 +219,8 @@ def load_partials(spark: Any, history: str, data: dict[str, io.TableData], perio
         tmp = rollup.Store(scratch)
         for d in missing:  # a day at a time, like the roll-up job (bounded driver memory)
             slo = rollup.slo_frame(spark, {d: limits[week_of[d]].select(["cluster", "lag_slo_s"])})
-            tmp.write_day(d, rollup.partials(spark, {name: td.df for name, td in data.items()}, [d], slo), {}, {})
+            tmp.write_day(d, rollup.partials(spark, rollup.day_frames(spark, history, d, io.BIG_TABLES, clusters), [d],
+                                             slo), {}, {})
         frames_of = rollup.read(spark, tmp, missing)
     if fresh:
         assert store is not None
