@@ -25,7 +25,6 @@ import tempfile
 import time
 import traceback
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -254,6 +253,8 @@ def _compute(spark: Any, history: str, frames: dict[str, Any], data: dict[str, i
              opts: A.Options, clusters: Sequence[str] | None, use_hadoop: bool | None, charts: bool,
              limits: dict[A.Period, pa.Table], parts: dict[str, Any] | None) -> Computed:
     previous = period.previous()
+    current = collect_week(spark, frames, period, opts, limits=limits[period], parts=parts)
+    cur_head = headline_table(current)
     # Last week: the same figures from the same frames (rows at or after a period's end are never used); the big
     # tables, when read at all (not from roll-ups), from last week's own files, not this week's again for nothing.
     prev_frames = dict(frames)
@@ -261,14 +262,8 @@ def _compute(spark: Any, history: str, frames: dict[str, Any], data: dict[str, i
         prev_frames.update({name: td.df for name, td in io.read_history(
             spark, history, previous.start, previous.end, clusters, tables=io.BIG_TABLES, use_hadoop=use_hadoop,
             check_schema=False).items()})
-    # The two weeks are independent: last week's jobs run beside this week's, so that one week's driver-side work
-    # (planning, collecting results) overlaps the other's Spark jobs instead of leaving the cores idle.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="last-week") as pool:
-        last_week = pool.submit(collect_week, spark, prev_frames, previous, opts, A.HEADLINE_INPUTS,
-                                limits=limits[previous], parts=parts)
-        current = collect_week(spark, frames, period, opts, limits=limits[period], parts=parts)
-        prev_tables = last_week.result()
-    cur_head = headline_table(current)
+    prev_tables = collect_week(spark, prev_frames, previous, opts, A.HEADLINE_INPUTS, limits=limits[previous],
+                               parts=parts)
     prev_head = headline_table(prev_tables)
     wow = A.week_over_week(cur_head, prev_head)
     series: dict[str, pa.Table] = {}

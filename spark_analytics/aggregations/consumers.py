@@ -95,7 +95,8 @@ LAG_DAYS_COLUMNS = (*KEYS, "day", "polls", "polls_with_lag_seconds", "polls_with
 LAG_HIST_COLUMNS = (*KEYS, "day", "metric", "bucket", "polls")
 """A `histograms_of_cells` partial (the roll-up table ``group_lag_hist``): polls per group-topic, day, metric (0 =
 ``lag_max``, 1 = ``lag_seconds_max``) and `histogram` bucket."""
-HIST_METRICS = ("lag_max", "lag_seconds_max")
+HIST_METRICS = {"lag_max": "lag_bucket", "lag_seconds_max": "lag_seconds_bucket"}
+"""The histogram's metrics in ``metric`` order (0, 1), each with its bucket column in `lag_cells`."""
 
 CONSUMER_LAG_COLUMNS = (*KEYS, "polls", "polls_with_lag_seconds", "polls_within_slo", "slo_s", "warn_polls",
                         "err_polls", "below_log_start_polls", "last_state", "last_members", "lag_p50", "lag_p95",
@@ -135,8 +136,7 @@ def lag_cells(group_lag: DataFrame, start: float, end: float, slo_s: float | Dat
     code = F.lit(0)
     for i, s in reversed(list(enumerate(STATES, 1))):
         code = F.when(F.col("state") == s, F.lit(i)).otherwise(code)
-    return g.groupBy(*KEYS, "day", hist.bucket("lag_max").alias("lag_bucket"),
-                     hist.bucket("lag_seconds_max").alias("lag_seconds_bucket")).agg(
+    return g.groupBy(*KEYS, "day", *[hist.bucket(m).alias(b) for m, b in HIST_METRICS.items()]).agg(
         F.count(F.lit(1)).alias("polls"),
         F.count_if(F.col("lag_seconds_max") <= slo).alias("polls_within_slo"),
         F.max(slo).alias("slo_s"),
@@ -170,7 +170,7 @@ def histograms_of_cells(cells: DataFrame) -> DataFrame:
     from `lag_cells` rows: each metric's buckets summed over the other's."""
     parts = [cells.filter(F.col(b).isNotNull()).groupBy(*KEYS, "day", F.col(b).alias("bucket"))
              .agg(F.sum("polls").alias("polls")).withColumn("metric", F.lit(i))
-             for i, b in enumerate(("lag_bucket", "lag_seconds_bucket"))]
+             for i, b in enumerate(HIST_METRICS.values())]
     return parts[0].unionByName(parts[1]).select(*LAG_HIST_COLUMNS)
 
 
