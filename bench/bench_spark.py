@@ -1,7 +1,7 @@
 """The weekly report's aggregations at scale: PySpark local[2] against DuckDB on the same Parquet files.
 
     .venv/bin/python -m bench.bench_spark [--dir DIR] [--week 2026-W40] [--runs 3] [--cores 2]
-        [--partitions 25000] [--exact]
+        [--partitions 25000] [--exact] [--last-week]
 
 A synthetic week (bench/synthetic_history.py: 5,000 partitions in 200 topics, 1,000 group-topics, polled
 every 30 s, with incidents; ~26 M rows) is generated into DIR unless it is already there. Then, median of
@@ -12,7 +12,10 @@ every 30 s, with incidents; ~26 M rows) is generated into DIR unless it is alrea
   history; for a like-for-like ratio, only the tables the headline needs, for this week; with ``--exact`` the
   whole report with exact percentiles too; then the daily roll-ups (`spark_analytics.rollup`: one day timed,
   the other days rolled up untimed) and the whole report from them (its headline compared with the one from the
-  history). ``--partitions N`` generates a bigger fleet (`Shape.scaled`: 25,000 gives ~122 M rows);
+  history). ``--partitions N`` generates a bigger fleet (`Shape.scaled`: 25,000 gives ~122 M rows).
+  ``--last-week`` is a weekly run's steady state: the history holds the week before too (every stage then reads
+  it), and the whole report is timed again, from the history and from the roll-ups, with last week's report
+  present (`weekly_report.stored_previous`: its headline read instead of computed);
 * **DuckDB** (reference, same process, 2 threads): the headline aggregations in SQL over the same live files
   (poll interval, minutes under-replicated / under min ISR / offline, ISR shrinks per broker, broker
   availability, lag percentiles + SLO share + WARN/ERR minutes per group-topic, retention-loss episodes,
@@ -290,12 +293,20 @@ def main() -> None:
                     help="partitions of the synthetic fleet when DIR has to be generated (a multiple of 25, "
                          ">= 5,000; group-topics scale with them); default 5,000")
     ap.add_argument("--exact", action="store_true", help="also time the whole report with --exact-percentiles")
+    ap.add_argument("--last-week", action="store_true",
+                    help="the weekly run's steady state: DIR holds the week before too (generated with it when DIR "
+                         "has to be; give a DIR of its own), rolled up as well, and two more stages time the report "
+                         "with last week's report present (its headline read, not computed again)")
     a = ap.parse_args()
     period = A.Period.iso_week(a.week)
     if not (a.dir / "group_lag").is_dir():
-        print(f"generating a synthetic week of {a.partitions:,} partitions into {a.dir} ...", flush=True)
-        w = generate(a.dir, a.week, Shape.scaled(a.partitions))
-        print(f"generated {sum(w.rows.values()):,} rows in {w.files} files, {w.bytes / 1e6:.0f} MB, {w.seconds:.0f}s")
+        for week in ([period.previous().label] if a.last_week else []) + [a.week]:
+            print(f"generating a synthetic week ({week}) of {a.partitions:,} partitions into {a.dir} ...", flush=True)
+            w = generate(a.dir, week, Shape.scaled(a.partitions))
+            print(f"generated {sum(w.rows.values()):,} rows in {w.files} files, {w.bytes / 1e6:.0f} MB, "
+                  f"{w.seconds:.0f}s")
+    elif a.last_week and not any((a.dir / "cluster").glob(f"date={period.previous().days()[0]}")):
+        ap.error(f"--last-week: {a.dir} has no history for {period.previous().label}: give a new --dir")
     rows = week_rows(a.dir, period)
     total = sum(rows.values())
     size = sum(f.stat().st_size for f in a.dir.rglob("*.parquet"))
@@ -307,7 +318,7 @@ def main() -> None:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         from spark_analytics import rollup
         from spark_analytics.session import build_session
-        from spark_analytics.weekly_report import collect_week, compute, headline_table
+        from spark_analytics.weekly_report import collect_week, compute, headline_table, write_cluster
 
         t0 = time.perf_counter()
         spark = build_session(f"local[{a.cores}]", app_name="kmon-bench",
@@ -329,14 +340,29 @@ def main() -> None:
             exact_times, _ = timed(lambda: compute(spark, str(a.dir), period, A.Options(percentiles=A.EXACT)),
                                    a.runs, "spark (whole report, exact percentiles)")
         # ---- daily roll-ups: one day, then the rest; the report from them
-        with tempfile.TemporaryDirectory(prefix="kmon-bench-rollups-") as up:
+        reuse_times: dict[str, list[float]] = {}
+        reuse_same: dict[str, bool] = {}
+        with (tempfile.TemporaryDirectory(prefix="kmon-bench-rollups-") as up,
+              tempfile.TemporaryDirectory(prefix="kmon-bench-reports-") as reports):
             store = rollup.Store(Path(up))
             day_times, _ = timed(lambda: rollup.rollup(spark, str(a.dir), store, period.days()[:1]), a.runs,
                                  "spark (roll up one day)")
-            rollup.rollup(spark, str(a.dir), store, period.days()[1:])
+            rollup.rollup(spark, str(a.dir), store, period.days()[1:] + (period.previous().days() if a.last_week
+                                                                         else []))
             up_times, c_up = timed(lambda: compute(spark, str(a.dir), period, A.Options(rollups=up)), a.runs,
                                    "spark (whole report from roll-ups)")
             up_head = (c_up.headline.to_pylist() or [{}])[0]
+            if a.last_week:  # last week's report written (untimed), as last week's run left it
+                last = compute(spark, str(a.dir), period.previous(), A.Options(rollups=up))
+                for cluster in last.headline["cluster"].to_pylist():
+                    write_cluster(cluster, last, Path(reports), A.Options(rollups=up), [])
+                for label, opts in (("from the history", A.Options()), ("from the roll-ups", A.Options(rollups=up))):
+                    reuse_times[label], c_re = timed(
+                        lambda opts=opts: compute(spark, str(a.dir), period, opts, reports=Path(reports)), a.runs,
+                        f"spark (whole report {label}, last week's report present)")
+                    reuse_same[label] = (c_re.previous_from_report
+                                         and c_re.headline.to_pylist() == c.headline.to_pylist()
+                                         and c_re.previous_headline.to_pylist() == last.headline.to_pylist())
         jvm_rss = sampler.peak_children
         driver_rss = sampler.peak_self
         rt = spark._jvm.java.lang.Runtime.getRuntime()  # type: ignore[attr-defined]
@@ -358,7 +384,8 @@ def main() -> None:
     sm, dm = statistics.median(spark_times), statistics.median(duck_times)
     mb = 1e6
     print()
-    print(f"rows processed (the week's files): {total:,}  (+ the previous week: none in the synthetic history)")
+    print(f"rows processed (the week's files): {total:,}  (+ the previous week: "
+          f"{'as many' if a.last_week else 'none in the synthetic history'})")
     print(f"Spark  local[{a.cores}] report aggregations: median {sm:.1f}s  "
           f"(runs {', '.join(f'{x:.1f}' for x in spark_times)}, best {min(spark_times):.1f}s; session start "
           f"{startup:.1f}s not included)"
@@ -380,6 +407,11 @@ def main() -> None:
     print(f"Spark  local[{a.cores}] whole report from the daily roll-ups: median {um:.1f}s "
           f"(runs {', '.join(f'{x:.1f}' for x in up_times)}) -> ratio {um / dm:.1f}x; headline "
           f"{'equal to' if up_head == spark_head else 'DIFFERS from'} the one from the history")
+    for label, times in reuse_times.items():
+        print(f"Spark  local[{a.cores}] whole report {label}, last week's report present: median "
+              f"{statistics.median(times):.1f}s (runs {', '.join(f'{x:.1f}' for x in times)}) -> ratio "
+              f"{statistics.median(times) / dm:.1f}x; last week's headline "
+              f"{'read from its report, both headlines equal' if reuse_same[label] else 'NOT reused or DIFFERS'}")
     print(f"peak memory: Spark driver (Python) RSS {driver_rss / mb:.0f} MB, JVM RSS {jvm_rss / mb:.0f} MB sampled "
           f"({jvm_rusage / mb:.0f} MB getrusage children), JVM heap used {heap_used / mb:.0f} of "
           f"{heap_max / mb:.0f} MB at the end; DuckDB RSS increase {duck_rss / mb:.0f} MB")

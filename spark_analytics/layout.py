@@ -20,6 +20,9 @@ from collectors.outputs.paths import safe_name
 PAGE_FILE = "report.html"
 SUMMARY_FILE = "summary.json"
 TABLES_DIR = "tables"
+INPUTS_FILE = "inputs.json"
+"""What the report's figures were made from (`weekly_report.inputs_of`): next week's report reuses this week's
+headline when they still hold. Written last: a report without it is never reused."""
 
 
 def cluster_dir(out: Path, cluster: str) -> Path:

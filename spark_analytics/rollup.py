@@ -134,6 +134,13 @@ def collect(frames: dict[str, Any]) -> dict[str, pa.Table]:
         return {name: f.result() for name, f in futures.items()}
 
 
+def empty_like(df: Any) -> pa.Table:
+    """The table `df.toArrow()` would give if it had no rows, without running it (its schema is analysed only)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(df.schema, error_on_duplicated_field_names_in_struct=True, timezone="UTC").empty_table()
+
+
 def slo_frame(spark: Any, by_day: dict[str, pa.Table]) -> Any:
     """``cluster, lag_slo_s, day`` from each day's `thresholds` table (``cluster, lag_slo_s``)."""
     rows = [(c, float(v), epoch_day(d)) for d, t in by_day.items()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import tempfile
 import time
@@ -32,10 +33,12 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from collectors.model.vocabulary import MESSAGES_GONE_KINDS, SEVERITY_RANK
 from spark_analytics import aggregations as A
 from spark_analytics import io, layout, render, rollup
+from spark_analytics.aggregations.headline import HEADLINE_SCHEMA
 from spark_analytics.aggregations.thresholds import USED as A_THRESHOLDS
 from spark_analytics.figures import HEADLINE_NAMES, UNITS
 from spark_analytics.formatting import PER_SECOND, SHARE, fmt_value
@@ -156,6 +159,8 @@ class Computed:
     seconds: float = 0.0
     previous_tables: dict[str, pa.Table] | None = None  # last week: the headline's inputs
     rollup_days: list[str] = field(default_factory=list)  # days read from stored roll-ups
+    inputs: dict[str, Any] | None = None  # what this week's figures were made from (`inputs_of`)
+    previous_from_report: bool = False  # last week's headline read from last week's reports (`stored_previous`)
 
 
 DERIVED: dict[str, tuple[str, ...]] = {
@@ -169,12 +174,66 @@ def _small(spark: Any, tables: dict[str, pa.Table]) -> dict[str, Any]:
     return {name: spark.createDataFrame(t) for name, t in tables.items()}
 
 
+FIGURES_VERSION = 1
+"""Bumped when a headline figure is defined anew: last week's reports, made before, are then not reused."""
+
+
+def inputs_of(history: str, period: A.Period, opts: A.Options) -> dict[str, Any] | None:
+    """What a week's figures are made from: the live history files read for it (that week and the one before, the
+    context of episodes and changes; path and size) and the options that change figures. None for a remote history
+    (not listed: its reports are never reused)."""
+    if io.is_remote(history):
+        return None
+    root = history.removeprefix("file://")
+    files = {}
+    for t in io.REPORT_TABLES:
+        paths = io.list_live_files(None, history, t, period.previous().start, period.end)
+        files[t] = sorted([os.path.relpath(f, root), os.path.getsize(f)] for f in paths if os.path.exists(f))
+    return {"version": FIGURES_VERSION, "week": period.label,
+            "options": {"lag_slo_s": opts.lag_slo_s, "txn_grace_s": opts.txn_grace_s,
+                        "poll_interval_s": opts.poll_interval_s, "percentiles": opts.percentiles,
+                        "accuracy": opts.accuracy},
+            "history_files": files}
+
+
+def stored_previous(reports: Path, history: str, previous: A.Period, opts: A.Options, clusters: Sequence[str]
+                    ) -> tuple[pa.Table, dict[str, pa.Table]] | None:
+    """Last week's headline (and incident source) as last week's own reports under `reports` have them, when every
+    one of `clusters` (this week's) has one made from the history files there now with the same options (its
+    `layout.INPUTS_FILE` equal to `inputs_of` now); else None, and last week is computed again.
+
+    A weekly run thus computes one week, not two; and "last week" in the week over week is what last week's report
+    said (computed then with the week before it as context, which a computation now would not read)."""
+    want = inputs_of(history, previous, opts)
+    if want is None or not clusters:
+        return None
+    heads, sources = [], []
+    for cluster in clusters:
+        d = layout.report_dir(reports, cluster, previous.label)
+        try:
+            if json.loads((d / layout.INPUTS_FILE).read_text()) != want:
+                return None
+            head = pq.read_table(d / layout.TABLES_DIR / "headline.parquet")
+            source = pq.read_table(d / layout.TABLES_DIR / "incident_source.parquet")
+        except (OSError, ValueError, pa.ArrowException):
+            return None
+        if head.schema != HEADLINE_SCHEMA or head["cluster"].to_pylist() != [cluster]:
+            return None
+        heads.append(head)
+        sources.append(source)
+    return pa.concat_tables(heads), {"incident_source": pa.concat_tables(sources)}
+
+
 def compute(spark: Any, history: str, period: A.Period, opts: A.Options | None = None,
-            clusters: Sequence[str] | None = None, use_hadoop: bool | None = None, charts: bool = True) -> Computed:
-    """Read the history for the week and the week before, compute and collect every table (small)."""
+            clusters: Sequence[str] | None = None, use_hadoop: bool | None = None, charts: bool = True,
+            reports: Path | None = None) -> Computed:
+    """Read the history for the week and the week before, compute and collect every table (small). With `reports`
+    (the output directory), last week's headline comes from last week's reports there where they still hold
+    (`stored_previous`)."""
     started = time.monotonic()
     opts = opts or A.Options()
     previous = period.previous()
+    inputs = inputs_of(history, period, opts)  # listed before reading: a file added meanwhile makes it stale, safely
     data = io.read_history(spark, history, previous.start, period.end, clusters, use_hadoop=use_hadoop)
     # The per-poll and event tables are small and read by many report tables, for both weeks: cached once, instead
     # of one Parquet scan per report table (docs/weekly-report.md, "Where the time goes").
@@ -187,7 +246,8 @@ def compute(spark: Any, history: str, period: A.Period, opts: A.Options | None =
             if opts.percentiles == A.HISTOGRAM and opts.rollups:
                 parts, stored = load_partials(spark, history, data, (previous, period), limits, opts,
                                                         clusters, Path(scratch))
-            c = _compute(spark, history, frames, data, period, opts, clusters, use_hadoop, charts, limits, parts)
+            c = _compute(spark, history, frames, data, period, opts, clusters, use_hadoop, charts, limits, parts,
+                         reports)
             # the four-week trend reads roll-ups: empty without --rollups
             c.tables["trend"] = (trend_table(spark, history, period, parts, opts, clusters) if parts is not None
                                  else A.trend([period], pa.table({}), pa.table({})))
@@ -196,6 +256,7 @@ def compute(spark: Any, history: str, period: A.Period, opts: A.Options | None =
             if name not in io.BIG_TABLES:
                 df.unpersist()
     c.rollup_days = stored
+    c.inputs = inputs
     c.seconds = time.monotonic() - started
     return c
 
@@ -251,20 +312,25 @@ def trend_table(spark: Any, history: str, period: A.Period, parts: dict[str, Any
 
 def _compute(spark: Any, history: str, frames: dict[str, Any], data: dict[str, io.TableData], period: A.Period,
              opts: A.Options, clusters: Sequence[str] | None, use_hadoop: bool | None, charts: bool,
-             limits: dict[A.Period, pa.Table], parts: dict[str, Any] | None) -> Computed:
+             limits: dict[A.Period, pa.Table], parts: dict[str, Any] | None, reports: Path | None) -> Computed:
     previous = period.previous()
     current = collect_week(spark, frames, period, opts, limits=limits[period], parts=parts)
     cur_head = headline_table(current)
-    # Last week: the same figures from the same frames (rows at or after a period's end are never used); the big
-    # tables, when read at all (not from roll-ups), from last week's own files, not this week's again for nothing.
-    prev_frames = dict(frames)
-    if parts is None:
-        prev_frames.update({name: td.df for name, td in io.read_history(
-            spark, history, previous.start, previous.end, clusters, tables=io.BIG_TABLES, use_hadoop=use_hadoop,
-            check_schema=False).items()})
-    prev_tables = collect_week(spark, prev_frames, previous, opts, A.HEADLINE_INPUTS, limits=limits[previous],
-                               parts=parts)
-    prev_head = headline_table(prev_tables)
+    stored = (stored_previous(reports, history, previous, opts, cur_head["cluster"].to_pylist())
+              if reports is not None else None)
+    if stored is not None:
+        prev_head, prev_tables = stored
+    else:
+        # Last week: the same figures from the same frames (rows at or after a period's end are never used); the big
+        # tables, when read at all (not from roll-ups), from last week's own files, not this week's again.
+        prev_frames = dict(frames)
+        if parts is None:
+            prev_frames.update({name: td.df for name, td in io.read_history(
+                spark, history, previous.start, previous.end, clusters, tables=io.BIG_TABLES, use_hadoop=use_hadoop,
+                check_schema=False).items()})
+        prev_tables = collect_week(spark, prev_frames, previous, opts, A.HEADLINE_INPUTS, limits=limits[previous],
+                                   parts=parts)
+        prev_head = headline_table(prev_tables)
     wow = A.week_over_week(cur_head, prev_head)
     series: dict[str, pa.Table] = {}
     if charts:
@@ -273,7 +339,8 @@ def _compute(spark: Any, history: str, frames: dict[str, Any], data: dict[str, i
         if opts.bucket_s is None:
             opts = replace(opts, bucket_s=auto_bucket(current["polls"]))
         series = rollup.collect(A.chart_series(frames, period, keys, opts, parts))
-    return Computed(period, previous, current, cur_head, prev_head, wow, series, data, previous_tables=prev_tables)
+    return Computed(period, previous, current, cur_head, prev_head, wow, series, data, previous_tables=prev_tables,
+                    previous_from_report=stored is not None)
 
 
 def auto_bucket(polls: pa.Table) -> int:
@@ -300,6 +367,19 @@ def collect_week(spark: Any, frames: dict[str, Any], period: A.Period, opts: A.O
                                            spark.createDataFrame(limits.select(["cluster", "lag_slo_s"])))
     lazy = A.compute_tables(frames, period, opts, polls=spark.createDataFrame(polls), only=only,
                             limits=spark.createDataFrame(limits), parts=parts)
+    if polls.num_rows == 0:
+        # no cluster was polled in the period (the first week of a history, collectors down all week): the report
+        # speaks only of clusters polled in it (the headline's rows, the clusters written), so no row of any table
+        # would be read: empty tables of the right schemas, an analysis each instead of ~25 Spark jobs
+        got = {name: rollup.empty_like(df) for name, df in lazy.items()}
+    else:
+        got = _collect_tables(spark, lazy, cells)
+    got["polls"], got["thresholds"] = polls, limits
+    return got
+
+
+def _collect_tables(spark: Any, lazy: dict[str, Any], cells: Any) -> dict[str, pa.Table]:
+    """Run and collect `lazy` (`cells` cached meanwhile), then the `DERIVED` tables from what was collected."""
     derived = {name: lazy.pop(name) for name in list(lazy) if name in DERIVED}
     with rollup.cached(cells):
         got = rollup.collect(lazy)
@@ -311,7 +391,6 @@ def collect_week(spark: Any, frames: dict[str, Any], period: A.Period, opts: A.O
                 df = getattr(A, name)(*_small(spark, {i: got[i] for i in inputs}).values())
             later[name] = df
         got.update(rollup.collect(later))
-    got["polls"], got["thresholds"] = polls, limits
     return got
 
 
@@ -332,11 +411,11 @@ def _worst_lag_keys(lag: pa.Table, n: int = LAG_SERIES_N) -> pa.Table:
 
 
 def compute_with_retry(spark: Any, history: str, period: A.Period, opts: A.Options,
-                       clusters: Sequence[str] | None, attempts: int = 3) -> Computed:
+                       clusters: Sequence[str] | None, attempts: int = 3, reports: Path | None = None) -> Computed:
     """A compaction or retention run may delete a listed file before Spark opens it: list again and retry."""
     for attempt in range(attempts):
         try:
-            return compute(spark, history, period, opts, clusters)
+            return compute(spark, history, period, opts, clusters, reports=reports)
         except Exception as e:
             text = str(e)
             if attempt + 1 < attempts and ("FileNotFound" in text or "does not exist" in text
@@ -515,6 +594,7 @@ def cluster_doc(cluster: str, c: Computed, opts: A.Options, global_notes: list[s
         "percentiles": PERCENTILE_TEXT[opts.percentiles].format(accuracy=opts.accuracy),
         "rollup_days": [d for d in c.rollup_days if d in c.period.days()],
         "previous_available": prev is not None,
+        "previous_from": "last week's report" if c.previous_from_report else "the history",
         "headline": {n: _as_number(head.get(n), UNITS[n]) for n in HEADLINE_NAMES},
         "previous": {n: _as_number(prev.get(n), UNITS[n]) if prev else None for n in HEADLINE_NAMES},
         "week_over_week": wow_rows,
@@ -541,6 +621,9 @@ def cluster_doc(cluster: str, c: Computed, opts: A.Options, global_notes: list[s
 def write_cluster(cluster: str, c: Computed, out: Path, opts: A.Options, global_notes: list[str]) -> Path:
     """One cluster's report directory (`layout.report_dir`: where the dashboard looks for it); returns it."""
     target = layout.report_dir(out, cluster, c.period.label)
+    # removed first and written last (like a roll-up's manifest): a report left half-written by a killed run is
+    # never what next week's report reuses
+    (target / layout.INPUTS_FILE).unlink(missing_ok=True)
     per = {name: _of(t, cluster) for name, t in c.tables.items()}
     per.update({name: _of(t, cluster) for name, t in c.series.items()})
     per["headline"] = _of(c.headline, cluster)
@@ -552,6 +635,8 @@ def write_cluster(cluster: str, c: Computed, out: Path, opts: A.Options, global_
     io.write_json(target / layout.SUMMARY_FILE, doc)
     page = render.render_report(doc, {name: _pd(t) for name, t in per.items()})
     io.write_text(target / layout.PAGE_FILE, page)
+    if c.inputs is not None:
+        io.write_json(target / layout.INPUTS_FILE, c.inputs)
     return target
 
 
@@ -559,7 +644,7 @@ def write_cluster(cluster: str, c: Computed, out: Path, opts: A.Options, global_
 
 
 def run(args: Args, spark: Any) -> int:
-    c = compute_with_retry(spark, args.history, args.period, args.opts, args.clusters)
+    c = compute_with_retry(spark, args.history, args.period, args.opts, args.clusters, reports=args.out)
     clusters = sorted(c.tables["polls"].column("cluster").to_pylist())
     global_notes = io.table_notes(c.data, args.period.days())
     if not clusters:

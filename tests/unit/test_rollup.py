@@ -190,6 +190,18 @@ def _history(root: Path) -> None:
                                         "thresholds": thresholds} for i in range(144)])
 
 
+def _history_again(root: Path, week: A.Period) -> None:
+    """`_history`'s three days copied into `week`, their times shifted."""
+    for table in ("group_lag", "topic_health", "cluster"):
+        for day in (0, 1, 3):
+            t = pq.read_table(root / table / f"date={W.days()[day]}" / "part-0.parquet")
+            t = t.set_column(t.schema.get_field_index("time"), "time",
+                             pa.compute.add(t["time"], pa.scalar(week.start - W.start)))
+            d = root / table / f"date={week.days()[day]}"
+            d.mkdir(parents=True)
+            pq.write_table(t, d / "part-0.parquet")
+
+
 def test_rollup_job_is_idempotent_notices_late_files_and_the_report_reads_it(spark: Any, tmp_path: Path,
                                                                                capsys: pytest.CaptureFixture[str]
                                                                                ) -> None:
@@ -240,15 +252,7 @@ def test_four_week_trend_reads_the_rollups_of_older_weeks(spark: Any, tmp_path: 
     _history(hist)
     # the same three days again two weeks earlier: the trend reads that week from its roll-ups only
     early = A.Period.iso_week("2026-W45")
-    for table in ("group_lag", "topic_health", "cluster"):
-        for day in (0, 1, 3):
-            src = hist / table / f"date={W.days()[day]}" / "part-0.parquet"
-            t = pq.read_table(src)
-            t = t.set_column(t.schema.get_field_index("time"), "time",
-                             pa.compute.subtract(t["time"], pa.scalar(W.start - early.start)))
-            d = hist / table / f"date={early.days()[day]}"
-            d.mkdir(parents=True)
-            pq.write_table(t, d / "part-0.parquet")
+    _history_again(hist, early)
     assert rollup.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=W.end + 3600) == 0
     c = compute(spark, str(hist), W, A.Options(rollups=str(store)))
     rows = {r["week"]: r for r in c.tables["trend"].to_pylist()}
@@ -260,3 +264,48 @@ def test_four_week_trend_reads_the_rollups_of_older_weeks(spark: Any, tmp_path: 
     head = c.headline.to_pylist()[0]
     assert r["lag_slo_share"] == pytest.approx(head["lag_slo_share"]) and r["below_log_start_polls"] == 4
     assert r["under_min_isr_minutes"] == head["under_min_isr_minutes"]
+
+
+def test_next_weeks_report_takes_last_weeks_headline_from_its_report_while_that_holds(
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A weekly run computes one week: last week's headline is read from last week's report when that was made from
+    the history files there now, with the same options; any change to either and last week is computed again."""
+    from spark_analytics import layout, weekly_report
+
+    hist, out = tmp_path / "history", tmp_path / "reports"
+    _history(hist)
+    following = A.Period.iso_week("2026-W48")
+    _history_again(hist, following)
+    assert weekly_report.main(["--history", str(hist), "--week", W.label, "--out", str(out)], spark=spark) == 0
+    last = layout.report_dir(out, "c1", W.label)
+    stored = pq.read_table(last / layout.TABLES_DIR / "headline.parquet").to_pylist()
+    assert json.loads((last / layout.INPUTS_FILE).read_text())["history_files"]["group_lag"] == [
+        [f"group_lag/date={W.days()[d]}/part-0.parquet", (hist / "group_lag" / f"date={W.days()[d]}" /
+                                                          "part-0.parquet").stat().st_size] for d in (0, 1, 3)]
+    weeks: list[str] = []
+    collect_week = weekly_report.collect_week
+
+    def counted(spark: Any, frames: Any, period: A.Period, *a: Any, **k: Any) -> Any:
+        weeks.append(period.label)
+        return collect_week(spark, frames, period, *a, **k)
+
+    monkeypatch.setattr(weekly_report, "collect_week", counted)
+    c = compute(spark, str(hist), following, A.Options(), reports=out)
+    assert weeks == [following.label] and c.previous_from_report
+    assert c.previous_headline.to_pylist() == stored and stored[0]["polls"] == 3 * 144
+    assert c.previous_tables is not None and c.previous_tables["incident_source"].num_rows == 1
+    weeks.clear()
+    again = compute(spark, str(hist), following, A.Options())  # no reports: computed, the same figures
+    assert weeks == [following.label, W.label] and again.previous_headline.to_pylist() == stored
+    assert [r["last_week"] for r in again.week_over_week.to_pylist()] == [
+        r["last_week"] for r in c.week_over_week.to_pylist()]
+    # what makes last week's report not hold (checked without Spark: `stored_previous` is what `compute` asks)
+    assert weekly_report.stored_previous(out, str(hist), W, A.Options(), ["c1"]) is not None
+    assert weekly_report.stored_previous(out, str(hist), W, A.Options(lag_slo_s=5.0), ["c1"]) is None
+    assert weekly_report.stored_previous(out, str(hist), W, A.Options(), ["c1", "new"]) is None  # no report of it
+    _write(hist, "group_lag", W.days()[1], [dict(r, group_id="late") for r in _lag_rows()[:1]], name="late.parquet")
+    assert weekly_report.stored_previous(out, str(hist), W, A.Options(), ["c1"]) is None  # a late file
+    (hist / "group_lag" / f"date={W.days()[1]}" / "late.parquet").unlink()
+    assert weekly_report.stored_previous(out, str(hist), W, A.Options(), ["c1"]) is not None
+    (last / layout.INPUTS_FILE).unlink()  # what a run killed while writing last week's report leaves
+    assert weekly_report.stored_previous(out, str(hist), W, A.Options(), ["c1"]) is None

@@ -629,6 +629,34 @@ def test_empty_inputs_give_empty_tables_not_errors(spark: Any, tmp_path: Path, m
     assert not (tmp_path / "o").exists()
 
 
+def test_a_week_without_polls_is_not_run_and_gives_what_running_it_would(spark: Any,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A week nobody polled (last week of a new history) is not computed: its tables are empty with the schemas the
+    computation would give, so the headline, the week over week and the written tables read them the same way."""
+    from spark_analytics import rollup
+
+    t = empty_tables(spark)
+    t["cluster"] = polls_df(spark, every(4))  # polls this week only
+    t["group_lag"] = frame(spark, "group_lag", [{"time": T0 + s, "group_id": "g", "topic": "t", "lag_max": 5,
+                                                 "lag_seconds_max": 2.0} for s in every(4)])
+    t["brokers"] = frame(spark, "brokers", [{"time": T0 + s, "broker_id": 1, "alive": True} for s in every(4)])
+    ran: list[str] = []
+    skipped = weekly_report.collect_week(spark, t, PREV, A.Options())
+
+    def run(df: Any) -> pa.Table:
+        ran.append("x")
+        return df.toArrow()
+
+    monkeypatch.setattr(rollup, "empty_like", run)  # the same frames, run
+    computed = weekly_report.collect_week(spark, t, PREV, A.Options())
+    assert ran and set(skipped) == set(computed) and "consumer_lag" in skipped
+    for name, table in skipped.items():
+        assert table.num_rows == computed[name].num_rows == 0, name
+        assert table.schema == computed[name].schema, name
+    assert weekly_report.headline_table(skipped).num_rows == 0
+    assert weekly_report.collect_week(spark, t, W, A.Options())["consumer_lag"].num_rows == 1  # this week runs
+
+
 def test_headline_beside_last_week_and_clusters_without_zookeeper_or_transactions(spark: Any) -> None:
     t = empty_tables(spark)
     t["cluster"] = (polls_df(spark, every(4)).unionByName(polls_df(spark, every(4, start=-7 * 86400)))
