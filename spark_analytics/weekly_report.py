@@ -221,7 +221,10 @@ def stored_previous(reports: Path, history: str, previous: A.Period, opts: A.Opt
             return None
         heads.append(head)
         sources.append(source)
-    return pa.concat_tables(heads), {"incident_source": pa.concat_tables(sources)}
+    try:
+        return pa.concat_tables(heads), {"incident_source": pa.concat_tables(sources)}
+    except pa.ArrowException:  # reports of different layouts: compute instead
+        return None
 
 
 def compute(spark: Any, history: str, period: A.Period, opts: A.Options | None = None,
