@@ -204,12 +204,13 @@ def duckdb_headline(con: Any, root: Path, period: A.Period) -> dict[str, Any]:
         SELECT count(DISTINCT (topic, partition, producer_id)) AS hanging_transactions
         FROM {src('producers')} WHERE hanging"""))
     out.update(one(f"SELECT quantile_cont(lso_gap, 0.99) AS lso_gap_p99 FROM {src('lso_gap')}"))
+    # an election: the epoch rose above every earlier poll's, the week before read as context (as the report does)
     out.update(one(f"""
         WITH p AS (SELECT time, max(zxid_epoch) FILTER (WHERE serving AND zxid > 0) ep
-                   FROM {src('consensus')} WHERE kind = 'zookeeper' GROUP BY time),
-             c AS (SELECT ep, max(ep) OVER (ORDER BY time ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) prev
+                   FROM {src('consensus', s - 7 * 86400)} WHERE kind = 'zookeeper' GROUP BY time),
+             c AS (SELECT time, ep, max(ep) OVER (ORDER BY time ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) prev
                    FROM p WHERE ep IS NOT NULL)
-        SELECT count_if(ep > prev) AS zk_elections FROM c"""))
+        SELECT count_if(ep > prev AND time >= {s}) AS zk_elections FROM c"""))
     episodes = one(f"""
         WITH a AS (SELECT rule, subject, first_seen, min(resolved_at) FILTER (WHERE event = 'resolve') res,
                           arg_max(severity, time) sev
