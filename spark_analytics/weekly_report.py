@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 import tempfile
 import time
@@ -33,15 +32,14 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from collectors.model.vocabulary import MESSAGES_GONE_KINDS, SEVERITY_RANK
 from spark_analytics import aggregations as A
 from spark_analytics import io, layout, render, rollup
-from spark_analytics.aggregations.headline import HEADLINE_SCHEMA
 from spark_analytics.aggregations.thresholds import USED as A_THRESHOLDS
 from spark_analytics.figures import HEADLINE_NAMES, UNITS
 from spark_analytics.formatting import PER_SECOND, SHARE, fmt_value
+from spark_analytics.last_week import inputs_of, stored_previous
 from spark_analytics.session import build_session
 
 log = logging.getLogger("spark_analytics.weekly_report")
@@ -172,59 +170,6 @@ in this order): computed from the collected inputs instead of from the history a
 
 def _small(spark: Any, tables: dict[str, pa.Table]) -> dict[str, Any]:
     return {name: spark.createDataFrame(t) for name, t in tables.items()}
-
-
-FIGURES_VERSION = 1
-"""Bumped when a headline figure is defined anew: last week's reports, made before, are then not reused."""
-
-
-def inputs_of(history: str, period: A.Period, opts: A.Options) -> dict[str, Any] | None:
-    """What a week's figures are made from: the live history files read for it (that week and the one before, the
-    context of episodes and changes; path and size) and the options that change figures. None for a remote history
-    (not listed: its reports are never reused)."""
-    if io.is_remote(history):
-        return None
-    root = history.removeprefix("file://")
-    files = {}
-    for t in io.REPORT_TABLES:
-        paths = io.list_live_files(None, history, t, period.previous().start, period.end)
-        files[t] = sorted([os.path.relpath(f, root), os.path.getsize(f)] for f in paths if os.path.exists(f))
-    return {"version": FIGURES_VERSION, "week": period.label,
-            "options": {"lag_slo_s": opts.lag_slo_s, "txn_grace_s": opts.txn_grace_s,
-                        "poll_interval_s": opts.poll_interval_s, "percentiles": opts.percentiles,
-                        "accuracy": opts.accuracy},
-            "history_files": files}
-
-
-def stored_previous(reports: Path, history: str, previous: A.Period, opts: A.Options, clusters: Sequence[str]
-                    ) -> tuple[pa.Table, dict[str, pa.Table]] | None:
-    """Last week's headline (and incident source) as last week's own reports under `reports` have them, when every
-    one of `clusters` (this week's) has one made from the history files there now with the same options (its
-    `layout.INPUTS_FILE` equal to `inputs_of` now); else None, and last week is computed again.
-
-    A weekly run thus computes one week, not two; and "last week" in the week over week is what last week's report
-    said (computed then with the week before it as context, which a computation now would not read)."""
-    want = inputs_of(history, previous, opts)
-    if want is None or not clusters:
-        return None
-    heads, sources = [], []
-    for cluster in clusters:
-        d = layout.report_dir(reports, cluster, previous.label)
-        try:
-            if json.loads((d / layout.INPUTS_FILE).read_text()) != want:
-                return None
-            head = pq.read_table(d / layout.TABLES_DIR / "headline.parquet")
-            source = pq.read_table(d / layout.TABLES_DIR / "incident_source.parquet")
-        except (OSError, ValueError, pa.ArrowException):
-            return None
-        if head.schema != HEADLINE_SCHEMA or head["cluster"].to_pylist() != [cluster]:
-            return None
-        heads.append(head)
-        sources.append(source)
-    try:
-        return pa.concat_tables(heads), {"incident_source": pa.concat_tables(sources)}
-    except pa.ArrowException:  # reports of different layouts: compute instead
-        return None
 
 
 def compute(spark: Any, history: str, period: A.Period, opts: A.Options | None = None,

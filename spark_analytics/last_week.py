@@ -1,0 +1,73 @@
+"""Last week's figures from last week's report: a weekly run computes one week, not two.
+
+Each report writes `layout.INPUTS_FILE` (`inputs_of`: the history files and options its figures were made from);
+the next week's run reads last week's headline from that report while it still holds (`stored_previous`), and
+computes last week again otherwise (docs/weekly-report.md, *Week over week*).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from spark_analytics import aggregations as A
+from spark_analytics import io, layout
+from spark_analytics.aggregations.headline import HEADLINE_SCHEMA
+
+FIGURES_VERSION = 1
+"""Bumped when a headline figure is defined anew: last week's reports, made before, are then not reused."""
+
+
+def inputs_of(history: str, period: A.Period, opts: A.Options) -> dict[str, Any] | None:
+    """What a week's figures are made from: the live history files read for it (that week and the one before, the
+    context of episodes and changes; path and size) and the options that change figures. None for a remote history
+    (not listed: its reports are never reused)."""
+    if io.is_remote(history):
+        return None
+    root = history.removeprefix("file://")
+    files = {}
+    for t in io.REPORT_TABLES:
+        paths = io.list_live_files(None, history, t, period.previous().start, period.end)
+        files[t] = sorted([os.path.relpath(f, root), os.path.getsize(f)] for f in paths if os.path.exists(f))
+    return {"version": FIGURES_VERSION, "week": period.label,
+            "options": {"lag_slo_s": opts.lag_slo_s, "txn_grace_s": opts.txn_grace_s,
+                        "poll_interval_s": opts.poll_interval_s, "percentiles": opts.percentiles,
+                        "accuracy": opts.accuracy},
+            "history_files": files}
+
+
+def stored_previous(reports: Path, history: str, previous: A.Period, opts: A.Options, clusters: Sequence[str]
+                    ) -> tuple[pa.Table, dict[str, pa.Table]] | None:
+    """Last week's headline (and incident source) as last week's own reports under `reports` have them, when every
+    one of `clusters` (this week's) has one made from the history files there now with the same options (its
+    `layout.INPUTS_FILE` equal to `inputs_of` now); else None, and last week is computed again.
+
+    A weekly run thus computes one week, not two; and "last week" in the week over week is what last week's report
+    said (computed then with the week before it as context, which a computation now would not read)."""
+    want = inputs_of(history, previous, opts)
+    if want is None or not clusters:
+        return None
+    heads, sources = [], []
+    for cluster in clusters:
+        d = layout.report_dir(reports, cluster, previous.label)
+        try:
+            if json.loads((d / layout.INPUTS_FILE).read_text()) != want:
+                return None
+            head = pq.read_table(d / layout.TABLES_DIR / "headline.parquet")
+            source = pq.read_table(d / layout.TABLES_DIR / "incident_source.parquet")
+        except (OSError, ValueError, pa.ArrowException):
+            return None
+        if head.schema != HEADLINE_SCHEMA or head["cluster"].to_pylist() != [cluster]:
+            return None
+        heads.append(head)
+        sources.append(source)
+    try:
+        return pa.concat_tables(heads), {"incident_source": pa.concat_tables(sources)}
+    except pa.ArrowException:  # reports of different layouts: compute instead
+        return None
