@@ -161,9 +161,7 @@ class Computed:
     previous_from_report: bool = False  # last week's headline read from last week's reports (`stored_previous`)
 
 
-DERIVED: dict[str, tuple[str, ...]] = {
-    "incident_kinds": ("incidents",), "alert_summary": ("alert_episodes",),
-    "transactions_by_id": ("transactions", "epoch_bumps")}
+DERIVED: dict[str, tuple[str, ...]] = {"incident_kinds": ("incidents",), "alert_summary": ("alert_episodes",)}
 """Tables that only summarise other report tables (the `aggregations` function of that name, over these inputs
 in this order): computed from the collected inputs instead of from the history again."""
 
@@ -313,17 +311,26 @@ def collect_week(spark: Any, frames: dict[str, Any], period: A.Period, opts: A.O
         # from the history alone: the lag partials of the whole period from one pass over its polls
         parts, cells = rollup.lag_partials(frames, period.days(),
                                            spark.createDataFrame(limits.select(["cluster", "lag_slo_s"])))
-    lazy = A.compute_tables(frames, period, opts, polls=spark.createDataFrame(polls), only=only,
-                            limits=spark.createDataFrame(limits), parts=parts)
+    lim = spark.createDataFrame(limits)
+    txn = TXN_TABLES & (only or TXN_TABLES)
+    detail = A.transaction_detail(frames["transactions"], period, lim) if txn else None
+    lazy = A.compute_tables(frames, period, opts, polls=spark.createDataFrame(polls), only=only, limits=lim,
+                            parts=parts, txn_detail=detail)
     if polls.num_rows == 0:
         # no cluster was polled in the period (the first week of a history, collectors down all week): the report
         # speaks only of clusters polled in it (the headline's rows, the clusters written), so no row of any table
         # would be read: empty tables of the right schemas, an analysis each instead of ~25 Spark jobs
         got = {name: rollup.empty_like(df) for name, df in lazy.items()}
     else:
-        got = _collect_tables(spark, lazy, cells)
+        # the transactions' detail is computed once and cached while the tables made from it are collected
+        with rollup.cached(detail if len(txn) > 1 else None):
+            got = _collect_tables(spark, lazy, cells)
     got["polls"], got["thresholds"] = polls, limits
     return got
+
+
+TXN_TABLES = frozenset({"transactions", "transaction_summary", "transactions_by_id"})
+"""The report tables made from `aggregations.transaction_detail`."""
 
 
 def _collect_tables(spark: Any, lazy: dict[str, Any], cells: Any) -> dict[str, pa.Table]:

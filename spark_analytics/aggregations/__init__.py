@@ -46,6 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from spark_analytics.aggregations.alerts import alert_episodes, alert_summary
 from spark_analytics.aggregations.cluster import (
@@ -103,6 +104,7 @@ from spark_analytics.aggregations.transactions import (
     lso_gaps,
     producer_epoch_bumps,
     transaction_detail,
+    transaction_summary,
     transactions_by_id,
 )
 from spark_analytics.aggregations.trend import trend
@@ -159,6 +161,7 @@ __all__ = [
     "thresholds",
     "topic_replication",
     "transaction_detail",
+    "transaction_summary",
     "transactions_by_id",
     "trend",
     "week_over_week",
@@ -207,7 +210,7 @@ def nice_bucket(span_s: float, poll_interval_s: float | None, points: int = 400)
 HEADLINE_INPUTS: frozenset[str] = frozenset({
     "polls", "thresholds", "cluster_health", "cluster_replication", "isr_by_broker", "incidents", "incident_source",
     "alert_episodes", "broker_availability",
-    "controller_changes", "consumer_lag", "retention_loss", "transactions", "hanging_transactions",
+    "controller_changes", "consumer_lag", "retention_loss", "transaction_summary", "hanging_transactions",
     "lso_gap_cluster", "epoch_bumps", "zk_write_rate", "zk_quorum", "zk_elections", "zk_follower_behind",
     "kraft_voter_lag", "kraft_leader_changes"})
 """The tables `headline` reads (all the previous week needs)."""
@@ -215,7 +218,8 @@ HEADLINE_INPUTS: frozenset[str] = frozenset({
 
 def compute_tables(tables: dict[str, DataFrame], period: Period, opts: Options = Options(),
                    polls: DataFrame | None = None, only: frozenset[str] | None = None,
-                   limits: DataFrame | None = None, parts: dict[str, DataFrame] | None = None) -> dict[str, DataFrame]:
+                   limits: DataFrame | None = None, parts: dict[str, DataFrame] | None = None,
+                   txn_detail: DataFrame | None = None) -> dict[str, DataFrame]:
     """Every report table for `period` (lazy; nothing runs until the caller collects).
 
     `tables` maps history table names to DataFrames (``cluster``, ``brokers``, ``topic_health``,
@@ -225,7 +229,9 @@ def compute_tables(tables: dict[str, DataFrame], period: Period, opts: Options =
     table); `only` restricts the result to those names. `parts` (daily roll-up tables of `spark_analytics.rollup`,
     stored or computed; any subset of ``group_lag_days`` + ``group_lag_hist``, ``group_lag_flags``,
     ``topic_health_days`` + ``topic_health_polls``) replace ``group_lag`` and ``topic_health`` for the tables
-    they make: the consumer lag then has histogram percentiles, every other figure is the same.
+    they make: the consumer lag then has histogram percentiles, every other figure is the same. `txn_detail`
+    (`transaction_detail` of the same period and `limits`, given to be cached by the caller) is what
+    ``transactions`` (the stuck ones), ``transaction_summary`` and ``transactions_by_id`` are made from.
     """
     ex, acc = opts.exact_percentiles, opts.accuracy
     if polls is None:
@@ -234,6 +240,7 @@ def compute_tables(tables: dict[str, DataFrame], period: Period, opts: Options =
         limits = thresholds(tables["cluster"], period, opts.lag_slo_s, opts.txn_grace_s)
     lim = limits
     idx = poll_index(tables["cluster"], polls, period)
+    detail = txn_detail if txn_detail is not None else transaction_detail(tables["transactions"], period, lim)
     builders = {
         "polls": lambda: polls,
         "thresholds": lambda: lim,
@@ -253,11 +260,10 @@ def compute_tables(tables: dict[str, DataFrame], period: Period, opts: Options =
         "controller_changes": lambda: controller_changes(tables["cluster"], period),
         "consumer_lag": lambda: consumer_lag(tables["group_lag"], polls, period, lim, ex, acc),
         "retention_loss": lambda: retention_loss_episodes(tables["group_lag"], idx, period),
-        "transactions": lambda: transaction_detail(tables["transactions"], period, lim),
+        "transactions": lambda: detail.filter(F.col("stuck")),  # the stuck ones: the summary has the counts
+        "transaction_summary": lambda: transaction_summary(detail),
         "epoch_bumps": lambda: producer_epoch_bumps(tables["transactions"], period),
-        "transactions_by_id": lambda: transactions_by_id(
-            transaction_detail(tables["transactions"], period, lim),
-            producer_epoch_bumps(tables["transactions"], period)),
+        "transactions_by_id": lambda: transactions_by_id(detail, producer_epoch_bumps(tables["transactions"], period)),
         "hanging_transactions": lambda: hanging_transactions(tables["producers"], idx, period),
         "lso_gap": lambda: lso_gaps(tables["lso_gap"], period, ex, acc),
         "lso_gap_cluster": lambda: lso_gaps(tables["lso_gap"], period, ex, acc, by=("cluster",)),

@@ -89,14 +89,14 @@ def headline(t: dict[str, pa.Table]) -> pa.Table:
         "isr_shrinks": _one(t["isr_by_broker"], "isr_shrinks", "sum"),
         "isr_expands": _one(t["isr_by_broker"], "isr_expands", "sum"),
         "controller_changes": _one(t["controller_changes"], "", "count_all"),
-        "transactions_seen": _one(t["transactions"], "", "count_all"),
-        "stuck_transactions": _one(t["transactions"], "", "count_all", pc.field("stuck")),
+        "transactions_seen": _one(t["transaction_summary"], "transactions_seen", "sum"),
+        "stuck_transactions": _one(t["transaction_summary"], "stuck_transactions", "sum"),
         "hanging_transactions": _one(hanging, "", "count_all"),
         "epoch_bumps": _one(t["epoch_bumps"], "epoch_bumps", "sum"),
     }
     brokers = _per_cluster(t["broker_availability"], {"min_broker_availability": ("availability", "min"),
                                                       "broker_down_minutes": ("down_minutes", "sum")})
-    txn_age = _one(t["transactions"], "max_age_s", "max")
+    txn_age = _one(t["transaction_summary"], "longest_open_s", "max")
     zk_rate = _per_cluster(t["zk_write_rate"], {"w": ("writes", "sum"), "s": ("seconds", "sum")})
     retention = _one(t["retention_loss"], "", "count_all")
     elections = _one(t["zk_elections"], "", "count_all")
