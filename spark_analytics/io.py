@@ -125,6 +125,18 @@ def list_live_files(spark: SparkSession | None, root: str, table: str, start: fl
     return _HadoopLister(spark).live_files(str(root), table, _day(start), _day(last))
 
 
+def live_file_sizes(root: str, table: str, start: float, end: float) -> list[tuple[str, int]]:
+    """The live files of `table` for ``[start, end)`` in a local history, as (path relative to `root`, size):
+    what a derived file (a day's roll-up, a week's report) records of its inputs, to tell later whether they
+    changed. Sorted; a file removed while listing is left out."""
+    base = _local(root)
+    out = []
+    for f in list_live_files(None, root, table, start, end):
+        with contextlib.suppress(FileNotFoundError):
+            out.append((os.path.relpath(f, base), os.path.getsize(f)))
+    return sorted(out)
+
+
 class _HadoopLister:
     """`collectors.outputs.history.live_files` over the Hadoop FileSystem API (HDFS, object stores, file://)."""
 

@@ -8,7 +8,6 @@ computes last week again otherwise (docs/weekly-report.md, *Week over week*).
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -30,11 +29,8 @@ def inputs_of(history: str, period: A.Period, opts: A.Options) -> dict[str, Any]
     (not listed: its reports are never reused)."""
     if io.is_remote(history):
         return None
-    root = history.removeprefix("file://")
-    files = {}
-    for t in io.REPORT_TABLES:
-        paths = io.list_live_files(None, history, t, period.previous().start, period.end)
-        files[t] = sorted([os.path.relpath(f, root), os.path.getsize(f)] for f in paths if os.path.exists(f))
+    files = {t: [list(f) for f in io.live_file_sizes(history, t, period.previous().start, period.end)]
+             for t in io.REPORT_TABLES}
     return {"version": FIGURES_VERSION, "week": period.label,
             "options": {"lag_slo_s": opts.lag_slo_s, "txn_grace_s": opts.txn_grace_s,
                         "poll_interval_s": opts.poll_interval_s, "percentiles": opts.percentiles,

@@ -33,7 +33,6 @@ import argparse
 import contextlib
 import json
 import logging
-import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -204,8 +203,8 @@ def history_files(history: str, day: str) -> dict[str, list[list[Any]]]:
         return out
     start = day_start(day)
     for table in SOURCES:
-        files = io.list_live_files(None, history, table, start, start + DAY_S)
-        out[table] = sorted([Path(f).name, os.path.getsize(f)] for f in files if os.path.exists(f))
+        out[table] = sorted([Path(f).name, size] for f, size in io.live_file_sizes(history, table, start,
+                                                                                    start + DAY_S))
     return out
 
 

@@ -18,6 +18,7 @@ the job failed, 2 bad arguments (named in the message). docs/weekly-report.md ex
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
@@ -311,33 +312,29 @@ def collect_week(spark: Any, frames: dict[str, Any], period: A.Period, opts: A.O
         # from the history alone: the lag partials of the whole period from one pass over its polls
         parts, cells = rollup.lag_partials(frames, period.days(),
                                            spark.createDataFrame(limits.select(["cluster", "lag_slo_s"])))
-    lim = spark.createDataFrame(limits)
-    txn = TXN_TABLES & (only or TXN_TABLES)
-    detail = A.transaction_detail(frames["transactions"], period, lim) if txn else None
-    lazy = A.compute_tables(frames, period, opts, polls=spark.createDataFrame(polls), only=only, limits=lim,
-                            parts=parts, txn_detail=detail)
+    shared: list[Any] = []
+    lazy = A.compute_tables(frames, period, opts, polls=spark.createDataFrame(polls), only=only,
+                            limits=spark.createDataFrame(limits), parts=parts, shared=shared)
     if polls.num_rows == 0:
         # no cluster was polled in the period (the first week of a history, collectors down all week): the report
         # speaks only of clusters polled in it (the headline's rows, the clusters written), so no row of any table
         # would be read: empty tables of the right schemas, an analysis each instead of ~25 Spark jobs
         got = {name: rollup.empty_like(df) for name, df in lazy.items()}
     else:
-        # the transactions' detail is computed once and cached while the tables made from it are collected
-        with rollup.cached(detail if len(txn) > 1 else None):
-            got = _collect_tables(spark, lazy, cells)
+        # what several tables are made from (the consumer cells, the transactions' detail, the epoch bumps) is
+        # computed once and cached while they are collected
+        with contextlib.ExitStack() as held:
+            for df in (cells, *shared):
+                held.enter_context(rollup.cached(df))
+            got = _collect_tables(spark, lazy)
     got["polls"], got["thresholds"] = polls, limits
     return got
 
 
-TXN_TABLES = frozenset({"transactions", "transaction_summary", "transactions_by_id"})
-"""The report tables made from `aggregations.transaction_detail`."""
-
-
-def _collect_tables(spark: Any, lazy: dict[str, Any], cells: Any) -> dict[str, pa.Table]:
-    """Run and collect `lazy` (`cells` cached meanwhile), then the `DERIVED` tables from what was collected."""
+def _collect_tables(spark: Any, lazy: dict[str, Any]) -> dict[str, pa.Table]:
+    """Run and collect `lazy`, then the `DERIVED` tables from what was collected."""
     derived = {name: lazy.pop(name) for name in list(lazy) if name in DERIVED}
-    with rollup.cached(cells):
-        got = rollup.collect(lazy)
+    got = rollup.collect(lazy)
     if derived:  # summaries of collected tables: a small plan over literals, not a second pass over the history
         later = {}
         for name, df in derived.items():

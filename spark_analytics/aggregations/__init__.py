@@ -219,7 +219,7 @@ HEADLINE_INPUTS: frozenset[str] = frozenset({
 def compute_tables(tables: dict[str, DataFrame], period: Period, opts: Options = Options(),
                    polls: DataFrame | None = None, only: frozenset[str] | None = None,
                    limits: DataFrame | None = None, parts: dict[str, DataFrame] | None = None,
-                   txn_detail: DataFrame | None = None) -> dict[str, DataFrame]:
+                   shared: list[DataFrame] | None = None) -> dict[str, DataFrame]:
     """Every report table for `period` (lazy; nothing runs until the caller collects).
 
     `tables` maps history table names to DataFrames (``cluster``, ``brokers``, ``topic_health``,
@@ -229,9 +229,9 @@ def compute_tables(tables: dict[str, DataFrame], period: Period, opts: Options =
     table); `only` restricts the result to those names. `parts` (daily roll-up tables of `spark_analytics.rollup`,
     stored or computed; any subset of ``group_lag_days`` + ``group_lag_hist``, ``group_lag_flags``,
     ``topic_health_days`` + ``topic_health_polls``) replace ``group_lag`` and ``topic_health`` for the tables
-    they make: the consumer lag then has histogram percentiles, every other figure is the same. `txn_detail`
-    (`transaction_detail` of the same period and `limits`, given to be cached by the caller) is what
-    ``transactions`` (the stuck ones), ``transaction_summary`` and ``transactions_by_id`` are made from.
+    they make: the consumer lag then has histogram percentiles, every other figure is the same. `shared`, when
+    given, receives the intermediate frames that more than one of the returned tables is made from (the
+    transactions' detail, the epoch bumps): cache them while collecting, and each is computed once.
     """
     ex, acc = opts.exact_percentiles, opts.accuracy
     if polls is None:
@@ -240,7 +240,8 @@ def compute_tables(tables: dict[str, DataFrame], period: Period, opts: Options =
         limits = thresholds(tables["cluster"], period, opts.lag_slo_s, opts.txn_grace_s)
     lim = limits
     idx = poll_index(tables["cluster"], polls, period)
-    detail = txn_detail if txn_detail is not None else transaction_detail(tables["transactions"], period, lim)
+    detail = transaction_detail(tables["transactions"], period, lim)
+    bumps = producer_epoch_bumps(tables["transactions"], period)
     builders = {
         "polls": lambda: polls,
         "thresholds": lambda: lim,
@@ -262,8 +263,8 @@ def compute_tables(tables: dict[str, DataFrame], period: Period, opts: Options =
         "retention_loss": lambda: retention_loss_episodes(tables["group_lag"], idx, period),
         "transactions": lambda: detail.filter(F.col("stuck")),  # the stuck ones: the summary has the counts
         "transaction_summary": lambda: transaction_summary(detail),
-        "epoch_bumps": lambda: producer_epoch_bumps(tables["transactions"], period),
-        "transactions_by_id": lambda: transactions_by_id(detail, producer_epoch_bumps(tables["transactions"], period)),
+        "epoch_bumps": lambda: bumps,
+        "transactions_by_id": lambda: transactions_by_id(detail, bumps),
         "hanging_transactions": lambda: hanging_transactions(tables["producers"], idx, period),
         "lso_gap": lambda: lso_gaps(tables["lso_gap"], period, ex, acc),
         "lso_gap_cluster": lambda: lso_gaps(tables["lso_gap"], period, ex, acc, by=("cluster",)),
@@ -285,7 +286,13 @@ def compute_tables(tables: dict[str, DataFrame], period: Period, opts: Options =
                                                                   period, lim)
     if "group_lag_flags" in p:
         builders["retention_loss"] = lambda: retention_loss_episodes(p["group_lag_flags"], idx, period)
-    return {name: build() for name, build in builders.items() if only is None or name in only}
+    wanted = set(builders) if only is None else set(only)
+    if shared is not None:
+        for frame, users in ((detail, {"transactions", "transaction_summary", "transactions_by_id"}),
+                             (bumps, {"epoch_bumps", "transactions_by_id"})):
+            if len(users & wanted) > 1:
+                shared.append(frame)
+    return {name: build() for name, build in builders.items() if name in wanted}
 
 
 def chart_series(tables: dict[str, DataFrame], period: Period, worst_groups: DataFrame,
