@@ -115,15 +115,22 @@ def lag_partials(frames: dict[str, Any], days: Sequence[str], slo: Any) -> tuple
 def cached(df: Any) -> Iterator[Any]:
     """`df` cached (and computed once, before the jobs that share it start at the same time), unpersisted after;
     None: nothing to cache."""
-    if df is None:
-        yield None
-        return
-    df = df.cache()
+    with cached_all([df]) as held:
+        yield held[0] if held else None
+
+
+@contextlib.contextmanager
+def cached_all(dfs: Sequence[Any]) -> Iterator[list[Any]]:
+    """`cached` for several frames (None left out): they are computed at the same time, a few at a time like
+    `collect` (small jobs mostly waiting on scheduling), and unpersisted after."""
+    held = [df.cache() for df in dfs if df is not None]
     try:
-        df.count()  # computed here, once: the jobs that read it run at the same time
-        yield df
+        with ThreadPoolExecutor(max_workers=COLLECT_THREADS, thread_name_prefix="cache") as pool:
+            list(pool.map(lambda df: df.count(), held))  # computed here, once: the jobs that read them run together
+        yield held
     finally:
-        df.unpersist()
+        for df in held:
+            df.unpersist()
 
 
 def collect(frames: dict[str, Any]) -> dict[str, pa.Table]:

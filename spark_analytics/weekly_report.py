@@ -18,7 +18,6 @@ the job failed, 2 bad arguments (named in the message). docs/weekly-report.md ex
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import logging
 import sys
@@ -162,6 +161,12 @@ class Computed:
     previous_from_report: bool = False  # last week's headline read from last week's reports (`stored_previous`)
 
 
+UNCACHED: frozenset[str] = frozenset({*io.BIG_TABLES, "brokers", "producers", "transactions", "lso_gap"})
+"""History tables the report scans instead of caching: a cache materialises every column of every row before the
+first plan reads it, which pays back only for tables many plans read (``cluster``, ``consensus``, the event tables).
+These are read by one or two plans a week each (``transactions`` through the transactions' detail and epoch
+bumps, themselves cached while used), so a scan that reads only their needed columns is cheaper: -4 s of a ~20 s
+report from the roll-ups on the bench week (docs/weekly-report.md, "Step 5")."""
 DERIVED: dict[str, tuple[str, ...]] = {"incident_kinds": ("incidents",), "alert_summary": ("alert_episodes",)}
 """Tables that only summarise other report tables (the `aggregations` function of that name, over these inputs
 in this order): computed from the collected inputs instead of from the history again."""
@@ -182,9 +187,9 @@ def compute(spark: Any, history: str, period: A.Period, opts: A.Options | None =
     previous = period.previous()
     inputs = inputs_of(history, period, opts)  # listed before reading: a file added meanwhile makes it stale, safely
     data = io.read_history(spark, history, previous.start, period.end, clusters, use_hadoop=use_hadoop)
-    # The per-poll and event tables are small and read by many report tables, for both weeks: cached once, instead
-    # of one Parquet scan per report table (docs/weekly-report.md, "Where the time goes").
-    frames = {name: td.df if name in io.BIG_TABLES else td.df.cache() for name, td in data.items()}
+    # The per-poll and event tables that many report tables read, for both weeks: cached once, instead of one
+    # Parquet scan per report table (docs/weekly-report.md, "Where the time goes"); the others are scanned.
+    frames = {name: td.df if name in UNCACHED else td.df.cache() for name, td in data.items()}
     try:
         limits = {p: A.thresholds(frames["cluster"], p, opts.lag_slo_s, opts.txn_grace_s).toArrow()
                   for p in (period, previous)}
@@ -200,7 +205,7 @@ def compute(spark: Any, history: str, period: A.Period, opts: A.Options | None =
                                  else A.trend([period], pa.table({}), pa.table({})))
     finally:
         for name, df in frames.items():
-            if name not in io.BIG_TABLES:
+            if name not in UNCACHED:
                 df.unpersist()
     c.rollup_days = stored
     c.inputs = inputs
@@ -276,7 +281,7 @@ def _compute(spark: Any, history: str, frames: dict[str, Any], data: dict[str, i
                 spark, history, previous.start, previous.end, clusters, tables=io.BIG_TABLES, use_hadoop=use_hadoop,
                 check_schema=False).items()})
         prev_tables = collect_week(spark, prev_frames, previous, opts, A.HEADLINE_INPUTS, limits=limits[previous],
-                                   parts=parts)
+                                   parts=parts, like=current)
         prev_head = headline_table(prev_tables)
     wow = A.week_over_week(cur_head, prev_head)
     series: dict[str, pa.Table] = {}
@@ -301,12 +306,19 @@ def auto_bucket(polls: pa.Table) -> int:
 
 def collect_week(spark: Any, frames: dict[str, Any], period: A.Period, opts: A.Options,
                  only: frozenset[str] | None = None, limits: pa.Table | None = None,
-                 parts: dict[str, Any] | None = None) -> dict[str, pa.Table]:
+                 parts: dict[str, Any] | None = None, like: dict[str, pa.Table] | None = None) -> dict[str, pa.Table]:
     """`aggregations.compute_tables` for one period, collected (the poll and threshold tables first, reused as
-    literals)."""
+    literals). `like`: tables another week of the same report collected (same frames, options and partials); a
+    week without polls takes their schemas, without building its own plans."""
     polls = A.poll_intervals(frames["cluster"], period, opts.poll_interval_s).toArrow()
     if limits is None:
         limits = A.thresholds(frames["cluster"], period, opts.lag_slo_s, opts.txn_grace_s).toArrow()
+    if polls.num_rows == 0 and like is not None and only is not None and only <= like.keys():
+        # nobody polled (the week before a new history): ~25 plans analysed only for their schemas cost ~2 s of
+        # driver time; this week's tables have the same ones
+        got = {name: like[name].schema.empty_table() for name in only}
+        got["polls"], got["thresholds"] = polls, limits
+        return got
     cells = None
     if parts is None and opts.percentiles == A.HISTOGRAM and (only is None or "consumer_lag" in only):
         # from the history alone: the lag partials of the whole period from one pass over its polls
@@ -321,11 +333,9 @@ def collect_week(spark: Any, frames: dict[str, Any], period: A.Period, opts: A.O
         # would be read: empty tables of the right schemas, an analysis each instead of ~25 Spark jobs
         got = {name: rollup.empty_like(df) for name, df in lazy.items()}
     else:
-        # what several tables are made from (the consumer cells, the transactions' detail, the epoch bumps) is
-        # computed once and cached while they are collected
-        with contextlib.ExitStack() as held:
-            for df in (cells, *shared):
-                held.enter_context(rollup.cached(df))
+        # what several tables are made from (the consumer cells, the transactions' detail, the epoch bumps, the
+        # poll index) is computed once and cached while they are collected
+        with rollup.cached_all([cells, *shared]):
             got = _collect_tables(spark, lazy)
     got["polls"], got["thresholds"] = polls, limits
     return got

@@ -46,7 +46,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from spark_analytics.aggregations.alerts import alert_episodes, alert_summary
 from spark_analytics.aggregations.cluster import (
@@ -100,9 +99,11 @@ from spark_analytics.aggregations.replication import (
 )
 from spark_analytics.aggregations.thresholds import thresholds
 from spark_analytics.aggregations.transactions import (
+    STUCK_COLUMNS,
     hanging_transactions,
     lso_gaps,
     producer_epoch_bumps,
+    stuck_transactions,
     transaction_detail,
     transaction_summary,
     transactions_by_id,
@@ -128,6 +129,7 @@ __all__ = [
     "PCTS",
     "PCT_NAMES",
     "PERCENTILE_MODES",
+    "STUCK_COLUMNS",
     "Options",
     "Period",
     "alert_episodes",
@@ -158,6 +160,7 @@ __all__ = [
     "poll_intervals",
     "producer_epoch_bumps",
     "retention_loss_episodes",
+    "stuck_transactions",
     "thresholds",
     "topic_replication",
     "transaction_detail",
@@ -231,7 +234,8 @@ def compute_tables(tables: dict[str, DataFrame], period: Period, opts: Options =
     ``topic_health_days`` + ``topic_health_polls``) replace ``group_lag`` and ``topic_health`` for the tables
     they make: the consumer lag then has histogram percentiles, every other figure is the same. `shared`, when
     given, receives the intermediate frames that more than one of the returned tables is made from (the
-    transactions' detail, the epoch bumps): cache them while collecting, and each is computed once.
+    transactions' detail, the epoch bumps, the poll index of the episode tables): cache them while collecting,
+    and each is computed once.
     """
     ex, acc = opts.exact_percentiles, opts.accuracy
     if polls is None:
@@ -261,7 +265,7 @@ def compute_tables(tables: dict[str, DataFrame], period: Period, opts: Options =
         "controller_changes": lambda: controller_changes(tables["cluster"], period),
         "consumer_lag": lambda: consumer_lag(tables["group_lag"], polls, period, lim, ex, acc),
         "retention_loss": lambda: retention_loss_episodes(tables["group_lag"], idx, period),
-        "transactions": lambda: detail.filter(F.col("stuck")),  # the stuck ones: the summary has the counts
+        "transactions": lambda: stuck_transactions(tables["transactions"], detail, period),  # counts: the summary
         "transaction_summary": lambda: transaction_summary(detail),
         "epoch_bumps": lambda: bumps,
         "transactions_by_id": lambda: transactions_by_id(detail, bumps),
@@ -289,7 +293,8 @@ def compute_tables(tables: dict[str, DataFrame], period: Period, opts: Options =
     wanted = set(builders) if only is None else set(only)
     if shared is not None:
         for frame, users in ((detail, {"transactions", "transaction_summary", "transactions_by_id"}),
-                             (bumps, {"epoch_bumps", "transactions_by_id"})):
+                             (bumps, {"epoch_bumps", "transactions_by_id"}),
+                             (idx, {"retention_loss", "hanging_transactions", "zk_follower_behind"})):
             if len(users & wanted) > 1:
                 shared.append(frame)
     return {name: build() for name, build in builders.items() if name in wanted}

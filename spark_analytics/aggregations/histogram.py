@@ -55,11 +55,13 @@ def rep(col: str | Column) -> Column:
             .otherwise(F.lit(2.0 / (GAMMA + 1.0)) * F.pow(F.lit(GAMMA), c.cast("double"))))
 
 
-def percentiles(bucket_col: str, count_col: str, pcts: list[float] | tuple[float, ...]) -> Column:
-    """Aggregate: the interpolated percentiles (an array, in `pcts` order) of histogram rows ``(bucket, count)``.
+def percentiles(bucket_col: str | Column, count_col: str, pcts: list[float] | tuple[float, ...]) -> Column:
+    """Aggregate: the interpolated percentiles (an array, in `pcts` order) of histogram rows ``(bucket, count)``;
+    rows with a null bucket are left out.
 
     Spark's ``percentile`` with a frequency: exact over the weighted representatives, cheap (a few hundred
-    distinct buckets per key, not one entry per poll)."""
+    distinct buckets per key, not one entry per poll). Rows of the same bucket need not be merged first: the
+    aggregate adds up the counts of equal values (several days' rows of one bucket give one entry)."""
     return F.percentile(rep(bucket_col), list(pcts), F.col(count_col).cast("long"))
 
 

@@ -16,25 +16,50 @@ from spark_analytics.period import Period
 
 def transaction_detail(transactions: DataFrame, period: Period, grace_s: float | DataFrame | None = None
                        ) -> DataFrame:
-    """One row per transaction seen in the period: distinct (cluster, transactional_id, start_time).
+    """One row per transaction seen in the period: distinct (cluster, transactional_id, start_time), with its
+    numbers (``DETAIL_COLUMNS``).
 
     ``stuck`` when its largest observed open age exceeds ``timeout_ms`` + `grace_s` (the coordinator
     aborts expired transactions on a timer, every 10 s by default, so a few seconds past the timeout is normal).
     `grace_s` is the collector's ``txn_timeout_grace_s``: one number, the `thresholds` frame (each cluster's
     ``txn_grace_s``), or None for the collector's default; the grace applied is the ``grace_s`` column.
+
+    Numbers only, so Spark keeps it a fixed-width hash aggregate: a busy fleet opens hundreds of thousands of
+    transactions a week, and the last state, states seen, producer and partitions (strings and arrays, which push
+    the aggregate onto sorting every row) are wanted only for the stuck ones (`stuck_transactions`).
     """
-    t, grace = per_cluster(transactions.filter(in_period(period) & F.col("start_time").isNotNull()), grace_s,
-                           "txn_grace_s", DEFAULT_TXN_GRACE_S)
+    t, grace = per_cluster(_seen(transactions, period), grace_s, "txn_grace_s", DEFAULT_TXN_GRACE_S)
     t = t.withColumn("grace_s", grace)
-    agg = t.groupBy("cluster", "transactional_id", "start_time").agg(
+    agg = t.groupBy(*TXN_KEYS).agg(
         F.min("time").alias("first_seen"), F.max("time").alias("last_seen"), F.count(F.lit(1)).alias("polls"),
         F.max("age_seconds").alias("max_age_s"), F.max("timeout_ms").alias("timeout_ms"),
+        F.max("grace_s").alias("grace_s"))
+    return agg.withColumn("stuck", F.coalesce(F.col("max_age_s") > F.col("timeout_ms") / 1000.0 + F.col("grace_s"),
+                                              F.lit(False)))
+
+
+TXN_KEYS = ("cluster", "transactional_id", "start_time")
+"""A transaction: its id and when it started (a transactional id runs one transaction after another)."""
+STUCK_COLUMNS = (*TXN_KEYS, "first_seen", "last_seen", "polls", "max_age_s", "timeout_ms", "last_state", "states",
+                 "producer_id", "producer_epoch", "partitions", "grace_s", "stuck")
+"""The report's ``transactions`` table: the stuck transactions, each with what on-call needs to find it."""
+
+
+def _seen(transactions: DataFrame, period: Period) -> DataFrame:
+    return transactions.filter(in_period(period) & F.col("start_time").isNotNull())
+
+
+def stuck_transactions(transactions: DataFrame, detail: DataFrame, period: Period) -> DataFrame:
+    """The stuck transactions of `detail` (`transaction_detail`) with their last state, the states seen, the last
+    producer id and epoch and the partitions (``STUCK_COLUMNS``): only their polls are read again."""
+    stuck = detail.filter(F.col("stuck"))
+    polls = _seen(transactions, period).join(F.broadcast(stuck.select(*TXN_KEYS)), list(TXN_KEYS), "left_semi")
+    more = polls.groupBy(*TXN_KEYS).agg(
         F.max_by("state", "time").alias("last_state"), F.array_sort(F.collect_set("state")).alias("states"),
         F.max_by("producer_id", "time").alias("producer_id"),
         F.max_by("producer_epoch", "time").alias("producer_epoch"),
-        F.max_by("partitions", "time").alias("partitions"), F.max("grace_s").alias("grace_s"))
-    return agg.withColumn("stuck", F.coalesce(F.col("max_age_s") > F.col("timeout_ms") / 1000.0 + F.col("grace_s"),
-                                              F.lit(False)))
+        F.max_by("partitions", "time").alias("partitions"))
+    return stuck.join(more, list(TXN_KEYS), "left").select(*STUCK_COLUMNS)
 
 
 def transaction_summary(detail: DataFrame) -> DataFrame:

@@ -490,19 +490,27 @@ def test_transactions_seen_stuck_longest_and_epoch_bumps(spark: Any) -> None:
         tx(120, "a", 115, 5, 3),  # two bumps between polls (restarts while no transaction was open)
         tx(150, "a", 145, 5, 0, pid=8),  # a new producer id starts again at 0: no bump
         tx(0, "b", -200, 200, 4, pid=9, state="PrepareAbort"), tx(30, "b", -200, 230, 4, pid=9, state="PrepareAbort"),
+        tx(0, "c", -100, 100, 2, pid=11), tx(30, "c", -100, 130, 3, pid=12, state="PrepareCommit"),
     ])
     detail = rows(A.transaction_detail(tr, W), "transactional_id", "start_time")
-    assert len(detail) == 6  # a: -40, 55, 85, 115, 145; b: -200
+    assert len(detail) == 7  # a: -40, 55, 85, 115, 145; b: -200; c: -100
     stuck = [(d["transactional_id"], d["max_age_s"]) for d in detail if d["stuck"]]
-    assert stuck == [("b", 230.0)]
-    assert sum(d["stuck"] for d in rows(A.transaction_detail(tr, W, grace_s=0.0))) == 2  # 69 s > 60 s
+    assert stuck == [("b", 230.0), ("c", 130.0)]
+    assert sum(d["stuck"] for d in rows(A.transaction_detail(tr, W, grace_s=0.0))) == 3  # 69 s > 60 s
+    # the stuck ones with what on-call needs to find them: the last state and producer, every state seen
+    found = rows(A.stuck_transactions(tr, A.transaction_detail(tr, W), W), "transactional_id")
+    assert [tuple(f) for f in found] == [A.STUCK_COLUMNS] * 2
+    assert [(f["transactional_id"], f["last_state"], f["states"], f["producer_id"], f["producer_epoch"],
+             f["partitions"], f["polls"], f["max_age_s"], f["first_seen"] - T0) for f in found] == [
+        ("b", "PrepareAbort", ["PrepareAbort"], 9, 4, ["t-0"], 2, 230.0, 0.0),
+        ("c", "PrepareCommit", ["Ongoing", "PrepareCommit"], 12, 3, ["t-0"], 2, 130.0, 0.0)]
     bumps = {r["transactional_id"]: r for r in rows(A.producer_epoch_bumps(tr, W))}
     assert (bumps["a"]["epoch_bumps"], bumps["a"]["epoch_increases"]) == (3, 2)
     assert bumps["b"]["epoch_bumps"] == 0
     by_id = {r["transactional_id"]: r for r in rows(A.transactions_by_id(A.transaction_detail(tr, W),
                                                                          A.producer_epoch_bumps(tr, W)))}
     assert by_id["a"]["transactions_seen"] == 5 and by_id["a"]["longest_open_s"] == 69.0 and by_id["a"]["stuck"] == 0
-    assert by_id["b"]["stuck"] == 1
+    assert by_id["b"]["stuck"] == 1 and by_id["c"]["stuck"] == 1
 
 
 def test_hanging_transactions_and_lso_gap_percentiles(spark: Any) -> None:
@@ -665,7 +673,20 @@ def test_a_week_without_polls_is_not_run_and_gives_what_running_it_would(spark: 
         assert table.num_rows == computed[name].num_rows == 0, name
         assert table.schema == computed[name].schema, name
     assert weekly_report.headline_table(skipped).num_rows == 0
-    assert weekly_report.collect_week(spark, t, W, A.Options())["consumer_lag"].num_rows == 1  # this week runs
+    this_week = weekly_report.collect_week(spark, t, W, A.Options())
+    assert this_week["consumer_lag"].num_rows == 1  # this week runs
+
+    def no_plans(*a: Any, **k: Any) -> None:
+        raise AssertionError("plans built for a week without polls")
+
+    # the week before, given this week's tables (as the report does): their schemas, no plan built at all
+    monkeypatch.setattr(A, "compute_tables", no_plans)
+    alike = weekly_report.collect_week(spark, t, PREV, A.Options(), A.HEADLINE_INPUTS, like=this_week)
+    assert set(alike) == set(A.HEADLINE_INPUTS)
+    for name, table in alike.items():
+        assert table.num_rows == 0 and table.schema == computed[name].schema, name
+    with pytest.raises(AssertionError, match="plans built"):  # a week with polls is computed, like or not
+        weekly_report.collect_week(spark, t, W, A.Options(), A.HEADLINE_INPUTS, like=this_week)
 
 
 def test_headline_beside_last_week_and_clusters_without_zookeeper_or_transactions(spark: Any) -> None:
