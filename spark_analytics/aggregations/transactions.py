@@ -13,11 +13,17 @@ from spark_analytics.aggregations.defaults import DEFAULT_ACCURACY, DEFAULT_TXN_
 from spark_analytics.aggregations.thresholds import per_cluster
 from spark_analytics.period import Period
 
+TXN_KEYS = ("cluster", "transactional_id", "start_time")
+"""A transaction: its id and when it started (a transactional id runs one transaction after another)."""
+STUCK_COLUMNS = (*TXN_KEYS, "first_seen", "last_seen", "polls", "max_age_s", "timeout_ms", "last_state", "states",
+                 "producer_id", "producer_epoch", "partitions", "grace_s", "stuck")
+"""The report's ``transactions`` table: the stuck transactions, each with what on-call needs to find it."""
+
 
 def transaction_detail(transactions: DataFrame, period: Period, grace_s: float | DataFrame | None = None
                        ) -> DataFrame:
     """One row per transaction seen in the period: distinct (cluster, transactional_id, start_time), with its
-    numbers (``DETAIL_COLUMNS``).
+    numbers: first and last seen, polls, largest open age, timeout, grace, ``stuck``.
 
     ``stuck`` when its largest observed open age exceeds ``timeout_ms`` + `grace_s` (the coordinator
     aborts expired transactions on a timer, every 10 s by default, so a few seconds past the timeout is normal).
@@ -36,13 +42,6 @@ def transaction_detail(transactions: DataFrame, period: Period, grace_s: float |
         F.max("grace_s").alias("grace_s"))
     return agg.withColumn("stuck", F.coalesce(F.col("max_age_s") > F.col("timeout_ms") / 1000.0 + F.col("grace_s"),
                                               F.lit(False)))
-
-
-TXN_KEYS = ("cluster", "transactional_id", "start_time")
-"""A transaction: its id and when it started (a transactional id runs one transaction after another)."""
-STUCK_COLUMNS = (*TXN_KEYS, "first_seen", "last_seen", "polls", "max_age_s", "timeout_ms", "last_state", "states",
-                 "producer_id", "producer_epoch", "partitions", "grace_s", "stuck")
-"""The report's ``transactions`` table: the stuck transactions, each with what on-call needs to find it."""
 
 
 def _seen(transactions: DataFrame, period: Period) -> DataFrame:
