@@ -243,6 +243,13 @@ def compute_tables(tables: dict[str, DataFrame], period: Period, opts: Options =
     if limits is None:
         limits = thresholds(tables["cluster"], period, opts.lag_slo_s, opts.txn_grace_s)
     lim = limits
+    # intermediate frames several tables may be made from: counted as the tables are built (`shared`)
+    uses: dict[int, list[DataFrame]] = {}
+
+    def use(df: DataFrame) -> DataFrame:
+        uses.setdefault(id(df), []).append(df)
+        return df
+
     idx = poll_index(tables["cluster"], polls, period)
     detail = transaction_detail(tables["transactions"], period, lim)
     bumps = producer_epoch_bumps(tables["transactions"], period)
@@ -264,18 +271,18 @@ def compute_tables(tables: dict[str, DataFrame], period: Period, opts: Options =
         "broker_availability": lambda: broker_availability(tables["brokers"], polls, period),
         "controller_changes": lambda: controller_changes(tables["cluster"], period),
         "consumer_lag": lambda: consumer_lag(tables["group_lag"], polls, period, lim, ex, acc),
-        "retention_loss": lambda: retention_loss_episodes(tables["group_lag"], idx, period),
-        "transactions": lambda: stuck_transactions(tables["transactions"], detail, period),  # counts: the summary
-        "transaction_summary": lambda: transaction_summary(detail),
-        "epoch_bumps": lambda: bumps,
-        "transactions_by_id": lambda: transactions_by_id(detail, bumps),
-        "hanging_transactions": lambda: hanging_transactions(tables["producers"], idx, period),
+        "retention_loss": lambda: retention_loss_episodes(tables["group_lag"], use(idx), period),
+        "transactions": lambda: stuck_transactions(tables["transactions"], use(detail), period),  # counts: summary
+        "transaction_summary": lambda: transaction_summary(use(detail)),
+        "epoch_bumps": lambda: use(bumps),
+        "transactions_by_id": lambda: transactions_by_id(use(detail), use(bumps)),
+        "hanging_transactions": lambda: hanging_transactions(tables["producers"], use(idx), period),
         "lso_gap": lambda: lso_gaps(tables["lso_gap"], period, ex, acc),
         "lso_gap_cluster": lambda: lso_gaps(tables["lso_gap"], period, ex, acc, by=("cluster",)),
         "zk_elections": lambda: zk_elections(tables["consensus"], period),
         "zk_quorum": lambda: zk_quorum(tables["consensus"], polls, period),
         "zk_servers": lambda: zk_servers(tables["consensus"], period),
-        "zk_follower_behind": lambda: zk_follower_behind(tables["consensus"], idx, period),
+        "zk_follower_behind": lambda: zk_follower_behind(tables["consensus"], use(idx), period),
         "zk_write_rate": lambda: zk_write_rate(tables["consensus"], period),
         "kraft_leader_changes": lambda: kraft_leader_changes(tables["consensus"], period),
         "kraft_voter_lag": lambda: kraft_voter_lag(tables["consensus"], polls, period, ex, acc),
@@ -289,15 +296,11 @@ def compute_tables(tables: dict[str, DataFrame], period: Period, opts: Options =
         builders["consumer_lag"] = lambda: consumer_lag_from_days(p["group_lag_days"], p["group_lag_hist"], polls,
                                                                   period, lim)
     if "group_lag_flags" in p:
-        builders["retention_loss"] = lambda: retention_loss_episodes(p["group_lag_flags"], idx, period)
-    wanted = set(builders) if only is None else set(only)
+        builders["retention_loss"] = lambda: retention_loss_episodes(p["group_lag_flags"], use(idx), period)
+    out = {name: build() for name, build in builders.items() if only is None or name in only}
     if shared is not None:
-        for frame, users in ((detail, {"transactions", "transaction_summary", "transactions_by_id"}),
-                             (bumps, {"epoch_bumps", "transactions_by_id"}),
-                             (idx, {"retention_loss", "hanging_transactions", "zk_follower_behind"})):
-            if len(users & wanted) > 1:
-                shared.append(frame)
-    return {name: build() for name, build in builders.items() if name in wanted}
+        shared.extend(used[0] for used in uses.values() if len(used) > 1)
+    return out
 
 
 def chart_series(tables: dict[str, DataFrame], period: Period, worst_groups: DataFrame,

@@ -212,8 +212,8 @@ def consumer_lag_from_days(days: DataFrame, hists: DataFrame, polls: DataFrame, 
     pct = days_h.groupBy(*KEYS).agg(*[
         hist.percentiles(F.when(F.col("metric") == i, F.col("bucket")), "polls", PCTS).alias(f"_p{i}")
         for i in range(len(HIST_METRICS))])
-    pct = pct.select(*KEYS, *[F.round(F.col(f"_p{i}").getItem(j), 6).alias(f"{prefix}_{name}")
-                              for i, prefix in enumerate(("lag", "lag_seconds")) for j, name in enumerate(PCT_NAMES)])
+    pct = pct.select(*KEYS, *[F.round(F.col(f"_p{i}").getItem(j), 6).alias(f"{metric.removesuffix('_max')}_{name}")
+                              for i, metric in enumerate(HIST_METRICS) for j, name in enumerate(PCT_NAMES)])
     stats = stats.join(pct, list(KEYS), "left")
     out = stats.join(F.broadcast(interval(polls)), "cluster", "left")
     out = (out.withColumn("slo_share", F.when(F.col("polls_with_lag_seconds") > 0, (

@@ -513,6 +513,27 @@ def test_transactions_seen_stuck_longest_and_epoch_bumps(spark: Any) -> None:
     assert by_id["b"]["stuck"] == 1 and by_id["c"]["stuck"] == 1
 
 
+def test_compute_tables_shares_the_frames_that_more_than_one_built_table_is_made_from(spark: Any) -> None:
+    """`shared` is what the built tables use more than once (the caller caches those): the transactions' detail,
+    the epoch bumps, the poll index — counted from the tables asked for, never a frame only one of them reads."""
+    t = empty_tables(spark)
+    t["cluster"] = polls_df(spark, every(4))
+
+    def shared_for(only: set[str] | None) -> list[Any]:
+        got: list[Any] = []
+        A.compute_tables(t, W, A.Options(), only=None if only is None else frozenset(only), shared=got)
+        return got
+
+    assert len(shared_for(None)) == 3
+    assert shared_for({"transaction_summary", "epoch_bumps", "hanging_transactions"}) == []  # each read once
+    [detail] = shared_for({"transactions", "transaction_summary"})
+    assert "stuck" in detail.columns and "epoch_bumps" not in detail.columns
+    [bumps] = shared_for({"epoch_bumps", "transactions_by_id"})  # the detail only once, by transactions_by_id
+    assert "epoch_bumps" in bumps.columns
+    [idx] = shared_for({"retention_loss", "zk_follower_behind"})
+    assert "idx" in idx.columns
+
+
 def test_hanging_transactions_and_lso_gap_percentiles(spark: Any) -> None:
     times = every(5)
     pr = frame(spark, "producers", [
