@@ -4,6 +4,7 @@ its JVM's collector (the throughput collector unless the caller or the environme
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -36,6 +37,22 @@ def test_a_local_session_runs_the_throughput_collector_unless_one_was_chosen_els
     for var in ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS"):
         assert local_java_options({}, {var: "-Xmx2g -XX:+UseG1GC"}) is None
         assert local_java_options({}, {var: "-XX:+UseZGC -Xss1m"}) is None
+
+
+@pytest.mark.parametrize("line", ["spark.driver.extraJavaOptions -Djava.security.krb5.conf=/etc/krb5.conf",
+                                  "  spark.driver.defaultJavaOptions=-Dx=1", "spark.driver.extraJavaOptions: -Dx"])
+def test_java_options_in_spark_defaults_are_not_replaced(tmp_path: Path, line: str) -> None:
+    """Spark would let the session's options replace those of spark-defaults.conf: an administrator's Kerberos
+    or trust-store settings must not be lost for a faster collector."""
+    (tmp_path / "spark-defaults.conf").write_text(f"# defaults\nspark.master local[2]\n{line}\n")
+    assert local_java_options({}, {"SPARK_CONF_DIR": str(tmp_path)}) is None
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "spark-defaults.conf").write_text(f"{line}\n")
+    assert local_java_options({}, {"SPARK_HOME": str(tmp_path)}) is None
+    # commented out, or another key: ours apply
+    (tmp_path / "spark-defaults.conf").write_text(f"#{line}\n! {line}\nspark.executor.extraJavaOptions -Dx\n")
+    assert local_java_options({}, {"SPARK_CONF_DIR": str(tmp_path)}) == LOCAL_GC
+    assert local_java_options({}, {"SPARK_CONF_DIR": str(tmp_path / "missing")}) == LOCAL_GC
 
 
 def test_the_test_sessions_jvm_runs_the_collector_build_session_asked_for() -> None:
