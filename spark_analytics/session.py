@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 OBJECT_HASH_AGG_KEYS = 4096
@@ -29,50 +27,13 @@ def local_cores(master: str) -> int:
     return max(1, int(m.group(1)) * int(m.group(2))) if m else os.cpu_count() or 1
 
 
-LOCAL_GC = "-XX:+UseParallelGC"
-"""The driver JVM's collector in local sessions (which are driver and executor at once): the throughput collector.
-The report is a batch job on a small heap; on the bench week (2 cores, 1 GB heap) the whole report from the history
-took 10-17 % less warm and ~9 % less cold than with the JVM's default G1, the report from the roll-ups ~10 % less
-and a day's roll-up ~25 % less (docs/weekly-report.md, "Step 6")."""
-GC_ENV = ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS")
-"""Where else a JVM takes options from: a collector chosen there is left alone (two collectors stop the JVM)."""
-JAVA_OPTION_KEYS = ("spark.driver.extraJavaOptions", "spark.driver.defaultJavaOptions")
-
-
-def local_java_options(conf: Mapping[str, str], env: Mapping[str, str] = os.environ) -> str | None:
-    """The driver's extra Java options to add to a local session: `LOCAL_GC`, unless the caller's `conf` or
-    ``spark-defaults.conf`` (in ``SPARK_CONF_DIR`` or ``SPARK_HOME/conf``) sets the driver's Java options — ours
-    would replace theirs — or the environment already picks a collector (``-XX:+Use...GC`` in `GC_ENV`)."""
-    if any(k in conf for k in JAVA_OPTION_KEYS) or _defaults_set_java_options(env):
-        return None
-    if any(re.search(r"-XX:\+Use\w*GC\b", env.get(k, "")) for k in GC_ENV):
-        return None
-    return LOCAL_GC
-
-
-def _defaults_set_java_options(env: Mapping[str, str]) -> bool:
-    dirs = [env.get("SPARK_CONF_DIR")] + ([str(Path(env["SPARK_HOME"]) / "conf")] if env.get("SPARK_HOME") else [])
-    for d in filter(None, dirs):
-        f = Path(d) / "spark-defaults.conf"
-        try:
-            lines = f.read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
-            continue
-        # a Java properties file: "key value", "key=value" or "key: value"; "#" and "!" start comments
-        keys = {m.group(1) for line in lines if (m := re.match(r"\s*([^\s=:#!][^\s=:]*)", line))}
-        if keys & set(JAVA_OPTION_KEYS):
-            return True
-    return False
-
-
 def build_session(master: str | None = None, app_name: str = "kmon-weekly-report", verbose: bool = False,
                   conf: dict[str, str] | None = None) -> Any:
     """A SparkSession. Without `master`: local[*], unless spark-submit already chose one.
 
     Local sessions bind the driver to 127.0.0.1, run without the UI and with one shuffle partition per worker
     thread: every task shares those threads, so more partitions only add per-task cost to the report's many small
-    jobs (and AQE merges partitions, never splits them); measured in docs/weekly-report.md, "Step 5". Their JVM
-    runs the throughput collector (`local_java_options`). Under spark-submit, the cluster's settings rule.
+    jobs (and AQE merges partitions, never splits them); measured in docs/weekly-report.md, "Step 5".
     """
     from pyspark.sql import SparkSession
 
@@ -87,8 +48,6 @@ def build_session(master: str | None = None, app_name: str = "kmon-weekly-report
         b = (b.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
              .config("spark.ui.enabled", "false")
              .config("spark.sql.shuffle.partitions", str(local_cores(master))))
-        if (java := local_java_options(conf or {})) is not None:  # read when the JVM starts: a first session only
-            b = b.config("spark.driver.extraJavaOptions", java)
     b = (b.config("spark.sql.session.timeZone", "UTC").config("spark.ui.showConsoleProgress", "false")
          .config("spark.sql.execution.arrow.pyspark.enabled", "true")
          # the percentile aggregates keep one hash map per key; past 128 keys per task (Spark's default) they
