@@ -183,10 +183,10 @@ def consumer_lag_from_days(days: DataFrame, hists: DataFrame, polls: DataFrame, 
     the same recorded threshold); where not (the threshold changed, or ``--lag-slo-seconds``), that day's count
     comes from its histogram: a poll is within the SLO when its bucket's representative is.
     """
-    d, h = in_days(days, period), in_days(hists, period)
+    d, week_h = in_days(days, period), in_days(hists, period)
     d, slo = per_cluster(d, slo_s, "lag_slo_s", DEFAULT_LAG_SLO_S)
     d = d.withColumn("_slo", slo)
-    h, hslo = per_cluster(h, slo_s, "lag_slo_s", DEFAULT_LAG_SLO_S)
+    h, hslo = per_cluster(week_h, slo_s, "lag_slo_s", DEFAULT_LAG_SLO_S)
     redo = d.filter(F.col("slo_s") != F.col("_slo")).select(*KEYS, "day")  # days counted against another SLO
     estimated = (h.filter((F.col("metric") == 1) & (hist.rep("bucket") <= hslo)).join(redo, [*KEYS, "day"])
                  .groupBy(*KEYS, "day").agg(F.sum("polls").alias("_est")))
@@ -208,8 +208,7 @@ def consumer_lag_from_days(days: DataFrame, hists: DataFrame, polls: DataFrame, 
     # both metrics' percentiles in one aggregate over the days' buckets as stored: the percentile sums the counts
     # of equal values itself, so merging the days' buckets first (another hash aggregate over ~1 M rows on the
     # bench week) is not needed; the other metric's rows are null to it
-    days_h = in_days(hists, period)
-    pct = days_h.groupBy(*KEYS).agg(*[
+    pct = week_h.groupBy(*KEYS).agg(*[
         hist.percentiles(F.when(F.col("metric") == i, F.col("bucket")), "polls", PCTS).alias(f"_p{i}")
         for i in range(len(HIST_METRICS))])
     pct = pct.select(*KEYS, *[F.round(F.col(f"_p{i}").getItem(j), 6).alias(f"{metric.removesuffix('_max')}_{name}")
