@@ -1,7 +1,7 @@
 """The weekly report's aggregations at scale: PySpark local[2] against DuckDB on the same Parquet files.
 
     .venv/bin/python -m bench.bench_spark [--dir DIR] [--week 2026-W40] [--runs 3] [--cores 2]
-        [--partitions 25000] [--exact] [--last-week]
+        [--partitions 25000] [--exact] [--last-week] [--no-cli]
 
 A synthetic week (bench/synthetic_history.py: 5,000 partitions in 200 topics, 1,000 group-topics, polled
 every 30 s, with incidents; ~26 M rows) is generated into DIR unless it is already there. Then, median of
@@ -15,7 +15,10 @@ every 30 s, with incidents; ~26 M rows) is generated into DIR unless it is alrea
   history). ``--partitions N`` generates a bigger fleet (`Shape.scaled`: 25,000 gives ~122 M rows).
   ``--last-week`` is a weekly run's steady state: the history holds the week before too (every stage then reads
   it), and the whole report is timed again, from the history and from the roll-ups, with last week's report
-  present (`weekly_report.stored_previous`: its headline read instead of computed);
+  present (`weekly_report.stored_previous`: its headline read instead of computed); last (``--no-cli`` skips it)
+  the report from the roll-ups as a weekly job runs it: ``python -m spark_analytics.weekly_report --rollups`` in
+  a new process each run, its JVM cold, started as the CLI chooses (`weekly_report.small_job`) and, alternating,
+  with the JVM's defaults;
 * **DuckDB** (reference, same process, 2 threads): the headline aggregations in SQL over the same live files
   (poll interval, minutes under-replicated / under min ISR / offline, ISR shrinks per broker, broker
   availability, lag percentiles + SLO share + WARN/ERR minutes per group-topic, retention-loss episodes,
@@ -34,8 +37,11 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import resource
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -294,6 +300,9 @@ def main() -> None:
                     help="partitions of the synthetic fleet when DIR has to be generated (a multiple of 25, "
                          ">= 5,000; group-topics scale with them); default 5,000")
     ap.add_argument("--exact", action="store_true", help="also time the whole report with --exact-percentiles")
+    ap.add_argument("--no-cli", dest="cli", action="store_false",
+                    help="skip the last Spark timing (the report from the roll-ups by the CLI, a new process each "
+                         "run, as a weekly job runs it)")
     ap.add_argument("--last-week", action="store_true",
                     help="the weekly run's steady state: DIR holds the week before too (generated with it when DIR "
                          "has to be; give a DIR of its own), rolled up as well, and two more stages time the report "
@@ -314,7 +323,7 @@ def main() -> None:
     print(f"history {a.dir}: {total:,} rows in the week ({size / 1e6:.0f} MB on disk): "
           + ", ".join(f"{k} {v:,}" for k, v in rows.items() if v))
 
-    with Sampler() as sampler:
+    with Sampler() as sampler, tempfile.TemporaryDirectory(prefix="kmon-bench-rollups-") as up:
         # ---- Spark
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         from spark_analytics import rollup
@@ -343,8 +352,7 @@ def main() -> None:
         # ---- daily roll-ups: one day, then the rest; the report from them
         reuse_times: dict[str, list[float]] = {}
         reuse_same: dict[str, bool] = {}
-        with (tempfile.TemporaryDirectory(prefix="kmon-bench-rollups-") as up,
-              tempfile.TemporaryDirectory(prefix="kmon-bench-reports-") as reports):
+        with tempfile.TemporaryDirectory(prefix="kmon-bench-reports-") as reports:
             store = rollup.Store(Path(up))
             day_times, _ = timed(lambda: rollup.rollup(spark, str(a.dir), store, period.days()[:1]), a.runs,
                                  "spark (roll up one day)")
@@ -372,6 +380,15 @@ def main() -> None:
         spark.stop()
         _stop_jvm()
         jvm_rusage = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # KB on Linux
+        # ---- the report from the roll-ups as a weekly job runs it: the CLI, a new process (a cold JVM) each run
+        cli_times: dict[str, list[tuple[float, float]]] = {mode: [] for mode in CLI_JVM} if a.cli else {}
+        sampler.reset()
+        for i in range(a.runs if a.cli else 0):
+            for mode, java in CLI_JVM.items():  # alternating, so that a slower minute of the machine hits both
+                cli_times[mode].append(cli_report(a.dir, up, a.week, a.cores, java))
+                print(f"  CLI from roll-ups ({mode}) run {i + 1}: computed in {cli_times[mode][-1][0]:.1f}s, "
+                      f"process {cli_times[mode][-1][1]:.1f}s", flush=True)
+        cli_rss = sampler.peak_children
         # ---- DuckDB
         import duckdb
 
@@ -413,6 +430,14 @@ def main() -> None:
               f"{statistics.median(times):.1f}s (runs {', '.join(f'{x:.1f}' for x in times)}) -> ratio "
               f"{statistics.median(times) / dm:.1f}x; last week's headline "
               f"{'read from its report, both headlines equal' if reuse_same[label] else 'NOT reused or DIFFERS'}")
+    for mode, runs in cli_times.items():
+        cm, pm = (statistics.median(x) for x in zip(*runs, strict=True))
+        print(f"Spark  local[{a.cores}] whole report from the daily roll-ups by the CLI, a new process each run (a "
+              f"cold JVM, as a weekly job runs it), {mode}: median computed in {cm:.1f}s (runs "
+              f"{', '.join(f'{x:.1f}' for x, _ in runs)}) -> ratio {cm / dm:.1f}x; the process {pm:.1f}s "
+              f"(runs {', '.join(f'{x:.1f}' for _, x in runs)})")
+    if cli_times:
+        print(f"  (peak RSS of a CLI process and its JVM: {cli_rss / 1e6:.0f} MB)")
     print(f"peak memory: Spark driver (Python) RSS {driver_rss / mb:.0f} MB, JVM RSS {jvm_rss / mb:.0f} MB sampled "
           f"({jvm_rusage / mb:.0f} MB getrusage children), JVM heap used {heap_used / mb:.0f} of "
           f"{heap_max / mb:.0f} MB at the end; DuckDB RSS increase {duck_rss / mb:.0f} MB")
@@ -432,6 +457,30 @@ def main() -> None:
         sv, dv = kinds.get(kind), duck_head["incidents_by_kind"].get(kind)
         print(f"  {'incidents opened: ' + kind:28s} spark {_fmt(sv):>16s}  duckdb {_fmt(dv):>16s}  "
               f"{'ok' if same(sv, dv) else 'DIFFERS'}")
+
+
+CLI_JVM = {"its JVM as the CLI chooses": None,
+           "the JVM's defaults": "-XX:+UseG1GC -XX:TieredStopAtLevel=4"}
+"""The CLI's JVM: as `weekly_report.small_job` chooses it (the new mode), and with the JVM's own defaults on a
+2-core machine (the old mode: G1 and both compilers, named in ``JAVA_TOOL_OPTIONS``, which the CLI leaves alone)."""
+
+
+def cli_report(history: Path, rollups: str, week: str, cores: int, java: str | None = None) -> tuple[float, float]:
+    """`python -m spark_analytics.weekly_report --rollups` in a new process (with `java` as ``JAVA_TOOL_OPTIONS``):
+    its "computed in" seconds (what the in-process stages time, from a cold JVM) and the whole process's (imports
+    and session start too)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS")}
+    with tempfile.TemporaryDirectory(prefix="kmon-bench-cli-") as out:
+        t0 = time.perf_counter()
+        r = subprocess.run([sys.executable, "-m", "spark_analytics.weekly_report", "--history", str(history),
+                            "--rollups", rollups, "--week", week, "--out", out, "--master", f"local[{cores}]"],
+                           capture_output=True, text=True, check=False,
+                           env=dict(env, JAVA_TOOL_OPTIONS=java) if java else env)
+        wall = time.perf_counter() - t0
+    m = re.search(r"^computed in ([0-9.]+)s$", r.stdout, re.MULTILINE)
+    if r.returncode != 0 or m is None:
+        raise RuntimeError(f"weekly_report CLI exited {r.returncode}: {(r.stderr or r.stdout).strip()[-2000:]}")
+    return float(m.group(1)), wall
 
 
 def same(sv: Any, dv: Any, rel: float = 1e-6) -> bool:

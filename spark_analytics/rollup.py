@@ -215,6 +215,25 @@ def history_files(history: str, day: str) -> dict[str, list[list[Any]]]:
     return out
 
 
+SMALL_JOB_BYTES = 24 * 2**20
+"""What a job may read to aggregate (`input_bytes`) and still start its JVM as a small job's
+(`session.SMALL_JOB_JAVA_OPTIONS`). Measured by the report's CLI, each run a new process (docs/weekly-report.md,
+"Step 7"): from the 5,000-partition bench week's roll-ups (8.2 MiB) ~5 s faster, a day's roll-up of it (~14 MiB)
+~2.5 s, the demo's history ~4 s; from the 25,000-partition week's roll-ups (45.5 MiB) ~2 s slower, from the
+5,000-partition raw week (93.7 MiB) ~1.5 s."""
+
+
+def input_bytes(history: str, days: Sequence[str], store: Store | None = None) -> int | None:
+    """What a job over `days` reads to aggregate: the stored roll-ups of the days fresh in `store`, the `SOURCES`
+    history files of the others (the history's other tables are small). None for a remote history (not listed)."""
+    if io.is_remote(history):
+        return None
+    fresh = set(fresh_days(store, history, days)) if store is not None else set()
+    rolled = sum(f.stat().st_size for d in fresh for name in TABLES if (f := store.file(name, d)).is_file())
+    return rolled + sum(size for d in days if d not in fresh for files in history_files(history, d).values()
+                        for _, size in files)
+
+
 def fresh_days(store: Store, history: str, days: Sequence[str]) -> list[str]:
     """The `days` whose roll-up exists and was made from the history files there now."""
     if io.is_remote(history):
@@ -306,7 +325,9 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, now: float | None
     own = spark is None
     try:
         if own:
-            spark = build_session(a.master, app_name="kmon-rollup", verbose=a.verbose)
+            raw = input_bytes(a.history, todo)  # a night's day of a small fleet: a small job (SMALL_JOB_BYTES)
+            spark = build_session(a.master, app_name="kmon-rollup", verbose=a.verbose,
+                                  small_job=raw is not None and raw <= SMALL_JOB_BYTES)
         written = rollup(spark, a.history, store, todo)
     except Exception as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""

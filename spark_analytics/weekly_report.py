@@ -629,6 +629,17 @@ def run(args: Args, spark: Any) -> int:
     return 0
 
 
+def small_job(args: Args) -> bool:
+    """Whether the run reads little to aggregate (`rollup.SMALL_JOB_BYTES`) — a small fleet's daily roll-ups, a small
+    history —, so that its JVM starts as a small job's (`session.SMALL_JOB_JAVA_OPTIONS`). Counts both weeks' days
+    as `load_partials` reads them: from the roll-ups where fresh, else from the history (all of it without the
+    histograms)."""
+    days = [d for p in (args.period.previous(), args.period) for d in p.days()]
+    store = rollup.Store.at(args.opts.rollups) if args.opts.rollups and args.opts.percentiles == A.HISTOGRAM else None
+    read = rollup.input_bytes(args.history, days, store)
+    return read is not None and read <= rollup.SMALL_JOB_BYTES
+
+
 def main(argv: Sequence[str] | None = None, spark: Any = None) -> int:
     """Entry point; pass `spark` to reuse a session (tests). Returns the exit code."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -641,7 +652,7 @@ def main(argv: Sequence[str] | None = None, spark: Any = None) -> int:
     own = spark is None
     try:
         if own:
-            spark = build_session(args.master, verbose=args.verbose)
+            spark = build_session(args.master, verbose=args.verbose, small_job=small_job(args))
         if io.is_remote(args.history) and not io.history_exists(spark, args.history):
             print(f"weekly_report: error: argument --history: {args.history!r} does not exist", file=sys.stderr)
             return 2

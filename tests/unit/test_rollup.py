@@ -309,3 +309,45 @@ def test_next_weeks_report_takes_last_weeks_headline_from_its_report_while_that_
     assert weekly_report.stored_previous(out, str(hist), W, A.Options(), ["c1"]) is not None
     (last / layout.INPUTS_FILE).unlink()  # what a run killed while writing last week's report leaves
     assert weekly_report.stored_previous(out, str(hist), W, A.Options(), ["c1"]) is None
+
+
+def test_a_report_that_reads_little_starts_as_a_small_job(spark: Any, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """`rollup.input_bytes` counts what a run reads to aggregate: the roll-ups of the days rolled up, the history
+    files of the others (or of the days gone stale); the report's JVM starts as a small job's when that is little
+    (`weekly_report.small_job`)."""
+    from spark_analytics.weekly_report import parse_args, small_job
+
+    hist, store = tmp_path / "history", tmp_path / "rollups"
+    _history(hist)
+    days = [W.days()[i] for i in (0, 1, 3)]
+    raw = {d: sum(f.stat().st_size for t in rollup.SOURCES for f in (hist / t / f"date={d}").glob("*.parquet"))
+           for d in days}
+    assert all(raw.values())
+    assert rollup.input_bytes(str(hist), W.days()) == sum(raw.values())
+    assert rollup.main(["--history", str(hist), "--rollups", str(store), "--day", days[0]], spark=spark) == 0
+    s = rollup.Store(store)
+    rolled = sum(s.file(t, days[0]).stat().st_size for t in rollup.TABLES)
+    assert rollup.input_bytes(str(hist), W.days(), s) == rolled + raw[days[1]] + raw[days[2]]
+    assert rollup.input_bytes("s3a://bucket/history", W.days(), s) is None  # not listed: not a small job
+
+    def args(*more: str) -> Any:
+        return parse_args(["--history", str(hist), "--week", W.label, "--out", str(tmp_path / "out"), *more])
+
+    assert small_job(args()) and small_job(args("--rollups", str(store)))  # a few KB
+    part = rolled + raw[days[1]] + raw[days[2]]
+    for limit in (part, part - 1, sum(raw.values()), sum(raw.values()) - 1):  # each side of each total
+        monkeypatch.setattr(rollup, "SMALL_JOB_BYTES", limit)
+        from_history = sum(raw.values()) <= limit
+        assert small_job(args()) is from_history and small_job(args("--rollups", str(store))) is (part <= limit)
+        # exact percentiles read every poll: the history's size decides
+        assert small_job(args("--rollups", str(store), "--exact-percentiles")) is from_history
+    assert rollup.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=W.end + 3600) == 0
+    every = sum(s.file(t, d).stat().st_size for t in rollup.TABLES for d in days)
+    assert rollup.input_bytes(str(hist), W.days(), s) == every
+    monkeypatch.setattr(rollup, "SMALL_JOB_BYTES", every - 1)
+    assert not small_job(args("--rollups", str(store)))  # big roll-ups: a big job all the same
+    # a late file makes its day's history the input again
+    _write(hist, "group_lag", days[2], [dict(r, group_id="late") for r in _lag_rows()[:1]], name="late.parquet")
+    assert rollup.input_bytes(str(hist), W.days(), s) > every - sum(s.file(t, days[2]).stat().st_size
+                                                                    for t in rollup.TABLES) + raw[days[2]]

@@ -1,12 +1,27 @@
-"""The local session's sizing: one shuffle partition per local worker thread (docs/weekly-report.md, "Step 5")."""
+"""The local session's sizing: one shuffle partition per local worker thread (docs/weekly-report.md, "Step 5"), and
+a small job's JVM options, left to whoever else chose them ("Step 7")."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from spark_analytics.session import is_local_master, local_cores
+from spark_analytics.session import SMALL_JOB_JAVA_OPTIONS, is_local_master, local_cores, small_job_java_options
+from tests.support.spark_history import spark_session
+
+REPO = Path(__file__).resolve().parents[2]
+JVM_REPORT = """
+from spark_analytics.session import build_session
+spark = build_session("local[1]", app_name="kmon-test-jvm", small_job=True)
+jvm = spark._jvm.java.lang.management.ManagementFactory
+print("ARGS", *jvm.getRuntimeMXBean().getInputArguments())
+print("GC", "|".join(b.getName() for b in jvm.getGarbageCollectorMXBeans()))
+spark.stop()
+"""
 
 
 @pytest.mark.parametrize(("master", "cores"), [
@@ -22,3 +37,54 @@ def test_local_star_and_unknown_local_forms_use_every_core() -> None:
     assert local_cores("local[*]") == every
     assert local_cores("local[*,2]") == every
     assert local_cores("local-cluster[bad]") == every  # Spark would refuse it; never fewer partitions than cores
+
+
+def test_a_small_job_runs_the_throughput_collector_and_the_client_compiler_unless_chosen_elsewhere(
+        tmp_path: Path) -> None:
+    both = "-XX:+UseParallelGC -XX:TieredStopAtLevel=1"
+    assert " ".join(SMALL_JOB_JAVA_OPTIONS.values()) == both
+    assert small_job_java_options({}, {}) == both
+    assert small_job_java_options({}, {"JAVA_TOOL_OPTIONS": "-Xss4m", "_JAVA_OPTIONS": ""}) == both
+    # the caller's own Java options win, whatever they hold: Spark would replace ours with them, or theirs with ours
+    assert small_job_java_options({"spark.driver.extraJavaOptions": "-Dx=1"}, {}) is None
+    assert small_job_java_options({"spark.driver.defaultJavaOptions": "-Dx=1"}, {}) is None
+    # a collector or a compiler chosen in the environment is kept (two collectors would stop the JVM from starting)
+    for var in ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS"):
+        assert small_job_java_options({}, {var: "-Xmx2g -XX:+UseG1GC"}) == "-XX:TieredStopAtLevel=1"
+        assert small_job_java_options({}, {var: "-XX:+UseZGC -Xss1m"}) == "-XX:TieredStopAtLevel=1"
+        assert small_job_java_options({}, {var: "-XX:TieredStopAtLevel=4"}) == "-XX:+UseParallelGC"
+        assert small_job_java_options({}, {var: "-XX:-TieredCompilation"}) == "-XX:+UseParallelGC"
+        assert small_job_java_options({}, {var: "-XX:+UseSerialGC -XX:TieredStopAtLevel=3"}) is None
+
+
+@pytest.mark.parametrize("line", ["spark.driver.extraJavaOptions -Djava.security.krb5.conf=/etc/krb5.conf",
+                                  "  spark.driver.defaultJavaOptions=-Dx=1", "spark.driver.extraJavaOptions: -Dx"])
+def test_java_options_in_spark_defaults_are_not_replaced(tmp_path: Path, line: str) -> None:
+    conf = tmp_path / "spark-defaults.conf"
+    conf.write_text(f"# an administrator's settings\nspark.master local[2]\n{line}\n")
+    assert small_job_java_options({}, {"SPARK_CONF_DIR": str(tmp_path)}) is None
+    (tmp_path / "home" / "conf").mkdir(parents=True)
+    conf.rename(tmp_path / "home" / "conf" / "spark-defaults.conf")
+    assert small_job_java_options({}, {"SPARK_HOME": str(tmp_path / "home")}) is None
+    # commented out, or another key: ours apply
+    (tmp_path / "home" / "conf" / "spark-defaults.conf").write_text(f"# {line}\n!{line}\nspark.driver.memory 2g\n")
+    assert small_job_java_options({}, {"SPARK_HOME": str(tmp_path / "home")}) is not None
+    assert small_job_java_options({}, {"SPARK_CONF_DIR": str(tmp_path / "missing")}) is not None
+
+
+def test_a_small_jobs_jvm_starts_with_its_options_and_a_default_session_without() -> None:
+    """The options must reach the JVM PySpark launches, not only the session's configuration: its collectors are
+    the throughput collector's. (A JVM of its own: PySpark starts one per process.)"""
+    env = {k: v for k, v in os.environ.items() if k not in ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS",
+                                                             "SPARK_CONF_DIR", "PYSPARK_GATEWAY_PORT")}
+    r = subprocess.run([sys.executable, "-c", JVM_REPORT], capture_output=True, text=True, timeout=180, cwd=REPO,
+                       env=dict(env, PYTHONPATH=str(REPO)), check=False)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = {line.split(" ", 1)[0]: line.split()[1:] for line in r.stdout.splitlines() if line[:3] in ("ARG", "GC ")}
+    assert {"-XX:+UseParallelGC", "-XX:TieredStopAtLevel=1"} <= set(lines["ARGS"])
+    assert set(" ".join(lines["GC"]).split("|")) == {"PS Scavenge", "PS MarkSweep"}
+    # the test session (built without small_job, long-lived) keeps the JVM's defaults (G1 on a machine of 2 cores
+    # and 2 GB or more, else the serial collector), both compilers
+    jvm = spark_session()._jvm.java.lang.management.ManagementFactory  # type: ignore[attr-defined]
+    assert not {"-XX:+UseParallelGC", "-XX:TieredStopAtLevel=1"} & set(jvm.getRuntimeMXBean().getInputArguments())
+    assert not any(b.getName().startswith("PS ") for b in jvm.getGarbageCollectorMXBeans())
