@@ -58,6 +58,7 @@ from collectors.outputs.history.files import stores_timestamps
 from collectors.outputs.history.schema import SECONDS_TABLES, TIME_COLUMNS
 from spark_analytics import aggregations as A
 from spark_analytics import io
+from spark_analytics.session import JAVA_ENV
 
 CROSS_CHECKED = (
     "polls", "poll_interval_s", "under_replicated_minutes", "under_min_isr_minutes", "offline_minutes",
@@ -469,7 +470,7 @@ def cli_report(history: Path, rollups: str, week: str, cores: int, java: str | N
     """`python -m spark_analytics.weekly_report --rollups` in a new process (with `java` as ``JAVA_TOOL_OPTIONS``):
     its "computed in" seconds (what the in-process stages time, from a cold JVM) and the whole process's (imports
     and session start too)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS")}
+    env = {k: v for k, v in os.environ.items() if k not in JAVA_ENV}
     with tempfile.TemporaryDirectory(prefix="kmon-bench-cli-") as out:
         t0 = time.perf_counter()
         r = subprocess.run([sys.executable, "-m", "spark_analytics.weekly_report", "--history", str(history),

@@ -234,6 +234,13 @@ def input_bytes(history: str, days: Sequence[str], store: Store | None = None) -
                         for _, size in files)
 
 
+def reads_little(history: str, days: Sequence[str], store: Store | None = None) -> bool:
+    """Whether a job over `days` reads at most `SMALL_JOB_BYTES` to aggregate (`input_bytes`; a remote history,
+    not listed, never does): its JVM then starts as a small job's."""
+    read = input_bytes(history, days, store)
+    return read is not None and read <= SMALL_JOB_BYTES
+
+
 def fresh_days(store: Store, history: str, days: Sequence[str]) -> list[str]:
     """The `days` whose roll-up exists and was made from the history files there now."""
     if io.is_remote(history):
@@ -325,9 +332,8 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, now: float | None
     own = spark is None
     try:
         if own:
-            raw = input_bytes(a.history, todo)  # a night's day of a small fleet: a small job (SMALL_JOB_BYTES)
             spark = build_session(a.master, app_name="kmon-rollup", verbose=a.verbose,
-                                  small_job=raw is not None and raw <= SMALL_JOB_BYTES)
+                                  small_job=reads_little(a.history, todo))  # e.g. a night's day of a small fleet
         written = rollup(spark, a.history, store, todo)
     except Exception as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""

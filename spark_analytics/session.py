@@ -35,9 +35,9 @@ SMALL_JOB_JAVA_OPTIONS: dict[str, str] = {
 }
 """The driver JVM of a local session whose job reads little to aggregate (a report from a small fleet's daily
 roll-ups or of a small history, a day's roll-up of it: `rollup.SMALL_JOB_BYTES`): the throughput collector and the
-client compiler only. Such a job runs ~35 small queries once, in a
-fresh process, and is over before G1's concurrent threads and the optimising compiler pay back on 2 cores. The CLI
-as a weekly job runs it, 2 cores (docs/weekly-report.md, "Step 7"): from the bench week's roll-ups 24.1 -> 18.9 s
+client compiler only. Such a job runs ~35 small queries once, in a fresh process, and is over before G1's
+concurrent threads and the optimising compiler pay back on 2 cores. The CLI as a weekly job runs it, 2 cores
+(docs/weekly-report.md, "Step 7"): from the bench week's roll-ups 24.1 -> 18.9 s
 (median of 3), the demo's history 16.9 -> 12.7 s; from the bench week's raw rows the two are even. On many raw rows
 each option costs: the collector made the 25,000-partition report from the history ~19 % slower, the client
 compiler the warm big aggregates ~15 % ("Step 6"); such jobs keep the JVM's defaults. Keyed by what each option

@@ -636,8 +636,7 @@ def small_job(args: Args) -> bool:
     histograms)."""
     days = [d for p in (args.period.previous(), args.period) for d in p.days()]
     store = rollup.Store.at(args.opts.rollups) if args.opts.rollups and args.opts.percentiles == A.HISTOGRAM else None
-    read = rollup.input_bytes(args.history, days, store)
-    return read is not None and read <= rollup.SMALL_JOB_BYTES
+    return rollup.reads_little(args.history, days, store)
 
 
 def main(argv: Sequence[str] | None = None, spark: Any = None) -> int:

@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from spark_analytics.session import SMALL_JOB_JAVA_OPTIONS, is_local_master, local_cores, small_job_java_options
+from spark_analytics.session import (
+    JAVA_ENV,
+    SMALL_JOB_JAVA_OPTIONS,
+    is_local_master,
+    local_cores,
+    small_job_java_options,
+)
 from tests.support.spark_history import spark_session
 
 REPO = Path(__file__).resolve().parents[2]
@@ -75,8 +81,7 @@ def test_java_options_in_spark_defaults_are_not_replaced(tmp_path: Path, line: s
 def test_a_small_jobs_jvm_starts_with_its_options_and_a_default_session_without() -> None:
     """The options must reach the JVM PySpark launches, not only the session's configuration: its collectors are
     the throughput collector's. (A JVM of its own: PySpark starts one per process.)"""
-    env = {k: v for k, v in os.environ.items() if k not in ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS",
-                                                             "SPARK_CONF_DIR", "PYSPARK_GATEWAY_PORT")}
+    env = {k: v for k, v in os.environ.items() if k not in (*JAVA_ENV, "SPARK_CONF_DIR", "PYSPARK_GATEWAY_PORT")}
     r = subprocess.run([sys.executable, "-c", JVM_REPORT], capture_output=True, text=True, timeout=180, cwd=REPO,
                        env=dict(env, PYTHONPATH=str(REPO)), check=False)
     assert r.returncode == 0, r.stderr[-2000:]
