@@ -18,8 +18,19 @@ The two tables that hold ~95 % of the rows, ``group_lag`` (one row per group-top
 * ``topic_health_days``: per topic and day, polls and partition-polls under-replicated / under min ISR / offline;
 * ``topic_health_polls``: per poll, those problem counts summed over the topics.
 
-The first two come from one pass over the polls (`consumers.lag_cells`, cached while both are collected). The other
-history tables are small (per poll or per event) and the report reads them as they are.
+The first two come from one pass over the polls (`consumers.lag_cells`, cached while both are collected). The
+transactional tables (``transactions``: a row per open transaction and poll; ``producers``, ``lso_gap``: a row per
+partition with an open transaction and poll) become:
+
+* ``transaction_epochs``: per transactional id and day, the producer epoch increases and the first and last
+  observation (the increases across midnight are counted from those);
+* ``producers_hanging``: the producer rows flagged hanging (rare);
+* ``lso_gap_values``: per topic, day and LSO gap value, the partition-polls (exact percentiles by weight);
+* ``lso_gap_partitions``: per partition and day, the polls with a gap (distinct partitions).
+
+Those give the same figures as the rows. The stuck-transaction detail still reads ``transactions`` (one row per
+transaction a week: a roll-up of it would be as long). The other history tables are small (per poll or per event)
+and the report reads them as they are.
 
 Layout: ``DIR/<table>/date=YYYY-MM-DD/rollup.parquet`` and ``DIR/_days/YYYY-MM-DD.json``, the day's manifest
 (version, when, the history files it was made from, each cluster's lag SLO). The manifest is removed first and
@@ -49,29 +60,34 @@ from pyspark.sql import functions as F
 from spark_analytics import io
 from spark_analytics.aggregations import consumers as C
 from spark_analytics.aggregations import replication as R
+from spark_analytics.aggregations import transactions as T
 from spark_analytics.aggregations.common import day_of
 from spark_analytics.aggregations.thresholds import thresholds
 from spark_analytics.period import DAY_S, Period, day_start, epoch_day
 from spark_analytics.session import build_session
 
-VERSION = 1
+VERSION = 2
+"""1: the consumer and replication tables only; 2: the transactional ones too (a version-1 day reads as not rolled
+up: the report computes it from the history, the next roll-up run replaces it)."""
 MANIFESTS = "_days"
 FILE = "rollup.parquet"
-SOURCES = ("group_lag", "topic_health", "cluster")
+INPUTS = ("group_lag", "topic_health", "transactions", "producers", "lso_gap")
+"""The history tables the roll-up tables replace in the report."""
+SOURCES = (*INPUTS, "cluster")
 """The history tables a roll-up is made from (a change to their files makes the day stale)."""
 COLLECT_THREADS = 4
 TABLES = ("group_lag_days", "group_lag_hist", "group_lag_flags", "group_lag_series", "topic_health_days",
-          "topic_health_polls")
+          "topic_health_polls", "transaction_epochs", "producers_hanging", "lso_gap_values", "lso_gap_partitions")
 
 
 def lazy_partials(frames: dict[str, Any], start: float, end: float, slo: Any, cells: Any = None) -> dict[str, Any]:
-    """The roll-up tables of ``[start, end)`` from history frames (``group_lag``, ``topic_health``), lazy.
+    """The roll-up tables of ``[start, end)`` from history frames (`INPUTS`), lazy.
 
     `slo` is what ``polls_within_slo`` is counted against: a number, None (the default), or a frame of
     ``cluster, lag_slo_s`` (with a ``day`` column: per cluster and epoch day). The two consumer partials come from
     `cells` (`consumers.lag_cells` of the same range; made here when not given): give them cached, and the polls are
     read once for both."""
-    g, th = frames["group_lag"], frames["topic_health"]
+    g, th, gaps = frames["group_lag"], frames["topic_health"], frames["lso_gap"]
     if cells is None:
         cells = C.lag_cells(g, start, end, slo)
     return {"group_lag_days": C.days_of_cells(cells),
@@ -79,12 +95,16 @@ def lazy_partials(frames: dict[str, Any], start: float, end: float, slo: Any, ce
             "group_lag_flags": C.retention_flags(g, start, end),
             "group_lag_series": C.lag_series_days(g, start, end),
             "topic_health_days": R.topic_days(th, start, end),
-            "topic_health_polls": R.replication_polls(th, start, end)}
+            "topic_health_polls": R.replication_polls(th, start, end),
+            "transaction_epochs": T.epoch_days(frames["transactions"], start, end),
+            "producers_hanging": T.hanging_days(frames["producers"], start, end),
+            "lso_gap_values": T.lso_gap_values(gaps, start, end),
+            "lso_gap_partitions": T.lso_gap_partitions(gaps, start, end)}
 
 
 def _of_days(frames: dict[str, Any], days: Sequence[str]) -> tuple[dict[str, Any], float, float]:
     wanted = [epoch_day(d) for d in days]
-    only = {name: frames[name].filter(day_of().isin(wanted)) for name in io.BIG_TABLES}
+    only = {name: df.filter(day_of().isin(wanted)) for name, df in frames.items() if name in INPUTS}
     return only, day_start(min(days)), day_start(max(days)) + DAY_S
 
 

@@ -222,16 +222,16 @@ def load_partials(spark: Any, history: str, data: dict[str, io.TableData], perio
     days = [d for p in periods for d in p.days()]
     store = rollup.Store.at(opts.rollups) if opts.rollups else None
     fresh = rollup.fresh_days(store, history, days) if store else []
-    with_files = {d for name in io.BIG_TABLES for d in data[name].days}
+    with_files = {d for name in rollup.INPUTS for d in data[name].days}
     missing = [d for d in days if d not in fresh and d in with_files]  # a day without files has no rows to add
-    frames_of = rollup.lazy_partials({name: io.empty_frame(spark, name) for name in io.BIG_TABLES},
+    frames_of = rollup.lazy_partials({name: io.empty_frame(spark, name) for name in rollup.INPUTS},
                                      0.0, 0.0, None)  # the schemas, no rows
     if missing:
         week_of = {d: p for p in periods for d in p.days()}
         tmp = rollup.Store(scratch)
         for d in missing:  # a day at a time, like the roll-up job (bounded driver memory)
             slo = rollup.slo_frame(spark, {d: limits[week_of[d]].select(["cluster", "lag_slo_s"])})
-            tmp.write_day(d, rollup.partials(spark, rollup.day_frames(spark, history, d, io.BIG_TABLES, clusters), [d],
+            tmp.write_day(d, rollup.partials(spark, rollup.day_frames(spark, history, d, rollup.INPUTS, clusters), [d],
                                              slo), {}, {})
         frames_of = rollup.read(spark, tmp, missing)
     if fresh:

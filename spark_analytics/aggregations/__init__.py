@@ -102,7 +102,9 @@ from spark_analytics.aggregations.transactions import (
     STUCK_COLUMNS,
     hanging_transactions,
     lso_gaps,
+    lso_gaps_from_days,
     producer_epoch_bumps,
+    producer_epoch_bumps_from_days,
     stuck_transactions,
     transaction_detail,
     transaction_summary,
@@ -231,8 +233,10 @@ def compute_tables(tables: dict[str, DataFrame], period: Period, opts: Options =
     precomputed (e.g. collected once and turned back into a small DataFrame, so they are not recomputed for every
     table); `only` restricts the result to those names. `parts` (daily roll-up tables of `spark_analytics.rollup`,
     stored or computed; any subset of ``group_lag_days`` + ``group_lag_hist``, ``group_lag_flags``,
-    ``topic_health_days`` + ``topic_health_polls``) replace ``group_lag`` and ``topic_health`` for the tables
-    they make: the consumer lag then has histogram percentiles, every other figure is the same. `shared`, when
+    ``topic_health_days`` + ``topic_health_polls``, ``transaction_epochs``, ``producers_hanging``,
+    ``lso_gap_values`` + ``lso_gap_partitions``) replace ``group_lag``, ``topic_health``, ``producers``, ``lso_gap``
+    and (for the epoch bumps) ``transactions`` for the tables they make: the consumer lag then has histogram
+    percentiles, every other figure is the same. `shared`, when
     given, receives the intermediate frames that more than one of the returned tables is made from (the
     transactions' detail, the epoch bumps, the poll index of the episode tables): cache them while collecting,
     and each is computed once.
@@ -250,9 +254,11 @@ def compute_tables(tables: dict[str, DataFrame], period: Period, opts: Options =
         uses.setdefault(id(df), []).append(df)
         return df
 
+    p = parts or {}
     idx = poll_index(tables["cluster"], polls, period)
     detail = transaction_detail(tables["transactions"], period, lim)
-    bumps = producer_epoch_bumps(tables["transactions"], period)
+    bumps = (producer_epoch_bumps_from_days(p["transaction_epochs"], period) if "transaction_epochs" in p
+             else producer_epoch_bumps(tables["transactions"], period))
     builders = {
         "polls": lambda: polls,
         "thresholds": lambda: lim,
@@ -287,7 +293,6 @@ def compute_tables(tables: dict[str, DataFrame], period: Period, opts: Options =
         "kraft_leader_changes": lambda: kraft_leader_changes(tables["consensus"], period),
         "kraft_voter_lag": lambda: kraft_voter_lag(tables["consensus"], polls, period, ex, acc),
     }
-    p = parts or {}
     if "topic_health_days" in p:
         builders["cluster_replication"] = lambda: cluster_replication_from_days(
             p["topic_health_days"], p["topic_health_polls"], polls, period)
@@ -297,6 +302,12 @@ def compute_tables(tables: dict[str, DataFrame], period: Period, opts: Options =
                                                                   period, lim)
     if "group_lag_flags" in p:
         builders["retention_loss"] = lambda: retention_loss_episodes(p["group_lag_flags"], use(idx), period)
+    if "producers_hanging" in p:
+        builders["hanging_transactions"] = lambda: hanging_transactions(p["producers_hanging"], use(idx), period)
+    if "lso_gap_values" in p:
+        builders["lso_gap"] = lambda: lso_gaps_from_days(p["lso_gap_values"], p["lso_gap_partitions"], period)
+        builders["lso_gap_cluster"] = lambda: lso_gaps_from_days(p["lso_gap_values"], p["lso_gap_partitions"],
+                                                                 period, by=("cluster",))
     out = {name: build() for name, build in builders.items() if only is None or name in only}
     if shared is not None:
         shared.extend(used[0] for used in uses.values() if len(used) > 1)

@@ -46,8 +46,10 @@ def bucket(period: Period, bucket_s: int) -> Column:
     return F.floor((F.col("time") - F.lit(period.start)) / bucket_s) * bucket_s + F.lit(period.start)
 
 
-def _pct_array(col: str, exact: bool, accuracy: int) -> Column:
+def _pct_array(col: str, exact: bool, accuracy: int, frequency: str | None = None) -> Column:
     c = F.col(col).cast("double")
+    if frequency is not None:  # each row stands for `frequency` observations of its value (exact only)
+        return F.percentile(c, list(PCTS), F.col(frequency))
     if exact:
         return F.percentile(c, list(PCTS))
     return F.percentile_approx(c, list(PCTS), accuracy)
@@ -62,14 +64,16 @@ def _pct_unpack(df: DataFrame, prefix: str) -> DataFrame:
     return df.select(*cols)
 
 
-def percentiles(grouped: GroupedData, columns: dict[str, str], exact: bool, accuracy: int, *aggs: Column) -> DataFrame:
+def percentiles(grouped: GroupedData, columns: dict[str, str], exact: bool, accuracy: int, *aggs: Column,
+                frequency: str | None = None) -> DataFrame:
     """``grouped.agg(*aggs)`` followed by ``<prefix>_p50 / _p95 / _p99 / _max`` of each ``{column: prefix}``.
 
     The percentiles of one column come from one array aggregate (exact or approximate, see the package doc),
-    unpacked into columns after the aggregation.
+    unpacked into columns after the aggregation. `frequency`: a column of counts, each row standing for that many
+    observations of its value (roll-ups of value counts; the percentiles are then exact, whatever `exact` says).
     """
     out = grouped.agg(*aggs, *[a for col, prefix in columns.items() for a in (
-        _pct_array(col, exact, accuracy).alias(f"_{prefix}_pcts"), F.max(F.col(col).cast("double")).alias(
+        _pct_array(col, exact, accuracy, frequency).alias(f"_{prefix}_pcts"), F.max(F.col(col).cast("double")).alias(
             f"{prefix}_max"))])
     for prefix in columns.values():
         out = _pct_unpack(out, prefix)

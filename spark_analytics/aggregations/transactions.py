@@ -1,14 +1,23 @@
 """Transactions (``transactions``, ``producers``, ``lso_gap``): stuck and hanging transactions, producer epoch
-bumps, LSO gap percentiles."""
+bumps, LSO gap percentiles; and the daily roll-ups of the last three (``transaction_epochs``, ``producers_hanging``,
+``lso_gap_values`` + ``lso_gap_partitions``), from which a week's figures are the same as from the rows."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from spark_analytics.aggregations.common import before_end, episodes, in_period, percentiles
+from spark_analytics.aggregations.common import (
+    before_end,
+    between,
+    day_of,
+    episodes,
+    in_days,
+    in_period,
+    percentiles,
+)
 from spark_analytics.aggregations.defaults import DEFAULT_ACCURACY, DEFAULT_TXN_GRACE_S
 from spark_analytics.aggregations.thresholds import per_cluster
 from spark_analytics.period import Period
@@ -79,18 +88,62 @@ def producer_epoch_bumps(transactions: DataFrame, period: Period) -> DataFrame:
     compared (a new producer id starts again at epoch 0). The transactions table only has rows while a
     transaction is open, so bumps while none is open show up at the next open transaction.
     """
-    t = transactions.filter(before_end(period) & F.col("producer_epoch").isNotNull())
-    per_poll = t.groupBy("cluster", "transactional_id", "time").agg(
-        F.max_by("producer_id", "producer_epoch").alias("producer_id"), F.max("producer_epoch").alias("epoch"))
-    w = Window.partitionBy("cluster", "transactional_id").orderBy("time")
-    per_poll = (per_poll.withColumn("_prev", F.lag("epoch").over(w))
-                .withColumn("_prev_pid", F.lag("producer_id").over(w)))
-    delta = F.when(F.col("_prev_pid") == F.col("producer_id"), F.col("epoch") - F.col("_prev"))
-    per_poll = per_poll.withColumn("_delta", F.greatest(F.lit(0), F.coalesce(delta, F.lit(0))))
+    per_poll = _with_deltas(_epoch_polls(transactions.filter(before_end(period))), ())
     inside = per_poll.filter(in_period(period))
     return inside.groupBy("cluster", "transactional_id").agg(
         F.sum("_delta").cast("long").alias("epoch_bumps"), F.count_if(F.col("_delta") > 0).alias("epoch_increases"),
         F.min_by("epoch", "time").alias("first_epoch"), F.max_by("epoch", "time").alias("last_epoch"))
+
+
+def _epoch_polls(transactions: DataFrame) -> DataFrame:
+    """Per cluster, transactional id and poll: the highest epoch seen and its producer id."""
+    t = transactions.filter(F.col("producer_epoch").isNotNull())
+    return t.groupBy("cluster", "transactional_id", "time").agg(
+        F.max_by("producer_id", "producer_epoch").alias("producer_id"), F.max("producer_epoch").alias("epoch"))
+
+
+def _increase(prev_pid: Column, prev_epoch: Column, pid: Column, epoch: Column) -> Column:
+    """The epoch increase from one observation to the next: 0 unless the same producer id was seen higher."""
+    return F.greatest(F.lit(0), F.coalesce(F.when(prev_pid == pid, epoch - prev_epoch), F.lit(0)))
+
+
+def _with_deltas(per_poll: DataFrame, by: Sequence[str]) -> DataFrame:
+    w = Window.partitionBy("cluster", "transactional_id", *by).orderBy("time")
+    return per_poll.withColumn("_delta", _increase(F.lag("producer_id").over(w), F.lag("epoch").over(w),
+                                                   F.col("producer_id"), F.col("epoch")))
+
+
+EPOCH_DAYS_COLUMNS = ("cluster", "transactional_id", "day", "epoch_bumps", "epoch_increases", "first_time",
+                      "first_producer_id", "first_epoch", "last_time", "last_producer_id", "last_epoch")
+
+
+def epoch_days(transactions: DataFrame, start: float, end: float) -> DataFrame:
+    """Per cluster, transactional id and epoch day of ``[start, end)`` (the roll-up table ``transaction_epochs``):
+    the epoch increases between that day's observations, and its first and last observation (time, producer id,
+    epoch), which `producer_epoch_bumps_from_days` compares with the neighbouring days' to count the increases
+    across midnight. One row per id and day instead of one per open transaction and poll."""
+    per_poll = _with_deltas(_epoch_polls(transactions.filter(between(start, end))).withColumn("day", day_of()),
+                            ("day",))
+    return per_poll.groupBy("cluster", "transactional_id", "day").agg(
+        F.sum("_delta").cast("long").alias("epoch_bumps"), F.count_if(F.col("_delta") > 0).alias("epoch_increases"),
+        F.min("time").alias("first_time"), F.min_by("producer_id", "time").alias("first_producer_id"),
+        F.min_by("epoch", "time").alias("first_epoch"), F.max("time").alias("last_time"),
+        F.max_by("producer_id", "time").alias("last_producer_id"),
+        F.max_by("epoch", "time").alias("last_epoch")).select(*EPOCH_DAYS_COLUMNS)
+
+
+def producer_epoch_bumps_from_days(days: DataFrame, period: Period) -> DataFrame:
+    """`producer_epoch_bumps` from `epoch_days` rows (same columns, same figures): each day's own increases, plus
+    the one from the last observation of the id's previous day with any to this day's first (the days before
+    the period count only as that previous day, as the rows before it do for `producer_epoch_bumps`)."""
+    d = days.filter(F.col("day") < F.lit(period.epoch_days[1]))
+    w = Window.partitionBy("cluster", "transactional_id").orderBy("day")
+    d = d.withColumn("_bridge", _increase(F.lag("last_producer_id").over(w), F.lag("last_epoch").over(w),
+                                          F.col("first_producer_id"), F.col("first_epoch")))
+    return in_days(d, period).groupBy("cluster", "transactional_id").agg(
+        (F.sum("epoch_bumps") + F.sum("_bridge")).cast("long").alias("epoch_bumps"),
+        (F.sum("epoch_increases") + F.count_if(F.col("_bridge") > 0)).alias("epoch_increases"),
+        F.min_by("first_epoch", "day").alias("first_epoch"), F.max_by("last_epoch", "day").alias("last_epoch"))
 
 
 def transactions_by_id(detail: DataFrame, bumps: DataFrame) -> DataFrame:
@@ -105,6 +158,17 @@ def transactions_by_id(detail: DataFrame, bumps: DataFrame) -> DataFrame:
                     F.coalesce("epoch_increases", F.lit(0)).alias("epoch_increases"), "first_epoch", "last_epoch"))
 
 
+HANGING_COLUMNS = ("cluster", "topic", "partition", "producer_id", "time", "txn_start_offset", "transactional_id",
+                   "hanging")
+
+
+def hanging_days(producers: DataFrame, start: float, end: float) -> DataFrame:
+    """The producer rows of ``[start, end)`` flagged ``hanging`` (the roll-up table ``producers_hanging``): all
+    `hanging_transactions` reads, so it takes them in place of ``producers``. Rare rows."""
+    return producers.filter(between(start, end) & F.coalesce(F.col("hanging"), F.lit(False))).select(
+        *HANGING_COLUMNS)
+
+
 def hanging_transactions(producers: DataFrame, poll_idx: DataFrame, period: Period) -> DataFrame:
     """Episodes of a producer with an open transaction on a partition that no coordinator knows (``hanging``).
 
@@ -112,8 +176,7 @@ def hanging_transactions(producers: DataFrame, poll_idx: DataFrame, period: Peri
     tell (the transactions section stale); the headline counts distinct (topic, partition, producer id).
     """
     h = producers.filter(before_end(period) & F.coalesce(F.col("hanging"), F.lit(False)))
-    return episodes(h.select("cluster", "topic", "partition", "producer_id", "time", "txn_start_offset",
-                             "transactional_id"),
+    return episodes(h.select(*HANGING_COLUMNS[:-1]),
                     ["cluster", "topic", "partition", "producer_id"], poll_idx, period,
                     [F.max("txn_start_offset").alias("txn_start_offset"),
                      F.max("transactional_id").alias("transactional_id")])
@@ -130,3 +193,32 @@ def lso_gaps(lso_gap: DataFrame, period: Period, exact: bool = True, accuracy: i
     return percentiles(g.groupBy(*by), {"lso_gap": "lso_gap"}, exact, accuracy,
                        F.count(F.lit(1)).alias("partition_polls"),
                        F.countDistinct("topic", "partition").alias("partitions"))
+
+
+LSO_GAP_COLUMNS = ("partition_polls", "partitions", "lso_gap_p50", "lso_gap_p95", "lso_gap_p99", "lso_gap_max")
+
+
+def lso_gap_values(lso_gap: DataFrame, start: float, end: float) -> DataFrame:
+    """Per cluster, topic, epoch day of ``[start, end)`` and LSO gap value: the partition-polls with it (the roll-up
+    table ``lso_gap_values``). Exact percentiles weigh each value by its polls, so the week's are the same as from
+    the rows; a gap is a message count that repeats, so a day of ~70 k partition-polls keeps ~2 k values."""
+    return lso_gap.filter(between(start, end)).groupBy("cluster", "topic", day_of().alias("day"), "lso_gap").agg(
+        F.count(F.lit(1)).alias("polls"))
+
+
+def lso_gap_partitions(lso_gap: DataFrame, start: float, end: float) -> DataFrame:
+    """Per cluster, topic, partition and epoch day of ``[start, end)``: the partition's polls with an LSO gap (the
+    roll-up table ``lso_gap_partitions``, for the count of distinct partitions)."""
+    return lso_gap.filter(between(start, end)).groupBy("cluster", "topic", "partition", day_of().alias("day")).agg(
+        F.count(F.lit(1)).alias("polls"))
+
+
+def lso_gaps_from_days(values: DataFrame, partitions: DataFrame, period: Period,
+                       by: Sequence[str] = ("cluster", "topic")) -> DataFrame:
+    """`lso_gaps` (exact) from `lso_gap_values` and `lso_gap_partitions` rows: same columns, same figures."""
+    v = percentiles(in_days(values, period).groupBy(*by), {"lso_gap": "lso_gap"}, True, DEFAULT_ACCURACY,
+                    F.sum("polls").alias("partition_polls"), frequency="polls")
+    p = in_days(partitions, period).groupBy(*[F.col(c).alias(f"_{c}") for c in by]).agg(
+        F.countDistinct("topic", "partition").alias("partitions"))
+    on = [F.col(c).eqNullSafe(F.col(f"_{c}")) for c in by]
+    return v.join(p, on, "left").select(*by, *LSO_GAP_COLUMNS)

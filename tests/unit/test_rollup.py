@@ -18,7 +18,7 @@ import pytest
 
 from collectors.outputs.history.schema import SECONDS_TABLES
 from spark_analytics import aggregations as A
-from spark_analytics import rollup
+from spark_analytics import io, rollup
 from spark_analytics.aggregations import consumers as C
 from spark_analytics.aggregations import histogram as H
 from spark_analytics.aggregations import replication as R
@@ -68,7 +68,8 @@ def _health_rows() -> list[dict[str, Any]]:
 
 
 def _partials(spark: Any, gl: Any, th: Any, slo: float) -> dict[str, Any]:
-    got = rollup.partials(spark, {"group_lag": gl, "topic_health": th}, W.days(), slo)
+    empty = {name: io.empty_frame(spark, name) for name in ("transactions", "producers", "lso_gap")}
+    got = rollup.partials(spark, {"group_lag": gl, "topic_health": th, **empty}, W.days(), slo)
     return {k: spark.createDataFrame(v) for k, v in got.items()}
 
 
@@ -238,6 +239,11 @@ def test_a_killed_rollup_leaves_a_day_the_report_does_not_read(spark: Any, tmp_p
     assert rollup.main(["--history", str(hist), "--rollups", str(store), "--day", W.days()[0]], spark=spark) == 0
     s = rollup.Store(store)
     assert rollup.fresh_days(s, str(hist), W.days()) == [W.days()[0]]
+    manifest = json.loads(s.manifest_path(W.days()[0]).read_text())
+    s.manifest_path(W.days()[0]).write_text(json.dumps({**manifest, "version": 1}))  # an older roll-up's day
+    assert rollup.fresh_days(s, str(hist), W.days()) == []  # computed from the history, re-rolled by the next run
+    assert rollup.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=T0 + DAY) == 0
+    assert rollup.fresh_days(s, str(hist), W.days()) == [W.days()[0]]
     s.manifest_path(W.days()[0]).unlink()  # what a run killed after its first file leaves
     assert rollup.fresh_days(s, str(hist), W.days()) == []
     assert rollup.main(["--history", str(hist), "--rollups", str(store), "--day", "2026-13-01"], spark=spark) == 2
@@ -351,3 +357,88 @@ def test_a_report_that_reads_little_starts_as_a_small_job(spark: Any, tmp_path: 
     _write(hist, "group_lag", days[2], [dict(r, group_id="late") for r in _lag_rows()[:1]], name="late.parquet")
     assert rollup.input_bytes(str(hist), W.days(), s) > every - sum(s.file(t, days[2]).stat().st_size
                                                                     for t in rollup.TABLES) + raw[days[2]]
+
+
+def _transactional(root: Path) -> dict[str, int]:
+    """Open transactions, producers and LSO gaps at the `_history` polls (days 0, 1, 3) and one row on the last day
+    of the week before; returns the epoch figures of ``tx-a`` the rows make, counted by hand."""
+    rng = random.Random(5)
+    txns: dict[int, list[dict[str, Any]]] = {}
+    prods: dict[int, list[dict[str, Any]]] = {}
+    gaps: dict[int, list[dict[str, Any]]] = {}
+
+    def epoch_a(day: int, i: int) -> tuple[int, int]:  # tx-a's producer id and epoch at a poll
+        if day == -1:
+            return 100, 0
+        if day == 0:
+            return 100, 1 if i < 50 else 2  # +1 from last week's row (across midnight), +1 inside the day
+        if day == 1:
+            return (100, 4) if i < 70 else (200, 0)  # +2 across midnight; a new producer id: no bump
+        return 200, 3  # +3 across the missing day 2
+
+    for day in (-1, 0, 1, 3):
+        for i in (143,) if day == -1 else range(144):
+            t = T0 + day * DAY + i * 600
+            pid, ep = epoch_a(day, i)
+            txns.setdefault(day, []).append({
+                "time": t, "transactional_id": "tx-a", "coordinator": 1, "state": "Ongoing", "producer_id": pid,
+                "producer_epoch": ep, "timeout_ms": 60_000, "start_time": t - 5.0, "age_seconds": 5.0,
+                "partitions": ["t-0"]})
+            if (day, i) >= (0, 130) and (day, i) <= (1, 20):  # stuck across midnight
+                start = T0 + 130 * 600 - 30.0
+                txns[day].append({
+                    "time": t, "transactional_id": "tx-b", "coordinator": 2,
+                    "state": "Ongoing" if day == 0 else "PrepareAbort", "producer_id": 300, "producer_epoch": 7,
+                    "timeout_ms": 60_000, "start_time": start, "age_seconds": t - start, "partitions": ["t-1"]})
+            for part in range(3):
+                hanging = part == 0 and ((day == 0 and i >= 140) or (day == 1 and i < 4))  # across midnight
+                prods.setdefault(day, []).append({
+                    "time": t, "topic": "t", "partition": part, "producer_id": 300 + part, "producer_epoch": 7,
+                    "txn_start_offset": 1000 + part, "last_timestamp": t, "transactional_id": None if hanging else
+                    "tx-b", "hanging": hanging})
+                gap = rng.choice([1, 1, 2, 5, 40, rng.randint(1, 5000)])
+                gaps.setdefault(day, []).append({"time": t, "topic": "t" if part else "u", "partition": part,
+                                                 "lso_gap": gap, "high_watermark": 10_000 + gap,
+                                                 "last_stable_offset": 10_000})
+    for table, rows in (("transactions", txns), ("producers", prods), ("lso_gap", gaps)):
+        for day, day_rows in rows.items():
+            _write(root, table, A.Period(T0 + day * DAY, T0 + (day + 1) * DAY, "d").days()[0], day_rows)
+    return {"epoch_bumps": 1 + 1 + 2 + 3, "epoch_increases": 4, "first_epoch": 1, "last_epoch": 3}
+
+
+def test_the_transactional_rollups_give_the_figures_of_the_rows(spark: Any, tmp_path: Path) -> None:
+    """Epoch bumps (inside a day, across midnight, across a day without rows, from the week before, a new producer
+    id), a hanging transaction across midnight and exact LSO gap percentiles: the same from the roll-ups as from
+    the rows, this week and last; a day of last week with rows but no roll-up is computed from the history."""
+    hist, store = tmp_path / "history", tmp_path / "rollups"
+    _history(hist)
+    want = _transactional(hist)
+    assert rollup.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=W.end + 3600) == 0
+    s = rollup.Store(store)
+    assert rollup.fresh_days(s, str(hist), W.days()) == [W.days()[i] for i in (0, 1, 3)]
+    day0 = pq.read_table(s.file("transaction_epochs", W.days()[0])).to_pylist()
+    assert [(r["transactional_id"], r["epoch_bumps"], r["first_epoch"], r["last_epoch"]) for r in
+            sorted(day0, key=lambda r: r["transactional_id"])] == [("tx-a", 1, 1, 2), ("tx-b", 0, 7, 7)]
+    assert pq.read_table(s.file("producers_hanging", W.days()[1])).num_rows == 4
+    values = pq.read_table(s.file("lso_gap_values", W.days()[0]))
+    assert sum(values["polls"].to_pylist()) == 3 * 144 and values.num_rows < 3 * 144
+    c_raw = compute(spark, str(hist), W, A.Options())
+    c_up = compute(spark, str(hist), W, A.Options(rollups=str(store)))
+    assert c_up.rollup_days == [W.days()[i] for i in (0, 1, 3)]
+    for t in ("epoch_bumps", "transactions_by_id", "hanging_transactions", "lso_gap", "lso_gap_cluster",
+              "transactions", "transaction_summary"):
+        raw, up = (sorted(c.tables[t].to_pylist(), key=repr) for c in (c_raw, c_up))
+        assert up == raw and raw, t
+        assert [(f.name, f.type) for f in c_up.tables[t].schema] == [(f.name, f.type) for f in c_raw.tables[t].schema]
+    assert c_up.headline.to_pylist() == c_raw.headline.to_pylist()
+    assert c_up.previous_headline.to_pylist() == c_raw.previous_headline.to_pylist()
+    bumps = {r["transactional_id"]: r for r in c_up.tables["epoch_bumps"].to_pylist()}
+    assert {k: bumps["tx-a"][k] for k in want} == want and bumps["tx-b"]["epoch_bumps"] == 0
+    hanging = c_up.tables["hanging_transactions"].to_pylist()
+    assert [(h["producer_id"], h["polls"]) for h in hanging] == [(300, 8)]
+    stuck = c_up.tables["transactions"].to_pylist()
+    assert [(r["transactional_id"], r["states"], r["last_state"]) for r in stuck] == [
+        ("tx-b", ["Ongoing", "PrepareAbort"], "PrepareAbort")]
+    p99 = {r["topic"]: r for r in c_up.tables["lso_gap"].to_pylist()}
+    assert p99["t"]["partitions"] == 2 and p99["u"]["partitions"] == 1
+    assert p99["t"]["partition_polls"] == 2 * 3 * 144
