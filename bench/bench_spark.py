@@ -65,7 +65,7 @@ CROSS_CHECKED = (
     "topics_under_min_isr", "isr_shrinks", "isr_expands", "min_broker_availability", "lag_slo_share",
     "worst_lag_seconds_p99", "worst_lag_messages_p99", "groups_breaching_slo", "warn_minutes", "err_minutes",
     "retention_loss_episodes", "transactions_seen", "stuck_transactions", "longest_open_txn_s",
-    "hanging_transactions", "lso_gap_p99", "zk_elections", "incidents_opened", "critical_incidents",
+    "hanging_transactions", "lso_gap_p99", "epoch_bumps", "zk_elections", "incidents_opened", "critical_incidents",
     "incidents_open_at_end", "mttr_minutes", "longest_incident_minutes", "alert_episodes_opened")
 
 
@@ -211,6 +211,13 @@ def duckdb_headline(con: Any, root: Path, period: A.Period) -> dict[str, Any]:
         SELECT count(DISTINCT (topic, partition, producer_id)) AS hanging_transactions
         FROM {src('producers')} WHERE hanging"""))
     out.update(one(f"SELECT quantile_cont(lso_gap, 0.99) AS lso_gap_p99 FROM {src('lso_gap')}"))
+    # epoch increases between a transactional id's consecutive polls (same producer id), the week before as context
+    out.update(one(f"""
+        WITH p AS (SELECT transactional_id, time, arg_max(producer_id, producer_epoch) pid, max(producer_epoch) ep
+                   FROM {src('transactions', s - 7 * 86400)} WHERE producer_epoch IS NOT NULL GROUP BY ALL),
+             d AS (SELECT time, CASE WHEN lag(pid) OVER w = pid THEN greatest(0, ep - lag(ep) OVER w) ELSE 0 END dt
+                   FROM p WINDOW w AS (PARTITION BY transactional_id ORDER BY time))
+        SELECT coalesce(sum(dt) FILTER (WHERE time >= {s}), 0) AS epoch_bumps FROM d"""))
     # an election: the epoch rose above every earlier poll's, the week before read as context (as the report does)
     out.update(one(f"""
         WITH p AS (SELECT time, max(zxid_epoch) FILTER (WHERE serving AND zxid > 0) ep

@@ -315,7 +315,8 @@ def test_headline_equals_the_duckdb_reference_with_incidents_and_recorded_thresh
     put("transactions", [{"time": T0 + 9000, "transactional_id": "x", "start_time": T0 + 9000 - 85,
                           "age_seconds": 85.0, "timeout_ms": 60_000},
                          *[{"time": T0 + t, "transactional_id": "y", "start_time": T0 + t - 5, "age_seconds": 5.0,
-                            "timeout_ms": 60_000} for t in times[:3]]])
+                            "timeout_ms": 60_000, "producer_id": 7 if i < 4 else 8, "producer_epoch": ep}
+                           for i, (t, ep) in enumerate(zip(times[:5], (0, 1, 3, 3, 5), strict=True))]])
     frames = {k: v.df for k, v in io.read_history(spark, str(tmp_path), PREV.start, W.end).items()}
     tables = weekly_report.collect_week(spark, frames, W, A.Options())
     [h] = weekly_report.headline_table(tables).to_pylist()
@@ -325,15 +326,16 @@ def test_headline_equals_the_duckdb_reference_with_incidents_and_recorded_thresh
         assert h[name] == pytest.approx(want) and duck[name] == pytest.approx(want), name
     assert h["alert_episodes_opened"] == duck["alert_episodes_opened"] == 3
     assert h["lag_slo_share"] == pytest.approx(5 / 10) and h["stuck_transactions"] == 1  # SLO 45 s, grace 20 s
-    # the report keeps the stuck transaction itself; the counts come from the summary (4 seen, the longest 85 s)
+    # the report keeps the stuck transaction itself; the counts come from the summary (6 seen, the longest 85 s)
     assert [r["transactional_id"] for r in tables["transactions"].to_pylist()] == ["x"]
     assert tables["transaction_summary"].to_pylist() == [
-        {"cluster": "c1", "transactions_seen": 4, "stuck_transactions": 1, "longest_open_s": 85.0}]
+        {"cluster": "c1", "transactions_seen": 6, "stuck_transactions": 1, "longest_open_s": 85.0}]
     assert (h["transactions_seen"], h["longest_open_txn_s"]) == (duck["transactions_seen"],
-                                                                 duck["longest_open_txn_s"]) == (4, 85.0)
+                                                                 duck["longest_open_txn_s"]) == (6, 85.0)
     by_id = {r["transactional_id"]: (r["transactions_seen"], r["stuck"]) for r in
              tables["transactions_by_id"].to_pylist()}
-    assert by_id == {"x": (1, 1), "y": (3, 0)}
+    assert by_id == {"x": (1, 1), "y": (5, 0)}
+    assert h["epoch_bumps"] == duck["epoch_bumps"] == 3  # 0 -> 1 -> 3 by producer 7; producer 8 starts anew
     [limits] = tables["thresholds"].to_pylist()
     assert (limits["lag_slo_s"], limits["txn_grace_s"]) == (duck["lag_slo_s"], duck["txn_grace_s"]) == (45.0, 20.0)
     [exact] = weekly_report.headline_table(weekly_report.collect_week(
