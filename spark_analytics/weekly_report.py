@@ -224,8 +224,7 @@ def load_partials(spark: Any, history: str, data: dict[str, io.TableData], perio
     fresh = rollup.fresh_days(store, history, days) if store else []
     with_files = {d for name in rollup.INPUTS for d in data[name].days}
     missing = [d for d in days if d not in fresh and d in with_files]  # a day without files has no rows to add
-    frames_of = rollup.lazy_partials({name: io.empty_frame(spark, name) for name in rollup.INPUTS},
-                                     0.0, 0.0, None)  # the schemas, no rows
+    frames_of: dict[str, Any] = {}
     if missing:
         week_of = {d: p for p in periods for d in p.days()}
         tmp = rollup.Store(scratch)
@@ -238,6 +237,8 @@ def load_partials(spark: Any, history: str, data: dict[str, io.TableData], perio
         assert store is not None
         have = rollup.read(spark, store, fresh, clusters)
         frames_of = {k: v.unionByName(frames_of[k]) if missing else v for k, v in have.items()}
+    if not frames_of:  # nothing stored and nothing to compute: the tables' schemas, no rows
+        frames_of = rollup.lazy_partials({name: io.empty_frame(spark, name) for name in rollup.INPUTS}, 0.0, 0.0, None)
     return frames_of, fresh
 
 

@@ -442,3 +442,17 @@ def test_the_transactional_rollups_give_the_figures_of_the_rows(spark: Any, tmp_
     p99 = {r["topic"]: r for r in c_up.tables["lso_gap"].to_pylist()}
     assert p99["t"]["partitions"] == 2 and p99["u"]["partitions"] == 1
     assert p99["t"]["partition_polls"] == 2 * 3 * 144
+
+
+def test_a_report_with_rollups_and_no_rows_to_roll_up_has_empty_tables(spark: Any, tmp_path: Path) -> None:
+    """Polls but no table a roll-up is made from (nothing stored, nothing to compute): the report still runs, its
+    roll-up-made tables empty with their schemas."""
+    hist, store = tmp_path / "history", tmp_path / "rollups"
+    store.mkdir()
+    _write(hist, "cluster", W.days()[0], [{"time": T0 + i * 600, "reachable": True, "controller_id": 1,
+                                          "thresholds": json.dumps({"lag_seconds_slo": 90.0})} for i in range(144)])
+    c = compute(spark, str(hist), W, A.Options(rollups=str(store)))
+    assert c.rollup_days == [] and c.headline.to_pylist()[0]["polls"] == 144
+    for t in ("consumer_lag", "topic_replication", "lso_gap", "epoch_bumps", "hanging_transactions", "trend"):
+        assert c.tables[t].num_rows == 0, t
+    assert "lag_seconds_p99" in c.tables["consumer_lag"].column_names
