@@ -28,9 +28,9 @@ partition with an open transaction and poll) become:
 * ``lso_gap_values``: per topic, day and LSO gap value, the partition-polls (exact percentiles by weight);
 * ``lso_gap_partitions``: per partition and day, the polls with a gap (distinct partitions).
 
-Those give the same figures as the rows. The stuck-transaction detail still reads ``transactions`` (one row per
-transaction a week: a roll-up of it would be as long). The other history tables are small (per poll or per event)
-and the report reads them as they are.
+Those give the same figures as the rows. The transactions' detail (seen, stuck, the stuck ones' states) still reads
+``transactions``: a busy producer's transaction is seen by one poll, so a roll-up per transaction would be as long as
+the rows. The other history tables are small (per poll or per event) and the report reads them as they are.
 
 Layout: ``DIR/<table>/date=YYYY-MM-DD/rollup.parquet`` and ``DIR/_days/YYYY-MM-DD.json``, the day's manifest
 (version, when, the history files it was made from, each cluster's lag SLO). The manifest is removed first and
