@@ -153,6 +153,30 @@ class ZooKeeperNode:
         return (LOOPBACK, self.client_port)
 
 
+_STOPPED = frozenset("tT")
+"""The states of a stopped thread in ``/proc/PID/task/TID/stat`` (``t``: stopped while traced)."""
+
+
+def thread_states(pid: int | None) -> dict[str, int]:
+    """How many of the process's threads are in each scheduler state (``R``, ``S``, ``D``, ``T``...), from
+    ``/proc``; empty where there is no such process or no ``/proc`` (then nothing can be waited for)."""
+    counts: dict[str, int] = {}
+    if pid is None:
+        return counts
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return counts
+    for task in tasks:
+        try:
+            # "tid (comm) S ...": the command may hold spaces and parentheses, the state follows the last ")"
+            state = (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue  # the thread ended meanwhile
+        counts[state] = counts.get(state, 0) + 1
+    return counts
+
+
 def _free_ports(count: int) -> list[int]:
     # All sockets stay bound until every port is picked so the kernel cannot hand
     # out the same port twice; another process can still grab one before the JVM
@@ -395,12 +419,25 @@ class ZooKeeperEnsemble:
         self.kill(sid)
         return sid
 
-    def pause(self, sid: int) -> None:
-        """SIGSTOP: the process keeps its sockets (connects still succeed) but never answers."""
+    def pause(self, sid: int, timeout: float = 5.0) -> None:
+        """SIGSTOP: the process keeps its sockets (connects still succeed) but never answers.
+
+        Returns once every thread of the JVM is stopped (``kill`` returns before they are: each stops when it
+        next leaves the kernel, and one blocked in a disk write only after it), so a probe sent right after
+        cannot be answered; logs the threads' states if they are not all stopped within `timeout`.
+        """
         with self._lock:
             n = self._running_node(sid)
             n.process.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
             n.paused = True
+            pid = n.pid
+        deadline = time.monotonic() + timeout
+        while (states := thread_states(pid)) and set(states) - _STOPPED:
+            if time.monotonic() >= deadline:
+                log.warning("node %d (pid %d) paused but not every thread stopped after %gs: %s",
+                            sid, pid, timeout, states)
+                return
+            time.sleep(0.01)
 
     def resume(self, sid: int) -> None:
         with self._lock:
