@@ -12,6 +12,12 @@ from typing import Any
 OBJECT_HASH_AGG_KEYS = 4096
 """Keys (group-topics) per task the percentile aggregates keep in hash maps before sorting the rest."""
 
+TWO_LEVEL_HASH_MAP = "spark.sql.codegen.aggregate.map.twolevel.enabled"
+"""Spark's generated hash aggregates first probe a small map (2^16 entries) for aggregates with buffers, then the
+main one. Turned off: where a task has more keys than that (the consumer cells of one pass over the polls, ~150 k
+on the bench week, 750 k at 25,000 partitions), every row paid for both probes — ~2 s of that ~10 s pass; where it
+has few, the main map alone is as fast."""
+
 
 def is_local_master(master: str | None) -> bool:
     return master is None or master.startswith("local")
@@ -104,7 +110,10 @@ def build_session(master: str | None = None, app_name: str = "kmon-weekly-report
          .config("spark.sql.execution.arrow.pyspark.enabled", "true")
          # the percentile aggregates keep one hash map per key; past 128 keys per task (Spark's default) they
          # fall back to sorting every input row by key (docs/weekly-report.md, "Where the time goes")
-         .config("spark.sql.objectHashAggregate.sortBased.fallbackThreshold", str(OBJECT_HASH_AGG_KEYS)))
+         .config("spark.sql.objectHashAggregate.sortBased.fallbackThreshold", str(OBJECT_HASH_AGG_KEYS))
+         # one hash map per aggregate, not two: the consumer cells (~150 k keys a task on the bench week) overflow
+         # the small first-level map, and every poll then probes both (docs/weekly-report.md, "Step 9")
+         .config(TWO_LEVEL_HASH_MAP, "false"))
     for k, v in (conf or {}).items():
         b = b.config(k, v)
     spark = b.getOrCreate()

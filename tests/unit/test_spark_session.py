@@ -1,5 +1,5 @@
-"""The local session's sizing: one shuffle partition per local worker thread (docs/weekly-report.md, "Step 5"), and
-a small job's JVM options, left to whoever else chose them ("Step 7")."""
+"""The local session's sizing: one shuffle partition per local worker thread (docs/weekly-report.md, "Step 5"), a
+small job's JVM options, left to whoever else chose them ("Step 7"), and hash aggregates with one map ("Step 9")."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 from spark_analytics.session import (
     JAVA_ENV,
     SMALL_JOB_JAVA_OPTIONS,
+    TWO_LEVEL_HASH_MAP,
     is_local_master,
     local_cores,
     small_job_java_options,
@@ -93,3 +94,31 @@ def test_a_small_jobs_jvm_starts_with_its_options_and_a_default_session_without(
     jvm = spark_session()._jvm.java.lang.management.ManagementFactory  # type: ignore[attr-defined]
     assert not {"-XX:+UseParallelGC", "-XX:TieredStopAtLevel=1"} & set(jvm.getRuntimeMXBean().getInputArguments())
     assert not any(b.getName().startswith("PS ") for b in jvm.getGarbageCollectorMXBeans())
+
+
+def test_the_sessions_hash_aggregates_probe_one_map_not_two() -> None:
+    """The generated aggregate code has no first-level "fast" hash map: the consumer cells have more keys a task than
+    it holds, and every poll then probed two maps. Read from the code Spark generates, so a setting that no longer
+    reaches the planner fails here."""
+    from pyspark.sql import functions as F
+
+    spark = spark_session()
+
+    def generated() -> str:
+        df = (spark.range(1000).select((F.col("id") % 7).cast("string").alias("k"), "id")
+              .groupBy("k").agg(F.count(F.lit(1)), F.max("id")))
+        assert len(df.collect()) == 7  # AQE plans the final stages when they run
+        return str(spark._jvm.PythonSQLUtils.explainString(df._jdf.queryExecution(), "codegen"))  # type: ignore[attr-defined]
+
+    assert spark.conf.get(TWO_LEVEL_HASH_MAP) == "false"
+    before = spark.conf.get("spark.sql.codegen.wholeStage")
+    spark.conf.set("spark.sql.codegen.wholeStage", "true")  # the test session turns it off (tiny inputs)
+    try:
+        ours = generated()
+        spark.conf.set(TWO_LEVEL_HASH_MAP, "true")
+        sparks = generated()
+    finally:
+        spark.conf.set(TWO_LEVEL_HASH_MAP, "false")
+        spark.conf.set("spark.sql.codegen.wholeStage", before)
+    assert "HashAggregate" in ours and "FastHashMap" not in ours
+    assert "FastHashMap" in sparks  # Spark's default, so the check above can fail
