@@ -52,7 +52,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from collectors.alerting.thresholds import Thresholds
-from collectors.outputs.history import COMPACT_ROW_GROUP, HISTORY_SCHEMA_VERSION, REPLACES_KEY, TABLES
+from collectors.outputs.history import (
+    COMPACT_ROW_GROUP,
+    HISTORY_SCHEMA_VERSION,
+    REPLACES_KEY,
+    TABLES,
+    in_row_group_order,
+)
 from collectors.outputs.history.files import new_name
 from collectors.outputs.history.schema import seconds_to_timestamps, to_seconds
 
@@ -155,6 +161,9 @@ def write(root: Path, name: str, day: str, t: pa.Table, out: Written) -> None:
     meta = {"kmon.table": name, "kmon.history_schema_version": str(version),
             REPLACES_KEY.decode(): json.dumps([f"part-synthetic-{uuid.uuid4().hex[:8]}.parquet"])}
     path = d / file_name
+    # row groups as a compaction writes them: COMPACT_ROW_GROUP rows each, in the table's row-group order
+    t = pa.concat_tables([in_row_group_order(name, t.slice(i, COMPACT_ROW_GROUP))
+                          for i in range(0, t.num_rows, COMPACT_ROW_GROUP)] or [t])
     pq.write_table(t.replace_schema_metadata(meta), path, compression="zstd", row_group_size=COMPACT_ROW_GROUP)
     out.rows[name] = out.rows.get(name, 0) + t.num_rows
     out.files += 1

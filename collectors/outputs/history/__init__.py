@@ -43,11 +43,13 @@ from collectors.outputs.history.schema import (
     DETAIL_TABLES,
     HISTORY_SCHEMA_VERSION,
     REPLACES_KEY,
+    ROW_GROUP_ORDER,
     SECONDS_TABLES,
     TABLES,
     TEMP_PREFIX,
     TIME_COLUMNS,
     TIME_TYPE,
+    in_row_group_order,
 )
 from collectors.outputs.history.writer import HistoryWriter
 
@@ -60,6 +62,7 @@ __all__ = [
     "DETAIL_TABLES",
     "HISTORY_SCHEMA_VERSION",
     "REPLACES_KEY",
+    "ROW_GROUP_ORDER",
     "SECONDS_TABLES",
     "TABLES",
     "TEMP_PREFIX",
@@ -68,6 +71,7 @@ __all__ = [
     "Columns",
     "HistoryWriter",
     "available_dates",
+    "in_row_group_order",
     "list_tables",
     "live_files",
     "read_arrow",

@@ -109,6 +109,13 @@ TIME_COLUMNS: dict[str, tuple[str, ...]] = {
 DETAIL_TABLES = frozenset({"group_partition_lag"})
 """Tables written only with ``partition_detail`` on."""
 
+ROW_GROUP_ORDER: dict[str, tuple[str, ...]] = {"group_lag": ("cluster", "group_id", "topic", "time")}
+"""Tables whose compacted row groups are ordered by these columns instead of poll order (`in_row_group_order`).
+A poll writes one row per group-topic, so in poll order consecutive rows belong to different keys; the weekly
+report's one pass over ``group_lag`` keeps ~150 k keys a task in a hash map, and in key order each key's rows
+come together and stay in the CPU's caches (docs/weekly-report.md, "Step 9"). Readers never depend on the order
+inside a file (`reader.read_arrow` sorts by time)."""
+
 ZK_FIELDS = ("server", "serving", "mode", "zxid", "zxid_epoch", "zxid_counter", "lag_behind_leader",
               "latency_avg_ms", "latency_max_ms", "outstanding_requests", "connections", "znode_count", "learners",
               "synced_followers", "error")
@@ -178,6 +185,13 @@ def conform(batch: pa.RecordBatch | pa.Table, schema: pa.Schema) -> pa.Table:
         else:
             arrays.append(pa.nulls(table.num_rows, f.type))
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def in_row_group_order(table: str, rows: pa.Table) -> pa.Table:
+    """`rows` (one row group's worth) in `ROW_GROUP_ORDER` for `table` (by the columns it has), else unchanged.
+    Sorting a row group at a time keeps the work and memory of a compaction bounded."""
+    keys = [c for c in ROW_GROUP_ORDER.get(table, ()) if c in rows.column_names]
+    return rows.sort_by([(c, "ascending") for c in keys]) if keys and rows.num_rows > 1 else rows
 
 
 # ----- writer

@@ -48,6 +48,7 @@ from collectors.outputs.history.schema import (
     TABLES,
     TEMP_PREFIX,
     conform,
+    in_row_group_order,
 )
 
 log = logging.getLogger(__name__)
@@ -325,10 +326,10 @@ class HistoryWriter:
                             size += batch.num_rows
                             rows += batch.num_rows
                             if size >= COMPACT_ROW_GROUP:
-                                w.write_table(pa.concat_tables(pending))
+                                w.write_table(in_row_group_order(table, pa.concat_tables(pending)))
                                 pending, size = [], 0
                 if pending:
-                    w.write_table(pa.concat_tables(pending))
+                    w.write_table(in_row_group_order(table, pa.concat_tables(pending)))
 
         name = new_name("compact")
         publish_file(directory, name, write)
