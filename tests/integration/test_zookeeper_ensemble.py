@@ -188,7 +188,7 @@ def test_restricted_whitelist_is_reported_as_such(tmp_path: Path) -> None:
 _ORPHAN_SCRIPT = textwrap.dedent(
     """
     import sys, time
-    from sandbox.zookeeper import ZooKeeperEnsemble, thread_states
+    from sandbox.zookeeper import ZooKeeperEnsemble
     # Without PR_SET_PDEATHSIG in the crash case, so that only the atexit hook can save us.
     zk = ZooKeeperEnsemble(size=1, die_with_parent=sys.argv[1] == "hang")
     zk.start()

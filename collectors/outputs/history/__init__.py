@@ -24,8 +24,10 @@ Compaction (the superseding scheme). ``compact(table, date)`` merges a past day'
 atomic rename that publishes data and the superseding list together; the inputs are deleted afterwards. A
 reader that sees a ``compact-*`` file excludes every name it lists, so between the rename and the deletes,
 and after a kill in between, readers see each row exactly once; the next writer start (or compaction)
-finishes the deletes. `read_table` and `live_files` apply this rule; a foreign reader (Spark) should read the
-file list from `live_files`. One writer per root at a time is assumed (it deletes temp files on start).
+finishes the deletes. A compacted file's row groups may be ordered by key (`ROW_GROUP_ORDER`), not by time:
+no reader may depend on the order of rows inside a file. `read_table` and `live_files` apply the superseding
+rule; a foreign reader (Spark) should read the file list from `live_files`. One writer per root at a time is
+assumed (it deletes temp files on start).
 """
 
 
