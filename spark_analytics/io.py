@@ -47,10 +47,11 @@ from collectors.outputs.history.schema import SECONDS_TABLES, TIME_COLUMNS
 log = logging.getLogger(__name__)
 
 REPORT_TABLES: tuple[str, ...] = tuple(t for t in TABLES if t not in DETAIL_TABLES)
-BIG_TABLES: tuple[str, ...] = ("group_lag", "topic_health")
-"""The history tables with a row per group-topic or topic and poll (~95 % of the rows): the ones daily roll-ups
-condense; the others are small (a row per poll, broker or event)."""
 """Tables the report reads (per-partition consumer detail is optional in the history and not needed)."""
+BIG_TABLES: tuple[str, ...] = ("group_lag", "topic_health")
+"""The history tables with a row per group-topic or topic and poll (~95 % of the rows): never cached whole, and
+last week's read from last week's files only. Daily roll-ups condense them and the transactional tables
+(`rollup.INPUTS`); the others are small (a row per poll, broker or event)."""
 
 SCHEMA_CHECK_MAX_FILES = 400
 
