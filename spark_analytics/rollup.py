@@ -160,6 +160,17 @@ def collect(frames: dict[str, Any]) -> dict[str, pa.Table]:
         return {name: f.result() for name, f in futures.items()}
 
 
+def in_key_order(table: pa.Table) -> pa.Table:
+    """`table`'s rows sorted by every scalar column, left to right (nulls last; list and struct columns are not
+    keys). Spark returns an aggregate's rows in whatever order its tasks finish, so the same figures came out in
+    another order from run to run, and from the history and the roll-ups (the report's tables start with their
+    keys: cluster, then group and topic, broker, time...). In this order a report's tables and page are the same
+    for the same figures, and diff cleanly week to week; on the driver, since a report's tables are small."""
+    keys = [(f.name, "ascending") for f in table.schema
+            if not (pa.types.is_nested(f.type) or pa.types.is_null(f.type))]
+    return table.sort_by(keys) if keys and table.num_rows > 1 else table
+
+
 def empty_like(df: Any) -> pa.Table:
     """The table `df.toArrow()` would give if it had no rows, without running it (its schema is analysed only)."""
     from pyspark.sql.pandas.types import to_arrow_schema
@@ -248,10 +259,10 @@ def input_bytes(history: str, days: Sequence[str], store: Store | None = None) -
     history files of the others (the history's other tables are small). None for a remote history (not listed)."""
     if io.is_remote(history):
         return None
-    fresh = set(fresh_days(store, history, days)) if store is not None else set()
+    listed = {d: history_files(history, d) for d in days}  # once a day: staleness and size both come from it
+    fresh = set(fresh_days(store, history, days, listed)) if store is not None else set()
     rolled = sum(f.stat().st_size for d in fresh for name in TABLES if (f := store.file(name, d)).is_file())
-    return rolled + sum(size for d in days if d not in fresh for files in history_files(history, d).values()
-                        for _, size in files)
+    return rolled + sum(size for d in days if d not in fresh for files in listed[d].values() for _, size in files)
 
 
 def reads_little(history: str, days: Sequence[str], store: Store | None = None) -> bool:
@@ -261,11 +272,14 @@ def reads_little(history: str, days: Sequence[str], store: Store | None = None) 
     return read is not None and read <= SMALL_JOB_BYTES
 
 
-def fresh_days(store: Store, history: str, days: Sequence[str]) -> list[str]:
-    """The `days` whose roll-up exists and was made from the history files there now."""
+def fresh_days(store: Store, history: str, days: Sequence[str],
+               listed: dict[str, dict[str, list[list[Any]]]] | None = None) -> list[str]:
+    """The `days` whose roll-up exists and was made from the history files there now (`listed`: their
+    `history_files`, when the caller has them already)."""
     if io.is_remote(history):
         return [d for d in days if store.manifest(d) is not None]
-    return [d for d in days if (m := store.manifest(d)) is not None and m["history_files"] == history_files(history, d)]
+    return [d for d in days if (m := store.manifest(d)) is not None
+            and m["history_files"] == (listed[d] if listed is not None else history_files(history, d))]
 
 
 def read(spark: Any, store: Store, days: Sequence[str], clusters: Sequence[str] | None = None) -> dict[str, Any]:

@@ -291,7 +291,8 @@ def _compute(spark: Any, history: str, frames: dict[str, Any], data: dict[str, i
         keys = spark.createDataFrame(worst)
         if opts.bucket_s is None:
             opts = replace(opts, bucket_s=auto_bucket(current["polls"]))
-        series = rollup.collect(A.chart_series(frames, period, keys, opts, parts))
+        series = {name: rollup.in_key_order(t)
+                  for name, t in rollup.collect(A.chart_series(frames, period, keys, opts, parts)).items()}
     return Computed(period, previous, current, cur_head, prev_head, wow, series, data, previous_tables=prev_tables,
                     previous_from_report=stored is not None)
 
@@ -339,7 +340,7 @@ def collect_week(spark: Any, frames: dict[str, Any], period: A.Period, opts: A.O
         with rollup.cached_all([cells, *shared]):
             got = _collect_tables(spark, lazy)
     got["polls"], got["thresholds"] = polls, limits
-    return got
+    return {name: rollup.in_key_order(t) for name, t in got.items()}
 
 
 def _collect_tables(spark: Any, lazy: dict[str, Any]) -> dict[str, pa.Table]:
