@@ -58,7 +58,7 @@ from collectors.outputs.history.files import stores_timestamps
 from collectors.outputs.history.schema import SECONDS_TABLES, TIME_COLUMNS
 from spark_analytics import aggregations as A
 from spark_analytics import io
-from spark_analytics.session import JAVA_ENV
+from spark_analytics.session import CLASS_ARCHIVE_ENV, JAVA_ENV, end_jvm
 
 CROSS_CHECKED = (
     "polls", "poll_interval_s", "under_replicated_minutes", "under_min_isr_minutes", "offline_minutes",
@@ -386,17 +386,24 @@ def main() -> None:
         heap_used, heap_max = rt.totalMemory() - rt.freeMemory(), rt.maxMemory()
         spark_head = (c.headline.to_pylist() or [{}])[0]
         spark.stop()
-        _stop_jvm()
+        end_jvm()  # spark.stop() keeps the JVM: ended and reaped, so getrusage sees its peak RSS
         jvm_rusage = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # KB on Linux
         # ---- the report from the roll-ups as a weekly job runs it: the CLI, a new process (a cold JVM) each run
         cli_times: dict[str, list[tuple[float, float]]] = {mode: [] for mode in CLI_JVM} if a.cli else {}
         sampler.reset()
+        archive = Path(up).parent / f"kmon-bench-classes-{os.getpid()}.jsa"
+        if a.cli:  # the first run with an archive writes it: not timed with the others
+            trained = cli_report(a.dir, up, a.week, a.cores, archive=archive)
+            print(f"  CLI from roll-ups, training its class archive ({archive.stat().st_size / 2**20:.0f} MiB): "
+                  f"computed in {trained[0]:.1f}s, process {trained[1]:.1f}s", flush=True)
         for i in range(a.runs if a.cli else 0):
-            for mode, java in CLI_JVM.items():  # alternating, so that a slower minute of the machine hits both
-                cli_times[mode].append(cli_report(a.dir, up, a.week, a.cores, java))
+            for mode, (java, cds) in CLI_JVM.items():  # alternating, so that a slower minute of the machine hits all
+                cli_times[mode].append(cli_report(a.dir, up, a.week, a.cores, java, archive if cds else None))
                 print(f"  CLI from roll-ups ({mode}) run {i + 1}: computed in {cli_times[mode][-1][0]:.1f}s, "
                       f"process {cli_times[mode][-1][1]:.1f}s", flush=True)
         cli_rss = sampler.peak_children
+        for f in (archive, archive.with_name(archive.name + ".json")):
+            f.unlink(missing_ok=True)
         # ---- DuckDB
         import duckdb
 
@@ -467,21 +474,26 @@ def main() -> None:
               f"{'ok' if same(sv, dv) else 'DIFFERS'}")
 
 
-CLI_JVM = {"its JVM as the CLI chooses": None,
-           "the JVM's defaults": "-XX:+UseG1GC -XX:TieredStopAtLevel=4"}
-"""The CLI's JVM: as `weekly_report.small_job` chooses it (the new mode), and with the JVM's own defaults on a
-2-core machine (the old mode: G1 and both compilers, named in ``JAVA_TOOL_OPTIONS``, which the CLI leaves alone)."""
+CLI_JVM: dict[str, tuple[str | None, bool]] = {
+    "its JVM as the CLI chooses": (None, False),
+    "the same with a class archive": (None, True),
+    "the JVM's defaults": ("-XX:+UseG1GC -XX:TieredStopAtLevel=4", False)}
+"""The CLI's JVM: as `weekly_report.small_job` chooses it, the same mapping Spark's classes from a class-data
+sharing archive (``--class-archive``, trained by a first run), and with the JVM's own defaults on a 2-core machine
+(the old mode: G1 and both compilers, named in ``JAVA_TOOL_OPTIONS``, which the CLI leaves alone)."""
 
 
-def cli_report(history: Path, rollups: str, week: str, cores: int, java: str | None = None) -> tuple[float, float]:
-    """`python -m spark_analytics.weekly_report --rollups` in a new process (with `java` as ``JAVA_TOOL_OPTIONS``):
-    its "computed in" seconds (what the in-process stages time, from a cold JVM) and the whole process's (imports
-    and session start too)."""
-    env = {k: v for k, v in os.environ.items() if k not in JAVA_ENV}
+def cli_report(history: Path, rollups: str, week: str, cores: int, java: str | None = None,
+               archive: Path | None = None) -> tuple[float, float]:
+    """`python -m spark_analytics.weekly_report --rollups` in a new process (with `java` as ``JAVA_TOOL_OPTIONS``,
+    `archive` as ``--class-archive``): its "computed in" seconds (what the in-process stages time, from a cold JVM)
+    and the whole process's (imports and session start too)."""
+    env = {k: v for k, v in os.environ.items() if k not in (*JAVA_ENV, CLASS_ARCHIVE_ENV)}
     with tempfile.TemporaryDirectory(prefix="kmon-bench-cli-") as out:
         t0 = time.perf_counter()
         r = subprocess.run([sys.executable, "-m", "spark_analytics.weekly_report", "--history", str(history),
-                            "--rollups", rollups, "--week", week, "--out", out, "--master", f"local[{cores}]"],
+                            "--rollups", rollups, "--week", week, "--out", out, "--master", f"local[{cores}]",
+                            *(["--class-archive", str(archive)] if archive else [])],
                            capture_output=True, text=True, check=False,
                            env=dict(env, JAVA_TOOL_OPTIONS=java) if java else env)
         wall = time.perf_counter() - t0
@@ -495,27 +507,6 @@ def same(sv: Any, dv: Any, rel: float = 1e-6) -> bool:
     """Equal within `rel` (float noise by default), or both null."""
     return (sv is None and dv is None) or (sv is not None and dv is not None
                                            and abs(float(sv) - float(dv)) <= rel * max(1.0, abs(float(dv))) + 1e-9)
-
-
-def _stop_jvm() -> None:
-    """End the Py4J gateway's JVM (spark.stop() keeps it) and reap it, so getrusage sees its peak RSS."""
-    from pyspark import SparkContext
-
-    gw = SparkContext._gateway
-    proc = getattr(gw, "proc", None)
-    if gw is None or proc is None:
-        return
-    with contextlib.suppress(Exception):
-        gw.shutdown()
-    with contextlib.suppress(Exception):
-        proc.stdin.close()
-    try:
-        proc.wait(timeout=30)
-    except Exception:
-        proc.terminate()
-        proc.wait(timeout=10)
-    SparkContext._gateway = None
-    SparkContext._jvm = None
 
 
 def _fmt(v: Any) -> str:

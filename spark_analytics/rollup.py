@@ -44,6 +44,7 @@ import argparse
 import contextlib
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -64,7 +65,7 @@ from spark_analytics.aggregations import transactions as T
 from spark_analytics.aggregations.common import day_of
 from spark_analytics.aggregations.thresholds import thresholds
 from spark_analytics.period import DAY_S, Period, day_start, epoch_day
-from spark_analytics.session import build_session
+from spark_analytics.session import CLASS_ARCHIVE_ENV, build_session, class_archive_arg, stop
 
 VERSION = 2
 """1: the consumer and replication tables only; 2: the transactional ones too (a version-1 day reads as not rolled
@@ -332,6 +333,9 @@ def parser() -> argparse.ArgumentParser:
                    help="a UTC day YYYY-MM-DD (repeatable); default: every complete day not rolled up or stale")
     p.add_argument("--force", action="store_true", help="roll up the days even when their roll-up is fresh")
     p.add_argument("--master", default=None, help="Spark master; default local[*]")
+    p.add_argument("--class-archive", default=os.environ.get(CLASS_ARCHIVE_ENV) or None, metavar="PATH",
+                   help="the driver JVM's class-data sharing archive, as weekly_report's (one file serves both: the "
+                        f"job that runs first makes it); default ${CLASS_ARCHIVE_ENV}, else none")
     p.add_argument("--verbose", action="store_true")
     return p
 
@@ -339,6 +343,11 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None, spark: Any = None, now: float | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     a = parser().parse_args(argv)
+    try:
+        archive = class_archive_arg(a.class_archive, ValueError)
+    except ValueError as e:
+        print(f"rollup: error: {e}", file=sys.stderr)
+        return 2
     if io.is_remote(a.history) or not Path(a.history.removeprefix("file://")).is_dir():
         print(f"rollup: error: argument --history: {a.history!r} is not a local directory", file=sys.stderr)
         return 2
@@ -364,10 +373,12 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, now: float | None
         return 0
     started = time.monotonic()
     own = spark is None
+    written = None
     try:
         if own:
             spark = build_session(a.master, app_name="kmon-rollup", verbose=a.verbose,
-                                  small_job=reads_little(a.history, todo))  # e.g. a night's day of a small fleet
+                                  small_job=reads_little(a.history, todo),  # e.g. a night's day of a small fleet
+                                  class_archive=archive)
         written = rollup(spark, a.history, store, todo)
     except Exception as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
@@ -375,7 +386,7 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, now: float | None
         return 1
     finally:
         if own and spark is not None:
-            spark.stop()
+            stop(spark, succeeded=written is not None)
     print(f"rolled up {len(todo)} day(s) ({todo[0]}..{todo[-1]}) into {store.root} in "
           f"{time.monotonic() - started:.1f}s: " + ", ".join(f"{k} {v:,}" for k, v in written.items()))
     return 0

@@ -3,11 +3,19 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
+import logging
 import os
 import re
+import shutil
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger("spark_analytics.session")
 
 OBJECT_HASH_AGG_KEYS = 4096
 """Keys (group-topics) per task the percentile aggregates keep in hash maps before sorting the rest."""
@@ -55,12 +63,17 @@ JAVA_ENV = ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS")
 JAVA_OPTION_KEYS = ("spark.driver.extraJavaOptions", "spark.driver.defaultJavaOptions")
 
 
+def java_options_chosen(conf: Mapping[str, str], env: Mapping[str, str] = os.environ) -> bool:
+    """Whether the caller's `conf` or ``spark-defaults.conf`` (in ``SPARK_CONF_DIR`` or ``SPARK_HOME/conf``) sets the
+    driver's Java options: then the jobs add none of theirs, which would replace them (an administrator's Kerberos or
+    trust-store options must not be lost for a faster start)."""
+    return any(k in conf for k in JAVA_OPTION_KEYS) or _defaults_set_java_options(env)
+
+
 def small_job_java_options(conf: Mapping[str, str], env: Mapping[str, str] = os.environ) -> str | None:
     """The driver's extra Java options for a local small job: `SMALL_JOB_JAVA_OPTIONS`, without what the environment
-    already chooses (`JAVA_ENV`); none at all when the caller's `conf` or ``spark-defaults.conf`` (in
-    ``SPARK_CONF_DIR`` or ``SPARK_HOME/conf``) sets the driver's Java options: ours would replace theirs (an
-    administrator's Kerberos or trust-store options must not be lost for a faster start)."""
-    if any(k in conf for k in JAVA_OPTION_KEYS) or _defaults_set_java_options(env):
+    already chooses (`JAVA_ENV`); none at all where `java_options_chosen`."""
+    if java_options_chosen(conf, env):
         return None
     chosen = " ".join(env.get(k, "") for k in JAVA_ENV)
     keep = [opt for what, opt in SMALL_JOB_JAVA_OPTIONS.items() if not re.search(_CHOSEN_IN_ENV[what], chosen)]
@@ -81,16 +94,172 @@ def _defaults_set_java_options(env: Mapping[str, str]) -> bool:
     return False
 
 
+CLASS_ARCHIVE_ENV = "KMON_CLASS_ARCHIVE"
+"""Where the jobs keep the driver JVM's class-data sharing archive, when set (``--class-archive`` overrides it)."""
+QUIET_CDS = "-Xlog:cds=off,cds+dynamic=off"
+"""The JVM warns of every class it cannot archive (thousands: Janino's signed jar, generated accessors) and of an
+archive it cannot use (another JVM or classpath): neither is the user's business, since it then runs without."""
+
+
+@dataclass(frozen=True)
+class ClassArchive:
+    """A class-data sharing archive of the driver JVM (``-XX:SharedArchiveFile``) that the jobs make themselves.
+
+    A cold run spends seconds loading and verifying ~27,000 of Spark's classes from its jars; mapped from an archive
+    they load in a fraction of that: session start 3.3 -> 1.8 s and ~0.5-1 s of the first queries on this machine
+    (docs/weekly-report.md, "Step 10"). The archive (~190 MB) is tied to one JVM build and one classpath, so the
+    first run with a `path` not made for the JVM and Spark here (`stamp`) trains it: the JVM writes it at exit
+    (``-XX:ArchiveClassesAtExit``, ~10 s more that once) to a temporary name, and `stop` puts it in place only after
+    a successful run, once the JVM has exited: a JVM crashes (SIGBUS) on a truncated archive, so a half-written one
+    must never have the real name. Another JVM or Spark later makes its stamp differ: the next run trains again."""
+
+    path: Path
+
+    @property
+    def stamp_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".json")
+
+    def stamp(self, env: Mapping[str, str] = os.environ) -> dict[str, Any]:
+        """What the archive is tied to: the java the driver runs (as ``spark-class`` picks it: ``JAVA_HOME``, else
+        the PATH's), and Spark's jars."""
+        home = env.get("JAVA_HOME")
+        found = str(Path(home) / "bin" / "java") if home else shutil.which("java", path=env.get("PATH"))
+        java = Path(found).resolve() if found else None
+        jars = _spark_home(env) / "jars"
+        listing = sorted(f"{p.name}:{p.stat().st_size}" for p in jars.glob("*.jar")) if jars.is_dir() else []
+        return {"java": str(java), "java_size": java.stat().st_size if java and java.is_file() else None,
+                "jars": hashlib.sha256("\n".join(listing).encode()).hexdigest()}
+
+    def usable(self, stamp: dict[str, Any]) -> bool:
+        """Whether the archive there was made by a finished run of this JVM and Spark (and is whole: its size)."""
+        try:
+            kept = json.loads(self.stamp_path.read_text())
+            return kept == {**stamp, "size": self.path.stat().st_size}
+        except (OSError, ValueError):
+            return False
+
+
+@dataclass(frozen=True)
+class _Training:
+    archive: ClassArchive
+    tmp: Path
+    stamp: dict[str, Any]
+
+
+_training: _Training | None = None
+
+
+def class_archive_arg(value: str | None, error: type[Exception]) -> Path | None:
+    """``--class-archive`` as a path (a local file: the JVM maps it), or `error` naming the argument."""
+    if not value:
+        return None
+    if re.match(r"^[a-z][a-z0-9+.-]*://", value) and not value.startswith("file://"):
+        raise error(f"argument --class-archive: {value!r}: the driver JVM maps a local file")
+    path = Path(value.removeprefix("file://")).expanduser()
+    if path.is_dir():
+        raise error(f"argument --class-archive: {value!r} is a directory (name the archive file in it)")
+    return path
+
+
+def _no_jvm_yet() -> bool:
+    """Whether the next session starts a JVM (PySpark starts one a process: a later session reuses it, and the Java
+    options it was started with)."""
+    from pyspark import SparkContext
+
+    return SparkContext._gateway is None
+
+
+def _spark_home(env: Mapping[str, str]) -> Path:
+    if env.get("SPARK_HOME"):
+        return Path(env["SPARK_HOME"])
+    from pyspark.find_spark_home import _find_spark_home
+
+    return Path(_find_spark_home())
+
+
+def _java_arg(option: str, path: Path) -> str:
+    """``option=path``, quoted when the path holds a space (Spark splits the options as a shell would)."""
+    arg = f"{option}={path}"
+    return f'"{arg}"' if re.search(r"\s", arg) else arg
+
+
+def class_archive_option(archive: ClassArchive, env: Mapping[str, str] = os.environ) -> tuple[str, _Training | None]:
+    """The driver's Java option for `archive`: use it where `usable`, else train it (and what `stop` must finish)."""
+    stamp = archive.stamp(env)
+    if archive.usable(stamp):
+        return f"{_java_arg('-XX:SharedArchiveFile', archive.path)} {QUIET_CDS}", None
+    tmp = archive.path.with_name(f".tmp-{archive.path.name}-{os.getpid()}")
+    return f"{_java_arg('-XX:ArchiveClassesAtExit', tmp)} {QUIET_CDS}", _Training(archive, tmp, stamp)
+
+
+def end_jvm(timeout_s: float = 30.0, kill: bool = False) -> int | None:
+    """End the Py4J gateway's JVM (``spark.stop()`` keeps it) and reap it; its exit code (None if there was none).
+    A JVM writes its class archive as it exits, so this is what lets a run know it was written; `kill` ends it
+    without letting it write one."""
+    from pyspark import SparkContext
+
+    gw = SparkContext._gateway
+    proc = getattr(gw, "proc", None)
+    if gw is None or proc is None:
+        return None
+    if kill:
+        proc.kill()
+    with contextlib.suppress(Exception):
+        gw.shutdown()
+    with contextlib.suppress(Exception):
+        proc.stdin.close()
+    try:
+        code = proc.wait(timeout=timeout_s)
+    except Exception:
+        proc.terminate()
+        code = proc.wait(timeout=10)
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    return code
+
+
+ARCHIVE_WRITE_S = 300.0
+"""How long `stop` waits for a training JVM to write its archive (~10 s for ~190 MB here)."""
+
+
+def stop(spark: Any, succeeded: bool = True) -> None:
+    """Stop a session `build_session` made. When its JVM trains a class archive (`ClassArchive`), end the JVM, which
+    writes the archive as it exits, and put it in place if the run `succeeded` and the JVM exited cleanly; after a
+    failed run (whose classes are not worth keeping) the JVM is killed instead, before it writes anything."""
+    global _training
+    spark.stop()
+    training, _training = _training, None
+    if training is None:
+        return
+    code = end_jvm(ARCHIVE_WRITE_S, kill=not succeeded)  # else the JVM would write it when Python exits
+    try:
+        if succeeded and code == 0 and training.tmp.is_file() and training.tmp.stat().st_size > 0:
+            os.replace(training.tmp, training.archive.path)
+            stamp = json.dumps({**training.stamp, "size": training.archive.path.stat().st_size})
+            tmp_stamp = training.tmp.with_name(training.tmp.name + ".json")
+            tmp_stamp.write_text(stamp)
+            os.replace(tmp_stamp, training.archive.stamp_path)
+            log.warning("wrote the JVM class archive %s: later runs start faster", training.archive.path)
+        elif succeeded:
+            log.warning("no JVM class archive written to %s (JVM exit code %s)", training.archive.path, code)
+    finally:
+        training.tmp.unlink(missing_ok=True)
+
+
 def build_session(master: str | None = None, app_name: str = "kmon-weekly-report", verbose: bool = False,
-                  conf: dict[str, str] | None = None, small_job: bool = False) -> Any:
+                  conf: dict[str, str] | None = None, small_job: bool = False,
+                  class_archive: Path | None = None) -> Any:
     """A SparkSession. Without `master`: local[*], unless spark-submit already chose one.
 
     Local sessions bind the driver to 127.0.0.1, run without the UI and with one shuffle partition per worker
     thread: every task shares those threads, so more partitions only add per-task cost to the report's many small
     jobs (and AQE merges partitions, never splits them); measured in docs/weekly-report.md, "Step 5". A local
-    `small_job` (little to aggregate) starts its JVM with `SMALL_JOB_JAVA_OPTIONS` (`small_job_java_options`);
-    under spark-submit the cluster's settings rule.
+    `small_job` (little to aggregate) starts its JVM with `SMALL_JOB_JAVA_OPTIONS` (`small_job_java_options`), and
+    one with a `class_archive` maps Spark's classes from it (`ClassArchive`; end such a session with `stop`); under
+    spark-submit the cluster's settings rule, and where the driver's Java options are chosen already
+    (`java_options_chosen`) none are added.
     """
+    global _training
     from pyspark.sql import SparkSession
 
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # launched by spark-submit: its --master/--conf rule
@@ -104,8 +273,21 @@ def build_session(master: str | None = None, app_name: str = "kmon-weekly-report
         b = (b.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
              .config("spark.ui.enabled", "false")
              .config("spark.sql.shuffle.partitions", str(local_cores(master))))
-        if small_job and not submitted and (java := small_job_java_options(conf or {})) is not None:
-            b = b.config("spark.driver.extraJavaOptions", java)
+        java = [small_job_java_options(conf or {}) if small_job else None]
+        training = None
+        if class_archive is not None and not submitted and _no_jvm_yet():
+            if java_options_chosen(conf or {}):
+                log.warning("class archive %s not used: the driver's Java options are set elsewhere", class_archive)
+            else:
+                try:
+                    class_archive.parent.mkdir(parents=True, exist_ok=True)
+                    option, training = class_archive_option(ClassArchive(class_archive))
+                    java.append(option)
+                except OSError as e:  # a faster start is not worth a failed job
+                    log.warning("class archive %s not used: %s", class_archive, e)
+        if not submitted and (java := [o for o in java if o]):
+            b = b.config("spark.driver.extraJavaOptions", " ".join(java))
+            _training = training
     b = (b.config("spark.sql.session.timeZone", "UTC").config("spark.ui.showConsoleProgress", "false")
          .config("spark.sql.execution.arrow.pyspark.enabled", "true")
          # the percentile aggregates keep one hash map per key; past 128 keys per task (Spark's default) they

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import tempfile
 import time
@@ -40,7 +41,7 @@ from spark_analytics.aggregations.thresholds import USED as A_THRESHOLDS
 from spark_analytics.figures import HEADLINE_NAMES, UNITS
 from spark_analytics.formatting import PER_SECOND, SHARE, fmt_value
 from spark_analytics.last_week import inputs_of, stored_previous
-from spark_analytics.session import build_session
+from spark_analytics.session import CLASS_ARCHIVE_ENV, build_session, class_archive_arg, stop
 
 log = logging.getLogger("spark_analytics.weekly_report")
 
@@ -92,6 +93,9 @@ def parser() -> argparse.ArgumentParser:
                         "history files there now are read from it, the others computed from the history")
     p.add_argument("--bucket-seconds", type=int, default=None,
                    help="time bucket of the charts; default: ~400 points over the data's time span")
+    p.add_argument("--class-archive", default=os.environ.get(CLASS_ARCHIVE_ENV) or None, metavar="PATH",
+                   help="the driver JVM's class-data sharing archive: the first run writes it (~190 MB, ~10 s more), "
+                        f"later runs start ~2 s faster from it; default ${CLASS_ARCHIVE_ENV}, else none")
     p.add_argument("--verbose", action="store_true", help="Spark warnings and full tracebacks")
     return p
 
@@ -105,6 +109,7 @@ class Args:
     clusters: list[str] | None
     opts: A.Options
     verbose: bool
+    class_archive: Path | None = None
 
 
 def parse_args(argv: Sequence[str] | None, now: float | None = None) -> Args:
@@ -138,7 +143,8 @@ def parse_args(argv: Sequence[str] | None, now: float | None = None) -> Args:
     opts = A.Options(lag_slo_s=a.lag_slo_seconds, percentiles=mode,
                      txn_grace_s=a.txn_grace_seconds, poll_interval_s=a.poll_interval_seconds,
                      bucket_s=a.bucket_seconds, rollups=a.rollups)
-    return Args(a.history, period, out, a.master, a.cluster, opts, a.verbose)
+    return Args(a.history, period, out, a.master, a.cluster, opts, a.verbose,
+                class_archive_arg(a.class_archive, ArgumentError))
 
 
 # ----------------------------------------------------------------------------------------------- compute
@@ -651,13 +657,16 @@ def main(argv: Sequence[str] | None = None, spark: Any = None) -> int:
         parser().print_usage(sys.stderr)
         return 2
     own = spark is None
+    code = 1
     try:
         if own:
-            spark = build_session(args.master, verbose=args.verbose, small_job=small_job(args))
+            spark = build_session(args.master, verbose=args.verbose, small_job=small_job(args),
+                                  class_archive=args.class_archive)
         if io.is_remote(args.history) and not io.history_exists(spark, args.history):
             print(f"weekly_report: error: argument --history: {args.history!r} does not exist", file=sys.stderr)
             return 2
-        return run(args, spark)
+        code = run(args, spark)
+        return code
     except KeyboardInterrupt:
         return 130
     except Exception as e:
@@ -669,7 +678,7 @@ def main(argv: Sequence[str] | None = None, spark: Any = None) -> int:
         return 1
     finally:
         if own and spark is not None:
-            spark.stop()
+            stop(spark, succeeded=code == 0)
 
 
 if __name__ == "__main__":

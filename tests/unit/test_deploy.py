@@ -10,6 +10,7 @@ from pathlib import Path
 import yaml
 
 from collectors.config import load_config
+from spark_analytics.session import CLASS_ARCHIVE_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -181,6 +182,8 @@ def test_dashboard_and_spark_images_install_the_wheel_with_their_extra() -> None
     assert "/_stcore/health" in dashboard
     spark = " ".join(stage_lines(stages, "spark"))
     assert '.whl)[report]"' in spark and "openjdk-17-jre-headless" in spark and "kafka-monitor-report" in spark
+    # the class archive on the data volume (which persists between the jobs' containers), named as the jobs read it
+    assert re.search(rf"\b{CLASS_ARCHIVE_ENV}=/data/\S+\.jsa\b", spark), spark
     build = stages["build"]["lines"]
     assert "RUN pip wheel --no-deps -w /dist ." in " ".join(build)
     for package in ("collectors", "dashboard", "spark_analytics", "sandbox"):

@@ -20,7 +20,8 @@ import pytest
 from collectors.outputs.history import REPLACES_KEY, TABLES
 from collectors.outputs.history.schema import SECONDS_TABLES
 from spark_analytics import aggregations as A
-from spark_analytics import io, weekly_report
+from spark_analytics import io, rollup, weekly_report
+from spark_analytics.session import CLASS_ARCHIVE_ENV
 from spark_analytics.weekly_report import compute, main
 from tests.support.spark_history import empty_tables, frame, headline_rows, spark_session
 
@@ -824,7 +825,8 @@ def test_only_live_files_are_read(spark: Any, tmp_path: Path, hadoop: bool) -> N
     assert two_weeks.df.count() == 4
 
 
-def test_cli_rejects_bad_arguments_with_exit_code_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_rejects_bad_arguments_with_exit_code_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     assert main(["--history", str(tmp_path), "--week", "2026-47", "--out", str(tmp_path / "o")]) == 2
     assert "--week" in capsys.readouterr().err
     assert main(["--history", str(tmp_path / "nope"), "--week", "2026-W47"]) == 2
@@ -844,6 +846,14 @@ def test_cli_rejects_bad_arguments_with_exit_code_2(tmp_path: Path, capsys: pyte
     assert "not allowed with" in capsys.readouterr().err
     exact = weekly_report.parse_args(["--history", str(tmp_path), "--exact-percentiles", "--rollups", str(tmp_path)])
     assert exact.opts.percentiles == A.EXACT and exact.opts.rollups == str(tmp_path)
+    assert main(["--history", str(tmp_path), "--class-archive", str(tmp_path)]) == 2
+    assert "--class-archive" in capsys.readouterr().err
+    assert rollup.main(["--history", str(tmp_path), "--class-archive", "hdfs:///x.jsa"]) == 2
+    assert "--class-archive" in capsys.readouterr().err
+    assert weekly_report.parse_args(["--history", str(tmp_path)]).class_archive is None
+    monkeypatch.setenv(CLASS_ARCHIVE_ENV, str(tmp_path / "c.jsa"))  # the default (an image sets it)
+    assert weekly_report.parse_args(["--history", str(tmp_path)]).class_archive == tmp_path / "c.jsa"
+    assert rollup.parser().parse_args([]).class_archive == str(tmp_path / "c.jsa")
 
 
 def test_each_cluster_is_written_where_the_dashboard_looks(tmp_path: Path) -> None:
