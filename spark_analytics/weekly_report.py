@@ -330,8 +330,7 @@ def collect_week(spark: Any, frames: dict[str, Any], period: A.Period, opts: A.O
     cells = None
     if parts is None and opts.percentiles == A.HISTOGRAM and (only is None or "consumer_lag" in only):
         # from the history alone: the lag partials of the whole period from one pass over its polls
-        parts, cells = rollup.lag_partials(frames, period.days(),
-                                           spark.createDataFrame(limits.select(["cluster", "lag_slo_s"])))
+        parts, cells = rollup.lag_partials(frames, period.days(), lag_slo(spark, limits))
     shared: list[Any] = []
     lazy = A.compute_tables(frames, period, opts, polls=spark.createDataFrame(polls), only=only,
                             limits=spark.createDataFrame(limits), parts=parts, shared=shared)
@@ -347,6 +346,17 @@ def collect_week(spark: Any, frames: dict[str, Any], period: A.Period, opts: A.O
             got = _collect_tables(spark, lazy)
     got["polls"], got["thresholds"] = polls, limits
     return {name: rollup.in_key_order(t) for name, t in got.items()}
+
+
+def lag_slo(spark: Any, limits: pa.Table) -> float | Any:
+    """The lag SLO the consumer cells count against, from the period's `thresholds` (a row per cluster polled): one
+    number where every cluster has the same (the usual fleet), else a frame joined by cluster. The join costs
+    ~0.7 s of the ~8 s pass over the bench week's 20 M polls (docs/weekly-report.md, "Step 10"); the two differ
+    only for clusters with lag rows and no polls, which no report table shows."""
+    values = set(limits.column("lag_slo_s").to_pylist())
+    if len(values) == 1 and None not in values:
+        return float(values.pop())
+    return spark.createDataFrame(limits.select(["cluster", "lag_slo_s"]))
 
 
 def _collect_tables(spark: Any, lazy: dict[str, Any]) -> dict[str, pa.Table]:

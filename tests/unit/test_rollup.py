@@ -483,3 +483,34 @@ def test_report_tables_come_in_the_order_of_their_columns_whatever_order_spark_r
         assert rollup.in_key_order(pa.Table.from_pylist(list(order))).to_pylist() == want
     one = pa.Table.from_pylist(rows[:1])
     assert rollup.in_key_order(one).equals(one) and rollup.in_key_order(one.slice(0, 0)).num_rows == 0
+
+
+def test_one_lag_slo_for_every_cluster_counts_as_the_per_cluster_join_does(spark: Any, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A report from the history counts the consumer cells against one number where every polled cluster has the
+    same lag SLO (`weekly_report.lag_slo`: no join over the 20 M polls of the bench week), and against a frame
+    joined by cluster otherwise; both give the same tables."""
+    from spark_analytics import weekly_report
+
+    hist = tmp_path / "history"
+    _history(hist)
+    thresholds = json.dumps({"lag_seconds_slo": 90.0})
+    for day in (0, 1, 3):  # a second cluster with the same recorded SLO and lags a day later
+        lo, hi = T0 + day * DAY, T0 + (day + 1) * DAY
+        _write(hist, "group_lag", W.days()[day], [dict(r, cluster="c2", time=r["time"] + 60) for r in _lag_rows()
+                                                  if lo <= r["time"] + 60 < hi], name="part-c2.parquet")
+        _write(hist, "cluster", W.days()[day], [{"cluster": "c2", "time": lo + i * 600 + 60, "reachable": True,
+                                                 "controller_id": 1, "thresholds": thresholds} for i in range(143)],
+               name="part-c2.parquet")
+    number = compute(spark, str(hist), W, A.Options())
+    assert weekly_report.lag_slo(spark, number.tables["thresholds"]) == 90.0
+    monkeypatch.setattr(weekly_report, "lag_slo", lambda s, limits: s.createDataFrame(
+        limits.select(["cluster", "lag_slo_s"])))
+    joined = compute(spark, str(hist), W, A.Options())
+    lag = number.tables["consumer_lag"].to_pylist()
+    assert {r["cluster"] for r in lag} == {"c1", "c2"} and any(r["polls_within_slo"] < r["polls"] for r in lag)
+    assert lag == joined.tables["consumer_lag"].to_pylist()
+    assert number.headline.to_pylist() == joined.headline.to_pylist()
+    monkeypatch.undo()
+    per_cluster = pa.table({"cluster": ["c1", "c2"], "lag_slo_s": [90.0, 30.0]})
+    assert weekly_report.lag_slo(spark, per_cluster).collect()[1]["lag_slo_s"] == 30.0  # a frame, by cluster
