@@ -109,9 +109,10 @@ class ClassArchive:
     they load in a fraction of that: session start 3.3 -> 1.8 s and ~0.5-1 s of the first queries on this machine
     (docs/weekly-report.md, "Step 10"). The archive (~190 MB) is tied to one JVM build and one classpath, so the
     first run with a `path` not made for the JVM and Spark here (`stamp`) trains it: the JVM writes it at exit
-    (``-XX:ArchiveClassesAtExit``, ~10 s more that once) to a temporary name, and `stop` puts it in place only after
-    a successful run, once the JVM has exited: a JVM crashes (SIGBUS) on a truncated archive, so a half-written one
-    must never have the real name. Another JVM or Spark later makes its stamp differ: the next run trains again."""
+    (``-XX:ArchiveClassesAtExit``, ~10 s and up to ~0.65 GB of memory more that once) to a temporary name, and
+    `stop` puts it in place only after a successful run, once the JVM has exited: a JVM crashes (SIGBUS) on a
+    truncated archive, so a half-written one must never have the real name. Another JVM or Spark later makes its
+    stamp differ: the next run trains again."""
 
     path: Path
 
