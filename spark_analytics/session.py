@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from collectors.outputs.atomic import publish
+
 log = logging.getLogger("spark_analytics.session")
 
 OBJECT_HASH_AGG_KEYS = 4096
@@ -235,11 +237,12 @@ def stop(spark: Any, succeeded: bool = True) -> None:
     code = end_jvm(ARCHIVE_WRITE_S, kill=not succeeded)  # else the JVM would write it when Python exits
     try:
         if succeeded and code == 0 and training.tmp.is_file() and training.tmp.stat().st_size > 0:
+            with open(training.tmp, "rb") as f:  # on disk before it has the real name (the JVM does not fsync)
+                os.fsync(f.fileno())
             os.replace(training.tmp, training.archive.path)
-            stamp = json.dumps({**training.stamp, "size": training.archive.path.stat().st_size})
-            tmp_stamp = training.tmp.with_name(training.tmp.name + ".json")
-            tmp_stamp.write_text(stamp)
-            os.replace(tmp_stamp, training.archive.stamp_path)
+            stamp = json.dumps({**training.stamp, "size": training.archive.path.stat().st_size}).encode()
+            publish(training.archive.stamp_path, lambda f: f.write(stamp),
+                    training.tmp.with_name(training.tmp.name + ".json"))
             log.warning("wrote the JVM class archive %s: later runs start faster", training.archive.path)
         elif succeeded:
             log.warning("no JVM class archive written to %s (JVM exit code %s)", training.archive.path, code)
