@@ -210,9 +210,7 @@ def compute(spark: Any, history: str, period: A.Period, opts: A.Options | None =
             c.tables["trend"] = (trend_table(spark, history, period, parts, opts, clusters) if parts is not None
                                  else A.trend([period], pa.table({}), pa.table({})))
     finally:
-        for name, df in frames.items():
-            if name not in UNCACHED:
-                df.unpersist()
+        rollup.release(df for name, df in frames.items() if name not in UNCACHED)
     c.rollup_days = stored
     c.inputs = inputs
     c.seconds = time.monotonic() - started
