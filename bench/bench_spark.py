@@ -1,7 +1,7 @@
 """The weekly report's aggregations at scale: PySpark local[2] against DuckDB on the same Parquet files.
 
     .venv/bin/python -m bench.bench_spark [--dir DIR] [--week 2026-W40] [--runs 3] [--cores 2]
-        [--partitions 25000] [--exact] [--last-week] [--no-cli]
+        [--partitions 25000] [--exact] [--last-week] [--month] [--no-cli]
 
 A synthetic week (bench/synthetic_history.py: 5,000 partitions in 200 topics, 1,000 group-topics, polled
 every 30 s, with incidents; ~26 M rows) is generated into DIR unless it is already there. Then, median of
@@ -15,10 +15,15 @@ every 30 s, with incidents; ~26 M rows) is generated into DIR unless it is alrea
   history). ``--partitions N`` generates a bigger fleet (`Shape.scaled`: 25,000 gives ~122 M rows).
   ``--last-week`` is a weekly run's steady state: the history holds the week before too (every stage then reads
   it), and the whole report is timed again, from the history and from the roll-ups, with last week's report
-  present (`weekly_report.stored_previous`: its headline read instead of computed); last (``--no-cli`` skips it)
+  present (`weekly_report.stored_previous`: its headline read instead of computed); ``--month`` (implies
+  ``--last-week``) generates and rolls up the two weeks before those too and times the report from the roll-ups
+  again with a month of them present (its four-week trend reads all 28 days), beside one day's roll-up (issue 17:
+  "a month of the bench fleet reports in about the time one day takes to roll up"); last (``--no-cli`` skips it)
   the report from the roll-ups as a weekly job runs it: ``python -m spark_analytics.weekly_report --rollups`` in
-  a new process each run, its JVM cold, started as the CLI chooses (`weekly_report.small_job`) and, alternating,
-  with the JVM's defaults;
+  a new process each run, its JVM cold, started as the CLI chooses (`weekly_report.small_job`), the same with a
+  class archive and, alternating, with the JVM's defaults (with ``--last-week``, into an ``--out`` holding last
+  week's report: a weekly job's steady state); beside them the daily job as cron runs it
+  (``python -m spark_analytics.rollup --day``, the week's first day again, with the class archive);
 * **DuckDB** (reference, same process, 2 threads): the headline aggregations in SQL over the same live files
   (poll interval, minutes under-replicated / under min ISR / offline, ISR shrinks per broker, broker
   availability, lag percentiles + SLO share + WARN/ERR minutes per group-topic, retention-loss episodes,
@@ -39,6 +44,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -315,23 +321,32 @@ def main() -> None:
                     help="the weekly run's steady state: DIR holds the week before too (generated with it when DIR "
                          "has to be; give a DIR of its own), rolled up as well, and two more stages time the report "
                          "with last week's report present (its headline read, not computed again)")
+    ap.add_argument("--month", action="store_true",
+                    help="--last-week, and the two weeks before it as well (generated with the others when DIR has "
+                         "to be): after the other roll-up stages, those weeks are rolled up too and the report from "
+                         "the roll-ups is timed again with its four-week trend reading all 28 days")
     a = ap.parse_args()
+    a.last_week = a.last_week or a.month
     period = A.Period.iso_week(a.week)
+    earlier = [period.previous().previous().previous(), period.previous().previous()] if a.month else []
     if not (a.dir / "group_lag").is_dir():
-        for week in ([period.previous().label] if a.last_week else []) + [a.week]:
+        for week in [w.label for w in earlier] + ([period.previous().label] if a.last_week else []) + [a.week]:
             print(f"generating a synthetic week ({week}) of {a.partitions:,} partitions into {a.dir} ...", flush=True)
             w = generate(a.dir, week, Shape.scaled(a.partitions))
             print(f"generated {sum(w.rows.values()):,} rows in {w.files} files, {w.bytes / 1e6:.0f} MB, "
                   f"{w.seconds:.0f}s")
     elif a.last_week and not any((a.dir / "cluster").glob(f"date={period.previous().days()[0]}")):
         ap.error(f"--last-week: {a.dir} has no history for {period.previous().label}: give a new --dir")
+    elif earlier and not any((a.dir / "cluster").glob(f"date={earlier[0].days()[0]}")):
+        ap.error(f"--month: {a.dir} has no history for {earlier[0].label}: give a new --dir")
     rows = week_rows(a.dir, period)
     total = sum(rows.values())
     size = sum(f.stat().st_size for f in a.dir.rglob("*.parquet"))
     print(f"history {a.dir}: {total:,} rows in the week ({size / 1e6:.0f} MB on disk): "
           + ", ".join(f"{k} {v:,}" for k, v in rows.items() if v))
 
-    with Sampler() as sampler, tempfile.TemporaryDirectory(prefix="kmon-bench-rollups-") as up:
+    with (Sampler() as sampler, tempfile.TemporaryDirectory(prefix="kmon-bench-rollups-") as up,
+          tempfile.TemporaryDirectory(prefix="kmon-bench-cli-out-") as cli_out):
         # ---- Spark
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         from spark_analytics import rollup
@@ -373,6 +388,7 @@ def main() -> None:
                 last = compute(spark, str(a.dir), period.previous(), A.Options(rollups=up))
                 for cluster in last.headline["cluster"].to_pylist():
                     write_cluster(cluster, last, Path(reports), A.Options(rollups=up), [])
+                shutil.copytree(reports, cli_out, dirs_exist_ok=True)  # the CLI's --out, as a weekly job finds it
                 for label, opts in (("from the history", A.Options()), ("from the roll-ups", A.Options(rollups=up))):
                     reuse_times[label], c_re = timed(
                         lambda opts=opts: compute(spark, str(a.dir), period, opts, reports=Path(reports)), a.runs,
@@ -380,6 +396,17 @@ def main() -> None:
                     reuse_same[label] = (c_re.previous_from_report
                                          and c_re.headline.to_pylist() == c.headline.to_pylist()
                                          and c_re.previous_headline.to_pylist() == last.headline.to_pylist())
+            month_times: dict[str, list[float]] = {}
+            month_same: dict[str, bool] = {}
+            if earlier:  # a month of roll-ups: the trend's two older weeks come from the store
+                rollup.rollup(spark, str(a.dir), store, [d for w in earlier for d in w.days()])
+                for label, at in (("last week computed too", None), ("last week's report present", Path(reports))):
+                    month_times[label], c_month = timed(
+                        lambda at=at: compute(spark, str(a.dir), period, A.Options(rollups=up), reports=at), a.runs,
+                        f"spark (whole report from roll-ups, a month of them, {label})")
+                    month_trend = c_month.tables["trend"].to_pylist()
+                    month_same[label] = (c_month.headline.to_pylist() == c_up.headline.to_pylist()
+                                         and c_month.previous_from_report == (at is not None))
         jvm_rss = sampler.peak_children
         driver_rss = sampler.peak_self
         rt = spark._jvm.java.lang.Runtime.getRuntime()  # type: ignore[attr-defined]
@@ -390,6 +417,7 @@ def main() -> None:
         jvm_rusage = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # KB on Linux
         # ---- the report from the roll-ups as a weekly job runs it: the CLI, a new process (a cold JVM) each run
         cli_times: dict[str, list[tuple[float, float]]] = {mode: [] for mode in CLI_JVM} if a.cli else {}
+        day_cli: list[tuple[float, float]] = []  # the daily job as cron runs it, beside the weekly one
         sampler.reset()
         archive = Path(up).parent / f"kmon-bench-classes-{os.getpid()}.jsa"
         if a.cli:  # the first run with an archive writes it: not timed with the others
@@ -398,9 +426,13 @@ def main() -> None:
                   f"computed in {trained[0]:.1f}s, process {trained[1]:.1f}s", flush=True)
         for i in range(a.runs if a.cli else 0):
             for mode, (java, cds) in CLI_JVM.items():  # alternating, so that a slower minute of the machine hits all
-                cli_times[mode].append(cli_report(a.dir, up, a.week, a.cores, java, archive if cds else None))
+                cli_times[mode].append(cli_report(a.dir, up, a.week, a.cores, java, archive if cds else None,
+                                                  Path(cli_out) if a.last_week else None))
                 print(f"  CLI from roll-ups ({mode}) run {i + 1}: computed in {cli_times[mode][-1][0]:.1f}s, "
                       f"process {cli_times[mode][-1][1]:.1f}s", flush=True)
+            day_cli.append(cli_rollup(a.dir, up, period.days()[0], a.cores, archive))  # idempotent: the same day
+            print(f"  CLI rolling up one day (with the class archive) run {i + 1}: {day_cli[-1][0]:.1f}s, process "
+                  f"{day_cli[-1][1]:.1f}s", flush=True)
         cli_rss = sampler.peak_children
         for f in (archive, archive.with_name(archive.name + ".json")):
             f.unlink(missing_ok=True)
@@ -440,6 +472,13 @@ def main() -> None:
     print(f"Spark  local[{a.cores}] whole report from the daily roll-ups: median {um:.1f}s "
           f"(runs {', '.join(f'{x:.1f}' for x in up_times)}) -> ratio {um / dm:.1f}x; headline "
           f"{'equal to' if up_head == spark_head else 'DIFFERS from'} the one from the history")
+    for label, times in month_times.items():
+        mm = statistics.median(times)
+        weeks = ", ".join(f"{r['week']} {r['days']} days" for r in month_trend)
+        print(f"Spark  local[{a.cores}] whole report from a month of daily roll-ups (the trend over {weeks}), "
+              f"{label}: median {mm:.1f}s (runs {', '.join(f'{x:.1f}' for x in times)}) -> {mm / dy:.1f}x one "
+              f"day's roll-up ({dy:.1f}s); headline {'equal to' if month_same[label] else 'DIFFERS from'} the one from "
+              "two weeks of roll-ups")
     for label, times in reuse_times.items():
         print(f"Spark  local[{a.cores}] whole report {label}, last week's report present: median "
               f"{statistics.median(times):.1f}s (runs {', '.join(f'{x:.1f}' for x in times)}) -> ratio "
@@ -448,9 +487,18 @@ def main() -> None:
     for mode, runs in cli_times.items():
         cm, pm = (statistics.median(x) for x in zip(*runs, strict=True))
         print(f"Spark  local[{a.cores}] whole report from the daily roll-ups by the CLI, a new process each run (a "
-              f"cold JVM, as a weekly job runs it), {mode}: median computed in {cm:.1f}s (runs "
+              f"cold JVM, as a weekly job runs it{'; last week from its report in --out' if a.last_week else ''}), "
+              f"{mode}: median computed in {cm:.1f}s (runs "
               f"{', '.join(f'{x:.1f}' for x, _ in runs)}) -> ratio {cm / dm:.1f}x; the process {pm:.1f}s "
               f"(runs {', '.join(f'{x:.1f}' for _, x in runs)})")
+    if day_cli:
+        dc, dp = (statistics.median(x) for x in zip(*day_cli, strict=True))
+        rp = statistics.median(x for _, x in cli_times["the same with a class archive"])
+        print(f"Spark  local[{a.cores}] roll up one day by the CLI, a new process each run, with the class archive: "
+              f"median {dc:.1f}s as it prints it (runs {', '.join(f'{x:.1f}' for x, _ in day_cli)}; session start "
+              f"and stop included); the process {dp:.1f}s (runs {', '.join(f'{x:.1f}' for _, x in day_cli)}) -> the "
+              f"weekly report's process from the {'month of ' if earlier else ''}roll-ups with the archive "
+              f"({rp:.1f}s) is {rp / dp:.1f}x the daily job's")
     if cli_times:
         print(f"  (peak RSS of a CLI process and its JVM: {cli_rss / 1e6:.0f} MB)")
     print(f"peak memory: Spark driver (Python) RSS {driver_rss / mb:.0f} MB, JVM RSS {jvm_rss / mb:.0f} MB sampled "
@@ -484,22 +532,42 @@ sharing archive (``--class-archive``, trained by a first run), and with the JVM'
 
 
 def cli_report(history: Path, rollups: str, week: str, cores: int, java: str | None = None,
-               archive: Path | None = None) -> tuple[float, float]:
+               archive: Path | None = None, out: Path | None = None) -> tuple[float, float]:
     """`python -m spark_analytics.weekly_report --rollups` in a new process (with `java` as ``JAVA_TOOL_OPTIONS``,
     `archive` as ``--class-archive``): its "computed in" seconds (what the in-process stages time, from a cold JVM)
-    and the whole process's (imports and session start too)."""
+    and the whole process's (imports and session start too). With `out` (holding last week's report, as a weekly
+    job's ``--out`` does) the run must have read last week's headline from there; else into a new directory."""
     env = {k: v for k, v in os.environ.items() if k not in (*JAVA_ENV, CLASS_ARCHIVE_ENV)}
-    with tempfile.TemporaryDirectory(prefix="kmon-bench-cli-") as out:
+    with tempfile.TemporaryDirectory(prefix="kmon-bench-cli-") as fresh:
         t0 = time.perf_counter()
         r = subprocess.run([sys.executable, "-m", "spark_analytics.weekly_report", "--history", str(history),
-                            "--rollups", rollups, "--week", week, "--out", out, "--master", f"local[{cores}]",
-                            *(["--class-archive", str(archive)] if archive else [])],
+                            "--rollups", rollups, "--week", week, "--out", str(out or fresh), "--master",
+                            f"local[{cores}]", *(["--class-archive", str(archive)] if archive else [])],
                            capture_output=True, text=True, check=False,
                            env=dict(env, JAVA_TOOL_OPTIONS=java) if java else env)
         wall = time.perf_counter() - t0
     m = re.search(r"^computed in ([0-9.]+)s$", r.stdout, re.MULTILINE)
     if r.returncode != 0 or m is None:
         raise RuntimeError(f"weekly_report CLI exited {r.returncode}: {(r.stderr or r.stdout).strip()[-2000:]}")
+    if out is not None:
+        summaries = [json.loads(f.read_text()) for f in out.glob(f"*/{week}/summary.json")]
+        if not summaries or any(d.get("previous_from") != "last week's report" for d in summaries):
+            raise RuntimeError(f"weekly_report CLI did not read last week's headline from its report in {out}")
+    return float(m.group(1)), wall
+
+
+def cli_rollup(history: Path, rollups: str, day: str, cores: int, archive: Path) -> tuple[float, float]:
+    """``python -m spark_analytics.rollup --day`` in a new process, with `archive` as ``--class-archive``: the
+    seconds it prints (session start and stop included) and the whole process's."""
+    env = {k: v for k, v in os.environ.items() if k not in (*JAVA_ENV, CLASS_ARCHIVE_ENV)}
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "spark_analytics.rollup", "--history", str(history), "--rollups",
+                        rollups, "--day", day, "--master", f"local[{cores}]", "--class-archive", str(archive)],
+                       capture_output=True, text=True, check=False, env=env)
+    wall = time.perf_counter() - t0
+    m = re.search(r"^rolled up 1 day\(s\) .* in ([0-9.]+)s:", r.stdout, re.MULTILINE)
+    if r.returncode != 0 or m is None:
+        raise RuntimeError(f"rollup CLI exited {r.returncode}: {(r.stderr or r.stdout).strip()[-2000:]}")
     return float(m.group(1)), wall
 
 
