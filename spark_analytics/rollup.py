@@ -47,6 +47,7 @@ import logging
 import os
 import sys
 import time
+import traceback
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -65,7 +66,7 @@ from spark_analytics.aggregations import transactions as T
 from spark_analytics.aggregations.common import day_of
 from spark_analytics.aggregations.thresholds import thresholds
 from spark_analytics.period import DAY_S, Period, day_start, epoch_day
-from spark_analytics.session import CLASS_ARCHIVE_ENV, build_session, class_archive_arg, stop
+from spark_analytics.session import CLASS_ARCHIVE_ENV, build_session, class_archive_arg, describe_failure, stop
 
 VERSION = 2
 """1: the consumer and replication tables only; 2: the transactional ones too (a version-1 day reads as not rolled
@@ -164,9 +165,8 @@ def release(dfs: Iterable[Any]) -> None:
         try:
             df.unpersist(blocking=True)
         except Exception as e:  # clean-up: any failure is logged, never raised over the real one
-            first = (str(e).strip().splitlines() or [""])[0]
-            log.warning("could not drop a cached frame (%s: %s); the session keeps it until it stops",
-                        type(e).__name__, first[:300])
+            log.warning("could not drop a cached frame (%s); the session keeps it until it stops",
+                        describe_failure(e, 300))
 
 
 def collect(frames: dict[str, Any]) -> dict[str, pa.Table]:
@@ -396,8 +396,9 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, now: float | None
                                   class_archive=archive)
         written = rollup(spark, a.history, store, todo)
     except Exception as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        print(f"rollup: failed: {type(e).__name__}: {first[:500]}", file=sys.stderr)
+        if a.verbose:
+            traceback.print_exc()
+        print(f"rollup: failed: {describe_failure(e)}", file=sys.stderr)
         return 1
     finally:
         if own and spark is not None:

@@ -250,6 +250,26 @@ def stop(spark: Any, succeeded: bool = True) -> None:
         training.tmp.unlink(missing_ok=True)
 
 
+def describe_failure(e: BaseException, limit: int = 500) -> str:
+    """One line for a job's ``failed:`` message: the exception's type and first line; for a Java exception through
+    Py4J (whose first line is only "An error occurred while calling o120.unpersist."), the Java exception's own
+    line after it; and, where `e` was raised while handling another exception (a clean-up in a ``finally`` block),
+    that one too, which would otherwise be hidden without ``--verbose``."""
+    def one(x: BaseException) -> str:
+        lines = [ln.strip() for ln in str(x).strip().splitlines() if ln.strip()]
+        text = lines[0] if lines else ""
+        java = next((ln[2:].strip() for ln in lines[1:] if ln.startswith(": ")), None)
+        if java:
+            text = f"{text} {java}"
+        return f"{type(x).__name__}: {text[:limit]}"
+
+    out = one(e)
+    hidden = e.__context__
+    if hidden is not None and not e.__suppress_context__:
+        out += f" (raised while handling {one(hidden)})"
+    return out
+
+
 def build_session(master: str | None = None, app_name: str = "kmon-weekly-report", verbose: bool = False,
                   conf: dict[str, str] | None = None, small_job: bool = False,
                   class_archive: Path | None = None) -> Any:

@@ -41,7 +41,7 @@ from spark_analytics.aggregations.thresholds import USED as A_THRESHOLDS
 from spark_analytics.figures import HEADLINE_NAMES, UNITS
 from spark_analytics.formatting import PER_SECOND, SHARE, fmt_value
 from spark_analytics.last_week import inputs_of, stored_previous
-from spark_analytics.session import CLASS_ARCHIVE_ENV, build_session, class_archive_arg, stop
+from spark_analytics.session import CLASS_ARCHIVE_ENV, build_session, class_archive_arg, describe_failure, stop
 
 log = logging.getLogger("spark_analytics.weekly_report")
 
@@ -680,9 +680,7 @@ def main(argv: Sequence[str] | None = None, spark: Any = None) -> int:
     except Exception as e:
         if args.verbose:
             traceback.print_exc()
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        print(f"weekly_report: failed: {type(e).__name__}: {first[:500]} (--verbose for the traceback)",
-              file=sys.stderr)
+        print(f"weekly_report: failed: {describe_failure(e)} (--verbose for the traceback)", file=sys.stderr)
         return 1
     finally:
         if own and spark is not None:

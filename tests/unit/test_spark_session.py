@@ -20,6 +20,7 @@ from spark_analytics.session import (
     ClassArchive,
     class_archive_arg,
     class_archive_option,
+    describe_failure,
     is_local_master,
     local_cores,
     small_job_java_options,
@@ -207,3 +208,33 @@ def test_class_archive_argument_names_what_is_wrong(tmp_path: Path) -> None:
         class_archive_arg("s3a://bucket/x.jsa", ValueError)
     with pytest.raises(ValueError, match=r"--class-archive.*is a directory"):
         class_archive_arg(str(tmp_path), ValueError)
+
+
+def test_a_failure_names_the_java_exception_and_the_error_a_clean_up_hid() -> None:
+    """A job's ``failed:`` line (`describe_failure`): from a real Java exception through Py4J, whose own first line
+    names only the Py4J call, the Java exception's line too; from an error raised in a ``finally`` while another
+    was on its way, both (without ``--verbose`` the first was lost: docs/weekly-report.md, *Step 11*)."""
+    from py4j.protocol import Py4JJavaError
+
+    spark = spark_session()
+    with pytest.raises(Py4JJavaError) as got:
+        spark._jvm.java.util.ArrayList().get(5)  # type: ignore[attr-defined]  # not one PySpark converts
+    line = describe_failure(got.value)
+    assert line.startswith("Py4JJavaError: An error occurred while calling ")
+    assert line.endswith(". java.lang.IndexOutOfBoundsException: Index 5 out of bounds for length 0")
+
+    def report() -> None:
+        try:
+            raise ValueError("the week has no polls\nsecond line")
+        finally:
+            raise RuntimeError("could not unpersist")
+
+    with pytest.raises(RuntimeError) as chained:
+        report()
+    assert describe_failure(chained.value) == (
+        "RuntimeError: could not unpersist (raised while handling ValueError: the week has no polls)")
+    try:
+        raise KeyError("a") from None
+    except KeyError as e:
+        assert describe_failure(e) == "KeyError: 'a'"
+    assert len(describe_failure(RuntimeError("x" * 2000), limit=50)) == len("RuntimeError: ") + 50
