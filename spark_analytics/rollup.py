@@ -74,10 +74,10 @@ up: the report computes it from the history, the next roll-up run replaces it)."
 MANIFESTS = "_days"
 FILE = "rollup.parquet"
 INPUTS = ("group_lag", "topic_health", "transactions", "producers", "lso_gap")
-log = logging.getLogger("spark_analytics.rollup")
 """The history tables the roll-up tables replace in the report."""
 SOURCES = (*INPUTS, "cluster")
 """The history tables a roll-up is made from (a change to their files makes the day stale)."""
+log = logging.getLogger("spark_analytics.rollup")
 COLLECT_THREADS = 4
 TABLES = ("group_lag_days", "group_lag_hist", "group_lag_flags", "group_lag_series", "topic_health_days",
           "topic_health_polls", "transaction_epochs", "producers_hanging", "lso_gap_values", "lso_gap_partitions")
@@ -157,8 +157,8 @@ def cached_all(dfs: Sequence[Any]) -> Iterator[list[Any]]:
 
 def release(dfs: Iterable[Any]) -> None:
     """Unpersist each of `dfs`, waiting until its blocks are gone, so that the next plan or report starts from a
-    block manager without removals in flight. A frame that cannot be dropped is logged and left to the session: the
-    figures are already collected, and clean-up runs in `finally` blocks, where raising would hide the error that
+    block manager without removals in flight. A frame that cannot be dropped is logged and left to the session: no
+    figure depends on dropping it, and clean-up runs in `finally` blocks, where raising would hide the error that
     got there (seen once in ~20 report runs from a month of roll-ups on the bench: ``unpersist`` raised after
     a task had found a cached block gone, and the run failed on it)."""
     for df in dfs:
