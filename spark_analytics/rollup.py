@@ -159,8 +159,8 @@ def release(dfs: Iterable[Any]) -> None:
     """Unpersist each of `dfs`, waiting until its blocks are gone, so that the next plan or report starts from a
     block manager without removals in flight. A frame that cannot be dropped is logged and left to the session: no
     figure depends on dropping it, and clean-up runs in `finally` blocks, where raising would hide the error that
-    got there (seen once in ~20 report runs from a month of roll-ups on the bench: ``unpersist`` raised after
-    a task had found a cached block gone, and the run failed on it)."""
+    got there (a report from a month of roll-ups failed on a raising ``unpersist``, which hid the cause: its JVM's
+    code cache was full, `session.SMALL_JOB_JAVA_OPTIONS`)."""
     for df in dfs:
         try:
             df.unpersist(blocking=True)

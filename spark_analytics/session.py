@@ -47,7 +47,7 @@ def local_cores(master: str) -> int:
 
 SMALL_JOB_JAVA_OPTIONS: dict[str, str] = {
     "gc": "-XX:+UseParallelGC",
-    "jit": "-XX:TieredStopAtLevel=1",
+    "jit": "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m",
 }
 """The driver JVM of a local session whose job reads little to aggregate (a report from a small fleet's daily
 roll-ups or of a small history, a day's roll-up of it: `rollup.SMALL_JOB_BYTES`): the throughput collector and the
@@ -57,9 +57,16 @@ concurrent threads and the optimising compiler pay back on 2 cores. The CLI as a
 (median of 3), the demo's history 16.9 -> 12.7 s; from the bench week's raw rows the two are even. On many raw rows
 each option costs: the collector made the 25,000-partition report from the history ~19 % slower, the client
 compiler the warm big aggregates ~15 % ("Step 6"); such jobs keep the JVM's defaults. Keyed by what each option
-chooses, so that one chosen elsewhere is left alone."""
+chooses, so that one chosen elsewhere is left alone.
+
+The code cache is sized with the compiler: with the client compiler only, the JVM reserves 48 MB for compiled code
+instead of the 240 MB it reserves with both, and a report from a month of roll-ups (last week computed too) filled it
+in every run — the JVM then stops compiling ("CodeCache is full. Compiler has been disabled") and runs the rest
+interpreted, and once in ~20 runs an executor thread died of "Out of space in CodeCache for adapters", which failed
+the report (docs/weekly-report.md, "Step 11"). 240 MB is what a default JVM reserves (address space; memory is used
+only as code is compiled)."""
 _CHOSEN_IN_ENV: dict[str, str] = {"gc": r"-XX:[+-]Use\w*GC\b",
-                                  "jit": r"-XX:(?:TieredStopAtLevel=|[+-]TieredCompilation\b)"}
+                                  "jit": r"-XX:(?:TieredStopAtLevel=|[+-]TieredCompilation\b|ReservedCodeCacheSize=)"}
 JAVA_ENV = ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS")
 """Where else a JVM takes options from: what is chosen there wins (and two collectors stop the JVM)."""
 JAVA_OPTION_KEYS = ("spark.driver.extraJavaOptions", "spark.driver.defaultJavaOptions")

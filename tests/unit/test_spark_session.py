@@ -34,6 +34,8 @@ spark = build_session("local[1]", app_name="kmon-test-jvm", small_job=True)
 jvm = spark._jvm.java.lang.management.ManagementFactory
 print("ARGS", *jvm.getRuntimeMXBean().getInputArguments())
 print("GC", "|".join(b.getName() for b in jvm.getGarbageCollectorMXBeans()))
+hotspot = jvm.getPlatformMXBean(spark._jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
+print("CODECACHE", hotspot.getVMOption("ReservedCodeCacheSize").getValue())
 spark.stop()
 """
 
@@ -71,7 +73,8 @@ def test_local_star_and_unknown_local_forms_use_every_core() -> None:
 
 def test_a_small_job_runs_the_throughput_collector_and_the_client_compiler_unless_chosen_elsewhere(
         tmp_path: Path) -> None:
-    both = "-XX:+UseParallelGC -XX:TieredStopAtLevel=1"
+    jit = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"  # the client compiler, and room for its code
+    both = f"-XX:+UseParallelGC {jit}"
     assert " ".join(SMALL_JOB_JAVA_OPTIONS.values()) == both
     assert small_job_java_options({}, {}) == both
     assert small_job_java_options({}, {"JAVA_TOOL_OPTIONS": "-Xss4m", "_JAVA_OPTIONS": ""}) == both
@@ -80,10 +83,11 @@ def test_a_small_job_runs_the_throughput_collector_and_the_client_compiler_unles
     assert small_job_java_options({"spark.driver.defaultJavaOptions": "-Dx=1"}, {}) is None
     # a collector or a compiler chosen in the environment is kept (two collectors would stop the JVM from starting)
     for var in ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS"):
-        assert small_job_java_options({}, {var: "-Xmx2g -XX:+UseG1GC"}) == "-XX:TieredStopAtLevel=1"
-        assert small_job_java_options({}, {var: "-XX:+UseZGC -Xss1m"}) == "-XX:TieredStopAtLevel=1"
+        assert small_job_java_options({}, {var: "-Xmx2g -XX:+UseG1GC"}) == jit
+        assert small_job_java_options({}, {var: "-XX:+UseZGC -Xss1m"}) == jit
         assert small_job_java_options({}, {var: "-XX:TieredStopAtLevel=4"}) == "-XX:+UseParallelGC"
         assert small_job_java_options({}, {var: "-XX:-TieredCompilation"}) == "-XX:+UseParallelGC"
+        assert small_job_java_options({}, {var: "-XX:ReservedCodeCacheSize=64m"}) == "-XX:+UseParallelGC"
         assert small_job_java_options({}, {var: "-XX:+UseSerialGC -XX:TieredStopAtLevel=3"}) is None
 
 
@@ -109,9 +113,13 @@ def test_a_small_jobs_jvm_starts_with_its_options_and_a_default_session_without(
     r = subprocess.run([sys.executable, "-c", JVM_REPORT], capture_output=True, text=True, timeout=180, cwd=REPO,
                        env=dict(env, PYTHONPATH=str(REPO)), check=False)
     assert r.returncode == 0, r.stderr[-2000:]
-    lines = {line.split(" ", 1)[0]: line.split()[1:] for line in r.stdout.splitlines() if line[:3] in ("ARG", "GC ")}
-    assert {"-XX:+UseParallelGC", "-XX:TieredStopAtLevel=1"} <= set(lines["ARGS"])
+    lines = {line.split(" ", 1)[0]: line.split()[1:] for line in r.stdout.splitlines()
+             if line.split(" ", 1)[0] in ("ARGS", "GC", "CODECACHE")}
+    assert {"-XX:+UseParallelGC", "-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m"} <= set(lines["ARGS"])
     assert set(" ".join(lines["GC"]).split("|")) == {"PS Scavenge", "PS MarkSweep"}
+    # as the JVM took it: without the size, the client compiler alone gets 48 MB (50331648), which a report from a
+    # month of roll-ups filled (docs/weekly-report.md, "Step 11")
+    assert lines["CODECACHE"] == [str(240 * 2**20)]
     # the test session (built without small_job, long-lived) keeps the JVM's defaults (G1 on a machine of 2 cores
     # and 2 GB or more, else the serial collector), both compilers
     jvm = spark_session()._jvm.java.lang.management.ManagementFactory  # type: ignore[attr-defined]
