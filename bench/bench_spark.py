@@ -493,7 +493,7 @@ def main() -> None:
               f"(runs {', '.join(f'{x:.1f}' for _, x in runs)})")
     if day_cli:
         dc, dp = (statistics.median(x) for x in zip(*day_cli, strict=True))
-        rp = statistics.median(x for _, x in cli_times["the same with a class archive"])
+        rp = statistics.median(x for _, x in cli_times[next(m for m, (_, cds) in CLI_JVM.items() if cds)])
         print(f"Spark  local[{a.cores}] roll up one day by the CLI, a new process each run, with the class archive: "
               f"median {dc:.1f}s as it prints it (runs {', '.join(f'{x:.1f}' for x, _ in day_cli)}; session start "
               f"and stop included); the process {dp:.1f}s (runs {', '.join(f'{x:.1f}' for _, x in day_cli)}) -> the "
@@ -537,37 +537,38 @@ def cli_report(history: Path, rollups: str, week: str, cores: int, java: str | N
     `archive` as ``--class-archive``): its "computed in" seconds (what the in-process stages time, from a cold JVM)
     and the whole process's (imports and session start too). With `out` (holding last week's report, as a weekly
     job's ``--out`` does) the run must have read last week's headline from there; else into a new directory."""
-    env = {k: v for k, v in os.environ.items() if k not in (*JAVA_ENV, CLASS_ARCHIVE_ENV)}
     with tempfile.TemporaryDirectory(prefix="kmon-bench-cli-") as fresh:
-        t0 = time.perf_counter()
-        r = subprocess.run([sys.executable, "-m", "spark_analytics.weekly_report", "--history", str(history),
-                            "--rollups", rollups, "--week", week, "--out", str(out or fresh), "--master",
-                            f"local[{cores}]", *(["--class-archive", str(archive)] if archive else [])],
-                           capture_output=True, text=True, check=False,
-                           env=dict(env, JAVA_TOOL_OPTIONS=java) if java else env)
-        wall = time.perf_counter() - t0
-    m = re.search(r"^computed in ([0-9.]+)s$", r.stdout, re.MULTILINE)
-    if r.returncode != 0 or m is None:
-        raise RuntimeError(f"weekly_report CLI exited {r.returncode}: {(r.stderr or r.stdout).strip()[-2000:]}")
+        got = _run_cli("spark_analytics.weekly_report", [
+            "--history", str(history), "--rollups", rollups, "--week", week, "--out", str(out or fresh), "--master",
+            f"local[{cores}]", *(["--class-archive", str(archive)] if archive else [])],
+            r"^computed in ([0-9.]+)s$", java)
     if out is not None:
         summaries = [json.loads(f.read_text()) for f in out.glob(f"*/{week}/summary.json")]
         if not summaries or any(d.get("previous_from") != "last week's report" for d in summaries):
             raise RuntimeError(f"weekly_report CLI did not read last week's headline from its report in {out}")
-    return float(m.group(1)), wall
+    return got
 
 
 def cli_rollup(history: Path, rollups: str, day: str, cores: int, archive: Path) -> tuple[float, float]:
     """``python -m spark_analytics.rollup --day`` in a new process, with `archive` as ``--class-archive``: the
     seconds it prints (session start and stop included) and the whole process's."""
+    return _run_cli("spark_analytics.rollup", [
+        "--history", str(history), "--rollups", rollups, "--day", day, "--master", f"local[{cores}]",
+        "--class-archive", str(archive)], r"^rolled up 1 day\(s\) .* in ([0-9.]+)s:")
+
+
+def _run_cli(module: str, args: list[str], seconds: str, java: str | None = None) -> tuple[float, float]:
+    """`module`'s CLI in a new process, the caller's JVM options and class archive out of its environment (`java`
+    as ``JAVA_TOOL_OPTIONS`` instead, if given): the seconds its output reports (`seconds`, a pattern whose group
+    is them) and the whole process's wall time; a failed run raises with the end of its output."""
     env = {k: v for k, v in os.environ.items() if k not in (*JAVA_ENV, CLASS_ARCHIVE_ENV)}
     t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "spark_analytics.rollup", "--history", str(history), "--rollups",
-                        rollups, "--day", day, "--master", f"local[{cores}]", "--class-archive", str(archive)],
-                       capture_output=True, text=True, check=False, env=env)
+    r = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, check=False,
+                       env=dict(env, JAVA_TOOL_OPTIONS=java) if java else env)
     wall = time.perf_counter() - t0
-    m = re.search(r"^rolled up 1 day\(s\) .* in ([0-9.]+)s:", r.stdout, re.MULTILINE)
+    m = re.search(seconds, r.stdout, re.MULTILINE)
     if r.returncode != 0 or m is None:
-        raise RuntimeError(f"rollup CLI exited {r.returncode}: {(r.stderr or r.stdout).strip()[-2000:]}")
+        raise RuntimeError(f"{module} CLI exited {r.returncode}: {(r.stderr or r.stdout).strip()[-2000:]}")
     return float(m.group(1)), wall
 
 
