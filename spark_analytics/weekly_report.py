@@ -261,7 +261,7 @@ def trend_table(spark: Any, history: str, period: A.Period, parts: dict[str, Any
         store = rollup.Store.at(opts.rollups)
         older = rollup.fresh_days(store, history, [d for w in weeks[:-2] for d in w.days()])
         if older:
-            stored = rollup.read(spark, store, older, clusters)
+            stored = rollup.read(spark, store, older, clusters, tables=tuple(inputs))
             inputs = {k: v.unionByName(stored[k]) for k, v in inputs.items()}
     got = rollup.collect(inputs)
     return A.trend(weeks, got["topic_health_polls"], got["group_lag_days"])

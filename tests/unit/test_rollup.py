@@ -240,6 +240,30 @@ def test_rollup_job_is_idempotent_notices_late_files_and_the_report_reads_it(spa
     assert c_raw.headline.to_pylist()[0]["retention_loss_episodes"] == 1
 
 
+def test_stored_days_are_read_with_the_schema_spark_would_infer_without_a_job_for_it(spark: Any,
+                                                                                     tmp_path: Path) -> None:
+    """`rollup.read` gives Spark each table's schema from a footer: the same schema and rows as Spark's own
+    inference (which runs a Spark job per table to read that footer), and no job until a plan is run."""
+    hist, store = tmp_path / "history", tmp_path / "rollups"
+    _history(hist)
+    assert rollup.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=W.end + 3600) == 0
+    s, days = rollup.Store(store), [W.days()[i] for i in (0, 1, 3)]
+    tracker = spark.sparkContext.statusTracker()
+
+    def last_job() -> int:
+        return max(tracker.getJobIdsForGroup(), default=-1)
+
+    before = last_job()
+    got = rollup.read(spark, s, days)
+    assert last_job() == before and got.keys() == set(rollup.TABLES)
+    for name, df in got.items():
+        inferred = spark.read.parquet(*[str(s.file(name, d)) for d in days])
+        assert df.schema == inferred.schema, name
+        assert sorted(map(tuple, df.collect())) == sorted(map(tuple, inferred.collect())), name
+    assert last_job() > before and got["group_lag_days"].count() == 6
+    assert rollup.read(spark, s, days[:1], tables=("topic_health_polls",)).keys() == {"topic_health_polls"}
+
+
 def test_a_killed_rollup_leaves_a_day_the_report_does_not_read(spark: Any, tmp_path: Path) -> None:
     hist, store = tmp_path / "history", tmp_path / "rollups"
     _history(hist)
