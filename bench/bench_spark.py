@@ -422,8 +422,9 @@ def main() -> None:
         archive = Path(up).parent / f"kmon-bench-classes-{os.getpid()}.jsa"
         if a.cli:  # the first run with an archive writes it: not timed with the others
             trained = cli_report(a.dir, up, a.week, a.cores, archive=archive)
-            print(f"  CLI from roll-ups, training its class archive ({archive.stat().st_size / 2**20:.0f} MiB): "
-                  f"computed in {trained[0]:.1f}s, process {trained[1]:.1f}s", flush=True)
+            made = (f"training its class archive ({archive.stat().st_size / 2**20:.0f} MiB)" if archive.is_file()
+                    else "no class archive trained (not a small job: the runs 'with a class archive' have none)")
+            print(f"  CLI from roll-ups, {made}: computed in {trained[0]:.1f}s, process {trained[1]:.1f}s", flush=True)
         for i in range(a.runs if a.cli else 0):
             for mode, (java, cds) in CLI_JVM.items():  # alternating, so that a slower minute of the machine hits all
                 cli_times[mode].append(cli_report(a.dir, up, a.week, a.cores, java, archive if cds else None,

@@ -117,11 +117,11 @@ class ClassArchive:
     A cold run spends seconds loading and verifying ~27,000 of Spark's classes from its jars; mapped from an archive
     they load in a fraction of that: session start 3.3 -> 1.8 s and ~0.5-1 s of the first queries on this machine
     (docs/weekly-report.md, "Step 10"). The archive (~190 MB) is tied to one JVM build and one classpath, so the
-    first run with a `path` not made for the JVM and Spark here (`stamp`) trains it: the JVM writes it at exit
-    (``-XX:ArchiveClassesAtExit``, ~10 s and up to ~0.65 GB of memory more that once) to a temporary name, and
-    `stop` puts it in place only after a successful run, once the JVM has exited: a JVM crashes (SIGBUS) on a
-    truncated archive, so a half-written one must never have the real name. Another JVM or Spark later makes its
-    stamp differ: the next run trains again."""
+    first run of a small job with a `path` not made for the JVM and Spark here (`stamp`) trains it: the JVM writes
+    it at exit (``-XX:ArchiveClassesAtExit``, ~10 s and up to ~0.65 GB of memory more that once) to a temporary
+    name, and `stop` puts it in place only after a successful run, once the JVM has exited: a JVM crashes (SIGBUS)
+    on a truncated archive, so a half-written one must never have the real name. Another JVM or Spark later makes
+    its stamp differ: the next small job trains again. A big job only maps one (`class_archive_option`)."""
 
     path: Path
 
@@ -193,11 +193,20 @@ def _java_arg(option: str, path: Path) -> str:
     return f'"{arg}"' if re.search(r"\s", arg) else arg
 
 
-def class_archive_option(archive: ClassArchive, env: Mapping[str, str] = os.environ) -> tuple[str, _Training | None]:
-    """The driver's Java option for `archive`: use it where `usable`, else train it (and what `stop` must finish)."""
+def class_archive_option(archive: ClassArchive, env: Mapping[str, str] = os.environ,
+                         train: bool = True) -> tuple[str | None, _Training | None]:
+    """The driver's Java option for `archive`: use it where `usable`, else train it where `train` (and what `stop`
+    must finish), else none.
+
+    Only a small job's JVM trains (`build_session`): writing the archive at exit takes up to ~0.65 GB more, which a
+    big job's JVM, its 1 GB heap filled, cannot spare under 2 GB (2,174 MiB measured on the 25,000-partition week's
+    report), while the archive saves it ~1 s of a 30 s run (docs/weekly-report.md, "Step 12"). A big job maps an
+    archive a small one made."""
     stamp = archive.stamp(env)
     if archive.usable(stamp):
         return f"{_java_arg('-XX:SharedArchiveFile', archive.path)} {QUIET_CDS}", None
+    if not train:
+        return None, None
     tmp = archive.path.with_name(f".tmp-{archive.path.name}-{os.getpid()}")
     return f"{_java_arg('-XX:ArchiveClassesAtExit', tmp)} {QUIET_CDS}", _Training(archive, tmp, stamp)
 
@@ -286,7 +295,8 @@ def build_session(master: str | None = None, app_name: str = "kmon-weekly-report
     thread: every task shares those threads, so more partitions only add per-task cost to the report's many small
     jobs (and AQE merges partitions, never splits them); measured in docs/weekly-report.md, "Step 5". A local
     `small_job` (little to aggregate) starts its JVM with `SMALL_JOB_JAVA_OPTIONS` (`small_job_java_options`), and
-    one with a `class_archive` maps Spark's classes from it (`ClassArchive`; end such a session with `stop`); under
+    one with a `class_archive` maps Spark's classes from it (`ClassArchive`; only a small job trains a missing one;
+    end such a session with `stop`); under
     spark-submit the cluster's settings rule, and where the driver's Java options are chosen already
     (`java_options_chosen`) none are added.
     """
@@ -312,8 +322,10 @@ def build_session(master: str | None = None, app_name: str = "kmon-weekly-report
             else:
                 try:
                     class_archive.parent.mkdir(parents=True, exist_ok=True)
-                    option, training = class_archive_option(ClassArchive(class_archive))
+                    option, training = class_archive_option(ClassArchive(class_archive), train=small_job)
                     java.append(option)
+                    if option is None:
+                        log.info("class archive %s not trained by a big job; a small job will", class_archive)
                 except OSError as e:  # a faster start is not worth a failed job
                     log.warning("class archive %s not used: %s", class_archive, e)
         if not submitted and (java := [o for o in java if o]):

@@ -45,7 +45,7 @@ from pathlib import Path
 from pyspark import SparkContext
 from spark_analytics.session import build_session, stop
 archive = Path(sys.argv[1])
-spark = build_session("local[1]", app_name="kmon-test-archive", class_archive=archive)
+spark = build_session("local[1]", app_name="kmon-test-archive", class_archive=archive, small_job=sys.argv[3] == "small")
 df = spark.range(100)
 assert df.groupBy((df.id % 3).alias("k")).count().count() == 3
 maps = Path(f"/proc/{SparkContext._gateway.proc.pid}/maps").read_text()  # the driver JVM's mapped files
@@ -155,10 +155,10 @@ def test_the_sessions_hash_aggregates_probe_one_map_not_two() -> None:
     assert "FastHashMap" in sparks  # Spark's default, so the check above can fail
 
 
-def _archive_run(archive: Path, outcome: str = "ok") -> dict[str, object]:
+def _archive_run(archive: Path, outcome: str = "ok", job: str = "small") -> dict[str, object]:
     env = {k: v for k, v in os.environ.items()
            if k not in (*JAVA_ENV, "SPARK_CONF_DIR", "PYSPARK_GATEWAY_PORT", CLASS_ARCHIVE_ENV)}
-    r = subprocess.run([sys.executable, "-c", ARCHIVE_RUN, str(archive), outcome], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-c", ARCHIVE_RUN, str(archive), outcome, job], capture_output=True, text=True,
                        timeout=300, cwd=REPO, env=dict(env, PYTHONPATH=str(REPO)), check=False)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "[warning][cds" not in r.stdout + r.stderr  # thousands of them, unless silenced
@@ -169,13 +169,16 @@ def test_the_first_run_writes_the_class_archive_and_the_next_maps_it(tmp_path: P
     """A real driver JVM each run (PySpark starts one per process). The first run trains the archive (written by
     the JVM at its exit, under a temporary name, put in place once the run succeeded); the next one maps it (read
     from the JVM's /proc maps, not inferred); a run whose stamp no longer matches trains again, and a failed one
-    keeps what was there and leaves no temporary file."""
+    keeps what was there and leaves no temporary file. A big job never trains one (its JVM would pass 2 GB writing
+    it) but maps one a small job made."""
     archive = tmp_path / "cache" / "classes.jsa"
+    assert _archive_run(archive, job="big") == {"mapped": False, "training": False}
+    assert not archive.exists() and not list(archive.parent.glob(".tmp-*"))
     assert _archive_run(archive) == {"mapped": False, "training": True}
     assert archive.is_file() and archive.stat().st_size > 10 * 2**20
     stamp = json.loads(ClassArchive(archive).stamp_path.read_text())
     assert stamp["size"] == archive.stat().st_size and stamp["java"] and stamp["jars"]
-    assert _archive_run(archive) == {"mapped": True, "training": False}
+    assert _archive_run(archive, job="big") == {"mapped": True, "training": False}
     # another Spark (its jars) here now: the archive is trained again, but a failed run keeps the old one
     ClassArchive(archive).stamp_path.write_text(json.dumps({**stamp, "jars": "another spark"}))
     before = archive.stat().st_mtime_ns
@@ -204,6 +207,8 @@ def test_a_class_archive_is_used_only_whole_and_made_for_this_jvm_and_spark(tmp_
     a.stamp_path.write_text(json.dumps({**stamp, "size": 999}))
     option, training = class_archive_option(a)
     assert option.split()[0] == f"-XX:SharedArchiveFile={a.path}" and training is None
+    a.stamp_path.write_text(json.dumps({**stamp, "size": 1000}))  # not usable again: a big job does not train
+    assert class_archive_option(a, train=False) == (None, None) and not list(tmp_path.glob(".tmp-*"))
     spaced = ClassArchive(tmp_path / "a dir" / "classes.jsa")
     assert class_archive_option(spaced)[0].startswith('"-XX:ArchiveClassesAtExit=')  # Spark splits on spaces
 
