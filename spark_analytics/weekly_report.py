@@ -173,9 +173,10 @@ first plan reads it, which pays back only for tables many plans read (``cluster`
 These are read by one or two plans a week each (``transactions`` through the transactions' detail and epoch
 bumps, themselves cached while used), so a scan that reads only their needed columns is cheaper: -4 s of a ~20 s
 report from the roll-ups on the bench week (docs/weekly-report.md, "Step 5")."""
-DERIVED: dict[str, tuple[str, ...]] = {"incident_kinds": ("incidents",), "alert_summary": ("alert_episodes",)}
+DERIVED: dict[str, tuple[str, ...]] = A.SUMMARIES
 """Tables that only summarise other report tables (the `aggregations` function of that name, over these inputs
-in this order): computed from the collected inputs instead of from the history again."""
+in this order): computed from the collected inputs instead of from the history again, and not planned over the
+history at all (`compute_tables(summaries=False)`)."""
 
 
 def _small(spark: Any, tables: dict[str, pa.Table]) -> dict[str, Any]:
@@ -331,7 +332,8 @@ def collect_week(spark: Any, frames: dict[str, Any], period: A.Period, opts: A.O
         parts, cells = rollup.lag_partials(frames, period.days(), lag_slo(spark, limits))
     shared: list[Any] = []
     lazy = A.compute_tables(frames, period, opts, polls=spark.createDataFrame(polls), only=only,
-                            limits=spark.createDataFrame(limits), parts=parts, shared=shared)
+                            limits=spark.createDataFrame(limits), parts=parts, shared=shared,
+                            summaries=polls.num_rows == 0)  # else summarised once collected (`_collect_tables`)
     if polls.num_rows == 0:
         # no cluster was polled in the period (the first week of a history, collectors down all week): the report
         # speaks only of clusters polled in it (the headline's rows, the clusters written), so no row of any table
@@ -341,7 +343,7 @@ def collect_week(spark: Any, frames: dict[str, Any], period: A.Period, opts: A.O
         # what several tables are made from (the consumer cells, the transactions' detail, the epoch bumps, the
         # poll index) is computed once and cached while they are collected
         with rollup.cached_all([cells, *shared]):
-            got = _collect_tables(spark, lazy)
+            got = _collect_tables(spark, lazy, only)
     got["polls"], got["thresholds"] = polls, limits
     return {name: rollup.in_key_order(t) for name, t in got.items()}
 
@@ -357,18 +359,14 @@ def lag_slo(spark: Any, limits: pa.Table) -> float | Any:
     return spark.createDataFrame(limits.select(["cluster", "lag_slo_s"]))
 
 
-def _collect_tables(spark: Any, lazy: dict[str, Any]) -> dict[str, pa.Table]:
-    """Run and collect `lazy`, then the `DERIVED` tables from what was collected."""
-    derived = {name: lazy.pop(name) for name in list(lazy) if name in DERIVED}
+def _collect_tables(spark: Any, lazy: dict[str, Any], only: frozenset[str] | None = None) -> dict[str, pa.Table]:
+    """Run and collect `lazy`, then the `DERIVED` tables (of `only`) that `lazy` left out, from what was collected:
+    a small plan over literals each, not a second pass over the history."""
     got = rollup.collect(lazy)
-    if derived:  # summaries of collected tables: a small plan over literals, not a second pass over the history
-        later = {}
-        for name, df in derived.items():
-            inputs = DERIVED[name]
-            if all(i in got for i in inputs):
-                df = getattr(A, name)(*_small(spark, {i: got[i] for i in inputs}).values())
-            later[name] = df
-        got.update(rollup.collect(later))
+    later = {name: getattr(A, name)(*_small(spark, {i: got[i] for i in inputs}).values())
+             for name, inputs in DERIVED.items()
+             if (only is None or name in only) and name not in got and all(i in got for i in inputs)}
+    got.update(rollup.collect(later))
     return got
 
 
