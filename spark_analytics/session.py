@@ -296,9 +296,8 @@ def build_session(master: str | None = None, app_name: str = "kmon-weekly-report
     jobs (and AQE merges partitions, never splits them); measured in docs/weekly-report.md, "Step 5". A local
     `small_job` (little to aggregate) starts its JVM with `SMALL_JOB_JAVA_OPTIONS` (`small_job_java_options`), and
     one with a `class_archive` maps Spark's classes from it (`ClassArchive`; only a small job trains a missing one;
-    end such a session with `stop`); under
-    spark-submit the cluster's settings rule, and where the driver's Java options are chosen already
-    (`java_options_chosen`) none are added.
+    end such a session with `stop`); under spark-submit the cluster's settings rule, and where the driver's Java
+    options are chosen already (`java_options_chosen`) none are added.
     """
     global _training
     from pyspark.sql import SparkSession
