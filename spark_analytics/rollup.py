@@ -304,20 +304,20 @@ def read(spark: Any, store: Store, days: Sequence[str], clusters: Sequence[str] 
          tables: Sequence[str] = TABLES) -> dict[str, Any]:
     """The stored roll-up `tables` of `days` (at least one) as DataFrames (lazy), of `clusters` only when given.
 
-    Each table's schema is read here from its first day's footer (`file_schema`) and given to Spark, which would
+    Each table's schema is read here from its first day's footer (`footer_schema`) and given to Spark, which would
     otherwise infer the same schema from the same footer with a Spark job of its own: one job per table and read,
     ~0.25 s of the ~0.5 s a read of the ten tables took (docs/weekly-report.md, "Step 12"). Every day of a store's
     `VERSION` was written from the same plans, so one footer speaks for all of them, as it did for Spark."""
     out = {}
     for name in tables:
         files = [str(store.file(name, d)) for d in days]
-        out[name] = spark.read.schema(file_schema(files[0])).parquet(*files)
+        out[name] = spark.read.schema(footer_schema(files[0])).parquet(*files)
     if clusters:
         out = {name: df.filter(F.col("cluster").isin(list(clusters))) for name, df in out.items()}
     return out
 
 
-def file_schema(path: str) -> Any:
+def footer_schema(path: str) -> Any:
     """The Spark schema of a roll-up file (a local Parquet file written by `Store.write_day`), from its footer."""
     return from_arrow_schema(pq.read_schema(path))
 

@@ -173,12 +173,6 @@ first plan reads it, which pays back only for tables many plans read (``cluster`
 These are read by one or two plans a week each (``transactions`` through the transactions' detail and epoch
 bumps, themselves cached while used), so a scan that reads only their needed columns is cheaper: -4 s of a ~20 s
 report from the roll-ups on the bench week (docs/weekly-report.md, "Step 5")."""
-DERIVED: dict[str, tuple[str, ...]] = A.SUMMARIES
-"""Tables that only summarise other report tables (the `aggregations` function of that name, over these inputs
-in this order): computed from the collected inputs instead of from the history again, and not planned over the
-history at all (`compute_tables(summaries=False)`)."""
-
-
 def _small(spark: Any, tables: dict[str, pa.Table]) -> dict[str, Any]:
     return {name: spark.createDataFrame(t) for name, t in tables.items()}
 
@@ -360,11 +354,12 @@ def lag_slo(spark: Any, limits: pa.Table) -> float | Any:
 
 
 def _collect_tables(spark: Any, lazy: dict[str, Any], only: frozenset[str] | None = None) -> dict[str, pa.Table]:
-    """Run and collect `lazy`, then the `DERIVED` tables (of `only`) that `lazy` left out, from what was collected:
-    a small plan over literals each, not a second pass over the history."""
+    """Run and collect `lazy`, then the summary tables (`aggregations.SUMMARIES`, of `only`) that `lazy` left out
+    (`compute_tables(summaries=False)`) from the collected tables they summarise: a small plan over literals each,
+    not a second pass over the history."""
     got = rollup.collect(lazy)
     later = {name: getattr(A, name)(*_small(spark, {i: got[i] for i in inputs}).values())
-             for name, inputs in DERIVED.items()
+             for name, inputs in A.SUMMARIES.items()
              if (only is None or name in only) and name not in got and all(i in got for i in inputs)}
     got.update(rollup.collect(later))
     return got
