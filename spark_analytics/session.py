@@ -28,6 +28,14 @@ main one. Turned off: where a task has more keys than that (the consumer cells o
 on the bench week, 750 k at 25,000 partitions), every row paid for both probes — ~2 s of that ~10 s pass; where it
 has few, the main map alone is as fast."""
 
+CODEGEN_CACHE = ("spark.sql.codegen.cache.maxEntries", "1000")
+"""Spark keeps the last 100 classes it generated and compiled (Janino) for a plan's stages and expressions; a report
+compiles ~520 distinct ones (~580 with the default, which drops some before they are used again), ~20 ms each in a
+cold JVM: 10-13 s of compiling in a cold report from a month of roll-ups that took ~40 s (docs/weekly-report.md,
+"Step 13"). With room for them all a JVM compiles each once, and a session that runs the report again (the bench, a
+notebook, the tests) compiles almost none. A static setting, so set when the session is built; the code cache's
+peak stayed at ~54 MB."""
+
 
 def is_local_master(master: str | None) -> bool:
     return master is None or master.startswith("local")
@@ -337,7 +345,8 @@ def build_session(master: str | None = None, app_name: str = "kmon-weekly-report
          .config("spark.sql.objectHashAggregate.sortBased.fallbackThreshold", str(OBJECT_HASH_AGG_KEYS))
          # one hash map per aggregate, not two: the consumer cells (~150 k keys a task on the bench week) overflow
          # the small first-level map, and every poll then probes both (docs/weekly-report.md, "Step 9")
-         .config(TWO_LEVEL_HASH_MAP, "false"))
+         .config(TWO_LEVEL_HASH_MAP, "false")
+         .config(*CODEGEN_CACHE))
     for k, v in (conf or {}).items():
         b = b.config(k, v)
     spark = b.getOrCreate()

@@ -14,6 +14,7 @@ import pytest
 
 from spark_analytics.session import (
     CLASS_ARCHIVE_ENV,
+    CODEGEN_CACHE,
     JAVA_ENV,
     SMALL_JOB_JAVA_OPTIONS,
     TWO_LEVEL_HASH_MAP,
@@ -153,6 +154,33 @@ def test_the_sessions_hash_aggregates_probe_one_map_not_two() -> None:
         spark.conf.set("spark.sql.codegen.wholeStage", before)
     assert "HashAggregate" in ours and "FastHashMap" not in ours
     assert "FastHashMap" in sparks  # Spark's default, so the check above can fail
+
+
+def test_the_session_compiles_a_generated_class_once_not_again_after_a_hundred_others() -> None:
+    """A report compiles ~520 classes for its plans; Spark keeps the last 100, so a session running it again (and a
+    report reusing one) compiled most again. 150 distinct plans, each compiled (the codegen explain compiles what it
+    shows), then all again: the second pass compiles nothing. With Spark's default it compiles all 150 again."""
+    from pyspark.sql import functions as F
+
+    spark = spark_session()
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    compiles = jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+    plans = [spark.range(3).select((F.col("id") * (i + 7919) - 104729).alias(f"x{i}")) for i in range(150)]
+
+    def compile_all() -> int:
+        before = compiles.getCount()
+        for df in plans:
+            assert "WholeStageCodegen" in str(jvm.PythonSQLUtils.explainString(df._jdf.queryExecution(), "codegen"))
+        return compiles.getCount() - before
+
+    assert spark.conf.get(CODEGEN_CACHE[0]) == CODEGEN_CACHE[1]
+    before = spark.conf.get("spark.sql.codegen.wholeStage")
+    spark.conf.set("spark.sql.codegen.wholeStage", "true")  # the test session turns it off (tiny inputs)
+    try:
+        first, again = compile_all(), compile_all()
+    finally:
+        spark.conf.set("spark.sql.codegen.wholeStage", before)
+    assert first >= 150 and again == 0
 
 
 def _archive_run(archive: Path, outcome: str = "ok", job: str = "small") -> dict[str, object]:
