@@ -25,9 +25,11 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -324,20 +326,15 @@ def collect_week(spark: Any, frames: dict[str, Any], period: A.Period, opts: A.O
     if parts is None and opts.percentiles == A.HISTOGRAM and (only is None or "consumer_lag" in only):
         # from the history alone: the lag partials of the whole period from one pass over its polls
         parts, cells = rollup.lag_partials(frames, period.days(), lag_slo(spark, limits))
-    shared: list[Any] = []
-    lazy = A.compute_tables(frames, period, opts, polls=spark.createDataFrame(polls), only=only,
-                            limits=spark.createDataFrame(limits), parts=parts, shared=shared,
-                            summaries=polls.num_rows == 0)  # else summarised once collected (`_collect_tables`)
+    plan = partial(A.compute_tables, frames, period, opts, polls=spark.createDataFrame(polls), only=only,
+                   limits=spark.createDataFrame(limits), parts=parts)
     if polls.num_rows == 0:
         # no cluster was polled in the period (the first week of a history, collectors down all week): the report
         # speaks only of clusters polled in it (the headline's rows, the clusters written), so no row of any table
         # would be read: empty tables of the right schemas, an analysis each instead of ~25 Spark jobs
-        got = {name: rollup.empty_like(df) for name, df in lazy.items()}
+        got = {name: rollup.empty_like(df) for name, df in plan().items()}
     else:
-        # what several tables are made from (the consumer cells, the transactions' detail, the epoch bumps, the
-        # poll index) is computed once and cached while they are collected
-        with rollup.cached_all([cells, *shared]):
-            got = _collect_tables(spark, lazy, only)
+        got = _summarised(spark, _plan_and_collect(plan, cells), only)
     got["polls"], got["thresholds"] = polls, limits
     return {name: rollup.in_key_order(t) for name, t in got.items()}
 
@@ -353,16 +350,32 @@ def lag_slo(spark: Any, limits: pa.Table) -> float | Any:
     return spark.createDataFrame(limits.select(["cluster", "lag_slo_s"]))
 
 
-def _collect_tables(spark: Any, lazy: dict[str, Any], only: frozenset[str] | None = None) -> dict[str, pa.Table]:
-    """Run and collect `lazy`, then the summary tables (`aggregations.SUMMARIES`, of `only`) that `lazy` left out
-    (`compute_tables(summaries=False)`) from the collected tables they summarise: a small plan over literals each,
-    not a second pass over the history."""
-    got = rollup.collect(lazy)
+def _plan_and_collect(plan: Callable[..., dict[str, Any]], cells: Any) -> dict[str, pa.Table]:
+    """Plan the tables (`plan`: `compute_tables` with its frames bound) and collect them, the planning overlapped
+    with the running: a table that reads no intermediate frame of another starts as soon as it is planned, while
+    the rest are planned (the driver's planning, ~45,000 Py4J calls, keeps one core busy for seconds of a report
+    that its Spark jobs leave partly idle: docs/weekly-report.md, "Step 13"). The frames several tables share
+    (`cells`, the consumer cells from the history, and what `compute_tables` puts in `shared`) are computed once
+    and cached before any table reading them starts, and dropped after; the summary tables are left to
+    `_summarised`."""
+    shared: list[Any] = []
+    with rollup.cached_all([cells]), ThreadPoolExecutor(rollup.COLLECT_THREADS, thread_name_prefix="collect") as pool:
+        running: dict[str, Future[pa.Table]] = {}
+        lazy = plan(shared=shared, summaries=False,
+                    ready=lambda name, df: running.__setitem__(name, pool.submit(df.toArrow)))
+        with rollup.cached_all(shared):
+            running.update({name: pool.submit(df.toArrow) for name, df in lazy.items() if name not in running})
+            return {name: running[name].result() for name in lazy}
+
+
+def _summarised(spark: Any, got: dict[str, pa.Table], only: frozenset[str] | None = None) -> dict[str, pa.Table]:
+    """`got` with the summary tables (`aggregations.SUMMARIES`, of `only`) that `compute_tables(summaries=False)`
+    left out, computed from the collected tables they summarise: a small plan over literals each, not a second
+    pass over the history."""
     later = {name: getattr(A, name)(*_small(spark, {i: got[i] for i in inputs}).values())
              for name, inputs in A.SUMMARIES.items()
              if (only is None or name in only) and name not in got and all(i in got for i in inputs)}
-    got.update(rollup.collect(later))
-    return got
+    return got | rollup.collect(later)
 
 
 def headline_table(tables: dict[str, pa.Table]) -> pa.Table:

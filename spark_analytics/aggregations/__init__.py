@@ -43,6 +43,7 @@ Conventions, written down once:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
@@ -228,7 +229,8 @@ HEADLINE_INPUTS: frozenset[str] = frozenset({
 def compute_tables(tables: dict[str, DataFrame], period: Period, opts: Options = Options(),
                    polls: DataFrame | None = None, only: frozenset[str] | None = None,
                    limits: DataFrame | None = None, parts: dict[str, DataFrame] | None = None,
-                   shared: list[DataFrame] | None = None, summaries: bool = True) -> dict[str, DataFrame]:
+                   shared: list[DataFrame] | None = None, summaries: bool = True,
+                   ready: Callable[[str, DataFrame], None] | None = None) -> dict[str, DataFrame]:
     """Every report table for `period` (lazy; nothing runs until the caller collects).
 
     `tables` maps history table names to DataFrames (``cluster``, ``brokers``, ``topic_health``,
@@ -245,7 +247,9 @@ def compute_tables(tables: dict[str, DataFrame], period: Period, opts: Options =
     transactions' detail, the epoch bumps, the poll index of the episode tables): cache them while collecting,
     and each is computed once. Without `summaries`, the tables that only summarise others (`SUMMARIES`) are left
     out where the tables they summarise are built: a caller that summarises the collected tables instead would
-    otherwise pay for plans it never runs (~0.25 s of driver time a report).
+    otherwise pay for plans it never runs (~0.25 s of driver time a report). `ready`, when given, is called with
+    each table that reads none of those intermediate frames as soon as it is built, so that the caller can start
+    running it while the others are still being planned; the rest wait for the caller to cache `shared`.
     """
     ex, acc = opts.exact_percentiles, opts.accuracy
     if polls is None:
@@ -255,9 +259,11 @@ def compute_tables(tables: dict[str, DataFrame], period: Period, opts: Options =
     lim = limits
     # intermediate frames several tables may be made from: counted as the tables are built (`shared`)
     uses: dict[int, list[DataFrame]] = {}
+    used: list[str] = []  # the tables built so far that read one of them
 
     def use(df: DataFrame) -> DataFrame:
         uses.setdefault(id(df), []).append(df)
+        used.append(building)
         return df
 
     p = parts or {}
@@ -316,7 +322,11 @@ def compute_tables(tables: dict[str, DataFrame], period: Period, opts: Options =
                                                                  period, by=("cluster",))
     wanted = [name for name in builders if only is None or name in only]
     later = {name for name, inputs in SUMMARIES.items() if not summaries and all(i in wanted for i in inputs)}
-    out = {name: builders[name]() for name in wanted if name not in later}
+    out: dict[str, DataFrame] = {}
+    for building in (name for name in wanted if name not in later):
+        out[building] = builders[building]()
+        if ready is not None and building not in used:
+            ready(building, out[building])
     if shared is not None:
         shared.extend(used[0] for used in uses.values() if len(used) > 1)
     return out

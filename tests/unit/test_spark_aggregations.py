@@ -537,6 +537,25 @@ def test_compute_tables_shares_the_frames_that_more_than_one_built_table_is_made
     assert "idx" in idx.columns
 
 
+def test_compute_tables_hands_over_early_only_the_tables_that_read_nothing_shared(spark: Any) -> None:
+    """`ready` gets each table as soon as it is built (the report starts running it while the rest are planned),
+    but never one made from an intermediate frame (the caller caches those first, or they are computed twice); the
+    returned tables are the same set either way."""
+    t = empty_tables(spark)
+    t["cluster"] = polls_df(spark, every(4))
+    early: list[str] = []
+    planned = A.compute_tables(t, W, A.Options(), ready=lambda name, df: early.append(name) or None)
+    assert planned.keys() == A.compute_tables(t, W, A.Options()).keys()
+    readers = {"retention_loss", "transactions", "transaction_summary", "epoch_bumps", "transactions_by_id",
+               "hanging_transactions", "zk_follower_behind"}  # of the poll index, the detail, the bumps
+    assert set(early) == set(planned) - readers
+    assert early == [name for name in planned if name in early]  # in the order they are built
+    alone: list[str] = []  # asked for alone, the bumps are read once and not shared, but still wait
+    A.compute_tables(t, W, A.Options(), only=frozenset({"epoch_bumps", "cluster_health"}),
+                     ready=lambda name, df: alone.append(name) or None)
+    assert alone == ["cluster_health"]
+
+
 def test_hanging_transactions_and_lso_gap_percentiles(spark: Any) -> None:
     times = every(5)
     pr = frame(spark, "producers", [
