@@ -259,11 +259,11 @@ def compute_tables(tables: dict[str, DataFrame], period: Period, opts: Options =
     lim = limits
     # intermediate frames several tables may be made from: counted as the tables are built (`shared`)
     uses: dict[int, list[DataFrame]] = {}
-    used: list[str] = []  # the tables built so far that read one of them
+    readers: list[str] = []  # the tables built so far that read one of them
 
     def use(df: DataFrame) -> DataFrame:
         uses.setdefault(id(df), []).append(df)
-        used.append(building)
+        readers.append(building)  # the table being built (below)
         return df
 
     p = parts or {}
@@ -325,7 +325,7 @@ def compute_tables(tables: dict[str, DataFrame], period: Period, opts: Options =
     out: dict[str, DataFrame] = {}
     for building in (name for name in wanted if name not in later):
         out[building] = builders[building]()
-        if ready is not None and building not in used:
+        if ready is not None and building not in readers:
             ready(building, out[building])
     if shared is not None:
         shared.extend(used[0] for used in uses.values() if len(used) > 1)
