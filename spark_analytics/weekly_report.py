@@ -175,6 +175,8 @@ first plan reads it, which pays back only for tables many plans read (``cluster`
 These are read by one or two plans a week each (``transactions`` through the transactions' detail and epoch
 bumps, themselves cached while used), so a scan that reads only their needed columns is cheaper: -4 s of a ~20 s
 report from the roll-ups on the bench week (docs/weekly-report.md, "Step 5")."""
+
+
 def _small(spark: Any, tables: dict[str, pa.Table]) -> dict[str, Any]:
     return {name: spark.createDataFrame(t) for name, t in tables.items()}
 
