@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -46,6 +46,7 @@ from spark_analytics.last_week import inputs_of, stored_previous
 from spark_analytics.session import CLASS_ARCHIVE_ENV, build_session, class_archive_arg, describe_failure, stop
 
 log = logging.getLogger("spark_analytics.weekly_report")
+T = TypeVar("T")
 
 PERCENTILE_TEXT = {
     A.HISTOGRAM: "consumer lag: fixed log-scale histograms, within 1 % of the exact value (relative); others exact",
@@ -191,20 +192,28 @@ def compute(spark: Any, history: str, period: A.Period, opts: A.Options | None =
     opts = opts or A.Options()
     previous = period.previous()
     inputs = inputs_of(history, period, opts)  # listed before reading: a file added meanwhile makes it stale, safely
-    data = io.read_history(spark, history, previous.start, period.end, clusters, use_hadoop=use_hadoop)
     # The per-poll and event tables that many report tables read, for both weeks: cached once, instead of one
     # Parquet scan per report table (docs/weekly-report.md, "Where the time goes"); the others are scanned.
-    frames = {name: td.df if name in UNCACHED else td.df.cache() for name, td in data.items()}
+    frames: dict[str, Any] = {}
+
+    def read(tables: Sequence[str]) -> dict[str, io.TableData]:
+        got = io.read_history(spark, history, previous.start, period.end, clusters, tables, use_hadoop=use_hadoop)
+        frames.update({name: td.df if name in UNCACHED else td.df.cache() for name, td in got.items()})
+        return got
+
     try:
-        limits = {p: A.thresholds(frames["cluster"], p, opts.lag_slo_s, opts.txn_grace_s).toArrow()
-                  for p in (period, previous)}
+        # the polls first: the first jobs read them while the other tables are listed and read
+        first = read(("cluster",))
+        limits, polls, rest = first_jobs(frames["cluster"], period, opts,
+                                         meanwhile=lambda: read([t for t in io.REPORT_TABLES if t != "cluster"]))
+        data = {name: (first | rest)[name] for name in io.REPORT_TABLES}  # in the tables' order, as notes list them
         with tempfile.TemporaryDirectory(prefix="kmon-partials-") as scratch:
             parts, stored = None, []
             if opts.percentiles == A.HISTOGRAM and opts.rollups:
                 parts, stored = load_partials(spark, history, data, (previous, period), limits, opts,
                                                         clusters, Path(scratch))
-            c = _compute(spark, history, frames, data, period, opts, clusters, use_hadoop, charts, limits, parts,
-                         reports)
+            c = _compute(spark, history, frames, data, period, opts, clusters, use_hadoop, charts, limits, polls,
+                         parts, reports)
             # the four-week trend reads roll-ups: empty without --rollups
             c.tables["trend"] = (trend_table(spark, history, period, parts, opts, clusters) if parts is not None
                                  else A.trend([period], pa.table({}), pa.table({})))
@@ -214,6 +223,22 @@ def compute(spark: Any, history: str, period: A.Period, opts: A.Options | None =
     c.inputs = inputs
     c.seconds = time.monotonic() - started
     return c
+
+
+def first_jobs(cluster: Any, period: A.Period, opts: A.Options,
+               meanwhile: Callable[[], T]) -> tuple[dict[A.Period, pa.Table], pa.Table, T]:
+    """Both weeks' thresholds and this week's poll intervals, the report's first Spark jobs, run at once, and
+    `meanwhile` on the calling thread while they run. Each is a small plan over the cached ``cluster`` frame, and in a
+    new JVM the first plans are the slowest of a report (classes loaded, code compiled, the cache filled), each
+    mostly on one core: run one after the other, after the reads, they took the first ~9 s of a cold report's ~40
+    (docs/weekly-report.md, "Step 14")."""
+    previous = period.previous()
+    with ThreadPoolExecutor(3, thread_name_prefix="first") as pool:
+        limits = {p: pool.submit(lambda p=p: A.thresholds(cluster, p, opts.lag_slo_s, opts.txn_grace_s).toArrow())
+                  for p in (period, previous)}
+        polls = pool.submit(lambda: A.poll_intervals(cluster, period, opts.poll_interval_s).toArrow())
+        other = meanwhile()
+        return {p: f.result() for p, f in limits.items()}, polls.result(), other
 
 
 def load_partials(spark: Any, history: str, data: dict[str, io.TableData], periods: Sequence[A.Period],
@@ -268,9 +293,10 @@ def trend_table(spark: Any, history: str, period: A.Period, parts: dict[str, Any
 
 def _compute(spark: Any, history: str, frames: dict[str, Any], data: dict[str, io.TableData], period: A.Period,
              opts: A.Options, clusters: Sequence[str] | None, use_hadoop: bool | None, charts: bool,
-             limits: dict[A.Period, pa.Table], parts: dict[str, Any] | None, reports: Path | None) -> Computed:
+             limits: dict[A.Period, pa.Table], polls: pa.Table, parts: dict[str, Any] | None,
+             reports: Path | None) -> Computed:
     previous = period.previous()
-    current = collect_week(spark, frames, period, opts, limits=limits[period], parts=parts)
+    current = collect_week(spark, frames, period, opts, limits=limits[period], parts=parts, polls=polls)
     cur_head = headline_table(current)
     stored = (stored_previous(reports, history, previous, opts, cur_head["cluster"].to_pylist())
               if reports is not None else None)
@@ -311,11 +337,14 @@ def auto_bucket(polls: pa.Table) -> int:
 
 def collect_week(spark: Any, frames: dict[str, Any], period: A.Period, opts: A.Options,
                  only: frozenset[str] | None = None, limits: pa.Table | None = None,
-                 parts: dict[str, Any] | None = None, like: dict[str, pa.Table] | None = None) -> dict[str, pa.Table]:
+                 parts: dict[str, Any] | None = None, like: dict[str, pa.Table] | None = None,
+                 polls: pa.Table | None = None) -> dict[str, pa.Table]:
     """`aggregations.compute_tables` for one period, collected (the poll and threshold tables first, reused as
-    literals). `like`: tables another week of the same report collected (same frames, options and partials); a
-    week without polls takes their schemas, without building its own plans."""
-    polls = A.poll_intervals(frames["cluster"], period, opts.poll_interval_s).toArrow()
+    literals; `polls` and `limits` where the caller collected them already). `like`: tables another week of the
+    same report collected (same frames, options and partials); a week without polls takes their schemas, without
+    building its own plans."""
+    if polls is None:
+        polls = A.poll_intervals(frames["cluster"], period, opts.poll_interval_s).toArrow()
     if limits is None:
         limits = A.thresholds(frames["cluster"], period, opts.lag_slo_s, opts.txn_grace_s).toArrow()
     if polls.num_rows == 0 and like is not None and only is not None and only <= like.keys():

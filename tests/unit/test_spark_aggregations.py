@@ -516,6 +516,35 @@ def test_transactions_seen_stuck_longest_and_epoch_bumps(spark: Any) -> None:
     assert by_id["b"]["stuck"] == 1 and by_id["c"]["stuck"] == 1
 
 
+def test_first_jobs_are_both_weeks_thresholds_and_this_weeks_polls_while_the_caller_reads_on(spark: Any) -> None:
+    """The report's first three jobs run together while the caller goes on (reading the other tables): the same
+    tables as run one at a time, and the caller's work done on its own thread, its result handed back."""
+    import threading
+
+    from collectors.alerting.thresholds import Thresholds
+
+    recorded = {**Thresholds().model_dump(), "lag_seconds_slo": 45.0}
+    cl = (frame(spark, "cluster", _v2_polls([0, 30, 60, 120], recorded))
+          .unionByName(polls_df(spark, [-7 * 86400 + 30 * i for i in range(5)])))  # last week: no record
+    caller = threading.current_thread()
+    started: list[int] = []
+
+    def meanwhile() -> str:
+        assert threading.current_thread() is caller
+        started.append(threading.active_count())
+        return "read"
+
+    limits, polls, got = weekly_report.first_jobs(cl, W, A.Options(), meanwhile)
+    assert got == "read" and started
+    assert set(limits) == {W, PREV}
+    for period in (W, PREV):
+        assert limits[period].to_pylist() == A.thresholds(cl, period).toArrow().to_pylist()
+    assert [r["lag_slo_s"] for r in limits[W].to_pylist()] == [45.0]
+    assert [r["lag_slo_s"] for r in limits[PREV].to_pylist()] == [A.DEFAULT_LAG_SLO_S]
+    assert polls.to_pylist() == A.poll_intervals(cl, W).toArrow().to_pylist()
+    assert [(r["polls"], r["poll_interval_s"]) for r in polls.to_pylist()] == [(4, 30.0)]
+
+
 def test_compute_tables_shares_the_frames_that_more_than_one_built_table_is_made_from(spark: Any) -> None:
     """`shared` is what the built tables use more than once (the caller caches those): the transactions' detail,
     the epoch bumps, the poll index — counted from the tables asked for, never a frame only one of them reads."""
