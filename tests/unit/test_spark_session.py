@@ -37,6 +37,7 @@ print("ARGS", *jvm.getRuntimeMXBean().getInputArguments())
 print("GC", "|".join(b.getName() for b in jvm.getGarbageCollectorMXBeans()))
 hotspot = jvm.getPlatformMXBean(spark._jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
 print("CODECACHE", hotspot.getVMOption("ReservedCodeCacheSize").getValue())
+print("HEAP", *(hotspot.getVMOption(o).getValue() for o in ("InitialHeapSize", "MaxHeapSize", "MetaspaceSize")))
 spark.stop()
 """
 
@@ -74,22 +75,28 @@ def test_local_star_and_unknown_local_forms_use_every_core() -> None:
 
 def test_a_small_job_runs_the_throughput_collector_and_the_client_compiler_unless_chosen_elsewhere(
         tmp_path: Path) -> None:
+    gc = "-XX:+UseParallelGC"
     jit = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"  # the client compiler, and room for its code
-    both = f"-XX:+UseParallelGC {jit}"
-    assert " ".join(SMALL_JOB_JAVA_OPTIONS.values()) == both
-    assert small_job_java_options({}, {}) == both
-    assert small_job_java_options({}, {"JAVA_TOOL_OPTIONS": "-Xss4m", "_JAVA_OPTIONS": ""}) == both
+    heap = "-XX:InitialRAMPercentage=100 -XX:MetaspaceSize=256m"  # the whole heap from the start
+    every = f"{gc} {jit} {heap}"
+    assert " ".join(SMALL_JOB_JAVA_OPTIONS.values()) == every
+    assert small_job_java_options({}, {}) == every
+    assert small_job_java_options({}, {"JAVA_TOOL_OPTIONS": "-Xss4m -Xmx2g", "_JAVA_OPTIONS": ""}) == every
     # the caller's own Java options win, whatever they hold: Spark would replace ours with them, or theirs with ours
     assert small_job_java_options({"spark.driver.extraJavaOptions": "-Dx=1"}, {}) is None
     assert small_job_java_options({"spark.driver.defaultJavaOptions": "-Dx=1"}, {}) is None
-    # a collector or a compiler chosen in the environment is kept (two collectors would stop the JVM from starting)
+    # a collector, a compiler or a heap sizing chosen in the environment is kept (two collectors would stop the JVM
+    # from starting; an initial heap of ours above a maximum of theirs too)
     for var in ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS"):
-        assert small_job_java_options({}, {var: "-Xmx2g -XX:+UseG1GC"}) == jit
-        assert small_job_java_options({}, {var: "-XX:+UseZGC -Xss1m"}) == jit
-        assert small_job_java_options({}, {var: "-XX:TieredStopAtLevel=4"}) == "-XX:+UseParallelGC"
-        assert small_job_java_options({}, {var: "-XX:-TieredCompilation"}) == "-XX:+UseParallelGC"
-        assert small_job_java_options({}, {var: "-XX:ReservedCodeCacheSize=64m"}) == "-XX:+UseParallelGC"
-        assert small_job_java_options({}, {var: "-XX:+UseSerialGC -XX:TieredStopAtLevel=3"}) is None
+        assert small_job_java_options({}, {var: "-Xmx2g -XX:+UseG1GC"}) == f"{jit} {heap}"
+        assert small_job_java_options({}, {var: "-XX:+UseZGC -Xss1m"}) == f"{jit} {heap}"
+        assert small_job_java_options({}, {var: "-XX:TieredStopAtLevel=4"}) == f"{gc} {heap}"
+        assert small_job_java_options({}, {var: "-XX:-TieredCompilation"}) == f"{gc} {heap}"
+        assert small_job_java_options({}, {var: "-XX:ReservedCodeCacheSize=64m"}) == f"{gc} {heap}"
+        for sized in ("-Xms512m", "-XX:InitialHeapSize=1g", "-XX:InitialRAMPercentage=5", "-XX:MinHeapSize=64m",
+                      "-XX:MetaspaceSize=64m"):
+            assert small_job_java_options({}, {var: sized}) == f"{gc} {jit}"
+        assert small_job_java_options({}, {var: "-XX:+UseSerialGC -XX:TieredStopAtLevel=3 -Xms1g"}) is None
 
 
 @pytest.mark.parametrize("line", ["spark.driver.extraJavaOptions -Djava.security.krb5.conf=/etc/krb5.conf",
@@ -115,12 +122,17 @@ def test_a_small_jobs_jvm_starts_with_its_options_and_a_default_session_without(
                        env=dict(env, PYTHONPATH=str(REPO)), check=False)
     assert r.returncode == 0, r.stderr[-2000:]
     lines = {line.split(" ", 1)[0]: line.split()[1:] for line in r.stdout.splitlines()
-             if line.split(" ", 1)[0] in ("ARGS", "GC", "CODECACHE")}
-    assert {"-XX:+UseParallelGC", "-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m"} <= set(lines["ARGS"])
+             if line.split(" ", 1)[0] in ("ARGS", "GC", "CODECACHE", "HEAP")}
+    assert {"-XX:+UseParallelGC", "-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m",
+            "-XX:InitialRAMPercentage=100", "-XX:MetaspaceSize=256m"} <= set(lines["ARGS"])
     assert set(" ".join(lines["GC"]).split("|")) == {"PS Scavenge", "PS MarkSweep"}
     # as the JVM took it: without the size, the client compiler alone gets 48 MB (50331648), which a report from a
     # month of roll-ups filled (docs/weekly-report.md, "Step 11")
     assert lines["CODECACHE"] == [str(240 * 2**20)]
+    # the heap starts at the maximum Spark gave the driver (1 GB by default; the JVM caps the initial size there,
+    # so no -Xms of ours can exceed it), and class metadata first triggers a collection at 256 MB ("Step 14")
+    initial, maximum, metaspace = map(int, lines["HEAP"])
+    assert initial == maximum == 2**30 and metaspace == 256 * 2**20
     # the test session (built without small_job, long-lived) keeps the JVM's defaults (G1 on a machine of 2 cores
     # and 2 GB or more, else the serial collector), both compilers
     jvm = spark_session()._jvm.java.lang.management.ManagementFactory  # type: ignore[attr-defined]
