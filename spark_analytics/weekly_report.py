@@ -112,7 +112,8 @@ def compute(spark: Any, history: str, period: A.Period, opts: A.Options | None =
         first = read(("cluster",))
         limits, polls, rest = first_jobs(frames["cluster"], period, opts,
                                          meanwhile=lambda: read([t for t in io.REPORT_TABLES if t != "cluster"]))
-        data = {name: (first | rest)[name] for name in io.REPORT_TABLES}  # in the tables' order, as notes list them
+        read_now = first | rest
+        data = {name: read_now[name] for name in io.REPORT_TABLES}  # in the tables' order, as notes list them
         with tempfile.TemporaryDirectory(prefix="kmon-partials-") as scratch:
             parts, stored = None, []
             if opts.percentiles == A.HISTOGRAM and opts.rollups:
