@@ -40,8 +40,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from collectors.outputs.history import DATE_PREFIX, DETAIL_TABLES, REPLACES_KEY, TABLES, live_files
-from collectors.outputs.history.files import stores_timestamps
+from collectors.outputs.history import DATE_PREFIX, DETAIL_TABLES, REPLACES_KEY, TABLES, live_files, repeated_files
+from collectors.outputs.history.files import repeats_among, stores_timestamps
 from collectors.outputs.history.schema import SECONDS_TABLES, TIME_COLUMNS
 
 log = logging.getLogger(__name__)
@@ -117,13 +117,22 @@ def _day(t: float) -> date:
 def list_live_files(spark: SparkSession | None, root: str, table: str, start: float, end: float,
                     use_hadoop: bool | None = None) -> list[str]:
     """Live files of `table` for rows with ``start <= time < end`` (whole UTC days), as paths Spark can read."""
+    return _listed(spark, root, table, start, end, use_hadoop)[0]
+
+
+def _listed(spark: SparkSession | None, root: str, table: str, start: float, end: float,
+            use_hadoop: bool | None = None) -> tuple[list[str], dict[str, str]]:
+    """(live files, {file left out as a repeat: the file read instead}) of `table` for ``[start, end)``."""
     last = end - 1e-3  # the day of the last instant inside the range (end itself is excluded)
     if use_hadoop is None:
         use_hadoop = is_remote(root)
     if not use_hadoop:
-        return [str(p) for p in live_files(_local(root), table, start, last)]
+        base = _local(root)
+        return ([str(p) for p in live_files(base, table, start, last)],
+                {str(r): str(k) for r, k in repeated_files(base, table, start, last).items()})
     assert spark is not None, "listing remote history needs a Spark session"
-    return _HadoopLister(spark).live_files(str(root), table, _day(start), _day(last))
+    lister = _HadoopLister(spark)
+    return lister.live_files(str(root), table, _day(start), _day(last)), lister.repeats
 
 
 def live_file_sizes(root: str, table: str, start: float, end: float) -> list[tuple[str, int]]:
@@ -144,6 +153,7 @@ class _HadoopLister:
     def __init__(self, spark: SparkSession) -> None:
         self.jvm = spark._jvm  # type: ignore[attr-defined]
         self.conf = spark._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
+        self.repeats: dict[str, str] = {}  # of the last listing: {repeat: the file it repeats}
 
     def live_files(self, root: str, table: str, lo: date, hi: date) -> list[str]:
         table_path = self.jvm.org.apache.hadoop.fs.Path(root.rstrip("/") + "/" + table)
@@ -160,6 +170,7 @@ class _HadoopLister:
 
     def _listing(self, fs: Any, table_path: Any, lo: date, hi: date) -> list[str]:
         out: list[str] = []
+        self.repeats = {}
         for st in sorted(fs.listStatus(table_path), key=lambda s: s.getPath().getName()):
             name = st.getPath().getName()
             if not st.isDirectory() or not name.startswith(DATE_PREFIX):
@@ -174,15 +185,68 @@ class _HadoopLister:
                 entries = fs.listStatus(st.getPath())
             except Exception:  # the day was removed by retention after the first listing
                 continue
-            files = {e.getPath().getName(): e.getPath().toString() for e in entries
-                     if e.isFile() and e.getPath().getName().endswith(".parquet")
-                     and not e.getPath().getName().startswith((".", "_"))}
+            kept = [e for e in entries if e.isFile() and e.getPath().getName().endswith(".parquet")
+                    and not e.getPath().getName().startswith((".", "_"))]
+            files = {e.getPath().getName(): e.getPath().toString() for e in kept}
+            sizes = {e.getPath().getName(): int(e.getLen()) for e in kept}
             superseded: set[str] = set()
             for n, p in files.items():
                 if n.startswith("compact-"):
                     superseded |= self._replaces(p)
-            out.extend(files[n] for n in sorted(files) if n not in superseded)
+            live = [n for n in sorted(files) if n not in superseded]
+            repeats = self._repeats(fs, [(files[n], sizes[n]) for n in live])
+            self.repeats.update(repeats)
+            out.extend(files[n] for n in live if files[n] not in repeats)
         return out
+
+    def _repeats(self, fs: Any, files: list[tuple[str, int]]) -> dict[str, str]:
+        """`collectors.outputs.history.files.repeats_among` over the Hadoop API: {repeat: the file it repeats}."""
+        sizes = dict(files)
+        out = repeats_among(files, lambda a, b: self._same_rows(fs, a, b, sizes[a]))
+        for repeat, first in out.items():
+            log.warning("history: %s repeats %s byte for byte (a copied or restored file?); its rows are read once",
+                        repeat, first)
+        return out
+
+    def _same_rows(self, fs: Any, a: str, b: str, size: int) -> bool:
+        """`collectors.outputs.history.files.same_rows` for two files of `size` bytes, compared in the JVM
+        (Py4J passes byte arrays by value, so no buffer crosses to Python: commons-io compares the streams)."""
+        jvm = self.jvm
+        try:
+            footers = [self._footer(fs, p, size) for p in (a, b)]
+            if footers[0][:3] != footers[1][:3] or not footers[0][3].equals(footers[1][3]):
+                return False
+            data = size - 8 - footers[0][0]
+            streams = [fs.open(jvm.org.apache.hadoop.fs.Path(p)) for p in (a, b)]
+            try:
+                bounded = [jvm.org.apache.commons.io.input.BoundedInputStream(s, data) for s in streams]
+                return bool(jvm.org.apache.commons.io.IOUtils.contentEquals(*bounded))
+            finally:
+                for s in streams:
+                    s.close()
+        except Exception as e:  # unreadable: not a repeat (both are read, as before this rule)
+            log.warning("history: cannot compare %s with %s: %s", a, b, e)
+            return False
+
+    def _footer(self, fs: Any, path: str, size: int) -> tuple[int, int, int, Any]:
+        """(footer length in bytes, rows, row groups, schema) of a Parquet file of `size` bytes."""
+        jvm = self.jvm
+        hp = jvm.org.apache.hadoop.fs.Path(path)
+        stream = fs.open(hp)
+        try:
+            stream.seek(size - 8)
+            trailer = bytes(stream.readNBytes(8))  # a byte[] returned crosses Py4J as bytes
+        finally:
+            stream.close()
+        if len(trailer) != 8 or trailer[4:] != b"PAR1":
+            raise ValueError("not a Parquet file (no PAR1 trailer)")
+        reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(
+            jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(hp, self.conf))
+        try:
+            return (int.from_bytes(trailer[:4], "little"), int(reader.getRecordCount()),
+                    int(reader.getRowGroups().size()), reader.getFooter().getFileMetaData().getSchema())
+        finally:
+            reader.close()
 
     def _replaces(self, path: str) -> set[str]:
         jvm = self.jvm
@@ -212,6 +276,7 @@ class TableData:
     days: list[str] = field(default_factory=list)  # YYYY-MM-DD with at least one live file
     missing_columns: dict[str, int] = field(default_factory=dict)  # column -> files (of those checked) lacking it
     checked_files: int = 0
+    repeats: dict[str, str] = field(default_factory=dict)  # file left out -> the file with the same rows, read
 
 
 def _date_of_path(path: str) -> str | None:
@@ -259,7 +324,7 @@ def read_table(spark: SparkSession, root: str, table: str, start: float, end: fl
                clusters: Sequence[str] | None = None, use_hadoop: bool | None = None,
                check_schema: bool = True) -> TableData:
     """One history table for ``start <= time < end`` as a DataFrame with the table's full schema."""
-    files = list_live_files(spark, root, table, start, end, use_hadoop)
+    files, repeats = _listed(spark, root, table, start, end, use_hadoop)
     if not files:
         return TableData(table, empty_frame(spark, table))
     stamped = [f for f in files if stores_timestamps(f)]
@@ -287,7 +352,7 @@ def read_table(spark: SparkSession, root: str, table: str, start: float, end: fl
     checked = 0
     if check_schema and not (use_hadoop if use_hadoop is not None else is_remote(root)):
         missing, checked = missing_columns(table, _schema_sample(files))
-    return TableData(table, df, files, days, missing, checked)
+    return TableData(table, df, files, days, missing, checked, repeats)
 
 
 def _as_seconds(df: DataFrame, table: str) -> DataFrame:
@@ -333,7 +398,21 @@ def table_notes(data: dict[str, TableData], days: Sequence[str]) -> list[str]:
         for col, n in sorted(td.missing_columns.items()):
             notes.append(f"{name}: {n} of {td.checked_files} checked file(s) were written by an older schema "
                          f"without column `{col}`; it reads as null there.")
+    repeated = {name: td.repeats for name, td in data.items() if td.repeats}
+    if repeated:
+        name, repeats = next(iter(repeated.items()))
+        repeat, kept = min(repeats.items())
+        notes.append(f"{sum(map(len, repeated.values()))} history file(s) repeat another file of their day byte for "
+                     "byte (a copied or restored history?) and were read once ("
+                     + ", ".join(f"{n} {len(r)}" for n, r in repeated.items())
+                     + f"), e.g. {_short(repeat)} repeats {_short(kept)}.")
     return notes
+
+
+def _short(path: str) -> str:
+    """``<table>/date=YYYY-MM-DD/<name>`` of a history file: enough to find it, without the root (which may hold
+    credentials in a URL)."""
+    return "/".join(str(path).rstrip("/").split("/")[-3:])
 
 
 # ----------------------------------------------------------------------------------------------- writing

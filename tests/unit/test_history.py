@@ -7,6 +7,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,7 @@ from collectors.outputs.history import (
     list_tables,
     live_files,
     read_table,
+    repeated_files,
     snapshot_columns,
 )
 from collectors.outputs.history import writer as history_writer
@@ -473,6 +475,45 @@ def test_compaction_merges_a_finished_day(tmp_path: Path) -> None:
     write_day(w, 5, base=T0 + 3600)
     assert w.maybe_compact() == 2 and len(files_in(tmp_path, "topic_health")) == 1
     assert len(read_table(tmp_path, "topic_health")) == 34
+
+
+def _same_rows_new_footer(source: Path, target: Path) -> None:
+    """`source` written again with the same data and a footer that differs in its metadata only (what a
+    deterministic writer run twice produces): one byte of ``created_by`` changed, the length kept."""
+    data = bytearray(source.read_bytes())
+    at = data.rindex(b"parquet-cpp-arrow version ") + len(b"parquet-cpp-arrow version ")
+    data[at] = ord("9") if data[at] != ord("9") else ord("8")
+    target.write_bytes(bytes(data))
+
+
+def test_a_copied_file_is_read_once_and_compacted_away(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A file copied or restored under a new name holds the same rows: readers read it once (before this, a
+    restored backup doubled every count of the weekly report), the next compaction supersedes it, and files of
+    the same size with other rows (every flush of this day has the same size) are read as ever."""
+    w = HistoryWriter(tmp_path, compact_min_files=5, clock=lambda: LATER)
+    times = write_day(w, 6)
+    expected = read_table(tmp_path, "topic_health")
+    files = files_in(tmp_path, "topic_health")
+    assert len({f.stat().st_size for f in files}) == 1  # so the rule must compare their bytes, not their sizes
+    copy = files[2].with_name("part-9999-copy.v4.parquet")
+    shutil.copyfile(files[2], copy)
+    rewritten = files[4].with_name("part-9999-rewritten.v4.parquet")
+    _same_rows_new_footer(files[4], rewritten)
+    assert pq.read_metadata(rewritten).created_by != pq.read_metadata(files[4]).created_by
+    with caplog.at_level(logging.WARNING):
+        assert live_files(tmp_path, "topic_health") == files
+    assert f"{copy} repeats {files[2]} byte for byte" in caplog.text
+    assert repeated_files(tmp_path, "topic_health") == {copy: files[2], rewritten: files[4]}
+    assert repeated_files(tmp_path, "topic_health", start=T0 + DAY) == {}  # another day: not listed
+    pd.testing.assert_frame_equal(read_table(tmp_path, "topic_health"), expected)
+    assert w.maybe_compact() == 2  # topic_health and cluster, the repeats not counted as files to merge
+    merged = files_in(tmp_path, "topic_health")
+    assert len(merged) == 1 and merged[0].name.startswith("compact-")
+    replaced = set(json.loads(pq.read_schema(merged[0]).metadata[b"kmon.replaces"]))
+    assert {copy.name, rewritten.name} <= replaced and len(replaced) == 8
+    df = read_table(tmp_path, "topic_health")
+    assert len(df) == len(expected) == 12 and sorted(set(df.time)) == times
+    assert df.groupby(["time", "topic"]).size().max() == 1
 
 
 def test_compaction_orders_group_lag_row_groups_by_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -876,6 +877,30 @@ def test_only_live_files_are_read(spark: Any, tmp_path: Path, hadoop: bool) -> N
     assert [r["time"] - T0 - 2 * 86400 for r in rows(td.df, "time")] == [1, 2, 3]
     two_weeks = io.read_table(spark, root, "lso_gap", PREV.start, W.end, use_hadoop=hadoop)
     assert two_weeks.df.count() == 4
+    assert not td.repeats and not any("byte for byte" in n for n in io.table_notes({"lso_gap": td}, W.days()))
+
+
+@pytest.mark.parametrize("hadoop", [False, True], ids=["local-lister", "hadoop-lister"])
+def test_a_copied_file_is_read_once_and_named_in_the_notes(spark: Any, tmp_path: Path, hadoop: bool) -> None:
+    """A history file copied under a new name (a restored backup beside the live files) is read once, and the
+    report's notes say so; a file of the same size with another row is read as ever."""
+    day = "2026-11-18"
+    row = {"cluster": ["c1"], "schema_version": [1], "topic": ["t"], "partition": [0], "lso_gap": [1]}
+    a = _write(tmp_path, "lso_gap", day, "part-1-a.parquet", dict(row, time=[T0 + 2 * 86400 + 1]))
+    b = _write(tmp_path, "lso_gap", day, "part-2-b.parquet", dict(row, time=[T0 + 2 * 86400 + 2]))
+    assert a.stat().st_size == b.stat().st_size
+    shutil.copyfile(a, a.with_name("restored-a.parquet"))
+    root = f"file://{tmp_path}" if hadoop else str(tmp_path)
+    files = io.list_live_files(spark, root, "lso_gap", W.start, W.end, use_hadoop=hadoop)
+    assert sorted(Path(f.removeprefix("file:")).name for f in files) == ["part-1-a.parquet", "part-2-b.parquet"]
+    td = io.read_table(spark, root, "lso_gap", W.start, W.end, use_hadoop=hadoop)
+    assert [r["time"] - T0 - 2 * 86400 for r in rows(td.df, "time")] == [1, 2]
+    assert [(Path(k.removeprefix("file:")).name, Path(v.removeprefix("file:")).name)
+            for k, v in td.repeats.items()] == [("restored-a.parquet", "part-1-a.parquet")]
+    notes = [n for n in io.table_notes({"lso_gap": td}, W.days()) if "byte for byte" in n]
+    assert notes == ["1 history file(s) repeat another file of their day byte for byte (a copied or restored "
+                     f"history?) and were read once (lso_gap 1), e.g. lso_gap/date={day}/restored-a.parquet repeats "
+                     f"lso_gap/date={day}/part-1-a.parquet."]
 
 
 def test_cli_rejects_bad_arguments_with_exit_code_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],

@@ -28,12 +28,25 @@ finishes the deletes. A compacted file's row groups may be ordered by key (`ROW_
 no reader may depend on the order of rows inside a file. `read_table` and `live_files` apply the superseding
 rule; a foreign reader (Spark) should read the file list from `live_files`. One writer per root at a time is
 assumed (it deletes temp files on start).
+
+Repeated files. A live file whose bytes up to the footer, size, schema and row count equal another live file's of
+the same day (`files.same_rows`: a file copied or restored under a new name, a history copied into itself) holds
+the same rows: readers read it once (`live_files` leaves the later name out, `repeated_files` lists what it left
+out) and the next compaction of the day supersedes it with its inputs. Without this, a restored backup beside the
+live files doubled every count of the weekly report (broker availability read 199 %). Files are compared only
+when their sizes are equal, so a history without copies costs a stat per file.
 """
 
 
 from __future__ import annotations
 
-from collectors.outputs.history.files import available_dates, list_tables, live_files, stores_timestamps
+from collectors.outputs.history.files import (
+    available_dates,
+    list_tables,
+    live_files,
+    repeated_files,
+    stores_timestamps,
+)
 from collectors.outputs.history.reader import read_arrow, read_table, to_pandas
 from collectors.outputs.history.rows import Columns, snapshot_columns
 from collectors.outputs.history.schema import (
@@ -78,6 +91,7 @@ __all__ = [
     "live_files",
     "read_arrow",
     "read_table",
+    "repeated_files",
     "snapshot_columns",
     "stores_timestamps",
     "to_pandas",

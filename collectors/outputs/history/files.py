@@ -12,10 +12,11 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -95,17 +96,120 @@ def replaced_names(path: Path) -> frozenset[str]:
     return names
 
 
-def scan_date_dir(directory: Path) -> tuple[list[str], set[str]]:
-    """(live file names, superseded names present) of one ``date=`` directory."""
+K = TypeVar("K")
+
+_TRAILER = 8  # a Parquet file ends with the footer's length (uint32, little-endian) and b"PAR1"
+_COMPARE_CHUNK = 4 << 20
+_SAME_CACHE: dict[tuple[Any, ...], bool] = {}
+
+
+def _footer_length(f: Any) -> int | None:
+    f.seek(-_TRAILER, os.SEEK_END)
+    tail = f.read(_TRAILER)
+    return int.from_bytes(tail[:4], "little") if len(tail) == _TRAILER and tail[4:] == b"PAR1" else None
+
+
+def same_rows(a: Path, b: Path) -> bool:
+    """True when Parquet files `a` and `b` hold the same rows byte for byte: the same size, footer length,
+    schema and row count, and identical bytes from the start of the file to the footer (every column chunk and
+    page). Only the footer's key-value metadata may differ. That is what a file copied or restored under a new
+    name looks like, or the same data written twice by a deterministic writer; two flushes of a collector never
+    match (their poll times differ). Cached by both files' inode, size and mtime: published files never change.
+    """
+    try:
+        sa, sb = a.stat(), b.stat()
+        key = (str(a), sa.st_ino, sa.st_size, sa.st_mtime_ns, str(b), sb.st_ino, sb.st_size, sb.st_mtime_ns)
+        cached = _SAME_CACHE.get(key)
+        if cached is not None:
+            return cached
+        same = sa.st_size == sb.st_size and _same_bytes(a, b)
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError, pa.ArrowException) as e:
+        log.warning("history: cannot compare %s with %s: %s", a, b, e)
+        return False
+    if len(_SAME_CACHE) > 4096:
+        _SAME_CACHE.clear()
+    _SAME_CACHE[key] = same
+    if same:
+        log.warning("history: %s repeats %s byte for byte (a copied or restored file?); its rows are read once",
+                    b, a)
+    return same
+
+
+def _same_bytes(a: Path, b: Path) -> bool:
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        footer = _footer_length(fa)
+        if footer is None or footer != _footer_length(fb):
+            return False
+        ma, mb = pq.read_metadata(a), pq.read_metadata(b)
+        if ma.num_rows != mb.num_rows or ma.num_row_groups != mb.num_row_groups or not ma.schema.equals(mb.schema):
+            return False
+        left = os.fstat(fa.fileno()).st_size - _TRAILER - footer
+        fa.seek(0)
+        fb.seek(0)
+        while left > 0:
+            n = min(left, _COMPARE_CHUNK)
+            if fa.read(n) != fb.read(n):
+                return False
+            left -= n
+    return True
+
+
+def repeats_among(files: Iterable[tuple[K, int]], same: Callable[[K, K], bool]) -> dict[K, K]:
+    """Of `files` ((file, size) in name order), those whose rows repeat an earlier file's by `same`: {repeat: the
+    file it repeats}. Only files of equal size are compared, so a directory without copies costs nothing more
+    than its sizes. Shared by the local reader (`same_rows`) and the Spark job's Hadoop lister."""
+    by_size: dict[int, list[K]] = {}
+    for f, size in files:
+        by_size.setdefault(size, []).append(f)
+    out: dict[K, K] = {}
+    for group in (g for g in by_size.values() if len(g) > 1):
+        kept: list[K] = []
+        for f in group:
+            first = next((k for k in kept if same(k, f)), None)
+            if first is None:
+                kept.append(f)
+            else:
+                out[f] = first
+    return out
+
+
+def _sizes(directory: Path, names: Iterable[str]) -> Iterator[tuple[str, int]]:
+    for n in names:
+        with contextlib.suppress(FileNotFoundError):
+            yield n, os.stat(directory / n).st_size
+
+
+@dataclass(frozen=True)
+class DayFiles:
+    """The files of one ``date=`` directory as readers and the compaction see them."""
+
+    live: list[str]  # to read, sorted; repeats excluded
+    superseded: set[str]  # present, but named by a compact file's `kmon.replaces`
+    repeats: dict[str, str]  # present, live by the superseding rule, but the same rows as another live file
+
+
+def day_files(directory: Path) -> DayFiles:
+    """The live, superseded and repeated files of one ``date=`` directory (see the package doc)."""
     try:
         names = [n for n in os.listdir(directory) if n.endswith(".parquet") and not n.startswith((".", "_"))]
     except FileNotFoundError:
-        return [], set()
+        return DayFiles([], set(), {})
     superseded: set[str] = set()
     for n in names:
         if n.startswith("compact-"):
             superseded |= replaced_names(directory / n)
-    return sorted(n for n in names if n not in superseded), superseded & set(names)
+    live = sorted(n for n in names if n not in superseded)
+    repeats = repeats_among(_sizes(directory, live), lambda a, b: same_rows(directory / a, directory / b))
+    return DayFiles([n for n in live if n not in repeats], superseded & set(names), repeats)
+
+
+def scan_date_dir(directory: Path) -> tuple[list[str], set[str]]:
+    """(live file names, superseded names present) of one ``date=`` directory; files repeating another are not
+    live (`day_files`)."""
+    d = day_files(directory)
+    return d.live, d.superseded
 
 
 def _parse_date(name: str) -> date | None:
@@ -176,3 +280,14 @@ def live_files(root: Path, table: str, start: float | None = None, end: float | 
     return previous
 
 
+def repeated_files(root: Path, table: str, start: float | None = None, end: float | None = None) -> dict[Path, Path]:
+    """Files that `live_files` leaves out because they repeat another live file of their day (`same_rows`):
+    {repeat: the file read instead}. For readers that say so (the weekly report's notes)."""
+    lo = utc_date(start) if start is not None else None
+    hi = utc_date(end) if end is not None else None
+    out: dict[Path, Path] = {}
+    for day, d in date_dirs(Path(root) / table):
+        if (lo is not None and day < lo) or (hi is not None and day > hi):
+            continue
+        out.update({d / r: d / k for r, k in day_files(d).repeats.items()})
+    return out

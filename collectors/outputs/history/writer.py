@@ -28,6 +28,7 @@ from collectors.model.records import AlertRecord, ClusterSnapshot
 from collectors.outputs.atomic import fsync_dir
 from collectors.outputs.history.files import (
     date_dirs,
+    day_files,
     ensure_dir,
     new_name,
     publish_file,
@@ -295,10 +296,12 @@ class HistoryWriter:
         """Merge the live files of one table and day into one (see the module doc for the scheme)."""
         directory = self.root / table / f"{DATE_PREFIX}{day}"
         self._delete_superseded(directory)  # finish any interrupted compaction first
-        live, _ = scan_date_dir(directory)
+        files = day_files(directory)
+        live = files.live
         if len(live) < 2:
             return False
-        replaces: set[str] = set(live)
+        # a repeat's rows are in the file it repeats: superseded with the inputs, its rows not read twice
+        replaces: set[str] = set(live) | set(files.repeats)
         schemas = []
         for name in live:
             if name.startswith("compact-"):
