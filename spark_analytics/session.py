@@ -37,6 +37,22 @@ notebook, the tests) compiles almost none. A static setting, so set when the ses
 peak stayed at ~54 MB."""
 
 
+TUNING: dict[str, str] = {
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # the percentile aggregates keep one hash map per key; past 128 keys per task (Spark's default) they fall back
+    # to sorting every input row by key (docs/weekly-report.md, "Where the time goes")
+    "spark.sql.objectHashAggregate.sortBased.fallbackThreshold": str(OBJECT_HASH_AGG_KEYS),
+    # one hash map per aggregate, not two: the consumer cells (~150 k keys a task on the bench week) overflow the
+    # small first-level map, and every poll then probes both (docs/weekly-report.md, "Step 9")
+    TWO_LEVEL_HASH_MAP: "false",
+    CODEGEN_CACHE[0]: CODEGEN_CACHE[1],
+}
+"""The jobs' Spark settings that only tune speed: under spark-submit, a value its ``--conf`` or
+``spark-defaults.conf`` gives for one of them is kept (`build_session`). ``spark.sql.session.timeZone`` is not among
+them: the jobs need UTC and always set it."""
+
+
 def is_local_master(master: str | None) -> bool:
     return master is None or master.startswith("local")
 
@@ -189,6 +205,18 @@ def class_archive_arg(value: str | None, error: type[Exception]) -> Path | None:
     return path
 
 
+def launcher_settings() -> dict[str, str]:
+    """The ``spark.*`` settings the process was launched with (spark-submit's ``--conf`` and
+    ``spark-defaults.conf``: system properties of the driver JVM it started); empty outside spark-submit. The
+    session builder's own settings would override them (PySpark applies a builder's options last)."""
+    from pyspark import SparkConf, SparkContext
+
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return {}
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM (no context is created)
+    return dict(SparkConf(loadDefaults=True, _jvm=SparkContext._jvm).getAll())
+
+
 def _no_jvm_yet() -> bool:
     """Whether the next session starts a JVM (PySpark starts one a process: a later session reuses it, and the Java
     options it was started with)."""
@@ -314,8 +342,9 @@ def build_session(master: str | None = None, app_name: str = "kmon-weekly-report
     jobs (and AQE merges partitions, never splits them); measured in docs/weekly-report.md, "Step 5". A local
     `small_job` (little to aggregate) starts its JVM with `SMALL_JOB_JAVA_OPTIONS` (`small_job_java_options`), and
     one with a `class_archive` maps Spark's classes from it (`ClassArchive`; only a small job trains a missing one;
-    end such a session with `stop`); under spark-submit the cluster's settings rule, and where the driver's Java
-    options are chosen already (`java_options_chosen`) none are added.
+    end such a session with `stop`); under spark-submit the cluster's settings rule (its ``--conf`` for a `TUNING`
+    key is kept; the time zone is UTC whatever it says), and where the driver's Java options are chosen already
+    (`java_options_chosen`) none are added.
     """
     global _training
     from pyspark.sql import SparkSession
@@ -348,15 +377,11 @@ def build_session(master: str | None = None, app_name: str = "kmon-weekly-report
         if not submitted and (java := [o for o in java if o]):
             b = b.config("spark.driver.extraJavaOptions", " ".join(java))
             _training = training
-    b = (b.config("spark.sql.session.timeZone", "UTC").config("spark.ui.showConsoleProgress", "false")
-         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-         # the percentile aggregates keep one hash map per key; past 128 keys per task (Spark's default) they
-         # fall back to sorting every input row by key (docs/weekly-report.md, "Where the time goes")
-         .config("spark.sql.objectHashAggregate.sortBased.fallbackThreshold", str(OBJECT_HASH_AGG_KEYS))
-         # one hash map per aggregate, not two: the consumer cells (~150 k keys a task on the bench week) overflow
-         # the small first-level map, and every poll then probes both (docs/weekly-report.md, "Step 9")
-         .config(TWO_LEVEL_HASH_MAP, "false")
-         .config(*CODEGEN_CACHE))
+    b = b.config("spark.sql.session.timeZone", "UTC")
+    chosen = launcher_settings() if submitted else {}
+    for k, v in TUNING.items():
+        if k not in chosen:
+            b = b.config(k, v)
     for k, v in (conf or {}).items():
         b = b.config(k, v)
     spark = b.getOrCreate()

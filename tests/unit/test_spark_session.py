@@ -140,6 +140,39 @@ def test_a_small_jobs_jvm_starts_with_its_options_and_a_default_session_without(
     assert not any(b.getName().startswith("PS ") for b in jvm.getGarbageCollectorMXBeans())
 
 
+SUBMITTED = """
+import json
+from spark_analytics.session import CODEGEN_CACHE, TWO_LEVEL_HASH_MAP, build_session
+spark = build_session(app_name="kmon-submit-test")
+keys = ["spark.sql.objectHashAggregate.sortBased.fallbackThreshold", "spark.sql.session.timeZone",
+        TWO_LEVEL_HASH_MAP, CODEGEN_CACHE[0], "spark.master"]
+print("CONF " + json.dumps({k: spark.conf.get(k) for k in keys}))
+spark.stop()
+"""
+
+
+def test_under_spark_submit_its_conf_keeps_the_tuning_but_not_the_time_zone(tmp_path: Path) -> None:
+    """The README says spark-submit's ``--conf`` rules on a cluster; PySpark applies a session builder's options
+    last, so the jobs' own tuning used to override it. Run through the real spark-submit PySpark ships."""
+    script = tmp_path / "submitted.py"
+    script.write_text(SUBMITTED)
+    submit = Path(__import__("pyspark").__file__).parent / "bin" / "spark-submit"
+    env = {k: v for k, v in os.environ.items() if k not in (*JAVA_ENV, "SPARK_CONF_DIR", "PYSPARK_GATEWAY_PORT")}
+    env.update(PYTHONPATH=str(REPO), PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               SPARK_LOCAL_IP="127.0.0.1")
+    r = subprocess.run([str(submit), "--master", "local[1]", "--conf", "spark.driver.host=127.0.0.1",
+                        "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.ui.enabled=false",
+                        "--conf", "spark.sql.objectHashAggregate.sortBased.fallbackThreshold=77",
+                        "--conf", "spark.sql.session.timeZone=America/New_York", str(script)],
+                       capture_output=True, text=True, timeout=180, cwd=REPO, env=env, check=False)
+    assert r.returncode == 0, r.stderr[-2000:]
+    conf = json.loads(next(line for line in r.stdout.splitlines() if line.startswith("CONF "))[5:])
+    assert conf["spark.sql.objectHashAggregate.sortBased.fallbackThreshold"] == "77"  # spark-submit's
+    assert conf["spark.master"] == "local[1]"
+    assert conf["spark.sql.session.timeZone"] == "UTC"  # the jobs' figures need it
+    assert conf[TWO_LEVEL_HASH_MAP] == "false" and conf[CODEGEN_CACHE[0]] == CODEGEN_CACHE[1]  # not given: ours
+
+
 def test_the_sessions_hash_aggregates_probe_one_map_not_two() -> None:
     """The generated aggregate code has no first-level "fast" hash map: the consumer cells have more keys a task than
     it holds, and every poll then probed two maps. Read from the code Spark generates, so a setting that no longer
