@@ -132,7 +132,11 @@ def _listed(spark: SparkSession | None, root: str, table: str, start: float, end
                 {str(r): str(k) for r, k in repeated_files(base, table, start, last).items()})
     assert spark is not None, "listing remote history needs a Spark session"
     lister = _HadoopLister(spark)
-    return lister.live_files(str(root), table, _day(start), _day(last)), lister.repeats
+    files = lister.live_files(str(root), table, _day(start), _day(last))
+    for repeat, first in lister.repeats.items():  # once, not in each of the listings that must agree
+        log.warning("history: %s repeats %s byte for byte (a copied or restored file?); its rows are read once",
+                    repeat, first)
+    return files, lister.repeats
 
 
 def live_file_sizes(root: str, table: str, start: float, end: float) -> list[tuple[str, int]]:
@@ -202,11 +206,7 @@ class _HadoopLister:
     def _repeats(self, fs: Any, files: list[tuple[str, int]]) -> dict[str, str]:
         """`collectors.outputs.history.files.repeats_among` over the Hadoop API: {repeat: the file it repeats}."""
         sizes = dict(files)
-        out = repeats_among(files, lambda a, b: self._same_rows(fs, a, b, sizes[a]))
-        for repeat, first in out.items():
-            log.warning("history: %s repeats %s byte for byte (a copied or restored file?); its rows are read once",
-                        repeat, first)
-        return out
+        return repeats_among(files, lambda a, b: self._same_rows(fs, a, b, sizes[a]))
 
     def _same_rows(self, fs: Any, a: str, b: str, size: int) -> bool:
         """`collectors.outputs.history.files.same_rows` for two files of `size` bytes, compared in the JVM
@@ -400,8 +400,7 @@ def table_notes(data: dict[str, TableData], days: Sequence[str]) -> list[str]:
                          f"without column `{col}`; it reads as null there.")
     repeated = {name: td.repeats for name, td in data.items() if td.repeats}
     if repeated:
-        name, repeats = next(iter(repeated.items()))
-        repeat, kept = min(repeats.items())
+        repeat, kept = min(next(iter(repeated.values())).items())
         notes.append(f"{sum(map(len, repeated.values()))} history file(s) repeat another file of their day byte for "
                      "byte (a copied or restored history?) and were read once ("
                      + ", ".join(f"{n} {len(r)}" for n, r in repeated.items())
