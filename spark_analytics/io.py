@@ -41,7 +41,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from collectors.outputs.history import DATE_PREFIX, DETAIL_TABLES, REPLACES_KEY, TABLES, live_files, repeated_files
-from collectors.outputs.history.files import repeats_among, stores_timestamps
+from collectors.outputs.history.files import REPEAT_WARNING, repeats_among, stores_timestamps
 from collectors.outputs.history.schema import SECONDS_TABLES, TIME_COLUMNS
 
 log = logging.getLogger(__name__)
@@ -131,12 +131,10 @@ def _listed(spark: SparkSession | None, root: str, table: str, start: float, end
         return ([str(p) for p in live_files(base, table, start, last)],
                 {str(r): str(k) for r, k in repeated_files(base, table, start, last).items()})
     assert spark is not None, "listing remote history needs a Spark session"
-    lister = _HadoopLister(spark)
-    files = lister.live_files(str(root), table, _day(start), _day(last))
-    for repeat, first in lister.repeats.items():  # once, not in each of the listings that must agree
-        log.warning("history: %s repeats %s byte for byte (a copied or restored file?); its rows are read once",
-                    repeat, first)
-    return files, lister.repeats
+    files, repeats = _HadoopLister(spark).live_files(str(root), table, _day(start), _day(last))
+    for repeat, first in repeats.items():  # once, not in each of the listings that must agree
+        log.warning(REPEAT_WARNING, repeat, first)
+    return files, repeats
 
 
 def live_file_sizes(root: str, table: str, start: float, end: float) -> list[tuple[str, int]]:
@@ -157,13 +155,14 @@ class _HadoopLister:
     def __init__(self, spark: SparkSession) -> None:
         self.jvm = spark._jvm  # type: ignore[attr-defined]
         self.conf = spark._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
-        self.repeats: dict[str, str] = {}  # of the last listing: {repeat: the file it repeats}
+        self._same: dict[tuple[str, str], bool] = {}  # compared already, in an earlier listing of this read
 
-    def live_files(self, root: str, table: str, lo: date, hi: date) -> list[str]:
+    def live_files(self, root: str, table: str, lo: date, hi: date) -> tuple[list[str], dict[str, str]]:
+        """(live files, {repeat left out: the file read instead}) of `table`'s ``date=`` directories `lo`..`hi`."""
         table_path = self.jvm.org.apache.hadoop.fs.Path(root.rstrip("/") + "/" + table)
         fs = table_path.getFileSystem(self.conf)
         if not fs.exists(table_path):
-            return []
+            return [], {}
         previous = self._listing(fs, table_path, lo, hi)
         for _ in range(10):  # until two listings agree (a compaction may finish in between)
             current = self._listing(fs, table_path, lo, hi)
@@ -172,9 +171,9 @@ class _HadoopLister:
             previous = current
         return previous
 
-    def _listing(self, fs: Any, table_path: Any, lo: date, hi: date) -> list[str]:
+    def _listing(self, fs: Any, table_path: Any, lo: date, hi: date) -> tuple[list[str], dict[str, str]]:
         out: list[str] = []
-        self.repeats = {}
+        repeated: dict[str, str] = {}
         for st in sorted(fs.listStatus(table_path), key=lambda s: s.getPath().getName()):
             name = st.getPath().getName()
             if not st.isDirectory() or not name.startswith(DATE_PREFIX):
@@ -199,14 +198,20 @@ class _HadoopLister:
                     superseded |= self._replaces(p)
             live = [n for n in sorted(files) if n not in superseded]
             repeats = self._repeats(fs, [(files[n], sizes[n]) for n in live])
-            self.repeats.update(repeats)
+            repeated.update(repeats)
             out.extend(files[n] for n in live if files[n] not in repeats)
-        return out
+        return out, repeated
 
     def _repeats(self, fs: Any, files: list[tuple[str, int]]) -> dict[str, str]:
         """`collectors.outputs.history.files.repeats_among` over the Hadoop API: {repeat: the file it repeats}."""
         sizes = dict(files)
-        return repeats_among(files, lambda a, b: self._same_rows(fs, a, b, sizes[a]))
+
+        def same(a: str, b: str) -> bool:
+            if (a, b) not in self._same:
+                self._same[(a, b)] = self._same_rows(fs, a, b, sizes[a])
+            return self._same[(a, b)]
+
+        return repeats_among(files, same)
 
     def _same_rows(self, fs: Any, a: str, b: str, size: int) -> bool:
         """`collectors.outputs.history.files.same_rows` for two files of `size` bytes, compared in the JVM

@@ -101,6 +101,7 @@ K = TypeVar("K")
 _TRAILER = 8  # a Parquet file ends with the footer's length (uint32, little-endian) and b"PAR1"
 _COMPARE_CHUNK = 4 << 20
 _SAME_CACHE: dict[tuple[Any, ...], bool] = {}
+REPEAT_WARNING = "history: %s repeats %s byte for byte (a copied or restored file?); its rows are read once"
 
 
 def _footer_length(f: Any) -> int | None:
@@ -132,8 +133,7 @@ def same_rows(a: Path, b: Path) -> bool:
         _SAME_CACHE.clear()
     _SAME_CACHE[key] = same
     if same:
-        log.warning("history: %s repeats %s byte for byte (a copied or restored file?); its rows are read once",
-                    b, a)
+        log.warning(REPEAT_WARNING, b, a)
     return same
 
 
