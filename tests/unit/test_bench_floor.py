@@ -9,15 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 
 from bench import bench_floor
 from collectors.outputs.history.schema import SECONDS_TABLES
 from spark_analytics import aggregations as A
 from spark_analytics.aggregations import histogram as hist
-from spark_analytics.aggregations.consumers import lag_cells
 from tests.support.spark_history import spark_session
 
 W = A.Period.iso_week("2026-W47")
@@ -34,7 +33,6 @@ def _put(root: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def test_both_engines_count_the_same_groups_at_every_step(tmp_path: Path) -> None:
-    duckdb = pytest.importorskip("duckdb")
     edge = hist.GAMMA ** 40  # a bucket's upper edge: a value just above it falls in the next bucket
     lags = [0, 1, 5, 5, 6, 1000, int(edge), int(edge) + 1, None]
     secs = [0.0, None, 2.5, 2.5, 2.6, edge, edge * (1 + 1e-9), 700.0, 3.0]
@@ -62,11 +60,10 @@ def test_both_engines_count_the_same_groups_at_every_step(tmp_path: Path) -> Non
     spark = spark_session()
     steps = bench_floor.spark_steps(spark, tmp_path, W, 600.0)
     ours = {step: steps[step]() for step in bench_floor.COUNTED[:2]}
-    ours[bench_floor.STEPS[4]] = bench_floor.spark_cell_count(spark, tmp_path, W, 600.0)
+    ours[bench_floor.STEPS[4]] = bench_floor.spark_cells(spark, tmp_path, W, 600.0).count()
     assert duck == want and ours == want
     cells = bench_floor.duckdb_cells(tmp_path, W, 600.0)
     assert set(con.execute(f"SELECT group_id, topic, b1, b2 FROM ({cells})").fetchall()) == by_cells
-    frame = bench_floor._polls(spark, tmp_path, W)
     assert {(r.group_id, r.topic, r.lag_bucket, r.lag_seconds_bucket)
-            for r in lag_cells(frame, W.start, W.end, 600.0, day=0).collect()} == by_cells
+            for r in bench_floor.spark_cells(spark, tmp_path, W, 600.0).collect()} == by_cells
     steps[bench_floor.STEPS[4]]()  # the timed cells step runs to the end (every column, the noop sink)
