@@ -151,6 +151,9 @@ def prepare(a: argparse.Namespace) -> None:
         for week in (period.previous().label, a.week):
             print(f"generating a synthetic week ({week}) of 5,000 partitions into {a.dir} ...", flush=True)
             generate(a.dir, week, Shape.scaled(5000))
+    elif not any((a.dir / "cluster").glob(f"date={period.previous().days()[0]}")):
+        raise SystemExit(f"{a.dir} has no history for {period.previous().label}, the week before {a.week}: a "
+                         "weekly run's steady state needs both (give a new --dir, generated with both)")
     if not a.rollups.is_dir():
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         from spark_analytics import rollup
