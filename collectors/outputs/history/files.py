@@ -238,7 +238,6 @@ def utc_date(t: float) -> date:
     return datetime.fromtimestamp(t, UTC).date()
 
 
-
 def list_tables(root: Path) -> list[str]:
     """Tables present under `root` (directories holding at least one ``date=`` directory)."""
     try:
