@@ -21,7 +21,8 @@ case "$cmd" in
   test)
     bash scripts/setup.sh
     .venv/bin/ruff check .
-    exec .venv/bin/python -m pytest "$@"
+    # two workers (tests/conftest.py): the Spark modules on one, the rest beside them; KMON_TEST_WORKERS=0 runs serially
+    exec .venv/bin/python -m pytest -n "${KMON_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@"
     ;;
   *)
     echo "usage: ./run.sh demo|test|setup [args...]" >&2
