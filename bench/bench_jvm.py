@@ -87,22 +87,25 @@ def parse_configs(values: Iterable[str]) -> dict[str, str]:
     return out
 
 
+def _cpu_seconds(stat: Path) -> float:
+    """User + system CPU of a process or thread from its ``stat`` file (after the command name, which may hold
+    spaces and parentheses: fields 14 and 15 of proc(5))."""
+    fields = stat.read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _threads(pid: int) -> dict[int, tuple[str, float]]:
-    tick = os.sysconf("SC_CLK_TCK")
     out: dict[int, tuple[str, float]] = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
-            name = (task / "comm").read_text().strip()
-            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            out[int(task.name)] = ((task / "comm").read_text().strip(), _cpu_seconds(task / "stat"))
         except OSError:  # ended between the listing and the read
             continue
-        out[int(task.name)] = (name, (int(fields[11]) + int(fields[12])) / tick)
     return out
 
 
 def _process_cpu(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return _cpu_seconds(Path(f"/proc/{pid}/stat"))
 
 
 def child(a: argparse.Namespace) -> None:
