@@ -35,13 +35,16 @@ the rows. The other history tables are small (per poll or per event) and the rep
 Layout: ``DIR/<table>/date=YYYY-MM-DD/rollup.parquet`` and ``DIR/_days/YYYY-MM-DD.json``, the day's manifest
 (version, when, the history files it was made from, each cluster's lag SLO). The manifest is removed first and
 written last, each file atomically: a killed run leaves a day without a manifest, which the report treats as not
-rolled up (and computes from the history), never a half-written day. ``DIR`` is a local (or mounted) directory.
+rolled up (and computes from the history), never a half-written day. A damaged day (a file missing, unreadable or
+with other rows than its manifest says) reads the same way, with a warning naming the file (`Store.manifest`).
+``DIR`` is a local (or mounted) directory.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -51,7 +54,7 @@ import traceback
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -231,12 +234,31 @@ class Store:
         return self.root / table / f"date={day}" / FILE
 
     def manifest(self, day: str) -> dict[str, Any] | None:
+        """The day's manifest when the day can be read as rolled up, else None: the report then computes the day
+        from the history, and the next roll-up run writes it again.
+
+        None without a word for no manifest (a run killed half-way removed it first) and for an older `VERSION`.
+        None with a warning naming the file (once per file state) for what no run of ours leaves: a manifest that
+        is not JSON, a table's file missing, one whose Parquet footer cannot be read (emptied, truncated — a
+        copy of the store cut short —, not Parquet), or one with other rows than the manifest recorded or rows of
+        another day (a file copied from another day or run: `file_problem`). Without this check such a day failed
+        the whole report at its first read."""
+        path = self.manifest_path(day)
         try:
-            doc = json.loads(self.manifest_path(day).read_text())
-        except (OSError, ValueError):
+            doc = json.loads(path.read_text())
+        except OSError:
             return None
-        if doc.get("version") != VERSION or not all(self.file(t, day).is_file() for t in TABLES):
+        except ValueError as e:
+            _unreadable(str(path), f"not a manifest ({e})")
             return None
+        if not isinstance(doc, dict) or doc.get("version") != VERSION:
+            return None
+        rows = doc.get("rows") or {}
+        for t in TABLES:
+            problem = file_problem(self.file(t, day), day, rows.get(t))
+            if problem is not None:
+                _unreadable(str(self.file(t, day)), problem)
+                return None
         return doc
 
     def write_day(self, day: str, tables: dict[str, pa.Table], sources: dict[str, list[list[Any]]],
@@ -249,6 +271,59 @@ class Store:
             rows[name] = t.num_rows
         io.write_json(self.manifest_path(day), {"version": VERSION, "day": day, "rolled_up_at": time.time(),
                                                 "history_files": sources, "lag_slo_s": slo, "rows": rows})
+
+
+def file_problem(path: Path, day: str, rows: int | None) -> str | None:
+    """Why a stored table's file cannot be read as `day`'s as the manifest says (None: it can): missing, its footer
+    unreadable, other `rows` than recorded (None: not checked), or rows of another day by the footer's statistics
+    of its ``day`` or ``time`` column (a file copied from another day with as many rows)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return "missing"
+    got = _footer(str(path), st.st_mtime_ns, st.st_size)
+    if isinstance(got, str):
+        return got
+    n, column, lo, hi = got
+    if rows is not None and n != rows:
+        return f"{n:,} rows where the manifest recorded {rows:,}"
+    first, end = (epoch_day(day), epoch_day(day) + 1) if column == "day" else (day_start(day), day_start(day) + DAY_S)
+    if lo is not None and hi is not None and not first <= lo <= hi < end:
+        def when(v: Any) -> str:
+            return (date(1970, 1, 1) + timedelta(days=v)).isoformat() if column == "day" else \
+                datetime.fromtimestamp(v, UTC).isoformat(timespec="seconds")
+        return f"rows of {when(lo)} to {when(hi)} by its {column} column, not of {day}"
+    return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _footer(path: str, mtime_ns: int, size: int) -> tuple[int, str, Any, Any] | str:
+    """A Parquet file's rows and the range of its ``day`` (else ``time``) column by the footer's statistics (None
+    where it has none: no rows), or why the footer cannot be read. Cached by the file's state: a report asks about
+    each day of four weeks up to three times (its reads, the trend, whether it is a small job)."""
+    try:
+        meta = pq.read_metadata(path)
+    except (OSError, ValueError, pa.ArrowException) as e:
+        return f"unreadable Parquet ({type(e).__name__}: {e})"
+    names = meta.schema.names
+    column = "day" if "day" in names else "time"
+    lo = hi = None
+    if column in names:
+        at = names.index(column)
+        for g in range(meta.num_row_groups):
+            stats = meta.row_group(g).column(at).statistics
+            if stats is None or not stats.has_min_max:
+                return meta.num_rows, column, None, None
+            lo = stats.min if lo is None else min(lo, stats.min)
+            hi = stats.max if hi is None else max(hi, stats.max)
+    return meta.num_rows, column, lo, hi
+
+
+@functools.cache
+def _unreadable(path: str, problem: str) -> None:
+    """Warn once per file and problem (cached: the same day is asked about several times a run)."""
+    log.warning("roll-up file %s: %s; its day reads as not rolled up (computed from the history; the next roll-up "
+                "run writes it again)", path, problem)
 
 
 def history_files(history: str, day: str) -> dict[str, list[list[Any]]]:

@@ -312,17 +312,26 @@ def stop(spark: Any, succeeded: bool = True) -> None:
         training.tmp.unlink(missing_ok=True)
 
 
+_ERROR_CLASS = re.compile(r"\[[A-Z][A-Z_]*(\.[A-Z_]+)*\]")
+"""A Spark error class in a message, e.g. ``[FAILED_READ_FILE.NO_HINT]``."""
+
+
 def describe_failure(e: BaseException, limit: int = 500) -> str:
     """One line for a job's ``failed:`` message: the exception's type and first line; for a Java exception through
     Py4J (whose first line is only "An error occurred while calling o120.unpersist."), the Java exception's own
-    line after it; and, where `e` was raised while handling another exception (a clean-up in a ``finally`` block),
-    that one too, which would otherwise be hidden without ``--verbose``."""
+    line after it, and when that line carries no Spark error class (``Exception thrown in awaitResult:``, what a
+    table collected as Arrow fails with) the first cause that does (``[FAILED_READ_FILE.NO_HINT] Encountered error
+    while reading file …``: which file); and, where `e` was raised while handling another exception (a clean-up in
+    a ``finally`` block), that one too, which would otherwise be hidden without ``--verbose``."""
     def one(x: BaseException) -> str:
         lines = [ln.strip() for ln in str(x).strip().splitlines() if ln.strip()]
         text = lines[0] if lines else ""
         java = next((ln[2:].strip() for ln in lines[1:] if ln.startswith(": ")), None)
         if java:
             text = f"{text} {java}"
+            cause = next((ln for ln in lines if ln.startswith("Caused by:") and _ERROR_CLASS.search(ln)), None)
+            if cause and not _ERROR_CLASS.search(java):
+                text = f"{text} (caused by {cause.removeprefix('Caused by:').strip()})"
         return f"{type(x).__name__}: {text[:limit]}"
 
     out = one(e)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import random
 from pathlib import Path
 from typing import Any
@@ -282,6 +283,53 @@ def test_a_killed_rollup_leaves_a_day_the_report_does_not_read(spark: Any, tmp_p
     fresh = tmp_path / "fresh"
     assert rollup.main(["--history", str(hist), "--rollups", str(fresh)], spark=spark, now=T0) == 0
     assert fresh.is_dir() and not any(fresh.iterdir())
+
+
+def test_a_damaged_rollup_day_is_computed_from_the_history_named_and_rolled_up_again(
+        spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]) -> None:
+    """What no run of ours leaves (a manifest that is not JSON, a file from another day, a file cut short) reads as
+    not rolled up, with a warning naming the file, instead of failing the report at its first read."""
+    hist, store = tmp_path / "history", tmp_path / "rollups"
+    _history(hist)
+    d0, d1 = W.days()[:2]
+    assert rollup.main(["--history", str(hist), "--rollups", str(store), "--day", d0, "--day", d1], spark=spark) == 0
+    s = rollup.Store(store)
+    assert rollup.fresh_days(s, str(hist), W.days()) == [d0, d1]
+    manifest, days, hists = s.manifest_path(d0), s.file("group_lag_days", d0), s.file("group_lag_hist", d0)
+    assert pq.read_metadata(s.file("group_lag_hist", d1)).num_rows != pq.read_metadata(hists).num_rows
+    kept = {f: f.read_bytes() for f in (manifest, days, hists)}
+    assert pq.read_metadata(s.file("group_lag_days", d1)).num_rows == pq.read_metadata(days).num_rows
+    damages = [(manifest, lambda: manifest.write_text('{"version": 2, "day"'), "not a manifest"),
+               (hists, lambda: hists.write_bytes(s.file("group_lag_hist", d1).read_bytes()),
+                "rows where the manifest recorded"),
+               (days, lambda: days.write_bytes(s.file("group_lag_days", d1).read_bytes()),  # as many rows
+                f"rows of {d1} to {d1} by its day column, not of {d0}"),
+               (days, lambda: days.write_bytes(kept[days][: len(kept[days]) // 2]), "unreadable Parquet")]
+    for damaged, damage, problem in damages:
+        for f, b in kept.items():
+            f.write_bytes(b)
+        assert rollup.fresh_days(s, str(hist), W.days()) == [d0, d1]
+        damage()
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="spark_analytics.rollup"):
+            assert rollup.fresh_days(s, str(hist), W.days()) == [d1]
+            assert rollup.fresh_days(s, str(hist), W.days()) == [d1]  # asked again: no second warning
+        warned = [r.getMessage() for r in caplog.records]
+        assert len(warned) == 1 and str(damaged) in warned[0] and problem in warned[0], warned
+    # the report computes the day from the history (which gives the figures of the roll-ups: the first test)
+    c = compute(spark, str(hist), W, A.Options(rollups=str(store)))
+    assert c.rollup_days == [d1] and c.tables["consumer_lag"].num_rows > 1
+    # and the next roll-up run writes it again (the history's only complete day at `now`)
+    capsys.readouterr()
+    assert rollup.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=T0 + DAY) == 0
+    assert f"rolled up 1 day(s) ({d0}..{d0})" in capsys.readouterr().out
+    assert rollup.fresh_days(s, str(hist), W.days()) == [d0, d1]
+    s.file("topic_health_polls", d1).unlink()
+    assert rollup.fresh_days(s, str(hist), W.days()) == [d0]
+    assert rollup.file_problem(s.file("topic_health_polls", d1), d1, None) == "missing"
+    assert rollup.file_problem(s.file("topic_health_polls", d0), d0, None) is None
+    assert rollup.file_problem(s.file("topic_health_polls", d0), d1, None) == (  # by its time column
+        f"rows of {d0}T00:00:00+00:00 to {d0}T23:50:00+00:00 by its time column, not of {d1}")
 
 
 def test_four_week_trend_reads_the_rollups_of_older_weeks(spark: Any, tmp_path: Path) -> None:

@@ -296,6 +296,30 @@ def test_class_archive_argument_names_what_is_wrong(tmp_path: Path) -> None:
         class_archive_arg(str(tmp_path), ValueError)
 
 
+def test_a_failed_read_names_the_file_even_where_spark_only_says_await_result(tmp_path: Path) -> None:
+    """A table collected as Arrow that meets a damaged Parquet file fails with "Exception thrown in awaitResult:";
+    the file is named only in a cause deep in the Java trace, which the ``failed:`` line now carries."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from py4j.protocol import Py4JJavaError
+
+    path = tmp_path / "damaged.parquet"
+    pq.write_table(pa.table({"a": list(range(1000)), "s": [f"x{i % 7}" for i in range(1000)]}), path)
+    data = bytearray(path.read_bytes())
+    data[8:300] = b"\xab" * 292  # the first pages; the footer intact
+    path.write_bytes(bytes(data))
+    spark = spark_session()
+    with pytest.raises(Py4JJavaError) as got:
+        spark.read.parquet(str(path)).toArrow()
+    line = describe_failure(got.value)
+    assert "Exception thrown in awaitResult:" in line, line
+    assert line.endswith(f"(caused by org.apache.spark.SparkException: [FAILED_READ_FILE.NO_HINT] Encountered error "
+                         f"while reading file file://{path}.  SQLSTATE: KD001)"), line
+    with pytest.raises(Py4JJavaError) as direct:  # where the Java line names the file itself, no cause is added
+        spark.read.parquet(str(path)).collect()
+    assert "caused by" not in describe_failure(direct.value) and str(path) in describe_failure(direct.value)
+
+
 def test_a_failure_names_the_java_exception_and_the_error_a_clean_up_hid() -> None:
     """A job's ``failed:`` line (`describe_failure`): from a real Java exception through Py4J, whose own first line
     names only the Py4J call, the Java exception's line too; from an error raised in a ``finally`` while another
