@@ -24,6 +24,7 @@ Reading follows the history contract of `collectors.outputs.history` (see its mo
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import math
@@ -120,21 +121,49 @@ def list_live_files(spark: SparkSession | None, root: str, table: str, start: fl
     return _listed(spark, root, table, start, end, use_hadoop)[0]
 
 
+EMPTY_WARNING = "history file %s is empty (0 bytes): it holds no rows and is left out"
+
+
 def _listed(spark: SparkSession | None, root: str, table: str, start: float, end: float,
-            use_hadoop: bool | None = None) -> tuple[list[str], dict[str, str]]:
-    """(live files, {file left out as a repeat: the file read instead}) of `table` for ``[start, end)``."""
+            use_hadoop: bool | None = None) -> tuple[list[str], dict[str, str], list[str]]:
+    """(live files, {file left out as a repeat: the file read instead}, live files left out as empty) of `table`
+    for ``[start, end)``.
+
+    An empty (0-byte) file cannot be Parquet; the collectors never publish one (written, fsynced, then renamed), so
+    it comes from outside: a copy or restore cut short. Spark skips it without a word, which made a day of
+    ``brokers`` whose only file was emptied read as no brokers at all; listed apart, the report's notes name it."""
     last = end - 1e-3  # the day of the last instant inside the range (end itself is excluded)
     if use_hadoop is None:
         use_hadoop = is_remote(root)
     if not use_hadoop:
         base = _local(root)
-        return ([str(p) for p in live_files(base, table, start, last)],
-                {str(r): str(k) for r, k in repeated_files(base, table, start, last).items()})
+        listed = [str(p) for p in live_files(base, table, start, last)]
+        empty = [f for f in listed if _size(f) == 0]
+        for f in empty:
+            _warn_empty(f)
+        return ([f for f in listed if f not in set(empty)],
+                {str(r): str(k) for r, k in repeated_files(base, table, start, last).items()}, empty)
     assert spark is not None, "listing remote history needs a Spark session"
-    files, repeats = _HadoopLister(spark).live_files(str(root), table, _day(start), _day(last))
+    files, repeats, empty = _HadoopLister(spark).live_files(str(root), table, _day(start), _day(last))
     for repeat, first in repeats.items():  # once, not in each of the listings that must agree
         log.warning(REPEAT_WARNING, repeat, first)
-    return files, repeats
+    for f in empty:
+        _warn_empty(f)
+    return files, repeats, empty
+
+
+@functools.cache
+def _warn_empty(path: str) -> None:
+    """Once per file and process: a report lists each table more than once (its reads, its inputs' record)."""
+    log.warning(EMPTY_WARNING, path)
+
+
+def _size(path: str) -> int | None:
+    """A local file's size; None when it is gone (compacted since the listing: not empty, just not there)."""
+    try:
+        return os.stat(path).st_size
+    except FileNotFoundError:
+        return None
 
 
 def live_file_sizes(root: str, table: str, start: float, end: float) -> list[tuple[str, int]]:
@@ -157,12 +186,13 @@ class _HadoopLister:
         self.conf = spark._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
         self._same: dict[tuple[str, str], bool] = {}  # compared already, in an earlier listing of this read
 
-    def live_files(self, root: str, table: str, lo: date, hi: date) -> tuple[list[str], dict[str, str]]:
-        """(live files, {repeat left out: the file read instead}) of `table`'s ``date=`` directories `lo`..`hi`."""
+    def live_files(self, root: str, table: str, lo: date, hi: date) -> tuple[list[str], dict[str, str], list[str]]:
+        """(live files, {repeat left out: the file read instead}, empty live files left out) of `table`'s ``date=``
+        directories `lo`..`hi`."""
         table_path = self.jvm.org.apache.hadoop.fs.Path(root.rstrip("/") + "/" + table)
         fs = table_path.getFileSystem(self.conf)
         if not fs.exists(table_path):
-            return [], {}
+            return [], {}, []
         previous = self._listing(fs, table_path, lo, hi)
         for _ in range(10):  # until two listings agree (a compaction may finish in between)
             current = self._listing(fs, table_path, lo, hi)
@@ -171,9 +201,10 @@ class _HadoopLister:
             previous = current
         return previous
 
-    def _listing(self, fs: Any, table_path: Any, lo: date, hi: date) -> tuple[list[str], dict[str, str]]:
+    def _listing(self, fs: Any, table_path: Any, lo: date, hi: date) -> tuple[list[str], dict[str, str], list[str]]:
         out: list[str] = []
         repeated: dict[str, str] = {}
+        empty: list[str] = []
         for st in sorted(fs.listStatus(table_path), key=lambda s: s.getPath().getName()):
             name = st.getPath().getName()
             if not st.isDirectory() or not name.startswith(DATE_PREFIX):
@@ -199,8 +230,9 @@ class _HadoopLister:
             live = [n for n in sorted(files) if n not in superseded]
             repeats = self._repeats(fs, [(files[n], sizes[n]) for n in live])
             repeated.update(repeats)
-            out.extend(files[n] for n in live if files[n] not in repeats)
-        return out, repeated
+            empty.extend(files[n] for n in live if sizes[n] == 0)
+            out.extend(files[n] for n in live if files[n] not in repeats and sizes[n] > 0)
+        return out, repeated, empty
 
     def _repeats(self, fs: Any, files: list[tuple[str, int]]) -> dict[str, str]:
         """`collectors.outputs.history.files.repeats_among` over the Hadoop API: {repeat: the file it repeats}."""
@@ -282,6 +314,7 @@ class TableData:
     missing_columns: dict[str, int] = field(default_factory=dict)  # column -> files (of those checked) lacking it
     checked_files: int = 0
     repeats: dict[str, str] = field(default_factory=dict)  # file left out -> the file with the same rows, read
+    empty: list[str] = field(default_factory=list)  # live files left out as empty (0 bytes: no rows)
 
 
 def _date_of_path(path: str) -> str | None:
@@ -329,9 +362,9 @@ def read_table(spark: SparkSession, root: str, table: str, start: float, end: fl
                clusters: Sequence[str] | None = None, use_hadoop: bool | None = None,
                check_schema: bool = True) -> TableData:
     """One history table for ``start <= time < end`` as a DataFrame with the table's full schema."""
-    files, repeats = _listed(spark, root, table, start, end, use_hadoop)
+    files, repeats, empty = _listed(spark, root, table, start, end, use_hadoop)
     if not files:
-        return TableData(table, empty_frame(spark, table))
+        return TableData(table, empty_frame(spark, table), empty=empty)
     stamped = [f for f in files if stores_timestamps(f)]
     older = [f for f in files if not stores_timestamps(f)] if stamped else files
     frames = []
@@ -357,7 +390,7 @@ def read_table(spark: SparkSession, root: str, table: str, start: float, end: fl
     checked = 0
     if check_schema and not (use_hadoop if use_hadoop is not None else is_remote(root)):
         missing, checked = missing_columns(table, _schema_sample(files))
-    return TableData(table, df, files, days, missing, checked, repeats)
+    return TableData(table, df, files, days, missing, checked, repeats, empty)
 
 
 def _as_seconds(df: DataFrame, table: str) -> DataFrame:
@@ -410,6 +443,13 @@ def table_notes(data: dict[str, TableData], days: Sequence[str]) -> list[str]:
                      "byte (a copied or restored history?) and were read once ("
                      + ", ".join(f"{n} {len(r)}" for n, r in repeated.items())
                      + f"), e.g. {_short(repeat)} repeats {_short(kept)}.")
+    emptied = {name: td.empty for name, td in data.items() if td.empty}
+    if emptied:
+        notes.append(f"{sum(map(len, emptied.values()))} history file(s) are empty (0 bytes: a copy or restore cut "
+                     "short?) and were left out ("
+                     + ", ".join(f"{n} {len(e)}" for n, e in emptied.items())
+                     + f"), e.g. {_short(min(next(iter(emptied.values()))))}: the figures lack whatever rows they "
+                     "held.")
     return notes
 
 

@@ -903,6 +903,27 @@ def test_a_copied_file_is_read_once_and_named_in_the_notes(spark: Any, tmp_path:
                      f"lso_gap/date={day}/part-1-a.parquet."]
 
 
+@pytest.mark.parametrize("hadoop", [False, True], ids=["local-lister", "hadoop-lister"])
+def test_an_empty_file_is_left_out_and_named_in_the_notes(spark: Any, tmp_path: Path, hadoop: bool) -> None:
+    """A 0-byte history file (a copy or restore cut short: the collectors never publish one) is skipped by Spark
+    without a word; listed apart, the notes name it, and a day whose only file it is reads as without data."""
+    day, other = "2026-11-18", "2026-11-19"
+    row = {"cluster": ["c1"], "schema_version": [1], "topic": ["t"], "partition": [0], "lso_gap": [1]}
+    _write(tmp_path, "lso_gap", day, "part-1-a.parquet", dict(row, time=[T0 + 2 * 86400 + 1]))
+    _write(tmp_path, "lso_gap", other, "part-2-b.parquet", dict(row, time=[T0 + 3 * 86400 + 1])).write_bytes(b"")
+    root = f"file://{tmp_path}" if hadoop else str(tmp_path)
+    td = io.read_table(spark, root, "lso_gap", W.start, W.end, use_hadoop=hadoop)
+    assert [Path(f.removeprefix("file:")).name for f in td.files] == ["part-1-a.parquet"] and td.days == [day]
+    assert [Path(f.removeprefix("file:")).name for f in td.empty] == ["part-2-b.parquet"]
+    assert [r["time"] - T0 - 2 * 86400 for r in rows(td.df, "time")] == [1]
+    assert [n for n in io.table_notes({"lso_gap": td}, W.days()) if "empty" in n] == [
+        "1 history file(s) are empty (0 bytes: a copy or restore cut short?) and were left out (lso_gap 1), e.g. "
+        f"lso_gap/date={other}/part-2-b.parquet: the figures lack whatever rows they held."]
+    alone = io.read_table(spark, root, "lso_gap", T0 + 3 * 86400, T0 + 4 * 86400, use_hadoop=hadoop)
+    assert alone.files == [] and len(alone.empty) == 1 and alone.df.count() == 0
+    assert io.list_live_files(spark, root, "lso_gap", W.start, W.end, use_hadoop=hadoop) == td.files
+
+
 def test_cli_rejects_bad_arguments_with_exit_code_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     assert main(["--history", str(tmp_path), "--week", "2026-47", "--out", str(tmp_path / "o")]) == 2
