@@ -479,13 +479,25 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, now: float | None
         return 0
     started = time.monotonic()
     own = spark is None
-    written = None
+    written = dict.fromkeys(TABLES, 0)
+    done: list[str] = []
+    failed: list[str] = []
     try:
         if own:
             spark = build_session(a.master, app_name="kmon-rollup", verbose=a.verbose,
                                   small_job=reads_little(a.history, todo),  # e.g. a night's day of a small fleet
                                   class_archive=archive)
-        written = rollup(spark, a.history, store, todo)
+        for d in todo:  # a day that fails (a damaged history file) does not hold back the days after it
+            try:
+                got = rollup(spark, a.history, store, [d])
+            except Exception as e:
+                if a.verbose:
+                    traceback.print_exc()
+                print(f"rollup: {d} failed: {describe_failure(e)}", file=sys.stderr)
+                failed.append(d)
+                continue
+            done.append(d)
+            written = {k: written[k] + got[k] for k in TABLES}
     except Exception as e:
         if a.verbose:
             traceback.print_exc()
@@ -493,9 +505,14 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, now: float | None
         return 1
     finally:
         if own and spark is not None:
-            stop(spark, succeeded=written is not None)
-    print(f"rolled up {len(todo)} day(s) ({todo[0]}..{todo[-1]}) into {store.root} in "
-          f"{time.monotonic() - started:.1f}s: " + ", ".join(f"{k} {v:,}" for k, v in written.items()))
+            stop(spark, succeeded=bool(done) and not failed)
+    if done:
+        print(f"rolled up {len(done)} day(s) ({done[0]}..{done[-1]}) into {store.root} in "
+              f"{time.monotonic() - started:.1f}s: " + ", ".join(f"{k} {v:,}" for k, v in written.items()))
+    if failed:
+        print(f"rollup: failed: {len(failed)} of {len(todo)} day(s) ({', '.join(failed)}); the next run tries them "
+              "again", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -332,6 +332,21 @@ def test_a_damaged_rollup_day_is_computed_from_the_history_named_and_rolled_up_a
         f"rows of {d0}T00:00:00+00:00 to {d0}T23:50:00+00:00 by its time column, not of {d1}")
 
 
+def test_a_day_that_fails_is_named_and_does_not_hold_back_the_days_after_it(
+        spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    hist, store = tmp_path / "history", tmp_path / "rollups"
+    _history(hist)
+    d0, d1, d3 = (W.days()[i] for i in (0, 1, 3))
+    cut = hist / "group_lag" / f"date={d1}" / "part-0.parquet"
+    cut.write_bytes(cut.read_bytes()[: cut.stat().st_size // 2])  # a restore cut short
+    assert rollup.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=W.end + 3600) == 1
+    out = capsys.readouterr()
+    assert f"rolled up 2 day(s) ({d0}..{d3})" in out.out
+    assert f"rollup: {d1} failed: " in out.err and f"{cut}" in out.err, out.err
+    assert f"rollup: failed: 1 of 3 day(s) ({d1}); the next run tries them again" in out.err
+    assert rollup.fresh_days(rollup.Store(store), str(hist), W.days()) == [d0, d3]
+
+
 def test_four_week_trend_reads_the_rollups_of_older_weeks(spark: Any, tmp_path: Path) -> None:
     hist, store = tmp_path / "history", tmp_path / "rollups"
     _history(hist)
