@@ -472,7 +472,12 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, now: float | None
     else:
         days = [d for d in history_days(a.history) if d < today]
     store = Store.at(a.rollups)
-    store.root.mkdir(parents=True, exist_ok=True)  # so a report can name it from the first day on
+    try:
+        store.root.mkdir(parents=True, exist_ok=True)  # so a report can name it from the first day on
+    except OSError as e:  # a file in the way, no permission, a read-only mount
+        print(f"rollup: error: argument --rollups: {a.rollups!r}: cannot be a directory here "
+              f"({e.strerror or e})", file=sys.stderr)
+        return 2
     todo = days if a.force or a.day else [d for d in days if d not in set(fresh_days(store, a.history, days))]
     if not todo:
         print(f"rollup: nothing to do ({len(days)} day(s) up to date under {store.root})")

@@ -949,6 +949,10 @@ def test_cli_rejects_bad_arguments_with_exit_code_2(tmp_path: Path, capsys: pyte
     assert "--class-archive" in capsys.readouterr().err
     assert rollup.main(["--history", str(tmp_path), "--class-archive", "hdfs:///x.jsa"]) == 2
     assert "--class-archive" in capsys.readouterr().err
+    (tmp_path / "a-file").write_text("")  # --rollups in the way of a file: named, not a traceback
+    for where in ("a-file", "a-file/sub"):
+        assert rollup.main(["--history", str(tmp_path), "--rollups", str(tmp_path / where)]) == 2
+        assert "argument --rollups" in capsys.readouterr().err
     assert weekly_report.parse_args(["--history", str(tmp_path)]).class_archive is None
     monkeypatch.setenv(CLASS_ARCHIVE_ENV, str(tmp_path / "c.jsa"))  # the default (an image sets it)
     assert weekly_report.parse_args(["--history", str(tmp_path)]).class_archive == tmp_path / "c.jsa"
