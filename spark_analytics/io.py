@@ -141,7 +141,8 @@ def _listed(spark: SparkSession | None, root: str, table: str, start: float, end
         empty = [f for f in listed if _size(f) == 0]
         for f in empty:
             _warn_empty(f)
-        return ([f for f in listed if f not in set(empty)],
+        left_out = set(empty)
+        return ([f for f in listed if f not in left_out],
                 {str(r): str(k) for r, k in repeated_files(base, table, start, last).items()}, empty)
     assert spark is not None, "listing remote history needs a Spark session"
     files, repeats, empty = _HadoopLister(spark).live_files(str(root), table, _day(start), _day(last))

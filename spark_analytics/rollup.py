@@ -322,8 +322,8 @@ def _footer(path: str, mtime_ns: int, size: int) -> tuple[int, str, Any, Any] | 
 @functools.cache
 def _unreadable(path: str, problem: str) -> None:
     """Warn once per file and problem (cached: the same day is asked about several times a run)."""
-    log.warning("roll-up file %s: %s; its day reads as not rolled up (computed from the history; the next roll-up "
-                "run writes it again)", path, problem)
+    log.warning("roll-up file %s: %s; its day reads as not rolled up (a report computes it from the history, or "
+                "leaves it out of the four-week trend; the next roll-up run writes it again)", path, problem)
 
 
 def history_files(history: str, day: str) -> dict[str, list[list[Any]]]:
