@@ -61,6 +61,10 @@ class _Chunk:
     batch: pa.RecordBatch
 
 
+class CompactionError(RuntimeError):
+    """Some days could not be compacted (named); every other day was. `HistoryWriter.maintain` records it."""
+
+
 class HistoryWriter:
     """Buffers poll results as Arrow batches and writes them as Parquet files atomically (see module doc).
 
@@ -86,6 +90,7 @@ class HistoryWriter:
         self.last_error: str | None = None
         self.last_error_at: float | None = None
         self.last_maintenance_error: str | None = None
+        self._unreadable_warned: set[Path] = set()
         self.dropped_rows = 0
         self.flush_failures = 0
         self.rows_written = 0
@@ -283,14 +288,28 @@ class HistoryWriter:
         """Compact every finished (before today, UTC) day of every table with >= compact_min_files files."""
         today = utc_date(self.clock() if now is None else now)
         done = 0
+        failed: list[str] = []
         for table_dir in self._table_dirs():
             for day, d in date_dirs(table_dir):
                 if day >= today:
                     continue
                 live, _ = scan_date_dir(d)
-                if len(live) >= self.compact_min_files and self.compact(table_dir.name, day.isoformat()):
-                    done += 1
+                try:
+                    if len(live) >= self.compact_min_files and self.compact(table_dir.name, day.isoformat()):
+                        done += 1
+                except Exception as e:  # one day that cannot be merged must not hold back every day after it
+                    log.warning("history: cannot compact %s/%s: %s: %s", table_dir.name, d.name, type(e).__name__, e)
+                    failed.append(f"{table_dir.name}/{d.name}")
+        if failed:
+            raise CompactionError(f"{len(failed)} day(s) not compacted ({', '.join(failed[:5])}"
+                                  f"{', …' if len(failed) > 5 else ''}); the others were")
         return done
+
+    def _warn_unreadable(self, path: Path, e: BaseException) -> None:
+        if path not in self._unreadable_warned:  # once per file and process, not at every hourly maintenance
+            self._unreadable_warned.add(path)
+            log.warning("history: %s is not readable Parquet (%s: %s); left out of its day's compaction and "
+                        "skipped by readers", path, type(e).__name__, e)
 
     def compact(self, table: str, day: str) -> bool:
         """Merge the live files of one table and day into one (see the module doc for the scheme)."""
@@ -300,13 +319,23 @@ class HistoryWriter:
         live = files.live
         if len(live) < 2:
             return False
+        schemas = []
+        readable = []
+        for name in live:
+            try:
+                schemas.append(pq.read_schema(directory / name))
+            except (OSError, pa.ArrowException) as e:  # emptied or cut short by hand (we never publish one)
+                self._warn_unreadable(directory / name, e)
+                continue
+            readable.append(name)
+        live = readable  # an unreadable file stays where it is, outside the merge: deleting it could lose rows
+        if len(live) < 2:
+            return False
         # a repeat's rows are in the file it repeats: superseded with the inputs, its rows not read twice
         replaces: set[str] = set(live) | set(files.repeats)
-        schemas = []
         for name in live:
             if name.startswith("compact-"):
                 replaces |= replaced_names(directory / name)
-            schemas.append(pq.read_schema(directory / name))
         target = TABLES.get(table)
         if target is None:
             target = pa.unify_schemas([s.remove_metadata() for s in schemas])
