@@ -24,7 +24,6 @@ Reading follows the history contract of `collectors.outputs.history` (see its mo
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import logging
 import math
@@ -41,8 +40,16 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from collectors.outputs.history import DATE_PREFIX, DETAIL_TABLES, REPLACES_KEY, TABLES, live_files, repeated_files
-from collectors.outputs.history.files import REPEAT_WARNING, repeats_among, stores_timestamps
+from collectors.outputs.history import (
+    DATE_PREFIX,
+    DETAIL_TABLES,
+    REPLACES_KEY,
+    TABLES,
+    empty_files,
+    live_files,
+    repeated_files,
+)
+from collectors.outputs.history.files import REPEAT_WARNING, repeats_among, stores_timestamps, warn_empty
 from collectors.outputs.history.schema import SECONDS_TABLES, TIME_COLUMNS
 
 log = logging.getLogger(__name__)
@@ -121,50 +128,29 @@ def list_live_files(spark: SparkSession | None, root: str, table: str, start: fl
     return _listed(spark, root, table, start, end, use_hadoop)[0]
 
 
-EMPTY_WARNING = "history file %s is empty (0 bytes): it holds no rows and is left out"
-
-
 def _listed(spark: SparkSession | None, root: str, table: str, start: float, end: float,
             use_hadoop: bool | None = None) -> tuple[list[str], dict[str, str], list[str]]:
     """(live files, {file left out as a repeat: the file read instead}, live files left out as empty) of `table`
     for ``[start, end)``.
 
-    An empty (0-byte) file cannot be Parquet; the collectors never publish one (written, fsynced, then renamed), so
-    it comes from outside: a copy or restore cut short. Spark skips it without a word, which made a day of
-    ``brokers`` whose only file was emptied read as no brokers at all; listed apart, the report's notes name it."""
+    Empty (0-byte) files are left out as `collectors.outputs.history.files.day_files` does; Spark would skip them
+    without a word (a day of ``brokers`` whose only file was emptied read as no brokers at all): listed apart, the
+    report's notes name them."""
     last = end - 1e-3  # the day of the last instant inside the range (end itself is excluded)
     if use_hadoop is None:
         use_hadoop = is_remote(root)
     if not use_hadoop:
         base = _local(root)
-        listed = [str(p) for p in live_files(base, table, start, last)]
-        empty = [f for f in listed if _size(f) == 0]
-        for f in empty:
-            _warn_empty(f)
-        left_out = set(empty)
-        return ([f for f in listed if f not in left_out],
-                {str(r): str(k) for r, k in repeated_files(base, table, start, last).items()}, empty)
+        return ([str(p) for p in live_files(base, table, start, last)],
+                {str(r): str(k) for r, k in repeated_files(base, table, start, last).items()},
+                [str(p) for p in empty_files(base, table, start, last)])
     assert spark is not None, "listing remote history needs a Spark session"
     files, repeats, empty = _HadoopLister(spark).live_files(str(root), table, _day(start), _day(last))
     for repeat, first in repeats.items():  # once, not in each of the listings that must agree
         log.warning(REPEAT_WARNING, repeat, first)
     for f in empty:
-        _warn_empty(f)
+        warn_empty(f)
     return files, repeats, empty
-
-
-@functools.cache
-def _warn_empty(path: str) -> None:
-    """Once per file and process: a report lists each table more than once (its reads, its inputs' record)."""
-    log.warning(EMPTY_WARNING, path)
-
-
-def _size(path: str) -> int | None:
-    """A local file's size; None when it is gone (compacted since the listing: not empty, just not there)."""
-    try:
-        return os.stat(path).st_size
-    except FileNotFoundError:
-        return None
 
 
 def live_file_sizes(root: str, table: str, start: float, end: float) -> list[tuple[str, int]]:

@@ -518,16 +518,18 @@ def test_a_copied_file_is_read_once_and_compacted_away(tmp_path: Path, caplog: p
 
 def test_an_unreadable_file_is_left_out_of_compaction_and_holds_back_no_other_day(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """A file emptied by hand (the writer never publishes one) used to stop every hourly compaction at its day,
-    so no later day of any table was compacted again. It is now left in place outside the merge, named once; a
-    day that fails to merge (a file damaged past its intact footer) is skipped, the others are compacted, and
-    maintenance records which day failed."""
+    """A file emptied or cut short by hand (the writer never publishes one) used to stop every hourly compaction
+    at its day, so no later day of any table was compacted again. Both are now left in place outside the merge,
+    each named once (an empty file is not even live: `day_files`); a day that fails to merge (a file damaged past
+    its intact footer) is skipped, the others are compacted, and maintenance records which day failed."""
     w = HistoryWriter(tmp_path, compact_min_files=5, clock=lambda: LATER)
     for day in range(3):
         write_day(w, 6, base=T0 + day * DAY)
     expected = read_table(tmp_path, "topic_health")
     emptied = files_in(tmp_path, "cluster")[1]  # day 1
     emptied.write_bytes(b"")
+    cut = files_in(tmp_path, "cluster")[8]  # day 2
+    cut.write_bytes(cut.read_bytes()[: cut.stat().st_size // 2])
     damaged = [f for f in files_in(tmp_path, "topic_health") if "2023-11-16" in str(f)][2]  # day 2
     chunk = pq.read_metadata(damaged).row_group(0).column(0)
     start = min(chunk.data_page_offset, chunk.dictionary_page_offset or chunk.data_page_offset)
@@ -540,12 +542,14 @@ def test_an_unreadable_file_is_left_out_of_compaction_and_holds_back_no_other_da
         w.maintain()  # the next hour: the same day fails again, the emptied file is not named again
     assert w.last_maintenance_error is not None
     assert "1 day(s) not compacted (topic_health/date=2023-11-16)" in w.last_maintenance_error
-    assert caplog.text.count(f"{emptied} is not readable Parquet") == 1
+    assert caplog.text.count(f"{emptied} is empty (0 bytes)") == 1
+    assert caplog.text.count(f"{cut} is not readable Parquet") == 1
     assert caplog.text.count("cannot compact topic_health/date=2023-11-16") == 2
     names = {t: [(f.parent.name, f.name.split("-")[0]) for f in files_in(tmp_path, t)] for t in ("cluster",
                                                                                                 "topic_health")}
     assert names["cluster"] == [("date=2023-11-15", "compact"), ("date=2023-11-15", "part"),  # the emptied file
-                                ("date=2023-11-16", "compact"), ("date=2023-11-17", "compact")]
+                                ("date=2023-11-16", "compact"), ("date=2023-11-16", "part"),  # the one cut short
+                                ("date=2023-11-17", "compact")]
     assert names["topic_health"].count(("date=2023-11-16", "part")) == 6  # as they were, nothing deleted
     assert {("date=2023-11-15", "compact"), ("date=2023-11-17", "compact")} <= set(names["topic_health"])
     readable = read_table(tmp_path, "topic_health", start=T0, end=T0 + DAY)  # day 1, compacted, every row

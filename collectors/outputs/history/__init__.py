@@ -35,6 +35,9 @@ the same rows: readers read it once (`live_files` leaves the later name out, `re
 out) and the next compaction of the day supersedes it with its inputs. Without this, a restored backup beside the
 live files doubled every count of the weekly report (broker availability read 199 %). Files are compared only
 when their sizes are equal, so a history without copies costs a stat per file.
+
+Empty files. A live file of 0 bytes (a copy or restore cut short; the writer never publishes one) cannot be Parquet:
+readers and the compaction leave it out with a warning (`empty_files` lists them), instead of failing on it.
 """
 
 
@@ -42,6 +45,7 @@ from __future__ import annotations
 
 from collectors.outputs.history.files import (
     available_dates,
+    empty_files,
     list_tables,
     live_files,
     repeated_files,
@@ -86,6 +90,7 @@ __all__ = [
     "Columns",
     "HistoryWriter",
     "available_dates",
+    "empty_files",
     "in_row_group_order",
     "list_tables",
     "live_files",

@@ -6,6 +6,7 @@ See the package docstring (`collectors.outputs.history`) for the layout and the 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -13,7 +14,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -181,17 +182,32 @@ def _sizes(directory: Path, names: Iterable[str]) -> Iterator[tuple[str, int]]:
             yield n, os.stat(directory / n).st_size
 
 
+EMPTY_WARNING = "history: %s is empty (0 bytes): it holds no rows and is not read"
+
+
+@functools.cache
+def warn_empty(path: str) -> None:
+    """`EMPTY_WARNING`, once per file and process: every listing of a day finds the file again."""
+    log.warning(EMPTY_WARNING, path)
+
+
 @dataclass(frozen=True)
 class DayFiles:
     """The files of one ``date=`` directory as readers and the compaction see them."""
 
-    live: list[str]  # to read, sorted; repeats excluded
+    live: list[str]  # to read, sorted; repeats and empty files excluded
     superseded: set[str]  # present, but named by a compact file's `kmon.replaces`
     repeats: dict[str, str]  # present, live by the superseding rule, but the same rows as another live file
+    empty: list[str] = field(default_factory=list)  # present, live by the superseding rule, but 0 bytes: no rows
 
 
 def day_files(directory: Path) -> DayFiles:
-    """The live, superseded and repeated files of one ``date=`` directory (see the package doc)."""
+    """The live, superseded, repeated and empty files of one ``date=`` directory (see the package doc).
+
+    An empty (0-byte) file cannot be Parquet and holds no rows. The writer never publishes one (it writes, fsyncs,
+    then renames), so it comes from a copy or restore cut short: left out of `live` (and out of the comparison for
+    repeats) with a warning, instead of failing a read or the day's compaction, or being skipped by Spark without
+    a word."""
     try:
         names = [n for n in os.listdir(directory) if n.endswith(".parquet") and not n.startswith((".", "_"))]
     except FileNotFoundError:
@@ -201,8 +217,14 @@ def day_files(directory: Path) -> DayFiles:
         if n.startswith("compact-"):
             superseded |= replaced_names(directory / n)
     live = sorted(n for n in names if n not in superseded)
-    repeats = repeats_among(_sizes(directory, live), lambda a, b: same_rows(directory / a, directory / b))
-    return DayFiles([n for n in live if n not in repeats], superseded & set(names), repeats)
+    sizes = list(_sizes(directory, live))
+    empty = [n for n, size in sizes if size == 0]
+    for n in empty:
+        warn_empty(str(directory / n))
+    repeats = repeats_among([(n, size) for n, size in sizes if size > 0],
+                            lambda a, b: same_rows(directory / a, directory / b))
+    left_out = set(repeats) | set(empty)
+    return DayFiles([n for n in live if n not in left_out], superseded & set(names), repeats, empty)
 
 
 def scan_date_dir(directory: Path) -> tuple[list[str], set[str]]:
@@ -252,15 +274,18 @@ def available_dates(root: Path, table: str) -> list[str]:
     return [d.isoformat() for d, p in date_dirs(Path(root) / table) if scan_date_dir(p)[0]]
 
 
-def _listing(table_dir: Path, start: float | None, end: float | None) -> list[Path]:
+def _dirs_in(table_dir: Path, start: float | None, end: float | None) -> Iterator[Path]:
+    """The ``date=`` directories of `table_dir` that can hold rows of ``[start, end]`` (partition pruning: no file
+    of another day is opened)."""
     lo = utc_date(start) if start is not None else None
     hi = utc_date(end) if end is not None else None
-    files: list[Path] = []
     for day, d in date_dirs(table_dir):
-        if (lo is not None and day < lo) or (hi is not None and day > hi):
-            continue  # partition pruning: no file of that day is opened
-        files.extend(d / n for n in scan_date_dir(d)[0])
-    return files
+        if (lo is None or day >= lo) and (hi is None or day <= hi):
+            yield d
+
+
+def _listing(table_dir: Path, start: float | None, end: float | None) -> list[Path]:
+    return [d / n for d in _dirs_in(table_dir, start, end) for n in scan_date_dir(d)[0]]
 
 
 def live_files(root: Path, table: str, start: float | None = None, end: float | None = None) -> list[Path]:
@@ -282,11 +307,10 @@ def live_files(root: Path, table: str, start: float | None = None, end: float | 
 def repeated_files(root: Path, table: str, start: float | None = None, end: float | None = None) -> dict[Path, Path]:
     """Files that `live_files` leaves out because they repeat another live file of their day (`same_rows`):
     {repeat: the file read instead}. For readers that say so (the weekly report's notes)."""
-    lo = utc_date(start) if start is not None else None
-    hi = utc_date(end) if end is not None else None
-    out: dict[Path, Path] = {}
-    for day, d in date_dirs(Path(root) / table):
-        if (lo is not None and day < lo) or (hi is not None and day > hi):
-            continue
-        out.update({d / r: d / k for r, k in day_files(d).repeats.items()})
-    return out
+    return {d / r: d / k for d in _dirs_in(Path(root) / table, start, end) for r, k in day_files(d).repeats.items()}
+
+
+def empty_files(root: Path, table: str, start: float | None = None, end: float | None = None) -> list[Path]:
+    """Files that `live_files` leaves out because they are empty (0 bytes: no Parquet, no rows; `day_files`). For
+    readers that say so (the weekly report's notes)."""
+    return [d / n for d in _dirs_in(Path(root) / table, start, end) for n in day_files(d).empty]
