@@ -133,7 +133,14 @@ class ZnodeMirror:
                 self.needs_full = True
 
     def _write(self, snap: ZnodeSnapshot) -> None:
-        """Persistent znodes in multi-op transactions, the few ephemeral ones and deletions one by one.
+        """The few ephemeral znodes first, one by one; then persistent znodes in multi-op transactions, and
+        deletions one by one.
+
+        Ephemeral first because that is Kafka's order: a crashed broker's registration vanishes when its
+        session expires, and only then does the controller, watching ``/brokers/ids``, rewrite the partition
+        states it led; a restarted broker registers before the controller adds it back to an ISR; a new
+        controller's znode comes before its first state change. A reader of ZooKeeper never sees a shrunk
+        ISR beside the registration of the broker it lost.
 
         A 20,000-partition cluster has 60,000 znodes and a broker outage rewrites thousands of partition
         states; one request each would take minutes (kazoo spends ~0.3 ms of Python per request), a
@@ -141,6 +148,10 @@ class ZnodeMirror:
         the others are created, parents first. A transaction that fails (someone else created or deleted
         a znode) is redone one znode at a time, which tolerates both.
         """
+        ephemeral = {path: v for path, v in snap.data.items() if path in snap.ephemeral}
+        if ephemeral:
+            self._one_by_one(ephemeral, snap.ephemeral)  # parents included (/brokers/ids): present from now on
+            self._present.update(a for path, v in ephemeral.items() if v is not None for a in _ancestors(path))
         puts = {path: v for path, v in snap.data.items() if v is not None}
         bulk = {path: v for path, v in puts.items() if path not in snap.ephemeral}
         redo = self._transactions([("set", path, bulk[path]) for path in bulk if path in self._present])
@@ -155,8 +166,8 @@ class ZnodeMirror:
                     levels.setdefault(depth, {})[node] = bulk.get(node, b"")
         for depth in sorted(levels):
             redo += self._transactions([("create", node, v) for node, v in sorted(levels[depth].items())])
-        single = {path: v for path, v in snap.data.items() if path in snap.ephemeral or v is None}
-        single.update((path, bulk[path]) for path in redo)
+        single = {path: v for path, v in snap.data.items() if path not in snap.ephemeral and v is None}
+        single.update((path, bulk[path]) for path in redo if path in bulk)  # a parent: made with its children
         self._one_by_one(single, snap.ephemeral)
         self._present.update(bulk)
         self._present.update(node for nodes in levels.values() for node in nodes)
@@ -200,6 +211,12 @@ class ZnodeMirror:
             raced = [path for path, r in creates if _outcome(r, NodeExistsError) and path in puts]
             for r in [zk.set_async(path, puts[path]) for path in raced]:
                 r.get()
+
+
+def _ancestors(path: str) -> list[str]:
+    """"/a/b/c" -> ["/a", "/a/b"]."""
+    parts = path.split("/")
+    return ["/".join(parts[:depth]) for depth in range(2, len(parts))]
 
 
 def _outcome(result: IAsyncResult, tolerated: type[Exception]) -> bool:

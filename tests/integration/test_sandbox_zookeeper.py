@@ -61,16 +61,22 @@ def test_kafka_znodes_are_published(sbz: Sandbox, zk: KazooClient) -> None:
 
 
 def test_znodes_follow_broker_crash_and_isr_changes(sbz: Sandbox, zk: KazooClient) -> None:
+    state = "/brokers/topics/orders/partitions/1/state"
     sbz.call(lambda c: c.crash_broker(2))
     assert wait(lambda: "2" not in zk.get_children("/brokers/ids"))
     # the partition states are written right after the registration (one write batch, not one transaction)
     assert wait(lambda: state_of(zk, "orders", 1)["leader"] == 3)
     st = state_of(zk, "orders", 1)
     assert 2 not in st["isr"] and st["leader_epoch"] >= 1
+    # in Kafka's order, by ZooKeeper's own clock: the registration went (the last change of /brokers/ids's
+    # children) before the controller rewrote the state, so no reader saw the shrunk ISR beside broker 2's znode
+    deregistered, shrunk = zk.exists("/brokers/ids").pzxid, zk.exists(state).mzxid
+    assert deregistered < shrunk
     assert wait(lambda: state_of(zk, "single", 1)["leader"] == -1)
     sbz.call(lambda c: c.restart_broker(2))
     assert wait(lambda: "2" in zk.get_children("/brokers/ids"))
     assert wait(lambda: 2 in state_of(zk, "orders", 1)["isr"])
+    assert zk.exists("/brokers/ids").pzxid < zk.exists(state).mzxid  # registered before it rejoined the ISR
 
 
 def test_zookeeper_leader_kill_incident_elects_new_leader_with_higher_epoch(sbz: Sandbox) -> None:
