@@ -368,6 +368,25 @@ def test_unreadable_file_is_skipped_with_a_warning(tmp_path: Path, caplog: pytes
     assert "part-0-broken.parquet" in caplog.text
 
 
+def test_a_file_damaged_past_its_footer_is_skipped_once_named(tmp_path: Path,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    """The footer reads, the pages do not: the read of the range fails, each file is then read on its own, the one
+    that does not decode is named and left out, and later reads skip it before reading (one warning, not one per
+    dashboard refresh) until a whole file is put back under its name."""
+    w = HistoryWriter(tmp_path, clock=lambda: T0)
+    times = write_day(w, 3)
+    victim = files_in(tmp_path, "topic_health")[1]
+    good = victim.read_bytes()
+    damage_pages(victim)
+    with caplog.at_level(logging.WARNING, logger="collectors.outputs.history"):
+        assert sorted(set(read_table(tmp_path, "topic_health").time)) == [times[0], times[2]]
+        assert sorted(set(read_table(tmp_path, "topic_health").time)) == [times[0], times[2]]
+    assert caplog.text.count(f"skipping damaged file {victim}") == 1
+    assert "its footer reads but its pages do not" in caplog.text
+    victim.write_bytes(good)  # restored
+    assert sorted(set(read_table(tmp_path, "topic_health").time)) == times
+
+
 def test_schema_evolution_missing_columns_read_as_null(tmp_path: Path) -> None:
     w = HistoryWriter(tmp_path, clock=lambda: LATER)
     w.add_snapshot(small_snapshot(T0 + 100))
@@ -516,12 +535,22 @@ def test_a_copied_file_is_read_once_and_compacted_away(tmp_path: Path, caplog: p
     assert df.groupby(["time", "topic"]).size().max() == 1
 
 
+def damage_pages(path: Path) -> None:
+    """Overwrite the first column chunk's pages of `path`, not its footer: it still opens, its rows do not read."""
+    chunk = pq.read_metadata(path).row_group(0).column(0)
+    start = min(chunk.data_page_offset, chunk.dictionary_page_offset or chunk.data_page_offset)
+    data = bytearray(path.read_bytes())
+    data[start:start + chunk.total_compressed_size] = b"\xab" * chunk.total_compressed_size
+    path.write_bytes(bytes(data))
+    pq.read_metadata(path)  # still opens
+
+
 def test_an_unreadable_file_is_left_out_of_compaction_and_holds_back_no_other_day(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """A file emptied or cut short by hand (the writer never publishes one) used to stop every hourly compaction
-    at its day, so no later day of any table was compacted again. Both are now left in place outside the merge,
-    each named once (an empty file is not even live: `day_files`); a day that fails to merge (a file damaged past
-    its intact footer) is skipped, the others are compacted, and maintenance records which day failed."""
+    """A file emptied, cut short or damaged past its intact footer by hand (the writer never publishes one) used to
+    stop every hourly compaction at its day, so no later day of any table was compacted again. Each is now left in
+    place outside the merge and named once (an empty file is not even live: `day_files`; a damaged one is found
+    when the merge fails, and the merge is redone without it), and every day is compacted."""
     w = HistoryWriter(tmp_path, compact_min_files=5, clock=lambda: LATER)
     for day in range(3):
         write_day(w, 6, base=T0 + day * DAY)
@@ -531,29 +560,63 @@ def test_an_unreadable_file_is_left_out_of_compaction_and_holds_back_no_other_da
     cut = files_in(tmp_path, "cluster")[8]  # day 2
     cut.write_bytes(cut.read_bytes()[: cut.stat().st_size // 2])
     damaged = [f for f in files_in(tmp_path, "topic_health") if "2023-11-16" in str(f)][2]  # day 2
-    chunk = pq.read_metadata(damaged).row_group(0).column(0)
-    start = min(chunk.data_page_offset, chunk.dictionary_page_offset or chunk.data_page_offset)
-    data = bytearray(damaged.read_bytes())
-    data[start:start + chunk.total_compressed_size] = b"\xab" * chunk.total_compressed_size  # its pages, not the footer
-    damaged.write_bytes(bytes(data))
-    pq.read_metadata(damaged)  # still opens
+    damage_pages(damaged)
     with caplog.at_level(logging.WARNING):
         w.maintain()
-        w.maintain()  # the next hour: the same day fails again, the emptied file is not named again
-    assert w.last_maintenance_error is not None
-    assert "1 day(s) not compacted (topic_health/date=2023-11-16)" in w.last_maintenance_error
+        w.maintain()  # the next hour: nothing to do, and no file named again
+    assert w.last_maintenance_error is None
     assert caplog.text.count(f"{emptied} is empty (0 bytes)") == 1
     assert caplog.text.count(f"{cut} is not readable Parquet") == 1
-    assert caplog.text.count("cannot compact topic_health/date=2023-11-16") == 2
+    assert caplog.text.count(f"{damaged} is not readable Parquet") == 1
+    assert "cannot compact" not in caplog.text
     names = {t: [(f.parent.name, f.name.split("-")[0]) for f in files_in(tmp_path, t)] for t in ("cluster",
                                                                                                 "topic_health")}
     assert names["cluster"] == [("date=2023-11-15", "compact"), ("date=2023-11-15", "part"),  # the emptied file
                                 ("date=2023-11-16", "compact"), ("date=2023-11-16", "part"),  # the one cut short
                                 ("date=2023-11-17", "compact")]
-    assert names["topic_health"].count(("date=2023-11-16", "part")) == 6  # as they were, nothing deleted
-    assert {("date=2023-11-15", "compact"), ("date=2023-11-17", "compact")} <= set(names["topic_health"])
-    readable = read_table(tmp_path, "topic_health", start=T0, end=T0 + DAY)  # day 1, compacted, every row
-    pd.testing.assert_frame_equal(readable, expected[expected.time < T0 + DAY].reset_index(drop=True))
+    assert names["topic_health"] == [("date=2023-11-15", "compact"), ("date=2023-11-16", "compact"),
+                                     ("date=2023-11-16", "part"),  # the damaged one, as it was
+                                     ("date=2023-11-17", "compact")]
+    assert damaged.exists()
+    # every row but the damaged file's, once: the readers skip it as the compaction did
+    lost = pq.read_metadata(damaged).num_rows
+    with caplog.at_level(logging.WARNING):
+        after = read_table(tmp_path, "topic_health")
+    assert lost > 0 and len(after) == len(expected) - lost
+    assert after.drop_duplicates().shape == after.shape
+
+
+def test_a_day_that_fails_to_merge_holds_back_no_other_day(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           caplog: pytest.LogCaptureFixture) -> None:
+    """A merge that fails for a reason no single file explains (here the disk full while one day is written) is
+    logged and skipped; the other days are compacted, and maintenance records which day failed."""
+    w = HistoryWriter(tmp_path, compact_min_files=5, clock=lambda: LATER)
+    for day in range(3):
+        write_day(w, 6, base=T0 + day * DAY)
+    expected = read_table(tmp_path, "topic_health")
+    real = history_writer.publish_file
+
+    def full_on_day_2(directory: Path, name: str, write: Any) -> int:
+        if directory.name == "date=2023-11-16" and directory.parent.name == "topic_health":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(directory, name, write)
+
+    monkeypatch.setattr(history_writer, "publish_file", full_on_day_2)
+    with caplog.at_level(logging.WARNING):
+        w.maintain()
+    assert w.last_maintenance_error is not None
+    assert "1 day(s) not compacted (topic_health/date=2023-11-16)" in w.last_maintenance_error
+    assert "cannot compact topic_health/date=2023-11-16: OSError" in caplog.text
+    names = [(f.parent.name, f.name.split("-")[0]) for f in files_in(tmp_path, "topic_health")]
+    assert names.count(("date=2023-11-16", "part")) == 6  # as they were, nothing deleted
+    assert {("date=2023-11-15", "compact"), ("date=2023-11-17", "compact")} <= set(names)
+    assert all(name.startswith("compact") for f in files_in(tmp_path, "cluster") for name in [f.name])
+    pd.testing.assert_frame_equal(read_table(tmp_path, "topic_health"), expected)
+    monkeypatch.undo()
+    w.maintain()  # room again: the day is compacted at the next hour
+    assert w.last_maintenance_error is None
+    assert [f.parent.name for f in files_in(tmp_path, "topic_health")] == [
+        "date=2023-11-15", "date=2023-11-16", "date=2023-11-17"]
 
 
 def test_compaction_orders_group_lag_row_groups_by_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -38,6 +38,10 @@ when their sizes are equal, so a history without copies costs a stat per file.
 
 Empty files. A live file of 0 bytes (a copy or restore cut short; the writer never publishes one) cannot be Parquet:
 readers and the compaction leave it out with a warning (`empty_files` lists them), instead of failing on it.
+
+Damaged files. A file cut short or damaged past its footer (pages that do not decode) is left out of reads and of
+its day's compaction with one warning (`files.damage` names what is wrong; page damage is looked for only after a
+read or merge fails), and left where it is: deleting it could lose rows.
 """
 
 

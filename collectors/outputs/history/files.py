@@ -191,6 +191,50 @@ def warn_empty(path: str) -> None:
     log.warning(EMPTY_WARNING, path)
 
 
+def damage(path: Path) -> str | None:
+    """Why `path` cannot be read whole (every row group and column, with its own schema); None if it can.
+
+    Reading the footer finds a file emptied or cut short. A file damaged past an intact footer (a page
+    overwritten, a bad block in a restore) shows only when its pages are decoded, which this does for all of
+    them: for after a read of several files failed, to name the one at fault, not for every listing."""
+    try:
+        with pq.ParquetFile(path) as f:
+            for _ in f.iter_batches(batch_size=65_536):
+                pass
+    except FileNotFoundError:
+        return None  # gone, not broken: the next listing will not have it
+    except (OSError, pa.ArrowException) as e:
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+_DAMAGED: dict[str, tuple[int, int]] = {}
+
+
+def mark_damaged(path: Path) -> bool:
+    """Remember that `path`, as it is now (size and mtime), cannot be read; True the first time (to warn once)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    key, seen = str(path), _DAMAGED.get(str(path))
+    _DAMAGED[key] = (st.st_size, st.st_mtime_ns)
+    return seen != _DAMAGED[key]
+
+
+def known_damaged(path: Path) -> bool:
+    """True if `mark_damaged` saw `path` as it still is: a file put back whole under the same name reads again.
+    A dict lookup for every other file (no `stat`)."""
+    seen = _DAMAGED.get(str(path))
+    if seen is None:
+        return False
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    return seen == (st.st_size, st.st_mtime_ns)
+
+
 @dataclass(frozen=True)
 class DayFiles:
     """The files of one ``date=`` directory as readers and the compaction see them."""

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from collectors.outputs.history.files import live_files, stores_timestamps
+from collectors.outputs.history.files import damage, known_damaged, live_files, mark_damaged, stores_timestamps
 from collectors.outputs.history.schema import TABLES, TIME_TYPE, seconds_schema, to_seconds
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ def read_arrow(root: Path, table: str, start: float | None = None, end: float | 
                          f"known: {', '.join(full.names)}")
     skip: set[Path] = set()
     for attempt in range(5):
-        files = [f for f in live_files(root, table, start, end) if f not in skip]
+        files = [f for f in live_files(root, table, start, end) if f not in skip and not known_damaged(f)]
         if not files:
             return seconds_schema(full).empty_table().select(wanted)
         try:
@@ -82,9 +82,10 @@ def read_arrow(root: Path, table: str, start: float | None = None, end: float | 
                 raise
             continue  # a compaction or retention run deleted a file after we listed it: list again
         except (pa.ArrowInvalid, OSError):
-            bad = {f for f in files if not _readable(f)}
+            # a footer that does not read (cut short); failing that, pages that do not (damaged past the footer)
+            bad = {f for f in files if not _readable(f)} or {f for f in files if not _decodes(f)}
             if not bad or attempt == 4:
-                raise
+                raise  # every file reads on its own: not a damaged file, say why
             skip |= bad
     if "time" in wanted and result.num_rows:
         result = result.sort_by("time")
@@ -148,8 +149,19 @@ def _readable(path: Path) -> bool:
     except FileNotFoundError:
         return True  # gone, not broken: the next listing will not have it
     except (OSError, pa.ArrowException) as e:
-        log.warning("history: skipping unreadable file %s: %s", path, e)
+        if mark_damaged(path):  # later reads skip it before reading: one warning, not one per dashboard refresh
+            log.warning("history: skipping unreadable file %s: %s", path, e)
         return False
+
+
+def _decodes(path: Path) -> bool:
+    problem = damage(path)
+    if problem is None:
+        return True
+    if mark_damaged(path):
+        log.warning("history: skipping damaged file %s (%s): its footer reads but its pages do not; the rows it "
+                    "held are missing from what is shown", path, problem)
+    return False
 
 
 def read_table(root: Path, table: str, start: float | None = None, end: float | None = None,

@@ -27,9 +27,12 @@ from collectors.model.poll import IncidentEvent, PollResult
 from collectors.model.records import AlertRecord, ClusterSnapshot
 from collectors.outputs.atomic import fsync_dir
 from collectors.outputs.history.files import (
+    damage,
     date_dirs,
     day_files,
     ensure_dir,
+    known_damaged,
+    mark_damaged,
     new_name,
     publish_file,
     replaced_names,
@@ -305,41 +308,58 @@ class HistoryWriter:
                                   f"{', …' if len(failed) > 5 else ''}); the others were")
         return done
 
-    def _warn_unreadable(self, path: Path, e: BaseException) -> None:
+    def _warn_unreadable(self, path: Path, problem: str) -> None:
         if path not in self._unreadable_warned:  # once per file and process, not at every hourly maintenance
             self._unreadable_warned.add(path)
-            log.warning("history: %s is not readable Parquet (%s: %s); left out of its day's compaction and "
-                        "skipped by readers", path, type(e).__name__, e)
+            log.warning("history: %s is not readable Parquet (%s); left out of its day's compaction and "
+                        "skipped by readers", path, problem)
 
     def compact(self, table: str, day: str) -> bool:
-        """Merge the live files of one table and day into one (see the module doc for the scheme)."""
+        """Merge the live files of one table and day into one (see the module doc for the scheme).
+
+        A file that does not read stays where it is, outside the merge (deleting it could lose rows; readers skip
+        it too): a footer that does not read is found before merging; pages that do not decode (a file damaged past
+        an intact footer) only when the merge fails, then looked for file by file, and the merge is redone without
+        them. A failure that no single file explains is raised."""
         directory = self.root / table / f"{DATE_PREFIX}{day}"
         self._delete_superseded(directory)  # finish any interrupted compaction first
         files = day_files(directory)
-        live = files.live
-        if len(live) < 2:
-            return False
-        schemas = []
-        readable = []
-        for name in live:
-            try:
-                schemas.append(pq.read_schema(directory / name))
-            except (OSError, pa.ArrowException) as e:  # emptied or cut short by hand (we never publish one)
-                self._warn_unreadable(directory / name, e)
+        schemas: dict[str, pa.Schema] = {}
+        for name in files.live:
+            if known_damaged(directory / name):
                 continue
-            readable.append(name)
-        live = readable  # an unreadable file stays where it is, outside the merge: deleting it could lose rows
+            try:
+                schemas[name] = pq.read_schema(directory / name)
+            except (OSError, pa.ArrowException) as e:  # emptied or cut short by hand (we never publish one)
+                self._warn_unreadable(directory / name, f"{type(e).__name__}: {e}")
+        try:
+            return self._merge(table, day, directory, schemas, files.repeats)
+        except (OSError, pa.ArrowException):
+            damaged = {name: problem for name in schemas if (problem := damage(directory / name)) is not None}
+            if not damaged:
+                raise
+            for name, problem in damaged.items():
+                mark_damaged(directory / name)
+                self._warn_unreadable(directory / name, problem)
+            return self._merge(table, day, directory, {n: s for n, s in schemas.items() if n not in damaged},
+                               files.repeats)
+
+    def _merge(self, table: str, day: str, directory: Path, schemas: dict[str, pa.Schema],
+               repeats: dict[str, str]) -> bool:
+        """Publish one compact file holding the rows of the files `schemas` names (in that order), superseding
+        them and `repeats`; False (nothing written) for fewer than two files."""
+        live = list(schemas)
         if len(live) < 2:
             return False
         # a repeat's rows are in the file it repeats: superseded with the inputs, its rows not read twice
-        replaces: set[str] = set(live) | set(files.repeats)
+        replaces: set[str] = set(live) | set(repeats)
         for name in live:
             if name.startswith("compact-"):
                 replaces |= replaced_names(directory / name)
         target = TABLES.get(table)
         if target is None:
-            target = pa.unify_schemas([s.remove_metadata() for s in schemas])
-        for f in (f for s in schemas for f in s):  # columns from a newer writer survive the merge
+            target = pa.unify_schemas([s.remove_metadata() for s in schemas.values()])
+        for f in (f for s in schemas.values() for f in s):  # columns from a newer writer survive the merge
             if f.name not in target.names and f.name != "date":
                 target = target.append(f)
         target = target.with_metadata({"kmon.table": table, "kmon.history_schema_version": str(HISTORY_SCHEMA_VERSION),
