@@ -45,9 +45,7 @@ from collectors.outputs.history import (
     DETAIL_TABLES,
     REPLACES_KEY,
     TABLES,
-    empty_files,
-    live_files,
-    repeated_files,
+    list_files,
 )
 from collectors.outputs.history.files import REPEAT_WARNING, repeats_among, stores_timestamps, warn_empty
 from collectors.outputs.history.schema import SECONDS_TABLES, TIME_COLUMNS
@@ -140,10 +138,9 @@ def _listed(spark: SparkSession | None, root: str, table: str, start: float, end
     if use_hadoop is None:
         use_hadoop = is_remote(root)
     if not use_hadoop:
-        base = _local(root)
-        return ([str(p) for p in live_files(base, table, start, last)],
-                {str(r): str(k) for r, k in repeated_files(base, table, start, last).items()},
-                [str(p) for p in empty_files(base, table, start, last)])
+        listed = list_files(_local(root), table, start, last)  # one agreed walk for all three
+        return ([str(p) for p in listed.live], {str(r): str(k) for r, k in listed.repeats.items()},
+                [str(p) for p in listed.empty])
     assert spark is not None, "listing remote history needs a Spark session"
     files, repeats, empty = _HadoopLister(spark).live_files(str(root), table, _day(start), _day(last))
     for repeat, first in repeats.items():  # once, not in each of the listings that must agree

@@ -50,6 +50,7 @@ from __future__ import annotations
 from collectors.outputs.history.files import (
     available_dates,
     empty_files,
+    list_files,
     list_tables,
     live_files,
     repeated_files,
@@ -96,6 +97,7 @@ __all__ = [
     "available_dates",
     "empty_files",
     "in_row_group_order",
+    "list_files",
     "list_tables",
     "live_files",
     "read_arrow",

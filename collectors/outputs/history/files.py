@@ -328,12 +328,30 @@ def _dirs_in(table_dir: Path, start: float | None, end: float | None) -> Iterato
             yield d
 
 
-def _listing(table_dir: Path, start: float | None, end: float | None) -> list[Path]:
-    return [d / n for d in _dirs_in(table_dir, start, end) for n in scan_date_dir(d)[0]]
+@dataclass(frozen=True)
+class Listing:
+    """The files of a table over a range of days, as `day_files` sorts them, from one agreed listing."""
+
+    live: list[Path]
+    repeats: dict[Path, Path]  # {repeat left out: the file read instead}
+    empty: list[Path]
 
 
-def live_files(root: Path, table: str, start: float | None = None, end: float | None = None) -> list[Path]:
-    """The files a reader should read for rows with `start` <= time < `end` (days outside are pruned).
+def _listing(table_dir: Path, start: float | None, end: float | None) -> Listing:
+    live: list[Path] = []
+    repeats: dict[Path, Path] = {}
+    empty: list[Path] = []
+    for d in _dirs_in(table_dir, start, end):
+        files = day_files(d)
+        live += [d / n for n in files.live]
+        repeats.update((d / r, d / k) for r, k in files.repeats.items())
+        empty += [d / n for n in files.empty]
+    return Listing(live, repeats, empty)
+
+
+def list_files(root: Path, table: str, start: float | None = None, end: float | None = None) -> Listing:
+    """The live files a reader should read for rows with `start` <= time < `end` (days outside are pruned), and
+    those left out as repeats or empty, for readers that say so (the weekly report's notes): one walk for all three.
 
     Excludes temp files and files superseded by a compaction. The directory is listed until two
     listings agree, so a compaction finishing during the listing cannot yield a gap or a duplicate.
@@ -348,13 +366,18 @@ def live_files(root: Path, table: str, start: float | None = None, end: float | 
     return previous
 
 
+def live_files(root: Path, table: str, start: float | None = None, end: float | None = None) -> list[Path]:
+    """The files a reader should read for rows with `start` <= time < `end` (`list_files`)."""
+    return list_files(root, table, start, end).live
+
+
 def repeated_files(root: Path, table: str, start: float | None = None, end: float | None = None) -> dict[Path, Path]:
     """Files that `live_files` leaves out because they repeat another live file of their day (`same_rows`):
     {repeat: the file read instead}. For readers that say so (the weekly report's notes)."""
-    return {d / r: d / k for d in _dirs_in(Path(root) / table, start, end) for r, k in day_files(d).repeats.items()}
+    return list_files(root, table, start, end).repeats
 
 
 def empty_files(root: Path, table: str, start: float | None = None, end: float | None = None) -> list[Path]:
     """Files that `live_files` leaves out because they are empty (0 bytes: no Parquet, no rows; `day_files`). For
     readers that say so (the weekly report's notes)."""
-    return [d / n for d in _dirs_in(Path(root) / table, start, end) for n in day_files(d).empty]
+    return list_files(root, table, start, end).empty
