@@ -150,6 +150,14 @@ def _listed(spark: SparkSession | None, root: str, table: str, start: float, end
     return files, repeats, empty
 
 
+def vanished(e: BaseException) -> bool:
+    """True when `e` says a listed history file was gone when Spark opened it: a compaction or retention run of the
+    collector deleted it between the listing and the read (the rows are in the file that superseded it), so
+    listing again and redoing the work succeeds."""
+    text = str(e)
+    return any(s in text for s in ("FileNotFound", "does not exist", "PATH_NOT_FOUND", "FILE_NOT_EXIST"))
+
+
 def live_file_sizes(root: str, table: str, start: float, end: float) -> list[tuple[str, int]]:
     """The live files of `table` for ``[start, end)`` in a local history, as (path relative to `root`, size):
     what a derived file (a day's roll-up, a week's report) records of its inputs, to tell later whether they

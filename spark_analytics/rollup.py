@@ -428,6 +428,21 @@ def rollup(spark: Any, history: str, store: Store, days: Sequence[str]) -> dict[
     return written
 
 
+def rollup_day(spark: Any, history: str, store: Store, day: str, attempts: int = 3) -> dict[str, int]:
+    """`rollup` of one day, listed again and redone when a listed file vanished before Spark read it: the job runs
+    just after midnight, when the collector compacts the day that just ended (its files merged into one, then
+    deleted) at its first hourly maintenance after midnight: a cron run then can meet it."""
+    for attempt in range(attempts):
+        try:
+            return rollup(spark, history, store, [day])
+        except Exception as e:
+            if attempt + 1 < attempts and io.vanished(e):
+                log.warning("rollup: a history file of %s vanished while reading (compaction?); listing again", day)
+                continue
+            raise
+    raise AssertionError("unreachable")
+
+
 # ----------------------------------------------------------------------------------------------- command line
 
 
@@ -494,7 +509,7 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, now: float | None
                                   class_archive=archive)
         for d in todo:  # a day that fails (a damaged history file) does not hold back the days after it
             try:
-                got = rollup(spark, a.history, store, [d])
+                got = rollup_day(spark, a.history, store, d)
             except Exception as e:
                 if a.verbose:
                     traceback.print_exc()

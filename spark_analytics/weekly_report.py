@@ -339,9 +339,7 @@ def compute_with_retry(spark: Any, history: str, period: A.Period, opts: A.Optio
         try:
             return compute(spark, history, period, opts, clusters, reports=reports)
         except Exception as e:
-            text = str(e)
-            if attempt + 1 < attempts and ("FileNotFound" in text or "does not exist" in text
-                                           or "PATH_NOT_FOUND" in text):
+            if attempt + 1 < attempts and io.vanished(e):
                 log.warning("a history file vanished while reading (compaction?); listing again")
                 continue
             raise

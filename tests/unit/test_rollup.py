@@ -347,6 +347,48 @@ def test_a_day_that_fails_is_named_and_does_not_hold_back_the_days_after_it(
     assert rollup.fresh_days(rollup.Store(store), str(hist), W.days()) == [d0, d3]
 
 
+def test_a_day_compacted_while_it_is_rolled_up_is_listed_again(spark: Any, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch,
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    """The collector compacts the day that just ended at its first maintenance after midnight, when a cron run of
+    the roll-up meets it: the files listed are deleted before Spark opens them. The day is listed again and rolled
+    up from the compact file, with the figures of the files it replaced, instead of failing until the next night."""
+    from collectors.outputs.history import HistoryWriter
+
+    hist, store, clean = tmp_path / "history", tmp_path / "rollups", tmp_path / "clean"
+    _history(hist)
+    d1 = W.days()[1]
+    day_dir = hist / "group_lag" / f"date={d1}"
+    rows = pq.read_table(day_dir / "part-0.parquet")
+    half = rows.num_rows // 2
+    pq.write_table(rows.slice(0, half), day_dir / "part-0.parquet")  # two flushes, as the collector writes them
+    pq.write_table(rows.slice(half), day_dir / "part-1.parquet")
+    assert rollup.main(["--history", str(hist), "--rollups", str(clean), "--day", d1], spark=spark) == 0
+    listed = rollup.day_frames
+    compacted: list[str] = []
+
+    def compacted_after_listing(spark: Any, history: str, day: str, *a: Any, **k: Any) -> dict[str, Any]:
+        frames = listed(spark, history, day, *a, **k)
+        if day == d1 and not compacted:  # the collector's maintenance, between the listing and the read
+            compacted.append(day)
+            assert HistoryWriter(hist).compact("group_lag", d1)
+        return frames
+
+    monkeypatch.setattr(rollup, "day_frames", compacted_after_listing)
+    with caplog.at_level(logging.WARNING, logger="spark_analytics.rollup"):
+        assert rollup.main(["--history", str(hist), "--rollups", str(store), "--day", d1], spark=spark) == 0
+    assert compacted == [d1] and not (day_dir / "part-0.parquet").exists()
+    assert f"a history file of {d1} vanished while reading (compaction?); listing again" in caplog.text
+    def rows_of(root: Path, table: str) -> list[str]:  # row order within a file is not part of the format
+        return sorted(json.dumps(r, sort_keys=True) for r in pq.read_table(rollup.Store(root).file(table, d1))
+                      .to_pylist())
+
+    for table in rollup.TABLES:
+        assert rows_of(store, table) == rows_of(clean, table), table
+    assert rows_of(store, "group_lag_days")
+    assert rollup.fresh_days(rollup.Store(store), str(hist), [d1]) == [d1]
+
+
 def test_four_week_trend_reads_the_rollups_of_older_weeks(spark: Any, tmp_path: Path) -> None:
     hist, store = tmp_path / "history", tmp_path / "rollups"
     _history(hist)
