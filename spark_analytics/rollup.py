@@ -368,11 +368,24 @@ def reads_little(history: str, days: Sequence[str], store: Store | None = None) 
 def fresh_days(store: Store, history: str, days: Sequence[str],
                listed: dict[str, dict[str, list[list[Any]]]] | None = None) -> list[str]:
     """The `days` whose roll-up exists and was made from the history files there now (`listed`: their
-    `history_files`, when the caller has them already)."""
+    `history_files`, when the caller has them already), or from files since removed (`made_from`)."""
     if io.is_remote(history):
         return [d for d in days if store.manifest(d) is not None]
     return [d for d in days if (m := store.manifest(d)) is not None
-            and m["history_files"] == (listed[d] if listed is not None else history_files(history, d))]
+            and made_from(m["history_files"], listed[d] if listed is not None else history_files(history, d))]
+
+
+def made_from(recorded: dict[str, list[list[Any]]], now: dict[str, list[list[Any]]]) -> bool:
+    """Whether a roll-up that recorded `recorded` (its manifest's `history_files`) still stands for the history
+    files listed `now`: each table's files are those it was made from, or none at all.
+
+    None at all is the history's retention (`history.retention_days`, default 30) having removed the day: the
+    roll-up is then the only record of it, not a stale one. Judged stale, the report computed the day from no rows
+    and the four-week trend dropped the weeks before the retention's horizon; a fleet's history kept a week or two
+    because it is big is exactly where roll-ups are meant to outlive it. A late file, a compaction, a collector
+    that caught up still make a day stale: the files are there and differ."""
+    return all(now.get(table, []) in (files, []) for table, files in recorded.items()) and \
+        all(table in recorded for table, files in now.items() if files)
 
 
 def read(spark: Any, store: Store, days: Sequence[str], clusters: Sequence[str] | None = None,
@@ -494,6 +507,10 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, now: float | None
               f"({e.strerror or e})", file=sys.stderr)
         return 2
     todo = days if a.force or a.day else [d for d in days if d not in set(fresh_days(store, a.history, days))]
+    kept = [d for d in todo if store.manifest(d) is not None and not any(history_files(a.history, d).values())]
+    for d in kept:  # rolling up no rows over the only record of the day would lose it (`made_from`)
+        print(f"rollup: {d}: no history files left (removed by retention?); its roll-up is kept", file=sys.stderr)
+    todo = [d for d in todo if d not in kept]
     if not todo:
         print(f"rollup: nothing to do ({len(days)} day(s) up to date under {store.root})")
         return 0

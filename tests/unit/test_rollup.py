@@ -389,13 +389,46 @@ def test_a_day_compacted_while_it_is_rolled_up_is_listed_again(spark: Any, tmp_p
     assert rollup.fresh_days(rollup.Store(store), str(hist), [d1]) == [d1]
 
 
-def test_four_week_trend_reads_the_rollups_of_older_weeks(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("now", "stands"), [
+    ({"group_lag": [["a", 1]], "cluster": [["c", 3]]}, True),  # as rolled up
+    ({"group_lag": [], "cluster": []}, True),  # removed by retention: the roll-up is the record
+    ({}, True),  # the tables' directories gone too
+    ({"group_lag": [], "cluster": [["c", 3]]}, True),  # a table's day removed, the other unchanged
+    ({"group_lag": [["a", 1], ["late", 2]], "cluster": [["c", 3]]}, False),  # a late file
+    ({"group_lag": [["compact", 1]], "cluster": [["c", 3]]}, False),  # compacted since
+    ({"group_lag": [], "cluster": [["c", 3], ["late", 2]]}, False),  # one gone, the other changed
+    ({"group_lag": [["a", 1]], "cluster": [["c", 3]], "lso_gap": [["new", 5]]}, False),  # rows it never saw
+])
+def test_a_rollup_stands_for_the_files_it_was_made_from_or_for_none(now: dict[str, Any], stands: bool) -> None:
+    recorded = {"group_lag": [["a", 1]], "cluster": [["c", 3]], "lso_gap": []}
+    assert rollup.made_from(recorded, now) is stands
+
+
+def test_four_week_trend_reads_the_rollups_of_older_weeks(spark: Any, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """The trend reads the weeks before last from their roll-ups only, also once the history's retention removed
+    their raw days (a big fleet keeps its raw history shorter than the trend's four weeks): the roll-up is then
+    the record of the day, not a stale one, and `rollup --day` of such a day keeps it rather than rolling up
+    nothing over it."""
+    from collectors.outputs.history import HistoryWriter
+
     hist, store = tmp_path / "history", tmp_path / "rollups"
     _history(hist)
     # the same three days again two weeks earlier: the trend reads that week from its roll-ups only
     early = A.Period.iso_week("2026-W45")
     _history_again(hist, early)
     assert rollup.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=W.end + 3600) == 0
+    # retention of 10 days removes W45's raw days
+    assert HistoryWriter(hist, retention_days=10).apply_retention(now=W.end + 3600) == 3 * 3
+    assert not list(hist.glob(f"*/date={early.days()[0]}"))
+    gone = [early.days()[i] for i in (0, 1, 3)]
+    assert rollup.fresh_days(rollup.Store(store), str(hist), early.days()) == gone
+    kept = rollup.Store(store).file("group_lag_days", gone[0]).read_bytes()
+    capsys.readouterr()
+    assert rollup.main(["--history", str(hist), "--rollups", str(store), "--day", gone[0]], spark=spark) == 0
+    assert f"rollup: {gone[0]}: no history files left (removed by retention?); its roll-up is kept" in \
+        capsys.readouterr().err
+    assert rollup.Store(store).file("group_lag_days", gone[0]).read_bytes() == kept
     c = compute(spark, str(hist), W, A.Options(rollups=str(store)))
     rows = {r["week"]: r for r in c.tables["trend"].to_pylist()}
     assert set(rows) == {"2026-W45", "2026-W47"}
