@@ -574,6 +574,13 @@ def run(args: Args, spark: Any) -> int:
               + (f" (tables with files in {c.previous.label}..{args.period.label}: {', '.join(present)})"
                  if present else " (no history files for these two weeks)")
               + "; nothing to report.", file=sys.stderr)
+        rolled = [d for d in c.rollup_days if d in args.period.days()]
+        if rolled:  # its raw history removed (retention), its roll-ups kept
+            print(f"weekly_report: {len(rolled)} day(s) of {args.period.label} are rolled up, but roll-ups alone do "
+                  "not make a report: broker availability, incidents, consensus and data lost are read from the "
+                  "history, which no longer holds the week (removed by retention?). The roll-ups still feed the "
+                  "four-week trend of the weeks after it; the week's own report is the one made when it ended.",
+                  file=sys.stderr)
         return 1
     for cluster in clusters:
         target = write_cluster(cluster, c, args.out, args.opts, global_notes)

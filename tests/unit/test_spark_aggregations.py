@@ -722,8 +722,14 @@ def test_empty_inputs_give_empty_tables_not_errors(spark: Any, tmp_path: Path, m
     monkeypatch.setattr(weekly_report, "compute_with_retry", lambda *a, **k: c)
     assert main(["--history", str(tmp_path), "--week", "2026-W47", "--out", str(tmp_path / "o")], spark=spark) == 1
     err = capsys.readouterr().err
-    assert "no polls in 2026-W47" in err and "Traceback" not in err
+    assert "no polls in 2026-W47" in err and "Traceback" not in err and "rolled up" not in err
     assert not (tmp_path / "o").exists()
+    # a week whose raw history retention removed, its roll-ups kept: said so, still nothing written
+    c.rollup_days = [*W.days()[:2], "2026-11-01"]
+    assert main(["--history", str(tmp_path), "--week", "2026-W47", "--out", str(tmp_path / "o")], spark=spark) == 1
+    err = capsys.readouterr().err
+    assert "2 day(s) of 2026-W47 are rolled up, but roll-ups alone do not make a report" in err
+    assert "four-week trend of the weeks after it" in err and not (tmp_path / "o").exists()
 
 
 def test_a_week_without_polls_is_not_run_and_gives_what_running_it_would(spark: Any,
