@@ -28,11 +28,13 @@ import json
 import logging
 import math
 import os
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -47,7 +49,13 @@ from collectors.outputs.history import (
     TABLES,
     list_files,
 )
-from collectors.outputs.history.files import REPEAT_WARNING, repeats_among, stores_timestamps, warn_empty
+from collectors.outputs.history.files import (
+    REPEAT_WARNING,
+    damage,
+    repeats_among,
+    stores_timestamps,
+    warn_empty,
+)
 from collectors.outputs.history.schema import SECONDS_TABLES, TIME_COLUMNS
 
 log = logging.getLogger(__name__)
@@ -123,31 +131,40 @@ def _day(t: float) -> date:
 def list_live_files(spark: SparkSession | None, root: str, table: str, start: float, end: float,
                     use_hadoop: bool | None = None) -> list[str]:
     """Live files of `table` for rows with ``start <= time < end`` (whole UTC days), as paths Spark can read."""
-    return _listed(spark, root, table, start, end, use_hadoop)[0]
+    return _listed(spark, root, table, start, end, use_hadoop).files
+
+
+@dataclass
+class Listed:
+    """What `_listed` found for a table and range: the files to read and those left out, for the report's notes."""
+
+    files: list[str]
+    repeats: dict[str, str] = field(default_factory=dict)  # {file left out as a repeat: the file read instead}
+    empty: list[str] = field(default_factory=list)  # live files left out as empty (0 bytes)
+    damaged: dict[str, str] = field(default_factory=dict)  # {live file left out as damaged: why it does not read}
 
 
 def _listed(spark: SparkSession | None, root: str, table: str, start: float, end: float,
-            use_hadoop: bool | None = None) -> tuple[list[str], dict[str, str], list[str]]:
-    """(live files, {file left out as a repeat: the file read instead}, live files left out as empty) of `table`
-    for ``[start, end)``.
+            use_hadoop: bool | None = None) -> Listed:
+    """The files of `table` for ``[start, end)`` as `collectors.outputs.history.files.day_files` sorts them.
 
-    Empty (0-byte) files are left out as `collectors.outputs.history.files.day_files` does; Spark would skip them
-    without a word (a day of ``brokers`` whose only file was emptied read as no brokers at all): listed apart, the
-    report's notes name them."""
+    Empty (0-byte) files are left out; Spark would skip them without a word (a day of ``brokers`` whose only file
+    was emptied read as no brokers at all): listed apart, the report's notes name them. So are files a failed read
+    of this run found damaged (`damaged_files`, `compute_with_retry`), in a local history only."""
     last = end - 1e-3  # the day of the last instant inside the range (end itself is excluded)
     if use_hadoop is None:
         use_hadoop = is_remote(root)
     if not use_hadoop:
-        listed = list_files(_local(root), table, start, last)  # one agreed walk for all three
-        return ([str(p) for p in listed.live], {str(r): str(k) for r, k in listed.repeats.items()},
-                [str(p) for p in listed.empty])
+        listed = list_files(_local(root), table, start, last)  # one agreed walk for all of them
+        return Listed([str(p) for p in listed.live], {str(r): str(k) for r, k in listed.repeats.items()},
+                      [str(p) for p in listed.empty], {str(p): why for p, why in listed.damaged.items()})
     assert spark is not None, "listing remote history needs a Spark session"
     files, repeats, empty = _HadoopLister(spark).live_files(str(root), table, _day(start), _day(last))
     for repeat, first in repeats.items():  # once, not in each of the listings that must agree
         log.warning(REPEAT_WARNING, repeat, first)
     for f in empty:
         warn_empty(f)
-    return files, repeats, empty
+    return Listed(files, repeats, empty)
 
 
 def vanished(e: BaseException) -> bool:
@@ -156,6 +173,30 @@ def vanished(e: BaseException) -> bool:
     listing again and redoing the work succeeds."""
     text = str(e)
     return any(s in text for s in ("FileNotFound", "does not exist", "PATH_NOT_FOUND", "FILE_NOT_EXIST"))
+
+
+_READ_FAILED = re.compile(r"while reading file (\S+?\.parquet)")
+
+
+def damaged_files(e: BaseException, root: str) -> dict[Path, str]:
+    """The files of the local history `root` that Spark's error `e` says it failed to read and that indeed do not
+    read ({path: why}, `collectors.outputs.history.files.damage`): a file cut short or damaged past its footer by a
+    copy or restore (the collectors never publish one). Spark names such a file (``[FAILED_READ_FILE.NO_HINT]
+    Encountered error while reading file file:///…``) but only once it reads it; `compute_with_retry` then leaves
+    it out and runs again, and the report's notes name it. Empty for a remote history (not checked here) and for
+    any failure that no file under `root` explains."""
+    if is_remote(root):
+        return {}
+    base = _local(root).resolve()
+    out: dict[Path, str] = {}
+    for uri in dict.fromkeys(_READ_FAILED.findall(str(e))):
+        path = Path(unquote(urlparse(uri).path)) if uri.startswith("file:") else Path(uri)
+        if not path.resolve().is_relative_to(base):
+            continue
+        problem = damage(path)
+        if problem is not None:
+            out[path] = problem
+    return out
 
 
 def live_file_sizes(root: str, table: str, start: float, end: float) -> list[tuple[str, int]]:
@@ -307,6 +348,7 @@ class TableData:
     checked_files: int = 0
     repeats: dict[str, str] = field(default_factory=dict)  # file left out -> the file with the same rows, read
     empty: list[str] = field(default_factory=list)  # live files left out as empty (0 bytes: no rows)
+    damaged: dict[str, str] = field(default_factory=dict)  # live files left out as damaged: why they do not read
 
 
 def _date_of_path(path: str) -> str | None:
@@ -354,9 +396,10 @@ def read_table(spark: SparkSession, root: str, table: str, start: float, end: fl
                clusters: Sequence[str] | None = None, use_hadoop: bool | None = None,
                check_schema: bool = True) -> TableData:
     """One history table for ``start <= time < end`` as a DataFrame with the table's full schema."""
-    files, repeats, empty = _listed(spark, root, table, start, end, use_hadoop)
+    listed = _listed(spark, root, table, start, end, use_hadoop)
+    files, repeats, empty, damaged = listed.files, listed.repeats, listed.empty, listed.damaged
     if not files:
-        return TableData(table, empty_frame(spark, table), empty=empty)
+        return TableData(table, empty_frame(spark, table), empty=empty, damaged=damaged)
     stamped = [f for f in files if stores_timestamps(f)]
     older = [f for f in files if not stores_timestamps(f)] if stamped else files
     frames = []
@@ -382,7 +425,7 @@ def read_table(spark: SparkSession, root: str, table: str, start: float, end: fl
     checked = 0
     if check_schema and not (use_hadoop if use_hadoop is not None else is_remote(root)):
         missing, checked = missing_columns(table, _schema_sample(files))
-    return TableData(table, df, files, days, missing, checked, repeats, empty)
+    return TableData(table, df, files, days, missing, checked, repeats, empty, damaged)
 
 
 def _as_seconds(df: DataFrame, table: str) -> DataFrame:
@@ -442,6 +485,14 @@ def table_notes(data: dict[str, TableData], days: Sequence[str]) -> list[str]:
                      + ", ".join(f"{n} {len(e)}" for n, e in emptied.items())
                      + f"), e.g. {_short(min(next(iter(emptied.values()))))}: the figures lack whatever rows they "
                      "held.")
+    damaged = {name: td.damaged for name, td in data.items() if td.damaged}
+    if damaged:
+        path, why = min(next(iter(damaged.values())).items())
+        notes.append(f"{sum(map(len, damaged.values()))} history file(s) do not read (cut short or damaged: a copy "
+                     "or restore?) and were left out ("
+                     + ", ".join(f"{n} {len(d)}" for n, d in damaged.items())
+                     + f"), e.g. {_short(path)} ({why[:200]}): the figures lack the rows they held. Move them "
+                     "out of the history, or put back whole copies, and run the report again.")
     return notes
 
 

@@ -50,6 +50,7 @@ from collectors.outputs.history import (
 from collectors.outputs.history import writer as history_writer
 from collectors.outputs.history.files import stores_timestamps
 from collectors.outputs.history.schema import TIME_COLUMNS
+from tests.support.damage import damage_pages
 from tests.support.mixed_history import write_upgraded_mid_day
 
 DAY = 86_400.0
@@ -533,16 +534,6 @@ def test_a_copied_file_is_read_once_and_compacted_away(tmp_path: Path, caplog: p
     df = read_table(tmp_path, "topic_health")
     assert len(df) == len(expected) == 12 and sorted(set(df.time)) == times
     assert df.groupby(["time", "topic"]).size().max() == 1
-
-
-def damage_pages(path: Path) -> None:
-    """Overwrite the first column chunk's pages of `path`, not its footer: it still opens, its rows do not read."""
-    chunk = pq.read_metadata(path).row_group(0).column(0)
-    start = min(chunk.data_page_offset, chunk.dictionary_page_offset or chunk.data_page_offset)
-    data = bytearray(path.read_bytes())
-    data[start:start + chunk.total_compressed_size] = b"\xab" * chunk.total_compressed_size
-    path.write_bytes(bytes(data))
-    pq.read_metadata(path)  # still opens
 
 
 def test_an_unreadable_file_is_left_out_of_compaction_and_holds_back_no_other_day(

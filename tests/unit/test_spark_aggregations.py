@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import math
 import shutil
 from datetime import UTC, datetime
@@ -24,6 +25,7 @@ from spark_analytics import aggregations as A
 from spark_analytics import io, rollup, weekly_report
 from spark_analytics.session import CLASS_ARCHIVE_ENV
 from spark_analytics.weekly_report import compute, main
+from tests.support.damage import cut_short, damage_pages
 from tests.support.spark_history import empty_tables, frame, headline_rows, spark_session
 
 W = A.Period.iso_week("2026-W47")
@@ -928,6 +930,54 @@ def test_an_empty_file_is_left_out_and_named_in_the_notes(spark: Any, tmp_path: 
     alone = io.read_table(spark, root, "lso_gap", T0 + 3 * 86400, T0 + 4 * 86400, use_hadoop=hadoop)
     assert alone.files == [] and len(alone.empty) == 1 and alone.df.count() == 0
     assert io.list_live_files(spark, root, "lso_gap", W.start, W.end, use_hadoop=hadoop) == td.files
+
+
+def test_a_damaged_history_file_is_left_out_of_the_report_and_named_in_its_notes(
+        spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A file cut short or damaged past its footer fails the read that reaches it; Spark's error names it, the file
+    is checked to be damaged, left out as the dashboard and the compaction leave it out, and the report is run again
+    and says so in its notes, instead of failing until someone moves the file."""
+    from collectors.outputs.history.files import known_damaged
+
+    def polls(day: int) -> dict[str, list[Any]]:
+        times = [T0 + day * 86400 + i * 600 for i in range(144)]
+        return {"cluster": ["c1"] * 144, "schema_version": [1] * 144, "time": times, "reachable": [True] * 144,
+                "controller_id": [1] * 144}
+
+    good = _write(tmp_path, "cluster", "2026-11-18", "part-1-a.parquet", polls(2))
+    bad = _write(tmp_path, "cluster", "2026-11-19", "part-2-b.parquet", polls(3))
+    damage_pages(bad)
+    with caplog.at_level(logging.WARNING, logger="spark_analytics.weekly_report"):
+        c = weekly_report.compute_with_retry(spark, str(tmp_path), W, A.Options(), None)
+    assert f"history: {bad} does not read (" in caplog.text and "running again" in caplog.text
+    td = c.data["cluster"]
+    assert td.files == [str(good)] and list(td.damaged) == [str(bad)] and known_damaged(bad)
+    assert c.tables["polls"].to_pylist()[0]["polls"] == 144  # the good day's
+    notes = [n for n in io.table_notes(c.data, W.days()) if "do not read" in n]
+    assert len(notes) == 1 and notes[0].startswith(
+        "1 history file(s) do not read (cut short or damaged: a copy or restore?) and were left out (cluster 1), "
+        "e.g. cluster/date=2026-11-19/part-2-b.parquet (")
+
+
+def test_damaged_files_are_those_spark_names_under_the_root_that_do_not_read(tmp_path: Path) -> None:
+    row = {"cluster": ["c1"], "schema_version": [1], "topic": ["t"], "partition": [0], "lso_gap": [7],
+           "time": [T0 + 1]}
+    fine = _write(tmp_path / "h", "lso_gap", "2026-11-16", "part-1.parquet", row)
+    cut = _write(tmp_path / "h", "lso_gap", "2026-11-16", "part-2 x.parquet", row)
+    cut_short(cut)
+    outside = _write(tmp_path / "other", "lso_gap", "2026-11-16", "part-3.parquet", row)
+    cut_short(outside)
+
+    def error(*paths: Path) -> Exception:  # the line Spark's FAILED_READ_FILE errors carry, as URIs
+        return Exception("\n".join(f"[FAILED_READ_FILE.NO_HINT] Encountered error while reading file "
+                                   f"{p.as_uri()}.  SQLSTATE: KD001" for p in paths))
+
+    got = io.damaged_files(error(fine, cut, outside), str(tmp_path / "h"))
+    assert list(got) == [cut] and "magic bytes" in got[cut]  # a space in the name: percent-encoded in the URI
+    assert io.damaged_files(error(cut), f"file://{tmp_path / 'h'}") == got
+    assert io.damaged_files(error(fine), str(tmp_path / "h")) == {}
+    assert io.damaged_files(Exception("Connection refused"), str(tmp_path / "h")) == {}
+    assert io.damaged_files(error(cut), "hdfs://nn/history") == {}  # a remote history is not checked here
 
 
 def test_cli_rejects_bad_arguments_with_exit_code_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],

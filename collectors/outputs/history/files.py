@@ -204,54 +204,58 @@ def damage(path: Path) -> str | None:
     except FileNotFoundError:
         return None  # gone, not broken: the next listing will not have it
     except (OSError, pa.ArrowException) as e:
-        return f"{type(e).__name__}: {e}"
+        first = str(e).strip().splitlines()
+        return f"{type(e).__name__}: {first[0] if first else ''}"  # one line: it goes into warnings and notes
     return None
 
 
-_DAMAGED: dict[str, tuple[int, int]] = {}
+_DAMAGED: dict[str, tuple[int, int, str]] = {}
 
 
-def mark_damaged(path: Path) -> bool:
-    """Remember that `path`, as it is now (size and mtime), cannot be read; True the first time (to warn once)."""
+def mark_damaged(path: Path, problem: str) -> bool:
+    """Remember for this process that `path`, as it is now (size and mtime), does not read, and why (`damage`):
+    `day_files` leaves it out from then on. True the first time (to warn once)."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
         return False
     key, seen = str(path), _DAMAGED.get(str(path))
-    _DAMAGED[key] = (st.st_size, st.st_mtime_ns)
-    return seen != _DAMAGED[key]
+    _DAMAGED[key] = (st.st_size, st.st_mtime_ns, problem)
+    return seen is None or seen[:2] != _DAMAGED[key][:2]
 
 
-def known_damaged(path: Path) -> bool:
-    """True if `mark_damaged` saw `path` as it still is: a file put back whole under the same name reads again.
-    A dict lookup for every other file (no `stat`)."""
+def known_damaged(path: Path) -> str | None:
+    """Why `path` does not read, if `mark_damaged` saw it as it still is (a whole file put back under the same name
+    reads again). A dict lookup for every other file (no `stat`)."""
     seen = _DAMAGED.get(str(path))
     if seen is None:
-        return False
+        return None
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        return False
-    return seen == (st.st_size, st.st_mtime_ns)
+        return None
+    return seen[2] if seen[:2] == (st.st_size, st.st_mtime_ns) else None
 
 
 @dataclass(frozen=True)
 class DayFiles:
     """The files of one ``date=`` directory as readers and the compaction see them."""
 
-    live: list[str]  # to read, sorted; repeats and empty files excluded
+    live: list[str]  # to read, sorted; repeats, empty and damaged files excluded
     superseded: set[str]  # present, but named by a compact file's `kmon.replaces`
     repeats: dict[str, str]  # present, live by the superseding rule, but the same rows as another live file
     empty: list[str] = field(default_factory=list)  # present, live by the superseding rule, but 0 bytes: no rows
+    damaged: dict[str, str] = field(default_factory=dict)  # present and live, but found not to read: why
 
 
 def day_files(directory: Path) -> DayFiles:
-    """The live, superseded, repeated and empty files of one ``date=`` directory (see the package doc).
+    """The live, superseded, repeated, empty and damaged files of one ``date=`` directory (see the package doc).
 
     An empty (0-byte) file cannot be Parquet and holds no rows. The writer never publishes one (it writes, fsyncs,
     then renames), so it comes from a copy or restore cut short: left out of `live` (and out of the comparison for
     repeats) with a warning, instead of failing a read or the day's compaction, or being skipped by Spark without
-    a word."""
+    a word. A damaged file (cut short, or pages that do not decode) is left out once a read in this process found
+    it (`mark_damaged`): finding it costs a failed read, so it is not looked for here."""
     try:
         names = [n for n in os.listdir(directory) if n.endswith(".parquet") and not n.startswith((".", "_"))]
     except FileNotFoundError:
@@ -267,8 +271,10 @@ def day_files(directory: Path) -> DayFiles:
         warn_empty(str(directory / n))
     repeats = repeats_among([(n, size) for n, size in sizes if size > 0],
                             lambda a, b: same_rows(directory / a, directory / b))
-    left_out = set(repeats) | set(empty)
-    return DayFiles([n for n in live if n not in left_out], superseded & set(names), repeats, empty)
+    damaged = {n: problem for n, size in sizes if size > 0 and n not in repeats
+               and (problem := known_damaged(directory / n)) is not None}
+    left_out = set(repeats) | set(empty) | set(damaged)
+    return DayFiles([n for n in live if n not in left_out], superseded & set(names), repeats, empty, damaged)
 
 
 def scan_date_dir(directory: Path) -> tuple[list[str], set[str]]:
@@ -335,23 +341,26 @@ class Listing:
     live: list[Path]
     repeats: dict[Path, Path]  # {repeat left out: the file read instead}
     empty: list[Path]
+    damaged: dict[Path, str]  # {file left out: why it does not read} (`mark_damaged`)
 
 
 def _listing(table_dir: Path, start: float | None, end: float | None) -> Listing:
     live: list[Path] = []
     repeats: dict[Path, Path] = {}
     empty: list[Path] = []
+    damaged: dict[Path, str] = {}
     for d in _dirs_in(table_dir, start, end):
         files = day_files(d)
         live += [d / n for n in files.live]
         repeats.update((d / r, d / k) for r, k in files.repeats.items())
         empty += [d / n for n in files.empty]
-    return Listing(live, repeats, empty)
+        damaged.update((d / n, why) for n, why in files.damaged.items())
+    return Listing(live, repeats, empty, damaged)
 
 
 def list_files(root: Path, table: str, start: float | None = None, end: float | None = None) -> Listing:
     """The live files a reader should read for rows with `start` <= time < `end` (days outside are pruned), and
-    those left out as repeats or empty, for readers that say so (the weekly report's notes): one walk for all three.
+    those left out as repeats, empty or damaged, for readers that say so (the weekly report's notes): one walk.
 
     Excludes temp files and files superseded by a compaction. The directory is listed until two
     listings agree, so a compaction finishing during the listing cannot yield a gap or a duplicate.

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from collectors.outputs.history.files import damage, known_damaged, live_files, mark_damaged, stores_timestamps
+from collectors.outputs.history.files import damage, live_files, mark_damaged, stores_timestamps
 from collectors.outputs.history.schema import TABLES, TIME_TYPE, seconds_schema, to_seconds
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ def read_arrow(root: Path, table: str, start: float | None = None, end: float | 
                          f"known: {', '.join(full.names)}")
     skip: set[Path] = set()
     for attempt in range(5):
-        files = [f for f in live_files(root, table, start, end) if f not in skip and not known_damaged(f)]
+        files = [f for f in live_files(root, table, start, end) if f not in skip]  # known damaged left out
         if not files:
             return seconds_schema(full).empty_table().select(wanted)
         try:
@@ -149,8 +149,8 @@ def _readable(path: Path) -> bool:
     except FileNotFoundError:
         return True  # gone, not broken: the next listing will not have it
     except (OSError, pa.ArrowException) as e:
-        if mark_damaged(path):  # later reads skip it before reading: one warning, not one per dashboard refresh
-            log.warning("history: skipping unreadable file %s: %s", path, e)
+        if mark_damaged(path, f"{type(e).__name__}: {e}"):  # later listings leave it out: one warning, not one
+            log.warning("history: skipping unreadable file %s: %s", path, e)  # per dashboard refresh
         return False
 
 
@@ -158,7 +158,7 @@ def _decodes(path: Path) -> bool:
     problem = damage(path)
     if problem is None:
         return True
-    if mark_damaged(path):
+    if mark_damaged(path, problem):
         log.warning("history: skipping damaged file %s (%s): its footer reads but its pages do not; the rows it "
                     "held are missing from what is shown", path, problem)
     return False

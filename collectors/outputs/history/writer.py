@@ -31,7 +31,6 @@ from collectors.outputs.history.files import (
     date_dirs,
     day_files,
     ensure_dir,
-    known_damaged,
     mark_damaged,
     new_name,
     publish_file,
@@ -325,12 +324,11 @@ class HistoryWriter:
         self._delete_superseded(directory)  # finish any interrupted compaction first
         files = day_files(directory)
         schemas: dict[str, pa.Schema] = {}
-        for name in files.live:
-            if known_damaged(directory / name):
-                continue
+        for name in files.live:  # those found damaged before are not live any more (`day_files`)
             try:
                 schemas[name] = pq.read_schema(directory / name)
-            except (OSError, pa.ArrowException) as e:  # emptied or cut short by hand (we never publish one)
+            except (OSError, pa.ArrowException) as e:  # cut short by hand (we never publish one)
+                mark_damaged(directory / name, f"{type(e).__name__}: {e}")
                 self._warn_unreadable(directory / name, f"{type(e).__name__}: {e}")
         try:
             return self._merge(table, day, directory, schemas, files.repeats)
@@ -339,7 +337,7 @@ class HistoryWriter:
             if not damaged:
                 raise
             for name, problem in damaged.items():
-                mark_damaged(directory / name)
+                mark_damaged(directory / name, problem)
                 self._warn_unreadable(directory / name, problem)
             return self._merge(table, day, directory, {n: s for n, s in schemas.items() if n not in damaged},
                                files.repeats)
