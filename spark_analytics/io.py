@@ -29,11 +29,11 @@ import logging
 import math
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
@@ -52,6 +52,7 @@ from collectors.outputs.history import (
 from collectors.outputs.history.files import (
     REPEAT_WARNING,
     damage,
+    mark_damaged,
     repeats_among,
     stores_timestamps,
     warn_empty,
@@ -59,6 +60,7 @@ from collectors.outputs.history.files import (
 from collectors.outputs.history.schema import SECONDS_TABLES, TIME_COLUMNS
 
 log = logging.getLogger(__name__)
+R = TypeVar("R")
 
 REPORT_TABLES: tuple[str, ...] = tuple(t for t in TABLES if t not in DETAIL_TABLES)
 """Tables the report reads (per-partition consumer detail is optional in the history and not needed)."""
@@ -197,6 +199,35 @@ def damaged_files(e: BaseException, root: str) -> dict[Path, str]:
         if problem is not None:
             out[path] = problem
     return out
+
+
+def relisting(run: Callable[[], R], history: str, logger: logging.Logger, what: str, attempts: int = 3,
+              damaged_limit: int = 5) -> R:
+    """`run()` (a job that lists `history` and reads it), run again when listing again mends the read that failed.
+
+    A listed file vanished before Spark opened it (`vanished`: the collectors' compaction or retention deleted it;
+    its rows are in the file that superseded it): up to `attempts` runs. A file of a local history cut short or
+    damaged inside (`damaged_files`: a copy or restore; the collectors never publish one): marked for the process
+    (`collectors.outputs.history.files.mark_damaged`, so every later listing leaves it out, and a report's notes
+    name it), with a warning, for up to `damaged_limit` files. Anything else is raised. `what` names the job's
+    object in the warnings ("the report", "2026-11-23")."""
+    vanished_runs = damaged = 0
+    while True:
+        try:
+            return run()
+        except Exception as e:
+            if vanished_runs + 1 < attempts and vanished(e):
+                vanished_runs += 1
+                logger.warning("a history file vanished while reading %s (compaction?); listing again", what)
+                continue
+            bad = damaged_files(e, history) if damaged < damaged_limit else {}
+            if not bad:
+                raise
+            for path, problem in bad.items():
+                damaged += 1
+                mark_damaged(path, problem)
+                logger.warning("history: %s does not read (%s); %s is computed again without it, and the "
+                               "report's notes name it", path, problem, what)
 
 
 def live_file_sizes(root: str, table: str, start: float, end: float) -> list[tuple[str, int]]:

@@ -441,19 +441,14 @@ def rollup(spark: Any, history: str, store: Store, days: Sequence[str]) -> dict[
     return written
 
 
-def rollup_day(spark: Any, history: str, store: Store, day: str, attempts: int = 3) -> dict[str, int]:
-    """`rollup` of one day, listed again and redone when a listed file vanished before Spark read it: the job runs
-    just after midnight, when the collector compacts the day that just ended (its files merged into one, then
-    deleted) at its first hourly maintenance after midnight: a cron run then can meet it."""
-    for attempt in range(attempts):
-        try:
-            return rollup(spark, history, store, [day])
-        except Exception as e:
-            if attempt + 1 < attempts and io.vanished(e):
-                log.warning("rollup: a history file of %s vanished while reading (compaction?); listing again", day)
-                continue
-            raise
-    raise AssertionError("unreachable")
+def rollup_day(spark: Any, history: str, store: Store, day: str) -> dict[str, int]:
+    """`rollup` of one day, listed again and redone where that mends a failed read (`io.relisting`).
+
+    The job runs after midnight, when the collector compacts the day that just ended (its files merged into one,
+    then deleted) at its first hourly maintenance: a cron run can meet it. A file of the day cut short or damaged
+    inside is left out: the manifest's `history_files` then lack it, so each later run finds the day stale, meets
+    the file again and warns again, until it is moved out of the history or put back whole."""
+    return io.relisting(lambda: rollup(spark, history, store, [day]), history, log, day)
 
 
 # ----------------------------------------------------------------------------------------------- command line
@@ -524,7 +519,7 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, now: float | None
             spark = build_session(a.master, app_name="kmon-rollup", verbose=a.verbose,
                                   small_job=reads_little(a.history, todo),  # e.g. a night's day of a small fleet
                                   class_archive=archive)
-        for d in todo:  # a day that fails (a damaged history file) does not hold back the days after it
+        for d in todo:  # a day that fails (a file Spark cannot read) does not hold back the days after it
             try:
                 got = rollup_day(spark, a.history, store, d)
             except Exception as e:

@@ -35,7 +35,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from collectors.model.vocabulary import MESSAGES_GONE_KINDS, SEVERITY_RANK
-from collectors.outputs.history.files import mark_damaged
 from spark_analytics import aggregations as A
 from spark_analytics import io, layout, render, rollup
 from spark_analytics.aggregations.thresholds import USED as A_THRESHOLDS
@@ -334,32 +333,12 @@ def _worst_lag_keys(lag: pa.Table, n: int = LAG_SERIES_N) -> pa.Table:
 
 
 def compute_with_retry(spark: Any, history: str, period: A.Period, opts: A.Options,
-                       clusters: Sequence[str] | None, attempts: int = 3, reports: Path | None = None,
-                       damaged_limit: int = 5) -> Computed:
-    """`compute`, run again when a read failed for a reason listing again mends.
-
-    A compaction or retention run may delete a listed file before Spark opens it: list again (up to `attempts`
-    runs). A file of a local history cut short or damaged past its footer (a copy or restore; the collectors never
-    publish one) fails the read that reaches it: it is left out as the dashboard and the compaction leave it out
-    (`io.damaged_files`, `collectors.outputs.history.files.mark_damaged`), named in a warning and in the report's
-    notes, and the run redone, for up to `damaged_limit` such files; past that the run fails, naming the file."""
-    vanished = damaged = 0
-    while True:
-        try:
-            return compute(spark, history, period, opts, clusters, reports=reports)
-        except Exception as e:
-            if vanished + 1 < attempts and io.vanished(e):
-                vanished += 1
-                log.warning("a history file vanished while reading (compaction?); listing again")
-                continue
-            bad = io.damaged_files(e, history) if damaged < damaged_limit else {}
-            if not bad:
-                raise
-            for path, problem in bad.items():
-                damaged += 1
-                mark_damaged(path, problem)
-                log.warning("history: %s does not read (%s); left out (the report's notes say so), running again",
-                            path, problem)
+                       clusters: Sequence[str] | None, reports: Path | None = None) -> Computed:
+    """`compute`, run again where listing again mends a failed read (`io.relisting`): a file the collectors'
+    compaction deleted after it was listed; a file of a local history cut short or damaged inside, left out and
+    named in the report's notes (before, the run stopped at it until someone moved it)."""
+    return io.relisting(lambda: compute(spark, history, period, opts, clusters, reports=reports), history, log,
+                        f"the report of {period.label}")
 
 
 # ----------------------------------------------------------------------------------------------- per cluster

@@ -25,6 +25,7 @@ from spark_analytics.aggregations import consumers as C
 from spark_analytics.aggregations import histogram as H
 from spark_analytics.aggregations import replication as R
 from spark_analytics.weekly_report import compute
+from tests.support.damage import cut_short
 from tests.support.spark_history import frame, spark_session
 
 W = A.Period.iso_week("2026-W47")
@@ -333,18 +334,35 @@ def test_a_damaged_rollup_day_is_computed_from_the_history_named_and_rolled_up_a
 
 
 def test_a_day_that_fails_is_named_and_does_not_hold_back_the_days_after_it(
-        spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
+    """A day whose history Spark cannot read for a reason no damaged file explains (here a file written by another
+    tool, `lag_max` as text) fails, named, and the job goes on to the days after it. A file cut short (a restore)
+    is left out of its day instead, which is rolled up without it, with a warning; the manifest lacks the file, so a
+    later run (another process) finds the day stale and meets the file again, until it is moved or put back."""
+    from collectors.outputs.history import files as history_files
+
     hist, store = tmp_path / "history", tmp_path / "rollups"
     _history(hist)
     d0, d1, d3 = (W.days()[i] for i in (0, 1, 3))
-    cut = hist / "group_lag" / f"date={d1}" / "part-0.parquet"
-    cut.write_bytes(cut.read_bytes()[: cut.stat().st_size // 2])  # a restore cut short
-    assert rollup.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=W.end + 3600) == 1
+    foreign = hist / "group_lag" / f"date={d1}" / "part-1.parquet"
+    pq.write_table(pa.table({"cluster": ["c1"], "time": [T0 + DAY + 60.0], "group_id": ["g9"], "topic": ["t"],
+                             "lag_max": ["12"]}), foreign)
+    cut = hist / "topic_health" / f"date={d3}" / "part-0.parquet"  # the day's polls
+    kept = [r for r in _health_rows() if r["time"] >= T0 + 3 * DAY][:4]  # and two of them again, in another file
+    _write(hist, "topic_health", d3, kept, name="part-9.parquet")
+    cut_short(cut)
+    with caplog.at_level(logging.WARNING, logger="spark_analytics.rollup"):
+        assert rollup.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=W.end + 3600) == 1
     out = capsys.readouterr()
     assert f"rolled up 2 day(s) ({d0}..{d3})" in out.out
-    assert f"rollup: {d1} failed: " in out.err and f"{cut}" in out.err, out.err
+    assert f"rollup: {d1} failed: " in out.err and f"{foreign}" in out.err, out.err
     assert f"rollup: failed: 1 of 3 day(s) ({d1}); the next run tries them again" in out.err
+    assert f"history: {cut} does not read (ArrowInvalid: " in caplog.text and f"{d3} is computed again" in caplog.text
     assert rollup.fresh_days(rollup.Store(store), str(hist), W.days()) == [d0, d3]
+    polls = pq.read_table(rollup.Store(store).file("topic_health_polls", d3))
+    assert sorted(set(polls.column("time").to_pylist())) == sorted({r["time"] for r in kept})  # part-9's only
+    history_files._DAMAGED.clear()  # another process: it has not met the file yet
+    assert rollup.fresh_days(rollup.Store(store), str(hist), W.days()) == [d0]
 
 
 def test_a_day_compacted_while_it_is_rolled_up_is_listed_again(spark: Any, tmp_path: Path,
@@ -378,7 +396,7 @@ def test_a_day_compacted_while_it_is_rolled_up_is_listed_again(spark: Any, tmp_p
     with caplog.at_level(logging.WARNING, logger="spark_analytics.rollup"):
         assert rollup.main(["--history", str(hist), "--rollups", str(store), "--day", d1], spark=spark) == 0
     assert compacted == [d1] and not (day_dir / "part-0.parquet").exists()
-    assert f"a history file of {d1} vanished while reading (compaction?); listing again" in caplog.text
+    assert f"a history file vanished while reading {d1} (compaction?); listing again" in caplog.text
     def rows_of(root: Path, table: str) -> list[str]:  # row order within a file is not part of the format
         return sorted(json.dumps(r, sort_keys=True) for r in pq.read_table(rollup.Store(root).file(table, d1))
                       .to_pylist())
