@@ -152,7 +152,7 @@ def _listed(spark: SparkSession | None, root: str, table: str, start: float, end
 
     Empty (0-byte) files are left out; Spark would skip them without a word (a day of ``brokers`` whose only file
     was emptied read as no brokers at all): listed apart, the report's notes name them. So are files a failed read
-    of this run found damaged (`damaged_files`, `compute_with_retry`), in a local history only."""
+    of this process found damaged (`damaged_files`, `relisting`), in a local history only."""
     last = end - 1e-3  # the day of the last instant inside the range (end itself is excluded)
     if use_hadoop is None:
         use_hadoop = is_remote(root)
@@ -184,8 +184,8 @@ def damaged_files(e: BaseException, root: str) -> dict[Path, str]:
     """The files of the local history `root` that Spark's error `e` says it failed to read and that indeed do not
     read ({path: why}, `collectors.outputs.history.files.damage`): a file cut short or damaged past its footer by a
     copy or restore (the collectors never publish one). Spark names such a file (``[FAILED_READ_FILE.NO_HINT]
-    Encountered error while reading file file:///…``) but only once it reads it; `compute_with_retry` then leaves
-    it out and runs again, and the report's notes name it. Empty for a remote history (not checked here) and for
+    Encountered error while reading file file:///…``) but only once it reads it; `relisting` then leaves it out
+    and runs again, and the report's notes name it. Empty for a remote history (not checked here) and for
     any failure that no file under `root` explains."""
     if is_remote(root):
         return {}
@@ -210,7 +210,7 @@ def relisting(run: Callable[[], R], history: str, logger: logging.Logger, what: 
     damaged inside (`damaged_files`: a copy or restore; the collectors never publish one): marked for the process
     (`collectors.outputs.history.files.mark_damaged`, so every later listing leaves it out, and a report's notes
     name it), with a warning, for up to `damaged_limit` files. Anything else is raised. `what` names the job's
-    object in the warnings ("the report", "2026-11-23")."""
+    object in the warnings ("the report of 2026-W47", "2026-11-23")."""
     vanished_runs = damaged = 0
     while True:
         try:
@@ -226,8 +226,8 @@ def relisting(run: Callable[[], R], history: str, logger: logging.Logger, what: 
             for path, problem in bad.items():
                 damaged += 1
                 mark_damaged(path, problem)
-                logger.warning("history: %s does not read (%s); %s is computed again without it, and the "
-                               "report's notes name it", path, problem, what)
+                logger.warning("history: %s does not read (%s); %s is computed again without it", path, problem,
+                               what)
 
 
 def live_file_sizes(root: str, table: str, start: float, end: float) -> list[tuple[str, int]]:

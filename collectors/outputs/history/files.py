@@ -204,9 +204,14 @@ def damage(path: Path) -> str | None:
     except FileNotFoundError:
         return None  # gone, not broken: the next listing will not have it
     except (OSError, pa.ArrowException) as e:
-        first = str(e).strip().splitlines()
-        return f"{type(e).__name__}: {first[0] if first else ''}"  # one line: it goes into warnings and notes
+        return problem_of(e)
     return None
+
+
+def problem_of(e: BaseException) -> str:
+    """``Type: first line`` of a read's error: one line, for warnings and the report's notes."""
+    first = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {first[0] if first else ''}"
 
 
 _DAMAGED: dict[str, tuple[int, int, str]] = {}

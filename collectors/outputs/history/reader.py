@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from collectors.outputs.history.files import damage, live_files, mark_damaged, stores_timestamps
+from collectors.outputs.history.files import damage, live_files, mark_damaged, problem_of, stores_timestamps
 from collectors.outputs.history.schema import TABLES, TIME_TYPE, seconds_schema, to_seconds
 
 log = logging.getLogger(__name__)
@@ -149,7 +149,7 @@ def _readable(path: Path) -> bool:
     except FileNotFoundError:
         return True  # gone, not broken: the next listing will not have it
     except (OSError, pa.ArrowException) as e:
-        if mark_damaged(path, f"{type(e).__name__}: {e}"):  # later listings leave it out: one warning, not one
+        if mark_damaged(path, problem_of(e)):  # later listings leave it out: one warning, not one
             log.warning("history: skipping unreadable file %s: %s", path, e)  # per dashboard refresh
         return False
 

@@ -33,6 +33,7 @@ from collectors.outputs.history.files import (
     ensure_dir,
     mark_damaged,
     new_name,
+    problem_of,
     publish_file,
     replaced_names,
     scan_date_dir,
@@ -328,8 +329,8 @@ class HistoryWriter:
             try:
                 schemas[name] = pq.read_schema(directory / name)
             except (OSError, pa.ArrowException) as e:  # cut short by hand (we never publish one)
-                mark_damaged(directory / name, f"{type(e).__name__}: {e}")
-                self._warn_unreadable(directory / name, f"{type(e).__name__}: {e}")
+                mark_damaged(directory / name, problem_of(e))
+                self._warn_unreadable(directory / name, problem_of(e))
         try:
             return self._merge(table, day, directory, schemas, files.repeats)
         except (OSError, pa.ArrowException):
