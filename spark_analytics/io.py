@@ -181,12 +181,12 @@ _READ_FAILED = re.compile(r"while reading file (\S+?\.parquet)")
 
 
 def damaged_files(e: BaseException, root: str) -> dict[Path, str]:
-    """The files of the local history `root` that Spark's error `e` says it failed to read and that indeed do not
-    read ({path: why}, `collectors.outputs.history.files.damage`): a file cut short or damaged past its footer by a
-    copy or restore (the collectors never publish one). Spark names such a file (``[FAILED_READ_FILE.NO_HINT]
-    Encountered error while reading file file:///…``) but only once it reads it; `relisting` then leaves it out
-    and runs again, and the report's notes name it. Empty for a remote history (not checked here) and for
-    any failure that no file under `root` explains."""
+    """The files under the local `root` (a history, a roll-up store) that Spark's error `e` says it failed to read
+    and that indeed do not read ({path: why}, `collectors.outputs.history.files.damage`): a file cut short or
+    damaged past its footer by a copy or restore (the collectors never publish one). Spark names such a file
+    (``[FAILED_READ_FILE.NO_HINT] Encountered error while reading file file:///…``) but only once it reads it;
+    `relisting` then leaves it out and runs again. Empty for a remote `root` (not checked here) and for any
+    failure that no file under `root` explains."""
     if is_remote(root):
         return {}
     base = _local(root).resolve()
@@ -201,16 +201,18 @@ def damaged_files(e: BaseException, root: str) -> dict[Path, str]:
     return out
 
 
-def relisting(run: Callable[[], R], history: str, logger: logging.Logger, what: str, attempts: int = 3,
+def relisting(run: Callable[[], R], roots: Sequence[str], logger: logging.Logger, what: str, attempts: int = 3,
               damaged_limit: int = 5) -> R:
-    """`run()` (a job that lists `history` and reads it), run again when listing again mends the read that failed.
+    """`run()` (a job that lists files under `roots` and reads them: a history, a roll-up store), run again when
+    listing again mends the read that failed.
 
     A listed file vanished before Spark opened it (`vanished`: the collectors' compaction or retention deleted it;
-    its rows are in the file that superseded it): up to `attempts` runs. A file of a local history cut short or
+    its rows are in the file that superseded it): up to `attempts` runs. A local file under `roots` cut short or
     damaged inside (`damaged_files`: a copy or restore; the collectors never publish one): marked for the process
-    (`collectors.outputs.history.files.mark_damaged`, so every later listing leaves it out, and a report's notes
-    name it), with a warning, for up to `damaged_limit` files. Anything else is raised. `what` names the job's
-    object in the warnings ("the report of 2026-W47", "2026-11-23")."""
+    (`collectors.outputs.history.files.mark_damaged`: every later listing of a history leaves it out, and a report's
+    notes name it; a roll-up day with it reads as not rolled up), with a warning, for up to `damaged_limit` files.
+    Anything else is raised. `what` names the job's object in the warnings ("the report of 2026-W47",
+    "2026-11-23")."""
     vanished_runs = damaged = 0
     while True:
         try:
@@ -220,14 +222,14 @@ def relisting(run: Callable[[], R], history: str, logger: logging.Logger, what: 
                 vanished_runs += 1
                 logger.warning("a history file vanished while reading %s (compaction?); listing again", what)
                 continue
-            bad = damaged_files(e, history) if damaged < damaged_limit else {}
+            bad = {p: why for root in roots for p, why in damaged_files(e, root).items()} \
+                if damaged < damaged_limit else {}
             if not bad:
                 raise
             for path, problem in bad.items():
                 damaged += 1
                 mark_damaged(path, problem)
-                logger.warning("history: %s does not read (%s); %s is computed again without it", path, problem,
-                               what)
+                logger.warning("%s does not read (%s); %s is computed again without it", path, problem, what)
 
 
 def live_file_sizes(root: str, table: str, start: float, end: float) -> list[tuple[str, int]]:

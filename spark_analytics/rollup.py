@@ -64,6 +64,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from collectors.outputs.history.files import known_damaged
 from spark_analytics import io
 from spark_analytics.aggregations import consumers as C
 from spark_analytics.aggregations import replication as R
@@ -274,13 +275,17 @@ class Store:
 
 
 def file_problem(path: Path, day: str, rows: int | None) -> str | None:
-    """Why a stored table's file cannot be read as `day`'s as the manifest says (None: it can): missing, its footer
-    unreadable, other `rows` than recorded (None: not checked), or rows of another day by the footer's statistics
-    of its ``day`` or ``time`` column (a file copied from another day with as many rows)."""
+    """Why a stored table's file cannot be read as `day`'s as the manifest says (None: it can): missing, found
+    damaged by a read of this process (`io.relisting`), its footer unreadable, other `rows` than recorded (None:
+    not checked), or rows of another day by the footer's statistics of its ``day`` or ``time`` column (a file
+    copied from another day with as many rows)."""
     try:
         st = path.stat()
     except OSError:
         return "missing"
+    why = known_damaged(path)  # a report's read found its pages damaged past an intact footer (`io.relisting`)
+    if why is not None:
+        return f"does not read ({why})"
     got = _footer(str(path), st.st_mtime_ns, st.st_size)
     if isinstance(got, str):
         return got
@@ -448,7 +453,7 @@ def rollup_day(spark: Any, history: str, store: Store, day: str) -> dict[str, in
     then deleted) at its first hourly maintenance: a cron run can meet it. A file of the day cut short or damaged
     inside is left out: the manifest's `history_files` then lack it, so each later run finds the day stale, meets
     the file again and warns again, until it is moved out of the history or put back whole."""
-    return io.relisting(lambda: rollup(spark, history, store, [day]), history, log, day)
+    return io.relisting(lambda: rollup(spark, history, store, [day]), [history], log, day)
 
 
 # ----------------------------------------------------------------------------------------------- command line

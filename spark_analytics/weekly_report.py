@@ -336,8 +336,10 @@ def compute_with_retry(spark: Any, history: str, period: A.Period, opts: A.Optio
                        clusters: Sequence[str] | None, reports: Path | None = None) -> Computed:
     """`compute`, run again where listing again mends a failed read (`io.relisting`): a file the collectors'
     compaction deleted after it was listed; a file of a local history cut short or damaged inside, left out and
-    named in the report's notes (before, the run stopped at it until someone moved it)."""
-    return io.relisting(lambda: compute(spark, history, period, opts, clusters, reports=reports), history, log,
+    named in the report's notes; a roll-up file damaged past its intact footer, whose day is then computed from the
+    history (`rollup.file_problem`). Before, the run stopped at either until someone moved the file."""
+    roots = [history, *([opts.rollups] if opts.rollups else [])]
+    return io.relisting(lambda: compute(spark, history, period, opts, clusters, reports=reports), roots, log,
                         f"the report of {period.label}")
 
 

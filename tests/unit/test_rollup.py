@@ -24,8 +24,8 @@ from spark_analytics import io, rollup
 from spark_analytics.aggregations import consumers as C
 from spark_analytics.aggregations import histogram as H
 from spark_analytics.aggregations import replication as R
-from spark_analytics.weekly_report import compute
-from tests.support.damage import cut_short
+from spark_analytics.weekly_report import compute, compute_with_retry
+from tests.support.damage import cut_short, damage_pages
 from tests.support.spark_history import frame, spark_session
 
 W = A.Period.iso_week("2026-W47")
@@ -317,9 +317,19 @@ def test_a_damaged_rollup_day_is_computed_from_the_history_named_and_rolled_up_a
             assert rollup.fresh_days(s, str(hist), W.days()) == [d1]  # asked again: no second warning
         warned = [r.getMessage() for r in caplog.records]
         assert len(warned) == 1 and str(damaged) in warned[0] and problem in warned[0], warned
-    # the report computes the day from the history (which gives the figures of the roll-ups: the first test)
-    c = compute(spark, str(hist), W, A.Options(rollups=str(store)))
+    # pages damaged past an intact footer: only Spark's read finds it; the report then marks the file, reads its
+    # day as not rolled up, and computes it from the history (which gives the figures of the roll-ups: the first
+    # test), instead of stopping at the file
+    for f, b in kept.items():
+        f.write_bytes(b)
+    damage_pages(hists)
+    assert rollup.fresh_days(s, str(hist), W.days()) == [d0, d1]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        c = compute_with_retry(spark, str(hist), W, A.Options(rollups=str(store)), None)
     assert c.rollup_days == [d1] and c.tables["consumer_lag"].num_rows > 1
+    assert f"{hists} does not read (" in caplog.text and "the report of 2026-W47 is computed again" in caplog.text
+    assert f"roll-up file {hists}: does not read (" in caplog.text
     # and the next roll-up run writes it again (the history's only complete day at `now`)
     capsys.readouterr()
     assert rollup.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=T0 + DAY) == 0
@@ -357,7 +367,7 @@ def test_a_day_that_fails_is_named_and_does_not_hold_back_the_days_after_it(
     assert f"rolled up 2 day(s) ({d0}..{d3})" in out.out
     assert f"rollup: {d1} failed: " in out.err and f"{foreign}" in out.err, out.err
     assert f"rollup: failed: 1 of 3 day(s) ({d1}); the next run tries them again" in out.err
-    assert f"history: {cut} does not read (ArrowInvalid: " in caplog.text and f"{d3} is computed again" in caplog.text
+    assert f"{cut} does not read (ArrowInvalid: " in caplog.text and f"{d3} is computed again" in caplog.text
     assert rollup.fresh_days(rollup.Store(store), str(hist), W.days()) == [d0, d3]
     polls = pq.read_table(rollup.Store(store).file("topic_health_polls", d3))
     assert sorted(set(polls.column("time").to_pylist())) == sorted({r["time"] for r in kept})  # part-9's only

@@ -949,7 +949,7 @@ def test_a_damaged_history_file_is_left_out_of_the_report_and_named_in_its_notes
     damage_pages(bad)
     with caplog.at_level(logging.WARNING, logger="spark_analytics.weekly_report"):
         c = weekly_report.compute_with_retry(spark, str(tmp_path), W, A.Options(), None)
-    assert f"history: {bad} does not read (" in caplog.text
+    assert f"{bad} does not read (" in caplog.text
     assert "the report of 2026-W47 is computed again without it" in caplog.text
     td = c.data["cluster"]
     assert td.files == [str(good)] and list(td.damaged) == [str(bad)] and known_damaged(bad)
