@@ -64,7 +64,8 @@ import pyarrow.parquet as pq
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from collectors.outputs.history.files import known_damaged
+from collectors.outputs.history import list_files
+from collectors.outputs.history.files import damage, known_damaged, mark_damaged
 from spark_analytics import io
 from spark_analytics.aggregations import consumers as C
 from spark_analytics.aggregations import replication as R
@@ -263,7 +264,7 @@ class Store:
         return doc
 
     def write_day(self, day: str, tables: dict[str, pa.Table], sources: dict[str, list[list[Any]]],
-                  slo: dict[str, float]) -> None:
+                  slo: dict[str, float], left_out: dict[str, list[list[Any]]] | None = None) -> None:
         self.manifest_path(day).unlink(missing_ok=True)  # from here until the end the day reads as not rolled up
         rows = {}
         for name in TABLES:
@@ -271,7 +272,8 @@ class Store:
             io.write_parquet(self.file(name, day), t)
             rows[name] = t.num_rows
         io.write_json(self.manifest_path(day), {"version": VERSION, "day": day, "rolled_up_at": time.time(),
-                                                "history_files": sources, "lag_slo_s": slo, "rows": rows})
+                                                "history_files": sources, "left_out": left_out or {},
+                                                "lag_slo_s": slo, "rows": rows})
 
 
 def file_problem(path: Path, day: str, rows: int | None) -> str | None:
@@ -342,6 +344,46 @@ def history_files(history: str, day: str) -> dict[str, list[list[Any]]]:
         out[table] = sorted([Path(f).name, size] for f, size in io.live_file_sizes(history, table, start,
                                                                                     start + DAY_S))
     return out
+
+
+def left_out_files(history: str, day: str) -> dict[str, list[list[Any]]]:
+    """The history files of a day for `SOURCES` that this process found damaged and left out (`io.relisting`):
+    {table: [[name, size, why]]}, recorded in the day's manifest (`left_out`) beside the files it was made from."""
+    out: dict[str, list[list[Any]]] = {}
+    if io.is_remote(history):
+        return out
+    start = day_start(day)
+    root = Path(history.removeprefix("file://"))
+    for table in SOURCES:
+        damaged = list_files(root, table, start, start + DAY_S - 1e-3).damaged
+        with_sizes = [[p.name, p.stat().st_size, why] for p, why in damaged.items() if p.exists()]
+        if with_sizes:
+            out[table] = sorted(with_sizes)
+    return out
+
+
+def recall_left_out(store: Store, history: str, days: Sequence[str]) -> int:
+    """Mark again, for this process, the history files the roll-ups of `days` were made without because they did
+    not read (their manifests' `left_out`), where such a file is still there, as big, and still does not read
+    (each is decoded once more: a whole file put back under its name is read again). Without this, every run
+    after the roll-up's found the day stale (its files are not those recorded) and met the damaged file again: the
+    roll-up job re-rolled the day every night, the report ran twice. Returns how many files it marked."""
+    if io.is_remote(history):
+        return 0
+    root = Path(history.removeprefix("file://"))
+    marked = 0
+    for d in days:
+        m = store.manifest(d)
+        for table, files in ((m or {}).get("left_out") or {}).items():
+            for name, size, why in files:
+                path = root / table / f"date={d}" / name
+                if known_damaged(path) is not None:
+                    continue
+                with contextlib.suppress(OSError):
+                    if path.stat().st_size == size and damage(path) is not None:
+                        mark_damaged(path, why)
+                        marked += 1
+    return marked
 
 
 SMALL_JOB_BYTES = 24 * 2**20
@@ -440,7 +482,7 @@ def rollup(spark: Any, history: str, store: Store, days: Sequence[str]) -> dict[
             "cluster", "lag_slo_s").toArrow()  # as the day's collector recorded it
         got = partials(spark, frames, [d], slo_frame(spark, {d: limits}))
         slo = dict(zip(limits["cluster"].to_pylist(), limits["lag_slo_s"].to_pylist(), strict=True))
-        store.write_day(d, got, history_files(history, d), slo)
+        store.write_day(d, got, history_files(history, d), slo, left_out_files(history, d))
         for name in TABLES:
             written[name] += got[name].num_rows
     return written
@@ -451,8 +493,8 @@ def rollup_day(spark: Any, history: str, store: Store, day: str) -> dict[str, in
 
     The job runs after midnight, when the collector compacts the day that just ended (its files merged into one,
     then deleted) at its first hourly maintenance: a cron run can meet it. A file of the day cut short or damaged
-    inside is left out: the manifest's `history_files` then lack it, so each later run finds the day stale, meets
-    the file again and warns again, until it is moved out of the history or put back whole."""
+    inside is left out, and recorded in the manifest's `left_out` (`left_out_files`), which later runs recall
+    (`recall_left_out`)."""
     return io.relisting(lambda: rollup(spark, history, store, [day]), [history], log, day)
 
 
@@ -506,6 +548,7 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, now: float | None
         print(f"rollup: error: argument --rollups: {a.rollups!r}: cannot be a directory here "
               f"({e.strerror or e})", file=sys.stderr)
         return 2
+    recall_left_out(store, a.history, days)  # files a roll-up was made without: not a reason to redo the day
     todo = days if a.force or a.day else [d for d in days if d not in set(fresh_days(store, a.history, days))]
     kept = [d for d in todo if store.manifest(d) is not None and not any(history_files(a.history, d).values())]
     for d in kept:  # rolling up no rows over the only record of the day would lose it (`made_from`)

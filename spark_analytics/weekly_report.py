@@ -97,6 +97,11 @@ def compute(spark: Any, history: str, period: A.Period, opts: A.Options | None =
     started = time.monotonic()
     opts = opts or A.Options()
     previous = period.previous()
+    if opts.rollups:  # files a roll-up was made without, left out of this run's listings too (and named in notes)
+        weeks = [period]
+        while len(weeks) < TREND_WEEKS:
+            weeks.insert(0, weeks[0].previous())
+        rollup.recall_left_out(rollup.Store.at(opts.rollups), history, [d for w in weeks for d in w.days()])
     inputs = inputs_of(history, period, opts)  # listed before reading: a file added meanwhile makes it stale, safely
     # The per-poll and event tables that many report tables read, for both weeks: cached once, instead of one
     # Parquet scan per report table (docs/weekly-report.md, "Where the time goes"); the others are scanned.

@@ -25,7 +25,7 @@ from spark_analytics.aggregations import consumers as C
 from spark_analytics.aggregations import histogram as H
 from spark_analytics.aggregations import replication as R
 from spark_analytics.weekly_report import compute, compute_with_retry
-from tests.support.damage import cut_short, damage_pages
+from tests.support.damage import damage_pages
 from tests.support.spark_history import frame, spark_session
 
 W = A.Period.iso_week("2026-W47")
@@ -357,22 +357,40 @@ def test_a_day_that_fails_is_named_and_does_not_hold_back_the_days_after_it(
     foreign = hist / "group_lag" / f"date={d1}" / "part-1.parquet"
     pq.write_table(pa.table({"cluster": ["c1"], "time": [T0 + DAY + 60.0], "group_id": ["g9"], "topic": ["t"],
                              "lag_max": ["12"]}), foreign)
-    cut = hist / "topic_health" / f"date={d3}" / "part-0.parquet"  # the day's polls
+    damaged = hist / "topic_health" / f"date={d3}" / "part-0.parquet"  # the day's polls
+    whole = damaged.read_bytes()
     kept = [r for r in _health_rows() if r["time"] >= T0 + 3 * DAY][:4]  # and two of them again, in another file
     _write(hist, "topic_health", d3, kept, name="part-9.parquet")
-    cut_short(cut)
+    damage_pages(damaged)
     with caplog.at_level(logging.WARNING, logger="spark_analytics.rollup"):
         assert rollup.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=W.end + 3600) == 1
     out = capsys.readouterr()
     assert f"rolled up 2 day(s) ({d0}..{d3})" in out.out
     assert f"rollup: {d1} failed: " in out.err and f"{foreign}" in out.err, out.err
     assert f"rollup: failed: 1 of 3 day(s) ({d1}); the next run tries them again" in out.err
-    assert f"{cut} does not read (ArrowInvalid: " in caplog.text and f"{d3} is computed again" in caplog.text
-    assert rollup.fresh_days(rollup.Store(store), str(hist), W.days()) == [d0, d3]
-    polls = pq.read_table(rollup.Store(store).file("topic_health_polls", d3))
+    assert f"{damaged} does not read (" in caplog.text and f"{d3} is computed again" in caplog.text
+    s = rollup.Store(store)
+    assert rollup.fresh_days(s, str(hist), W.days()) == [d0, d3]
+    polls = pq.read_table(s.file("topic_health_polls", d3))
     assert sorted(set(polls.column("time").to_pylist())) == sorted({r["time"] for r in kept})  # part-9's only
-    history_files._DAMAGED.clear()  # another process: it has not met the file yet
-    assert rollup.fresh_days(rollup.Store(store), str(hist), W.days()) == [d0]
+    [(name, size, why)] = s.manifest(d3)["left_out"]["topic_health"]
+    assert (name, size) == ("part-0.parquet", len(whole)) and why.split(": ")[0] in ("OSError", "ArrowInvalid")
+    # another process has not met the file: the manifest's `left_out` makes it known (decoded once more), so the
+    # day is not stale and the next run does not roll it up again
+    history_files._DAMAGED.clear()
+    assert rollup.fresh_days(s, str(hist), W.days()) == [d0]
+    history_files._DAMAGED.clear()
+    foreign.unlink()
+    assert rollup.main(["--history", str(hist), "--rollups", str(store), "--day", d1], spark=spark) == 0
+    capsys.readouterr()
+    history_files._DAMAGED.clear()
+    assert rollup.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=W.end + 3600) == 0
+    assert "nothing to do (3 day(s) up to date" in capsys.readouterr().out
+    # put back whole (the same size): read again, so the day is stale and rolled up with it
+    history_files._DAMAGED.clear()
+    damaged.write_bytes(whole)
+    assert rollup.recall_left_out(s, str(hist), W.days()) == 0
+    assert rollup.fresh_days(s, str(hist), W.days()) == [d0, d1]
 
 
 def test_a_day_compacted_while_it_is_rolled_up_is_listed_again(spark: Any, tmp_path: Path,
