@@ -29,7 +29,7 @@ import logging
 import math
 import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence, Sized
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -507,26 +507,27 @@ def table_notes(data: dict[str, TableData], days: Sequence[str]) -> list[str]:
     repeated = {name: td.repeats for name, td in data.items() if td.repeats}
     if repeated:
         repeat, kept = min(next(iter(repeated.values())).items())
-        notes.append(f"{sum(map(len, repeated.values()))} history file(s) repeat another file of their day byte for "
-                     "byte (a copied or restored history?) and were read once ("
-                     + ", ".join(f"{n} {len(r)}" for n, r in repeated.items())
-                     + f"), e.g. {_short(repeat)} repeats {_short(kept)}.")
+        notes.append(_files_note(repeated, "repeat another file of their day byte for byte (a copied or restored "
+                                 "history?) and were read once", f"{_short(repeat)} repeats {_short(kept)}."))
     emptied = {name: td.empty for name, td in data.items() if td.empty}
     if emptied:
-        notes.append(f"{sum(map(len, emptied.values()))} history file(s) are empty (0 bytes: a copy or restore cut "
-                     "short?) and were left out ("
-                     + ", ".join(f"{n} {len(e)}" for n, e in emptied.items())
-                     + f"), e.g. {_short(min(next(iter(emptied.values()))))}: the figures lack whatever rows they "
-                     "held.")
+        notes.append(_files_note(emptied, "are empty (0 bytes: a copy or restore cut short?) and were left out",
+                                 f"{_short(min(next(iter(emptied.values()))))}: the figures lack whatever rows "
+                                 "they held."))
     damaged = {name: td.damaged for name, td in data.items() if td.damaged}
     if damaged:
         path, why = min(next(iter(damaged.values())).items())
-        notes.append(f"{sum(map(len, damaged.values()))} history file(s) do not read (cut short or damaged: a copy "
-                     "or restore?) and were left out ("
-                     + ", ".join(f"{n} {len(d)}" for n, d in damaged.items())
-                     + f"), e.g. {_short(path)} ({why[:200]}): the figures lack the rows they held. Move them "
-                     "out of the history, or put back whole copies, and run the report again.")
+        notes.append(_files_note(damaged, "do not read (cut short or damaged: a copy or restore?) and were left out",
+                                 f"{_short(path)} ({why[:200]}): the figures lack the rows they held. Move them out "
+                                 "of the history, or put back whole copies, and run the report again."))
     return notes
+
+
+def _files_note(per_table: dict[str, Sized], what: str, example: str) -> str:
+    """``N history file(s) <what> (<table> <n>, …), e.g. <example>``: one note for files the report left out or
+    read once, counted per table."""
+    return (f"{sum(map(len, per_table.values()))} history file(s) {what} ("
+            + ", ".join(f"{name} {len(files)}" for name, files in per_table.items()) + f"), e.g. {example}")
 
 
 def _short(path: str) -> str:
