@@ -555,7 +555,8 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, now: float | None
         print(f"rollup: {d}: no history files left (removed by retention?); its roll-up is kept", file=sys.stderr)
     todo = [d for d in todo if d not in kept]
     if not todo:
-        print(f"rollup: nothing to do ({len(days)} day(s) up to date under {store.root})")
+        print(f"rollup: nothing to do ({len(days) - len(kept)} day(s) up to date"
+              + (f", {len(kept)} kept from their roll-ups alone" if kept else "") + f" under {store.root})")
         return 0
     started = time.monotonic()
     own = spark is None
