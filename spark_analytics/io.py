@@ -232,6 +232,17 @@ def relisting(run: Callable[[], R], roots: Sequence[str], logger: logging.Logger
                 logger.warning("%s does not read (%s); %s is computed again without it", path, problem, what)
 
 
+def damaged_file_sizes(root: str, table: str, start: float, end: float) -> list[tuple[str, int, str]]:
+    """The files of `table` for ``[start, end)`` in a local history that a read of this process found damaged and
+    left out (`relisting`), as (name, size, why): what a day's roll-up records of the files it was made without.
+    Sorted; a file removed meanwhile is left out."""
+    out = []
+    for f, why in _listed(None, root, table, start, end).damaged.items():
+        with contextlib.suppress(FileNotFoundError):
+            out.append((os.path.basename(f), os.path.getsize(f), why))
+    return sorted(out)
+
+
 def live_file_sizes(root: str, table: str, start: float, end: float) -> list[tuple[str, int]]:
     """The live files of `table` for ``[start, end)`` in a local history, as (path relative to `root`, size):
     what a derived file (a day's roll-up, a week's report) records of its inputs, to tell later whether they

@@ -64,7 +64,6 @@ import pyarrow.parquet as pq
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from collectors.outputs.history import list_files
 from collectors.outputs.history.files import damage, known_damaged, mark_damaged
 from spark_analytics import io
 from spark_analytics.aggregations import consumers as C
@@ -349,17 +348,12 @@ def history_files(history: str, day: str) -> dict[str, list[list[Any]]]:
 def left_out_files(history: str, day: str) -> dict[str, list[list[Any]]]:
     """The history files of a day for `SOURCES` that this process found damaged and left out (`io.relisting`):
     {table: [[name, size, why]]}, recorded in the day's manifest (`left_out`) beside the files it was made from."""
-    out: dict[str, list[list[Any]]] = {}
     if io.is_remote(history):
-        return out
+        return {}
     start = day_start(day)
-    root = Path(history.removeprefix("file://"))
-    for table in SOURCES:
-        damaged = list_files(root, table, start, start + DAY_S - 1e-3).damaged
-        with_sizes = [[p.name, p.stat().st_size, why] for p, why in damaged.items() if p.exists()]
-        if with_sizes:
-            out[table] = sorted(with_sizes)
-    return out
+    left_out = {table: [list(f) for f in io.damaged_file_sizes(history, table, start, start + DAY_S)]
+                for table in SOURCES}
+    return {table: files for table, files in left_out.items() if files}
 
 
 def recall_left_out(store: Store, history: str, days: Sequence[str]) -> int:

@@ -98,10 +98,8 @@ def compute(spark: Any, history: str, period: A.Period, opts: A.Options | None =
     opts = opts or A.Options()
     previous = period.previous()
     if opts.rollups:  # files a roll-up was made without, left out of this run's listings too (and named in notes)
-        weeks = [period]
-        while len(weeks) < TREND_WEEKS:
-            weeks.insert(0, weeks[0].previous())
-        rollup.recall_left_out(rollup.Store.at(opts.rollups), history, [d for w in weeks for d in w.days()])
+        rollup.recall_left_out(rollup.Store.at(opts.rollups), history,
+                               [d for w in trend_weeks(period) for d in w.days()])
     inputs = inputs_of(history, period, opts)  # listed before reading: a file added meanwhile makes it stale, safely
     # The per-poll and event tables that many report tables read, for both weeks: cached once, instead of one
     # Parquet scan per report table (docs/weekly-report.md, "Where the time goes"); the others are scanned.
@@ -185,13 +183,19 @@ def load_partials(spark: Any, history: str, data: dict[str, io.TableData], perio
 TREND_WEEKS = 4
 
 
+def trend_weeks(period: A.Period) -> list[A.Period]:
+    """The `TREND_WEEKS` weeks ending with `period`, oldest first."""
+    weeks = [period]
+    while len(weeks) < TREND_WEEKS:
+        weeks.insert(0, weeks[0].previous())
+    return weeks
+
+
 def trend_table(spark: Any, history: str, period: A.Period, parts: dict[str, Any], opts: A.Options,
                 clusters: Sequence[str] | None) -> pa.Table:
     """`aggregations.trend` over the last `TREND_WEEKS` weeks: this week and last from `parts`, the weeks before
     from the stored roll-ups only (never the history: a week not rolled up is absent)."""
-    weeks = [period]
-    while len(weeks) < TREND_WEEKS:
-        weeks.insert(0, weeks[0].previous())
+    weeks = trend_weeks(period)
     inputs = {name: parts[name] for name in ("topic_health_polls", "group_lag_days")}
     if opts.rollups:
         store = rollup.Store.at(opts.rollups)

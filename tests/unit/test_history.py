@@ -50,7 +50,7 @@ from collectors.outputs.history import (
 from collectors.outputs.history import writer as history_writer
 from collectors.outputs.history.files import stores_timestamps
 from collectors.outputs.history.schema import TIME_COLUMNS
-from tests.support.damage import damage_pages
+from tests.support.damage import cut_short, damage_pages
 from tests.support.mixed_history import write_upgraded_mid_day
 
 DAY = 86_400.0
@@ -549,7 +549,7 @@ def test_an_unreadable_file_is_left_out_of_compaction_and_holds_back_no_other_da
     emptied = files_in(tmp_path, "cluster")[1]  # day 1
     emptied.write_bytes(b"")
     cut = files_in(tmp_path, "cluster")[8]  # day 2
-    cut.write_bytes(cut.read_bytes()[: cut.stat().st_size // 2])
+    cut_short(cut)
     damaged = [f for f in files_in(tmp_path, "topic_health") if "2023-11-16" in str(f)][2]  # day 2
     damage_pages(damaged)
     with caplog.at_level(logging.WARNING):

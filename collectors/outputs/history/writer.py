@@ -93,7 +93,6 @@ class HistoryWriter:
         self.last_error: str | None = None
         self.last_error_at: float | None = None
         self.last_maintenance_error: str | None = None
-        self._unreadable_warned: set[Path] = set()
         self.dropped_rows = 0
         self.flush_failures = 0
         self.rows_written = 0
@@ -308,9 +307,11 @@ class HistoryWriter:
                                   f"{', …' if len(failed) > 5 else ''}); the others were")
         return done
 
-    def _warn_unreadable(self, path: Path, problem: str) -> None:
-        if path not in self._unreadable_warned:  # once per file and process, not at every hourly maintenance
-            self._unreadable_warned.add(path)
+    @staticmethod
+    def _left_out(path: Path, problem: str) -> None:
+        """Mark `path` damaged (`day_files` leaves it out from then on) and warn, once per file and process: not at
+        every hourly maintenance."""
+        if mark_damaged(path, problem):
             log.warning("history: %s is not readable Parquet (%s); left out of its day's compaction and "
                         "skipped by readers", path, problem)
 
@@ -329,8 +330,7 @@ class HistoryWriter:
             try:
                 schemas[name] = pq.read_schema(directory / name)
             except (OSError, pa.ArrowException) as e:  # cut short by hand (we never publish one)
-                mark_damaged(directory / name, problem_of(e))
-                self._warn_unreadable(directory / name, problem_of(e))
+                self._left_out(directory / name, problem_of(e))
         try:
             return self._merge(table, day, directory, schemas, files.repeats)
         except (OSError, pa.ArrowException):
@@ -338,8 +338,7 @@ class HistoryWriter:
             if not damaged:
                 raise
             for name, problem in damaged.items():
-                mark_damaged(directory / name, problem)
-                self._warn_unreadable(directory / name, problem)
+                self._left_out(directory / name, problem)
             return self._merge(table, day, directory, {n: s for n, s in schemas.items() if n not in damaged},
                                files.repeats)
 
