@@ -10,6 +10,7 @@ counter far below C. The collector must report each serving server's regression 
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -65,6 +66,11 @@ def test_an_ensemble_restored_from_old_data_is_reported_with_the_transactions_go
         poller = ClusterPoller(cfg.clusters[0], cfg)
         try:
             _write(zk.connect_string, "after-backup", 150)
+            # a follower applies commits after the leader acknowledged them: wait until ZooKeeper itself shows
+            # every node past the writes (a loaded CI run once polled a follower still at counter 105)
+            deadline = time.monotonic() + 30
+            while any(zk.srvr(n.sid)["zxid"] & 0xFFFFFFFF < 150 for n in zk.nodes) and time.monotonic() < deadline:
+                time.sleep(0.1)
             first = poll(poller, sb)  # the collector sees the ensemble at epoch E, counter C
             seen = {z.server: (z.zxid_epoch, z.zxid_counter) for z in first.snapshot.zookeeper if z.serving}
             assert len(seen) == 3 and all(c is not None and c >= 150 for _, c in seen.values())
