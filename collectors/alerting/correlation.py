@@ -35,7 +35,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from collectors.alerting.catalogue import RISK_RULES, RULES
+from collectors.alerting.catalogue import RISK_RULES, RULES, rules_of
 from collectors.model.records import AlertRecord, ClusterSnapshot, IncidentRecord, PartitionRecord
 from collectors.model.vocabulary import AT_MIN_ISR, OFFLINE, SEVERITY_RANK, UNDER_MIN_ISR
 
@@ -53,6 +53,7 @@ CONSENSUS_RULES = frozenset({"zk_quorum_lost", "zk_no_leader", "zk_multiple_lead
                              "kraft_voter_lagging", "kraft_leader_election", "controller_mismatch",
                              "no_controller", "zk_zxid_regressed"})
 TXN_PARTITION_RULES = frozenset({"hanging_transaction", "lso_gap"})
+MONITOR_RULES = tuple(sorted(rules_of("monitor")))  # about the monitor itself: one incident per cluster
 CONSENSUS_SECTIONS = frozenset({"zookeeper", "znodes", "quorum"})  # stale sections read from the consensus layer
 
 
@@ -195,7 +196,7 @@ def correlate(snap: ClusterSnapshot, alerts: Sequence[AlertRecord]) -> list[Caus
         broker_cause.incident.consequences.append("stale: " + ", ".join(sorted(stale)))
     explained_stale = consensus_stale or broker_stale
     for kind, rules in ((CLUSTER, ("cluster_unreachable", "data_stale")),
-                        (MONITOR, ("history_write_failed", "state_write_failed"))):
+                        (MONITOR, MONITOR_RULES)):
         members = [a for r in rules for a in by_rule.get(r, ()) if not (explained_stale and r == "data_stale")]
         if members:
             causes.append(_single(snap, kind, kind, snap.cluster if kind == CLUSTER else "monitor", members))

@@ -3,7 +3,8 @@
 Each output is a callable `sink(results, now)` with an optional `close()`.
 A failing output is logged by the loop and never stops polling; a history
 that cannot be written shows up as `kafka_monitor_history_write_errors` and a
-`history_write_failed` alert rather than a crash.
+`history_write_failed` alert rather than a crash, and failing retention or compaction as a
+`history_maintenance_failed` alert.
 """
 
 from __future__ import annotations
@@ -70,13 +71,21 @@ class HistorySink:
         if self.exporter is not None:
             self.exporter.endpoint.collector.history_error = error is not None
         if self.monitor is not None:
-            if error is None:
-                self.monitor.conditions.pop("history_write_failed", None)
-            else:
-                self.monitor.conditions["history_write_failed"] = Candidate(
+            conditions = self.monitor.conditions
+            conditions.pop("history_write_failed", None)
+            if error is not None:
+                conditions["history_write_failed"] = Candidate(
                     "history_write_failed", "warning", "history",
                     f"history not written: {error} ({self.writer.buffered_rows} rows waiting, "
                     f"{self.writer.dropped_rows} dropped)")
+            # Maintenance runs hourly inside maybe_flush; its error stands until the next run succeeds.
+            maintenance = self.writer.last_maintenance_error
+            conditions.pop("history_maintenance_failed", None)
+            if maintenance is not None:
+                conditions["history_maintenance_failed"] = Candidate(
+                    "history_maintenance_failed", "warning", "history",
+                    f"history maintenance failed: {maintenance} (retried hourly; uncompacted days read slower, "
+                    "days past the retention stay on disk)")
         if error is not None:
             log.error("history flush failed: %s (rows kept in memory, %d dropped)", error, self.writer.dropped_rows)
 

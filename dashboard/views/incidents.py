@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from collectors.alerting.catalogue import RISK_RULES, RULES
+from collectors.alerting.catalogue import RISK_RULES, RULES, rules_of
 from collectors.model.vocabulary import SEVERITY_RANK
 from dashboard.views.alerts import alert_target
 from dashboard.views.common import fmt_count, fmt_duration, fmt_utc, is_missing
@@ -38,7 +38,7 @@ CONSENSUS_RULES = frozenset({"zk_quorum_lost", "zk_no_leader", "zk_multiple_lead
                              "kraft_voter_lagging", "kraft_leader_election", "controller_mismatch", "no_controller",
                              "zk_zxid_regressed"})
 CLUSTER_RULES = frozenset({"cluster_unreachable", "data_stale"})
-MONITOR_RULES = frozenset({"history_write_failed", "state_write_failed"})
+MONITOR_RULES = rules_of("monitor")
 INCIDENT_COLUMNS = ["severity", "cluster", "kind", "subject", "summary", "open_for", "alerts", "blast radius",
                     "consequences", "opened_utc", "id", "open_for_s"]
 MEMBER_COLUMNS = ["severity", "rule", "subject", "open_for", "summary", "opened_utc"]

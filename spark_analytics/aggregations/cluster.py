@@ -65,12 +65,16 @@ def broker_availability(brokers: DataFrame, polls: DataFrame, period: Period) ->
 
     The denominator is the number of polls that reported any broker for the cluster, so a broker missing
     from a poll counts as unavailable for it; ``down_minutes`` = polls not alive x poll interval.
+    ``unreachable_polls`` counts the polls in which the broker was registered (alive) and did not answer:
+    the zombie broker, which on-call cannot see from availability. A broker that is down is also written
+    with ``reachable`` false; those polls are in ``down_minutes`` already, and counted there only.
     """
     b = brokers.filter(in_period(period))
     total = b.groupBy("cluster").agg(F.countDistinct("time").alias("broker_polls"))
     per = b.groupBy("cluster", "broker_id").agg(
         F.count_if(F.coalesce(F.col("alive"), F.lit(False))).alias("alive_polls"),
-        F.count_if(F.col("reachable") == F.lit(False)).alias("unreachable_polls"),
+        F.count_if(F.coalesce(F.col("alive"), F.lit(False)) & (F.col("reachable") == F.lit(False)))
+        .alias("unreachable_polls"),
         F.max_by("host", F.when(F.col("host").isNotNull(), F.col("time"))).alias("host"),
         F.max_by("rack", F.when(F.col("rack").isNotNull(), F.col("time"))).alias("rack"),
         F.count_if(F.coalesce(F.col("is_controller"), F.lit(False))).alias("controller_polls"))

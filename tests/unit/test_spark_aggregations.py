@@ -411,13 +411,17 @@ def test_broker_availability_and_controller_changes(spark: Any) -> None:
     times = every(4)
     br = frame(spark, "brokers", [
         {"time": T0 + t, "broker_id": b, "host": None if (b == 2 and i == 1) else "h", "alive": not (b == 2 and i == 1),
-         "is_controller": b == 1}
+         "is_controller": b == 1,
+         # the collector writes a down broker as unreachable too; broker 3 is registered and silent at poll 2
+         "reachable": not ((b == 2 and i == 1) or (b == 3 and i == 2))}
         for i, t in enumerate(times) for b in (1, 2, 3) if not (b == 3 and i == 3)])  # 3 missing from a poll
     polls = A.poll_intervals(polls_df(spark, times), W)
     got = {r["broker_id"]: r for r in rows(A.broker_availability(br, polls, W))}
     assert got[1]["availability"] == 1.0 and got[1]["controller_polls"] == 4
     assert got[2]["availability"] == 0.75 and got[2]["down_minutes"] == pytest.approx(0.5) and got[2]["host"] == "h"
     assert got[3]["availability"] == 0.75
+    # "registered but unreachable": broker 3's silent poll, not broker 2's poll while down
+    assert [got[b]["unreachable_polls"] for b in (1, 2, 3)] == [0, 0, 1]
     ctl = [1, 1, None, 2, 2, 1]
     cl = frame(spark, "cluster", [{"time": T0 + i * 30, "controller_id": c, "reachable": True}
                                   for i, c in enumerate(ctl)]

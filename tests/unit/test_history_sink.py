@@ -1,0 +1,66 @@
+"""The history sink turns the writer's failures into the monitor's own alerts: a flush that fails
+(`history_write_failed`) and the hourly maintenance that fails (`history_maintenance_failed`).
+
+Before, a failing retention or compaction was only logged: the history grew in small files that the dashboard,
+the roll-ups and the weekly report then read, and nothing told on-call. The full disk is the one boundary
+mocked (as in test_history.py's merge-failure test); the writer, its files and the monitor are real.
+"""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from collectors.config import MonitorConfig
+from collectors.outputs.history import HistoryWriter
+from collectors.outputs.history import writer as history_writer
+from collectors.runtime.poller import Monitor
+from collectors.runtime.sinks import HistorySink
+from tests.unit.test_history import DAY, LATER, T0, files_in, write_day
+
+
+def test_failing_maintenance_raises_a_monitor_alert_until_a_run_succeeds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "history"
+    w = HistoryWriter(root, compact_min_files=5, clock=lambda: LATER)
+    for day in range(2):
+        write_day(w, 6, base=T0 + day * DAY)  # two finished days, six files each: due for compaction
+    cfg = MonitorConfig.model_validate({
+        "clusters": [{"name": "prod", "bootstrap_servers": "127.0.0.1:1"}], "state_dir": str(tmp_path / "state"),
+        "request_timeout_s": 1, "history": {"root": str(root), "compact_min_files": 5}})
+    m = Monitor(cfg)
+    try:
+        sink = HistorySink(cfg.history, exporter=None, monitor=m)
+        sink.writer.clock = lambda: LATER
+        sink.writer.maintenance_interval_s = 0  # every call maintains, as every hour would
+        real = history_writer.publish_file
+
+        def disk_full(directory: Path, name: str, write: Any) -> int:
+            if directory.name == "date=2023-11-15" and directory.parent.name == "topic_health":
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return real(directory, name, write)
+
+        monkeypatch.setattr(history_writer, "publish_file", disk_full)
+        sink([], LATER)
+        cond = m.conditions.get("history_maintenance_failed")
+        assert cond is not None and (cond.rule, cond.severity, cond.subject) == (
+            "history_maintenance_failed", "warning", "history")
+        assert "1 day(s) not compacted (topic_health/date=2023-11-15)" in cond.summary
+        assert "history_write_failed" not in m.conditions  # the flushes are fine: another rule
+
+        (r,) = m.poll_once(LATER)  # the cluster is unreachable too; the monitor's own alert rides every cluster
+        alert = next(a for a in r.snapshot.alerts if a.rule == "history_maintenance_failed")
+        assert alert.subject == "history" and "topic_health/date=2023-11-15" in alert.summary
+        (incident,) = [i for i in r.snapshot.incidents if i.kind == "monitor"]
+        assert incident.subject == "monitor" and incident.severity == "warning"
+
+        monkeypatch.undo()  # room again: the next run compacts the day and clears the alert
+        sink([], LATER)
+        assert "history_maintenance_failed" not in m.conditions
+        assert {(f.parent.name, f.name.split("-")[0]) for f in files_in(root, "topic_health")} == {
+            ("date=2023-11-15", "compact"), ("date=2023-11-16", "compact")}
+    finally:
+        m.close()
