@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -53,13 +54,16 @@ class ExporterSink:
 
 class HistorySink:
     def __init__(self, cfg: HistoryConfig, exporter: ExporterSink | None, monitor: Monitor | None = None,
-                 thresholds: Thresholds | None = None) -> None:
+                 thresholds: Thresholds | None = None, clusters: Sequence[str] = ()) -> None:
+        """`clusters`: the names this collector polls; the root's writer lease is taken for them (one collector
+        writes a root at a time: `collectors.outputs.history.lease`)."""
         from collectors.outputs.history import HistoryWriter
 
         self.writer = HistoryWriter(Path(cfg.root), flush_interval_s=cfg.flush_interval_s,
                                     partition_detail=cfg.partition_detail, retention_days=cfg.retention_days,
                                     compact_min_files=cfg.compact_min_files,
-                                    thresholds=thresholds.model_dump_json() if thresholds is not None else None)
+                                    thresholds=thresholds.model_dump_json() if thresholds is not None else None,
+                                    exclusive=True, clusters=clusters)
         self.exporter = exporter
         self.monitor = monitor
 
@@ -76,6 +80,7 @@ class HistorySink:
             if error is not None:
                 conditions["history_write_failed"] = Candidate(
                     "history_write_failed", "warning", "history",
+                    f"history not written: {error}" if self.writer.standby_of is not None else
                     f"history not written: {error} ({self.writer.buffered_rows} rows waiting, "
                     f"{self.writer.dropped_rows} dropped)")
             # Maintenance runs hourly inside maybe_flush; its error stands until the next run succeeds.
@@ -86,7 +91,9 @@ class HistorySink:
                     "history_maintenance_failed", "warning", "history",
                     f"history maintenance failed: {maintenance} (retried hourly; uncompacted days read slower, "
                     "days past the retention stay on disk)")
-        if error is not None:
+        if error is not None and self.writer.standby_of is not None:
+            log.error("history not written: %s", error)
+        elif error is not None:
             log.error("history flush failed: %s (rows kept in memory, %d dropped)", error, self.writer.dropped_rows)
 
     def close(self) -> None:
@@ -150,7 +157,8 @@ def build_sinks(config: MonitorConfig, monitor: Monitor | None = None) -> list[S
                                 config.exporter.owner_labels)
         sinks.append(exporter)
     if config.history.enabled:
-        sinks.append(HistorySink(config.history, exporter, monitor, config.thresholds))
+        sinks.append(HistorySink(config.history, exporter, monitor, config.thresholds,
+                                 [c.name for c in config.clusters]))
     sinks.append(LatestStateSink(Path(config.state_dir)))
     if monitor is not None:
         sinks.append(CheckpointSink(Path(config.state_dir), config.checkpoint_interval_s, monitor))

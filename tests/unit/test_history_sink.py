@@ -22,15 +22,19 @@ from collectors.runtime.sinks import HistorySink
 from tests.unit.test_history import DAY, LATER, T0, files_in, write_day
 
 
+def monitor_config(state_dir: Path, **kw: Any) -> MonitorConfig:
+    """One cluster nobody answers for (127.0.0.1:1): the monitor's own conditions are what these tests watch."""
+    return MonitorConfig.model_validate({"clusters": [{"name": "prod", "bootstrap_servers": "127.0.0.1:1"}],
+                                         "state_dir": str(state_dir), "request_timeout_s": 1, **kw})
+
+
 def test_failing_maintenance_raises_a_monitor_alert_until_a_run_succeeds(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = tmp_path / "history"
     w = HistoryWriter(root, compact_min_files=5, clock=lambda: LATER)
     for day in range(2):
         write_day(w, 6, base=T0 + day * DAY)  # two finished days, six files each: due for compaction
-    cfg = MonitorConfig.model_validate({
-        "clusters": [{"name": "prod", "bootstrap_servers": "127.0.0.1:1"}], "state_dir": str(tmp_path / "state"),
-        "request_timeout_s": 1, "history": {"root": str(root), "compact_min_files": 5}})
+    cfg = monitor_config(tmp_path / "state", history={"root": str(root), "compact_min_files": 5})
     m = Monitor(cfg)
     try:
         sink = HistorySink(cfg.history, exporter=None, monitor=m)

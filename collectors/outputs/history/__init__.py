@@ -26,8 +26,9 @@ reader that sees a ``compact-*`` file excludes every name it lists, so between t
 and after a kill in between, readers see each row exactly once; the next writer start (or compaction)
 finishes the deletes. A compacted file's row groups may be ordered by key (`ROW_GROUP_ORDER`), not by time:
 no reader may depend on the order of rows inside a file. `read_table` and `live_files` apply the superseding
-rule; a foreign reader (Spark) should read the file list from `live_files`. One writer per root at a time is
-assumed (it deletes temp files on start).
+rule; a foreign reader (Spark) should read the file list from `live_files`. One writer per root at a time: the
+collector's writer holds the root's lease (`lease.WriterLease`, an exclusive flock) and deletes temp files only
+once it holds it; a second collector on the root stands by.
 
 Repeated files. A live file whose bytes up to the footer, size, schema and row count equal another live file's of
 the same day (`files.same_rows`: a file copied or restored under a new name, a history copied into itself) holds

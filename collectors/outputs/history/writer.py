@@ -40,6 +40,7 @@ from collectors.outputs.history.files import (
     unlink_quietly,
     utc_date,
 )
+from collectors.outputs.history.lease import Holder, WriterLease, read_holder
 from collectors.outputs.history.rows import snapshot_columns, split_by_date, to_batch
 from collectors.outputs.history.schema import (
     COMPACT_ROW_GROUP,
@@ -56,6 +57,9 @@ from collectors.outputs.history.schema import (
 )
 
 log = logging.getLogger(__name__)
+
+WRITE, STANDBY, WAIT = "write", "standby", "wait"
+"""What a flush may do (`HistoryWriter._lease_state`)."""
 
 @dataclass(slots=True)
 class _Chunk:
@@ -78,10 +82,21 @@ class HistoryWriter:
     def __init__(self, root: Path, flush_interval_s: float = 60, partition_detail: bool = False,
                  retention_days: int | None = 30, compact_min_files: int = 10,
                  clock: Callable[[], float] = time.time, max_buffer_rows: int = DEFAULT_MAX_BUFFER_ROWS,
-                 maintenance_interval_s: float = 3600, thresholds: str | None = None) -> None:
+                 maintenance_interval_s: float = 3600, thresholds: str | None = None, exclusive: bool = False,
+                 clusters: Sequence[str] = ()) -> None:
         """`thresholds`: the alert thresholds in force, as JSON text, recorded with every poll's cluster row so
-        that the weekly report judges history by what the collector used, not by defaults of its own."""
+        that the weekly report judges history by what the collector used, not by defaults of its own.
+
+        `exclusive`: write only while holding the root's lease (`lease.WriterLease`), as the collector does; a
+        writer that finds it held stands by (`standby_of`), drops its rows (the holder writes the same polls)
+        and takes over when the holder stops. `clusters` are the clusters this writer's rows are of: when the
+        holder does not write them all, the standby reports it in `last_error` (their rows are written by nobody).
+        """
         self.root = Path(root)
+        self.clusters = tuple(clusters)
+        self._lease = WriterLease(self.root, self.clusters) if exclusive else None
+        self.standby_of: Holder | None = None
+        """While another collector holds the root's lease: who, as its lease file says."""
         self.thresholds = thresholds
         self.flush_interval_s = float(flush_interval_s)
         self.partition_detail = partition_detail
@@ -106,9 +121,12 @@ class HistoryWriter:
         self._last_maintenance = -math.inf
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            self.recover()
+            if self._lease is None:
+                self.recover()
         except OSError as e:
             self._record_error(f"history root {self.root}: {e}")
+        if self._lease is not None:
+            self._lease_state()  # take it now (and recover) if free; else stand by from the start
 
     # ----- buffering
 
@@ -169,10 +187,64 @@ class HistoryWriter:
             self.maintain(now)
         return ok
 
+    def _lease_state(self) -> str:
+        """WRITE (no lease asked for, or held: taken now if it was free), STANDBY (another collector holds it) or
+        WAIT (the lease file cannot be opened: rows stay buffered, as for a failed flush)."""
+        lease = self._lease
+        if lease is None or lease.held:
+            return WRITE
+        try:
+            taken = lease.acquire()
+        except OSError as e:
+            self._record_error(f"history root {self.root}: cannot take the writer lease: {e}")
+            return WAIT
+        if not taken:
+            self._stand_by(read_holder(self.root))
+            return STANDBY
+        if self.standby_of is not None:
+            log.info("history: the collector writing %s (%s) stopped; this one writes it from now on", self.root,
+                     self.standby_of.describe())
+            self.standby_of = None
+            self.last_error = None
+        try:  # only the holder may delete temp files: a live writer's are not leftovers
+            self.recover()
+        except OSError as e:
+            log.warning("history: cleaning up %s after taking its lease failed: %s", self.root, e)
+        return WRITE
+
+    def _stand_by(self, holder: Holder) -> None:
+        """Another collector writes the root: drop the buffered rows (it polled the same clusters) and say so."""
+        if holder != self.standby_of:
+            log.info("history: %s is written by another collector (%s; clusters %s); this one stands by and takes "
+                     "over when it stops", self.root, holder.describe(),
+                     ", ".join(holder.clusters) if holder.clusters is not None else "unknown")
+        self.standby_of = holder
+        self._chunks.clear()
+        self._buffered = 0
+        if holder.writes(self.clusters):
+            self.last_error = None
+            return
+        missing = [c for c in self.clusters if holder.clusters is None or c not in holder.clusters]
+        self._record_error(
+            f"history root {self.root} is written by another collector ({holder.describe()}) whose clusters "
+            f"({', '.join(holder.clusters) if holder.clusters is not None else 'unknown'}) do not include "
+            f"{', '.join(missing) or 'these'}: their rows are not written. Give each collector a history root "
+            "of its own, or poll those clusters from the one that writes it")
+
     def flush(self) -> bool:
-        """Write every buffered row: one new file per table and date. True when all were written."""
+        """Write every buffered row: one new file per table and date. True when all were written.
+
+        A standby (another collector holds the root's lease) drops the rows instead and returns True."""
         with self._lock:
             self._last_flush = self.clock()
+            state = self._lease_state()
+            if state == STANDBY:
+                return True
+            if state == WAIT:
+                self.flush_failures += 1
+                self._failing = True
+                self._enforce_bound()
+                return False
             groups: dict[tuple[str, str], list[_Chunk]] = defaultdict(list)
             for c in self._chunks:
                 groups[(c.table, c.date)].append(c)
@@ -215,7 +287,11 @@ class HistoryWriter:
         self.bytes_written += size
 
     def close(self) -> bool:
-        return self.flush()
+        """Flush, then give up the root's lease (a standby takes over at its next flush)."""
+        ok = self.flush()
+        if self._lease is not None:
+            self._lease.release()
+        return ok
 
     # ----- recovery, retention, compaction
 
@@ -258,7 +334,11 @@ class HistoryWriter:
         return len(superseded)
 
     def maintain(self, now: float | None = None) -> None:
-        """Retention, then compaction of finished days; errors are logged and kept in last_maintenance_error."""
+        """Retention, then compaction of finished days; errors are logged and kept in last_maintenance_error.
+
+        Only the lease's holder maintains the root (a standby's compaction would race the holder's)."""
+        if self._lease is not None and not self._lease.held:
+            return
         try:
             self.apply_retention(now)
             self.maybe_compact(now)

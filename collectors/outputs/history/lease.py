@@ -1,0 +1,127 @@
+"""`WriterLease`: one collector writes a history root at a time.
+
+Two collectors writing one root — an HA pair on a shared volume, or a rolling deploy whose new pod starts
+before the old one stops — each poll the cluster and each publish their own files, so every count of the
+weekly report doubles (broker availability read 168 % on a doubled demo history), both compact the same day
+and each compact file supersedes the other's inputs, and a writer starting deletes the other's temp files
+mid-write. The lease makes the second one a standby.
+
+The lease is an exclusive ``flock`` on ``<root>/_writer.lock`` held for as long as the writer lives: the kernel
+(or the NFSv4 server, after its lease time) releases it when the process dies, however it dies, so a crashed
+holder never blocks its successor and nothing has to expire by the clock. The file's content says who holds
+it (pid, host, since when, which clusters) for the standby's log and for the check that the holder writes the
+standby's clusters too; it is informative only, the lock is the truth. The name starts with ``_``, which every
+reader of the history skips.
+
+Where ``flock`` is not supported (some FUSE and CIFS mounts: ``ENOLCK``, ``EOPNOTSUPP``) the writer goes on
+without a lease, with one warning: the behaviour before the lease existed.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import logging
+import os
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+LEASE_FILE = "_writer.lock"
+UNSUPPORTED = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL})
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    """Who holds a root's lease, as its lease file says (fields None when the file does not say)."""
+
+    pid: int | None
+    host: str | None
+    since: str | None
+    clusters: tuple[str, ...] | None
+
+    def describe(self) -> str:
+        who = f"pid {self.pid or '?'} on {self.host or '?'}"
+        return f"{who} since {self.since}" if self.since else who
+
+    def writes(self, clusters: Sequence[str]) -> bool:
+        """The holder writes every one of `clusters` (unknown: it does not)."""
+        return self.clusters is not None and set(clusters) <= set(self.clusters)
+
+
+def read_holder(root: Path) -> Holder:
+    """The lease file's account of its holder; every field None when it is missing or not ours."""
+    try:
+        data = json.loads((Path(root) / LEASE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return Holder(None, None, None, None)
+    if not isinstance(data, dict):
+        return Holder(None, None, None, None)
+    pid, host, since, clusters = (data.get(k) for k in ("pid", "host", "since", "clusters"))
+    return Holder(pid if isinstance(pid, int) else None, host if isinstance(host, str) else None,
+                  since if isinstance(since, str) else None,
+                  tuple(str(c) for c in clusters) if isinstance(clusters, list) else None)
+
+
+class WriterLease:
+    """The exclusive right to write `root`, taken with `acquire` and kept until `release` or the process ends."""
+
+    def __init__(self, root: Path, clusters: Sequence[str] = ()) -> None:
+        self.root = Path(root)
+        self.path = self.root / LEASE_FILE
+        self.clusters = tuple(clusters)
+        self.unsupported = False
+        """flock failed with ENOLCK/EOPNOTSUPP: the writer goes on without a lease."""
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None or self.unsupported
+
+    def acquire(self) -> bool:
+        """Take the lease if it is free (or already ours). False: another live writer holds it.
+
+        Raises OSError when the lease file cannot be opened (the root missing and not creatable, read-only):
+        the caller's writes would fail the same way and report it.
+        """
+        if self.held:
+            return True
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        except OSError as e:
+            os.close(fd)
+            if e.errno not in UNSUPPORTED:
+                raise
+            self.unsupported = True
+            log.warning("history: %s cannot be locked (%s); writing without a lease: a second collector on this "
+                        "root would write beside this one", self.path, e.strerror or e)
+            return True
+        try:
+            record = {"pid": os.getpid(), "host": socket.gethostname(), "clusters": list(self.clusters),
+                      "since": datetime.now(UTC).isoformat(timespec="seconds")}
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
+            os.fsync(fd)
+        except OSError as e:  # the lock is what counts; a standby then reads an account it cannot parse
+            log.warning("history: could not record the lease holder in %s: %s", self.path, e)
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        """Give the lease up (the file stays; its content describes the last holder)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)

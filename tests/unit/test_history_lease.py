@@ -1,0 +1,145 @@
+"""One collector writes a history root at a time (`collectors.outputs.history.lease`).
+
+Before the lease, two collectors on one root (an HA pair on a shared volume, a rolling deploy's overlap) each
+wrote every poll, so every count of the weekly report doubled, and a collector starting deleted the live one's
+temp files. Real files, real ``flock`` and a real second process killed with SIGKILL; the one mock is the
+filesystem without ``flock`` support, which this machine cannot mount.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from collectors.config import HistoryConfig
+from collectors.outputs.history import HistoryWriter, read_table
+from collectors.outputs.history.lease import LEASE_FILE, WriterLease, read_holder
+from collectors.runtime.poller import Monitor
+from collectors.runtime.sinks import HistorySink
+from tests.unit.test_history import T0, small_snapshot
+from tests.unit.test_history_sink import monitor_config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def poll(writers: list[HistoryWriter], t: float, cluster: str = "c1") -> None:
+    """What each collector does after a poll of `cluster` at `t`: buffer its rows, flush."""
+    for w in writers:
+        w.add_snapshot(small_snapshot(t, cluster=cluster, topics=2))
+        w.flush()
+
+
+def test_a_second_collector_on_the_root_stands_by_and_takes_over(tmp_path: Path) -> None:
+    first = HistoryWriter(tmp_path, exclusive=True, clusters=["c1"], clock=lambda: T0)
+    second = HistoryWriter(tmp_path, exclusive=True, clusters=["c1"], clock=lambda: T0)
+    assert first.standby_of is None
+    holder = second.standby_of
+    assert holder is not None and holder.pid == os.getpid() and holder.clusters == ("c1",)
+    for i in range(3):
+        poll([first, second], T0 + 30 * i)
+    assert second.last_error is None and second.buffered_rows == 0  # standing by is no fault
+    cluster = read_table(tmp_path, "cluster")
+    assert sorted(cluster.time) == [T0, T0 + 30, T0 + 60]  # each poll once; without the lease, twice
+
+    first.close()  # the holder stops (a deploy's old pod): the standby writes from its next flush
+    poll([second], T0 + 90)
+    assert second.standby_of is None
+    assert sorted(read_table(tmp_path, "cluster").time) == [T0, T0 + 30, T0 + 60, T0 + 90]
+    assert len(read_table(tmp_path, "topic_health")) == 8
+    second.close()
+    assert WriterLease(tmp_path).acquire()  # released on close
+
+
+def test_a_standby_whose_clusters_the_holder_does_not_write_says_so(tmp_path: Path) -> None:
+    """Two collectors of different clusters on one root: the second's rows would be written by nobody."""
+    m = Monitor(monitor_config(tmp_path / "state"))
+    holder = HistoryWriter(tmp_path / "h", exclusive=True, clusters=["billing"])
+    try:
+        sink = HistorySink(HistoryConfig(root=str(tmp_path / "h")), exporter=None, monitor=m,
+                           clusters=["prod", "billing"])
+        sink.writer.flush_interval_s = 0  # every poll flushes
+        sink([], T0)
+        cond = m.conditions.get("history_write_failed")
+        assert cond is not None and "written by another collector" in cond.summary
+        assert "(billing) do not include prod" in cond.summary and f"pid {os.getpid()}" in cond.summary
+        holder.close()
+        sink([], T0 + 30)  # the other collector stopped: this one writes now
+        assert "history_write_failed" not in m.conditions and sink.writer.standby_of is None
+        assert read_holder(tmp_path / "h").clusters == ("prod", "billing")
+        sink.close()
+    finally:
+        m.close()
+
+
+CHILD = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from collectors.outputs.history import HistoryWriter
+    root = Path(sys.argv[1])
+    w = HistoryWriter(root, exclusive=True, clusters=["c1"])
+    day = root / "cluster" / "date=2023-11-15"
+    day.mkdir(parents=True, exist_ok=True)
+    (day / ".tmp-0123456789abcdef.parquet").write_bytes(b"PAR1 half written")  # a flush in progress
+    print("holding", flush=True)
+    time.sleep(600)
+""")
+
+
+def test_a_killed_holder_frees_the_root_and_its_temp_file_is_cleaned_only_then(tmp_path: Path) -> None:
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "holding"
+        temp = tmp_path / "cluster" / "date=2023-11-15" / ".tmp-0123456789abcdef.parquet"
+        w = HistoryWriter(tmp_path, exclusive=True, clusters=["c1"], clock=lambda: T0)
+        assert w.standby_of is not None and w.standby_of.pid == child.pid
+        assert temp.exists()  # the live holder's write in progress is not a leftover: before, it was deleted
+        poll([w], T0)
+        assert not list((tmp_path / "cluster" / "date=2023-11-15").glob("part-*"))
+        os.kill(child.pid, signal.SIGKILL)  # no close, no release: the kernel drops the lock with the process
+        child.wait(timeout=10)
+        poll([w], T0 + 30)
+        assert w.standby_of is None and not temp.exists()  # now a leftover, and cleaned by the new holder
+        assert sorted(read_table(tmp_path, "cluster").time) == [T0 + 30]
+        assert read_holder(tmp_path).pid == os.getpid()
+        w.close()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(timeout=10)
+
+
+def test_without_flock_support_the_writer_goes_on_without_a_lease(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    def no_locks(fd: int, op: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    w = HistoryWriter(tmp_path, exclusive=True, clusters=["c1"], clock=lambda: T0)
+    poll([w], T0)
+    assert w.standby_of is None and w.last_error is None
+    assert len(read_table(tmp_path, "cluster")) == 1
+    assert caplog.text.count("writing without a lease") == 1
+
+
+def test_a_lease_file_that_cannot_be_opened_keeps_the_rows(tmp_path: Path) -> None:
+    """A root that is a file (writes fail even as root): no standby, the rows wait as for a failed flush."""
+    blocked = tmp_path / "history"
+    blocked.write_text("a file where the history directory should be")
+    w = HistoryWriter(blocked, exclusive=True, clusters=["c1"], clock=lambda: T0)
+    poll([w], T0)
+    assert w.standby_of is None and w.buffered_rows > 0
+    assert w.last_error is not None and "cannot take the writer lease" in w.last_error
+    blocked.unlink()
+    poll([w], T0 + 30)
+    assert w.last_error is None and sorted(read_table(blocked, "cluster").time) == [T0, T0 + 30]
+    assert (blocked / LEASE_FILE).is_file()
+    w.close()
