@@ -124,12 +124,32 @@ def rules_of(family: str) -> frozenset[str]:
     return frozenset(r.name for r in CATALOGUE if r.family == family)
 
 
+INCIDENT_KINDS = ("broker", "consensus", "topic", "group", "transaction", "cluster", "monitor")
+"""Incident kinds (`collectors.alerting.correlation`), in the order on-call should read them when severities tie
+(causes before symptoms)."""
+
+BROKER_CAUSES = frozenset({"broker_down", "broker_unreachable"})
+"""Rules that make a broker incident: the cause the partition symptoms below are grouped under."""
+PARTITION_SYMPTOMS = frozenset({"offline_partition", "under_min_isr", "at_min_isr", "under_replicated",
+                                "isr_flapping", "data_truncated", "unclean_election"})
+"""Partition rules: under a down broker's incident when the partition has a replica on it, else their topic's."""
+CONSENSUS_RULES = frozenset({"zk_quorum_lost", "zk_no_leader", "zk_multiple_leaders", "zk_node_not_serving",
+                             "zk_follower_behind", "zk_leader_election", "zk_isr_mismatch", "kraft_no_leader",
+                             "kraft_voter_lagging", "kraft_leader_election", "controller_mismatch",
+                             "no_controller", "zk_zxid_regressed"})
+"""Rules of the consensus layer (ZooKeeper, KRaft, the controller): one consensus incident per cluster."""
+CLUSTER_RULES = ("cluster_unreachable", "data_stale")
+"""The cluster as a whole, when no broker or quorum explains it."""
+
+
 def kept_when_stale(sections: list[str] | set[str] | frozenset[str]) -> frozenset[str]:
     """Rules whose open alerts are kept while these sections are stale."""
     stale = set(sections)
     return frozenset(r.name for r in CATALOGUE if r.keep_when_stale & stale)
 
 
+MONITOR_RULES = tuple(sorted(rules_of("monitor")))
+"""About the monitor itself (its history, its checkpoint): one monitor incident per cluster."""
 TIMED_RULES: frozenset[str] = frozenset(r.name for r in CATALOGUE if r.timed)
 RISK_RULES: frozenset[str] = frozenset(r.name for r in CATALOGUE if r.risk)
 

@@ -35,25 +35,23 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from collectors.alerting.catalogue import RISK_RULES, RULES, rules_of
+from collectors.alerting.catalogue import (
+    BROKER_CAUSES,
+    CLUSTER_RULES,
+    CONSENSUS_RULES,
+    INCIDENT_KINDS,
+    MONITOR_RULES,
+    PARTITION_SYMPTOMS,
+    RISK_RULES,
+    RULES,
+)
 from collectors.model.records import AlertRecord, ClusterSnapshot, IncidentRecord, PartitionRecord
 from collectors.model.vocabulary import AT_MIN_ISR, OFFLINE, SEVERITY_RANK, UNDER_MIN_ISR
 
-BROKER, CONSENSUS, TOPIC, GROUP, TRANSACTION, CLUSTER, MONITOR = (
-    "broker", "consensus", "topic", "group", "transaction", "cluster", "monitor")
-INCIDENT_KINDS = (BROKER, CONSENSUS, TOPIC, GROUP, TRANSACTION, CLUSTER, MONITOR)
-"""Incident kinds, in the order on-call should read them when severities tie (causes before symptoms)."""
+BROKER, CONSENSUS, TOPIC, GROUP, TRANSACTION, CLUSTER, MONITOR = INCIDENT_KINDS
 
 SAMPLE_SIZE = 20
-BROKER_CAUSES = frozenset({"broker_down", "broker_unreachable"})
-PARTITION_SYMPTOMS = frozenset({"offline_partition", "under_min_isr", "at_min_isr", "under_replicated",
-                                "isr_flapping", "data_truncated", "unclean_election"})
-CONSENSUS_RULES = frozenset({"zk_quorum_lost", "zk_no_leader", "zk_multiple_leaders", "zk_node_not_serving",
-                             "zk_follower_behind", "zk_leader_election", "zk_isr_mismatch", "kraft_no_leader",
-                             "kraft_voter_lagging", "kraft_leader_election", "controller_mismatch",
-                             "no_controller", "zk_zxid_regressed"})
 TXN_PARTITION_RULES = frozenset({"hanging_transaction", "lso_gap"})
-MONITOR_RULES = tuple(sorted(rules_of("monitor")))  # about the monitor itself: one incident per cluster
 CONSENSUS_SECTIONS = frozenset({"zookeeper", "znodes", "quorum"})  # stale sections read from the consensus layer
 
 
@@ -195,7 +193,7 @@ def correlate(snap: ClusterSnapshot, alerts: Sequence[AlertRecord]) -> list[Caus
         broker_cause.alerts.extend(by_rule["data_stale"])
         broker_cause.incident.consequences.append("stale: " + ", ".join(sorted(stale)))
     explained_stale = consensus_stale or broker_stale
-    for kind, rules in ((CLUSTER, ("cluster_unreachable", "data_stale")),
+    for kind, rules in ((CLUSTER, CLUSTER_RULES),
                         (MONITOR, MONITOR_RULES)):
         members = [a for r in rules for a in by_rule.get(r, ()) if not (explained_stale and r == "data_stale")]
         if members:

@@ -25,20 +25,21 @@ from typing import Any
 
 import pandas as pd
 
-from collectors.alerting.catalogue import RISK_RULES, RULES, rules_of
+from collectors.alerting.catalogue import (
+    BROKER_CAUSES,
+    CLUSTER_RULES,
+    CONSENSUS_RULES,
+    INCIDENT_KINDS,
+    MONITOR_RULES,
+    PARTITION_SYMPTOMS,
+    RISK_RULES,
+    RULES,
+)
 from collectors.model.vocabulary import SEVERITY_RANK
 from dashboard.views.alerts import alert_target
 from dashboard.views.common import fmt_count, fmt_duration, fmt_utc, is_missing
 
-KIND_ORDER = ("broker", "consensus", "topic", "group", "transaction", "cluster", "monitor")  # causes first
-BROKER_RULES = frozenset({"broker_down", "broker_unreachable"})
-PARTITION_RULES = frozenset({"offline_partition", "under_min_isr", "at_min_isr", "under_replicated", "isr_flapping"})
-CONSENSUS_RULES = frozenset({"zk_quorum_lost", "zk_no_leader", "zk_multiple_leaders", "zk_node_not_serving",
-                             "zk_follower_behind", "zk_leader_election", "zk_isr_mismatch", "kraft_no_leader",
-                             "kraft_voter_lagging", "kraft_leader_election", "controller_mismatch", "no_controller",
-                             "zk_zxid_regressed"})
-CLUSTER_RULES = frozenset({"cluster_unreachable", "data_stale"})
-MONITOR_RULES = rules_of("monitor")
+KIND_ORDER = INCIDENT_KINDS  # causes first
 INCIDENT_COLUMNS = ["severity", "cluster", "kind", "subject", "summary", "open_for", "alerts", "blast radius",
                     "consequences", "opened_utc", "id", "open_for_s"]
 MEMBER_COLUMNS = ["severity", "rule", "subject", "open_for", "summary", "opened_utc"]
@@ -137,7 +138,7 @@ def _recovered_members(incidents: list[dict[str, Any]], alerts: list[dict[str, A
     broker_id = str(broker_inc.get("id")) if broker_inc is not None else None
     consequences = set((broker_inc or {}).get("consequences") or [])
     replicas: dict[str, tuple[str, list[int]]] = {}
-    if down and any(a.get("rule") in PARTITION_RULES for a in alerts):
+    if down and any(a.get("rule") in PARTITION_SYMPTOMS for a in alerts):
         for p in doc.get("partitions") or []:
             replicas[f"{p.get('topic')}-{p.get('partition')}"] = (str(p.get("topic")), p.get("replicas") or [])
     for a in alerts:
@@ -145,9 +146,9 @@ def _recovered_members(incidents: list[dict[str, Any]], alerts: list[dict[str, A
         target: str | None = None
         if rule in RISK_RULES:
             target = None
-        elif rule in BROKER_RULES:
+        elif rule in BROKER_CAUSES:
             target = broker_id
-        elif rule in PARTITION_RULES:
+        elif rule in PARTITION_SYMPTOMS:
             topic, reps = replicas.get(subject, (None, []))
             if broker_id is not None and not down.isdisjoint(reps):
                 target = broker_id

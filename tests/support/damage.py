@@ -1,8 +1,11 @@
-"""Damage a Parquet file the way a bad copy or restore does, for the tests of what readers do with it."""
+"""Damage a Parquet file the way a bad copy or restore does, or fail its writing as a full disk does, for the tests
+of what readers and the writer do then."""
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 
@@ -20,3 +23,20 @@ def damage_pages(path: Path) -> None:
 def cut_short(path: Path) -> None:
     """Keep the first half of `path`: its footer is gone."""
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def disk_full_on(monkeypatch: Any, table: str, day: str) -> None:
+    """Make the history writer's publishing of files into `table`'s `day` fail as on a full disk (ENOSPC).
+
+    The one boundary mocked: a full disk cannot be had on this machine without root mounts. Every other day and
+    table writes for real."""
+    from collectors.outputs.history import writer as history_writer
+
+    real = history_writer.publish_file
+
+    def publish(directory: Path, name: str, write: Any) -> int:
+        if directory.name == f"date={day}" and directory.parent.name == table:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(directory, name, write)
+
+    monkeypatch.setattr(history_writer, "publish_file", publish)

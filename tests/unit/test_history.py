@@ -50,7 +50,7 @@ from collectors.outputs.history import (
 from collectors.outputs.history import writer as history_writer
 from collectors.outputs.history.files import stores_timestamps
 from collectors.outputs.history.schema import TIME_COLUMNS
-from tests.support.damage import cut_short, damage_pages
+from tests.support.damage import cut_short, damage_pages, disk_full_on
 from tests.support.mixed_history import write_upgraded_mid_day
 
 DAY = 86_400.0
@@ -585,14 +585,7 @@ def test_a_day_that_fails_to_merge_holds_back_no_other_day(tmp_path: Path, monke
     for day in range(3):
         write_day(w, 6, base=T0 + day * DAY)
     expected = read_table(tmp_path, "topic_health")
-    real = history_writer.publish_file
-
-    def full_on_day_2(directory: Path, name: str, write: Any) -> int:
-        if directory.name == "date=2023-11-16" and directory.parent.name == "topic_health":
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real(directory, name, write)
-
-    monkeypatch.setattr(history_writer, "publish_file", full_on_day_2)
+    disk_full_on(monkeypatch, "topic_health", "2023-11-16")
     with caplog.at_level(logging.WARNING):
         w.maintain()
     assert w.last_maintenance_error is not None

@@ -8,7 +8,6 @@ mocked (as in test_history.py's merge-failure test); the writer, its files and t
 
 from __future__ import annotations
 
-import errno
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +15,9 @@ import pytest
 
 from collectors.config import MonitorConfig
 from collectors.outputs.history import HistoryWriter
-from collectors.outputs.history import writer as history_writer
 from collectors.runtime.poller import Monitor
 from collectors.runtime.sinks import HistorySink
+from tests.support.damage import disk_full_on
 from tests.unit.test_history import DAY, LATER, T0, files_in, write_day
 
 
@@ -40,14 +39,7 @@ def test_failing_maintenance_raises_a_monitor_alert_until_a_run_succeeds(
         sink = HistorySink(cfg.history, exporter=None, monitor=m)
         sink.writer.clock = lambda: LATER
         sink.writer.maintenance_interval_s = 0  # every call maintains, as every hour would
-        real = history_writer.publish_file
-
-        def disk_full(directory: Path, name: str, write: Any) -> int:
-            if directory.name == "date=2023-11-15" and directory.parent.name == "topic_health":
-                raise OSError(errno.ENOSPC, "No space left on device")
-            return real(directory, name, write)
-
-        monkeypatch.setattr(history_writer, "publish_file", disk_full)
+        disk_full_on(monkeypatch, "topic_health", "2023-11-15")
         sink([], LATER)
         cond = m.conditions.get("history_maintenance_failed")
         assert cond is not None and (cond.rule, cond.severity, cond.subject) == (
