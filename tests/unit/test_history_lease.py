@@ -1,8 +1,8 @@
 """One collector writes a history root at a time (`collectors.outputs.history.lease`).
 
 Before the lease, two collectors on one root (an HA pair on a shared volume, a rolling deploy's overlap) each
-wrote every poll, so every count of the weekly report doubled, and a collector starting deleted the live one's
-temp files. Real files, real ``flock`` and a real second process killed with SIGKILL; the one mock is the
+wrote every poll, so every event the weekly report counts was there twice, and a collector starting deleted the
+live one's temp files. Real files, real ``flock`` and a real second process killed with SIGKILL; the one mock is the
 filesystem without ``flock`` support, which this machine cannot mount.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import logging
 import os
 import signal
 import subprocess
@@ -37,7 +38,9 @@ def poll(writers: list[HistoryWriter], t: float, cluster: str = "c1") -> None:
         w.flush()
 
 
-def test_a_second_collector_on_the_root_stands_by_and_takes_over(tmp_path: Path) -> None:
+def test_a_second_collector_on_the_root_stands_by_and_takes_over(tmp_path: Path,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="collectors.outputs.history")
     first = HistoryWriter(tmp_path, exclusive=True, clusters=["c1"], clock=lambda: T0)
     second = HistoryWriter(tmp_path, exclusive=True, clusters=["c1"], clock=lambda: T0)
     assert first.standby_of is None
@@ -46,14 +49,19 @@ def test_a_second_collector_on_the_root_stands_by_and_takes_over(tmp_path: Path)
     for i in range(3):
         poll([first, second], T0 + 30 * i)
     assert second.last_error is None and second.buffered_rows == 0  # standing by is no fault
+    assert caplog.text.count("this one stands by") == 1  # said once, though the holder's account moved on
     cluster = read_table(tmp_path, "cluster")
     assert sorted(cluster.time) == [T0, T0 + 30, T0 + 60]  # each poll once; without the lease, twice
 
-    first.close()  # the holder stops (a deploy's old pod): the standby writes from its next flush
-    poll([second], T0 + 90)
+    for w in (first, second):  # both poll again; the standby's rows wait for its next flush
+        w.add_snapshot(small_snapshot(T0 + 90, topics=2))
+    first.close()  # the holder writes that poll and stops (a deploy's old pod)
+    assert read_holder(tmp_path).flushed_until == T0 + 90
+    poll([second], T0 + 120)  # takes over: its own rows of T0 + 90 are already written, not again
     assert second.standby_of is None
-    assert sorted(read_table(tmp_path, "cluster").time) == [T0, T0 + 30, T0 + 60, T0 + 90]
-    assert len(read_table(tmp_path, "topic_health")) == 8
+    assert sorted(read_table(tmp_path, "cluster").time) == [T0, T0 + 30, T0 + 60, T0 + 90, T0 + 120]
+    assert len(read_table(tmp_path, "topic_health")) == 10
+    assert read_holder(tmp_path).flushed_until == T0 + 120
     second.close()
     assert WriterLease(tmp_path).acquire()  # released on close
 
@@ -106,9 +114,10 @@ def test_a_killed_holder_frees_the_root_and_its_temp_file_is_cleaned_only_then(t
         assert not list((tmp_path / "cluster" / "date=2023-11-15").glob("part-*"))
         os.kill(child.pid, signal.SIGKILL)  # no close, no release: the kernel drops the lock with the process
         child.wait(timeout=10)
-        poll([w], T0 + 30)
+        w.add_snapshot(small_snapshot(T0 + 30, topics=2))  # polled after the holder's last flush (it wrote none)
+        poll([w], T0 + 60)
         assert w.standby_of is None and not temp.exists()  # now a leftover, and cleaned by the new holder
-        assert sorted(read_table(tmp_path, "cluster").time) == [T0 + 30]
+        assert sorted(read_table(tmp_path, "cluster").time) == [T0 + 30, T0 + 60]  # the gap it left, filled
         assert read_holder(tmp_path).pid == os.getpid()
         w.close()
     finally:

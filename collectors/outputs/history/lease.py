@@ -1,16 +1,16 @@
 """`WriterLease`: one collector writes a history root at a time.
 
 Two collectors writing one root — an HA pair on a shared volume, or a rolling deploy whose new pod starts
-before the old one stops — each poll the cluster and each publish their own files, so every count of the
-weekly report doubles (broker availability read 168 % on a doubled demo history), both compact the same day
-and each compact file supersedes the other's inputs, and a writer starting deletes the other's temp files
-mid-write. The lease makes the second one a standby.
+before the old one stops — each poll the cluster and each publish their own files, so every event the weekly
+report counts (incidents, ISR changes, alert episodes) is there twice; both compact the same days at once, and a
+writer starting deletes the other's temp files mid-write. The lease makes the second one a standby.
 
 The lease is an exclusive ``flock`` on ``<root>/_writer.lock`` held for as long as the writer lives: the kernel
 (or the NFSv4 server, after its lease time) releases it when the process dies, however it dies, so a crashed
 holder never blocks its successor and nothing has to expire by the clock. The file's content says who holds
-it (pid, host, since when, which clusters) for the standby's log and for the check that the holder writes the
-standby's clusters too; it is informative only, the lock is the truth. The name starts with ``_``, which every
+it (pid, host, since when, which clusters, the latest poll it has written rows of) for the standby's log, for the
+check that the holder writes the standby's clusters too, and for the successor to skip the polls already
+written; it is informative only, the lock is the truth. The name starts with ``_``, which every
 reader of the history skips.
 
 Where ``flock`` is not supported (some FUSE and CIFS mounts: ``ENOLCK``, ``EOPNOTSUPP``) the writer goes on
@@ -26,9 +26,10 @@ import logging
 import os
 import socket
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,9 @@ class Holder:
     host: str | None
     since: str | None
     clusters: tuple[str, ...] | None
+    flushed_until: float | None = field(default=None, compare=False)  # the same holder, further on
+    """The latest poll time (epoch s) the holder has written rows of: a successor drops its own rows of polls up
+    to it."""
 
     def describe(self) -> str:
         who = f"pid {self.pid or '?'} on {self.host or '?'}"
@@ -62,10 +66,12 @@ def read_holder(root: Path) -> Holder:
         return Holder(None, None, None, None)
     if not isinstance(data, dict):
         return Holder(None, None, None, None)
-    pid, host, since, clusters = (data.get(k) for k in ("pid", "host", "since", "clusters"))
+    pid, host, since, clusters, flushed = (data.get(k) for k in ("pid", "host", "since", "clusters",
+                                                                  "flushed_until"))
     return Holder(pid if isinstance(pid, int) else None, host if isinstance(host, str) else None,
                   since if isinstance(since, str) else None,
-                  tuple(str(c) for c in clusters) if isinstance(clusters, list) else None)
+                  tuple(str(c) for c in clusters) if isinstance(clusters, list) else None,
+                  float(flushed) if isinstance(flushed, (int, float)) and not isinstance(flushed, bool) else None)
 
 
 class WriterLease:
@@ -78,6 +84,7 @@ class WriterLease:
         self.unsupported = False
         """flock failed with ENOLCK/EOPNOTSUPP: the writer goes on without a lease."""
         self._fd: int | None = None
+        self._record: dict[str, Any] = {}
 
     @property
     def held(self) -> bool:
@@ -106,16 +113,31 @@ class WriterLease:
             log.warning("history: %s cannot be locked (%s); writing without a lease: a second collector on this "
                         "root would write beside this one", self.path, e.strerror or e)
             return True
-        try:
-            record = {"pid": os.getpid(), "host": socket.gethostname(), "clusters": list(self.clusters),
-                      "since": datetime.now(UTC).isoformat(timespec="seconds")}
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
-            os.fsync(fd)
+        self._fd = fd
+        self._record = {"pid": os.getpid(), "host": socket.gethostname(), "clusters": list(self.clusters),
+                        "since": datetime.now(UTC).isoformat(timespec="seconds"), "flushed_until": None}
+        self._write_record(sync=True)
+        return True
+
+    def record_flushed(self, polled: float) -> None:
+        """Note in the lease file that rows of polls up to `polled` are written (kept as the maximum seen)."""
+        if self._fd is None:
+            return
+        last = self._record.get("flushed_until")
+        if last is None or polled > last:
+            self._record["flushed_until"] = polled
+            self._write_record(sync=False)  # informative: lost with the host, a successor then keeps its rows
+
+    def _write_record(self, sync: bool) -> None:
+        assert self._fd is not None
+        data = (json.dumps(self._record) + "\n").encode()
+        try:  # overwrite in place, then cut: a reader never sees the file empty
+            os.pwrite(self._fd, data, 0)
+            os.ftruncate(self._fd, len(data))
+            if sync:
+                os.fsync(self._fd)
         except OSError as e:  # the lock is what counts; a standby then reads an account it cannot parse
             log.warning("history: could not record the lease holder in %s: %s", self.path, e)
-        self._fd = fd
-        return True
 
     def release(self) -> None:
         """Give the lease up (the file stays; its content describes the last holder)."""

@@ -16,7 +16,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,8 @@ class _Chunk:
     table: str
     date: str
     batch: pa.RecordBatch
+    polled: float
+    """The time of the poll the rows came from (`ClusterSnapshot.time`)."""
 
 
 class CompactionError(RuntimeError):
@@ -146,7 +148,7 @@ class HistoryWriter:
             chunks = []
             for table, cols in tables.items():
                 batch = to_batch(table, cols, snapshot.cluster, snapshot.time)
-                chunks.extend(_Chunk(table, d, b) for d, b in split_by_date(batch))
+                chunks.extend(_Chunk(table, d, b, snapshot.time) for d, b in split_by_date(batch))
         except Exception as e:  # a record the schema cannot hold is a bug; it must not stop the poll loop
             log.exception("history: cannot convert the snapshot of %s", getattr(snapshot, "cluster", "?"))
             self._record_error(f"cannot convert snapshot: {type(e).__name__}: {e}")
@@ -193,24 +195,42 @@ class HistoryWriter:
         lease = self._lease
         if lease is None or lease.held:
             return WRITE
+        before = read_holder(self.root)  # the last holder's account, before taking the lease rewrites it
         try:
             taken = lease.acquire()
         except OSError as e:
             self._record_error(f"history root {self.root}: cannot take the writer lease: {e}")
             return WAIT
         if not taken:
-            self._stand_by(read_holder(self.root))
+            self._stand_by(before)
             return STANDBY
         if self.standby_of is not None:
             log.info("history: the collector writing %s (%s) stopped; this one writes it from now on", self.root,
-                     self.standby_of.describe())
+                     before.describe())
             self.standby_of = None
             self.last_error = None
+            self._skip_written(before)
         try:  # only the holder may delete temp files: a live writer's are not leftovers
             self.recover()
         except OSError as e:
             log.warning("history: cleaning up %s after taking its lease failed: %s", self.root, e)
         return WRITE
+
+    def _skip_written(self, before: Holder) -> None:
+        """Taking over: drop the buffered rows of polls the last holder's files already cover.
+
+        The standby kept the polls since its last flush; the holder wrote its own polls of the same clusters up
+        to `flushed_until` (its final flush, when it stopped cleanly). Without this the takeover wrote up to one
+        flush interval of polls twice."""
+        if before.flushed_until is None:
+            return  # an older writer's, or none recorded: keep them all
+        kept = [c for c in self._chunks if c.polled > before.flushed_until]
+        if len(kept) < len(self._chunks):
+            dropped = self._buffered - sum(c.batch.num_rows for c in kept)
+            log.info("history: %d buffered rows of polls up to %s were written by the last holder; not again",
+                     dropped, datetime.fromtimestamp(before.flushed_until, UTC).isoformat(timespec="seconds"))
+            self._chunks = kept
+            self._buffered -= dropped
 
     def _stand_by(self, holder: Holder) -> None:
         """Another collector writes the root: drop the buffered rows (it polled the same clusters) and say so."""
@@ -260,6 +280,8 @@ class HistoryWriter:
                     continue
                 written.update(id(c) for c in chunks)
             if written:
+                if self._lease is not None:  # what a standby taking over need not write again
+                    self._lease.record_flushed(max(c.polled for c in self._chunks if id(c) in written))
                 self._chunks = [c for c in self._chunks if id(c) not in written]
                 self._buffered = sum(c.batch.num_rows for c in self._chunks)
             if errors:
