@@ -119,3 +119,52 @@ def test_unwritable_history_raises_an_alert_and_metrics_keep_serving(sb: Sandbox
         for sink in sinks:
             getattr(sink, "close", lambda: None)()
         monitor.close()
+
+
+def test_two_collectors_on_one_history_root_write_each_poll_once(sb: Sandbox, tmp_path: Path) -> None:
+    """An HA pair (or a deploy's overlap) on one history root: the second stands by, then takes over.
+
+    Before the writer lease both wrote every poll: the brokers table held each broker twice a poll round."""
+    from collectors.config import MonitorConfig
+    from collectors.outputs.history import read_table
+    from collectors.runtime.poller import Monitor
+    from collectors.runtime.sinks import build_sinks
+
+    root = tmp_path / "history"
+
+    def collector(name: str) -> tuple[Monitor, list]:  # type: ignore[type-arg]
+        cfg = MonitorConfig.model_validate({
+            "clusters": [{"name": "sandbox", "bootstrap_servers": sb.bootstrap_servers}], "request_timeout_s": 3,
+            "exporter": {"enabled": False}, "history": {"root": str(root), "flush_interval_s": 0.001},
+            "state_dir": str(tmp_path / f"state-{name}")})
+        monitor = Monitor(cfg)
+        return monitor, build_sinks(cfg, monitor)
+
+    def cycle(monitor: Monitor, sinks: list) -> float:  # type: ignore[type-arg]
+        now = sb.clock.now()
+        results = monitor.poll_once(now)
+        for sink in sinks:
+            sink(results, now)
+        assert alert(results[0], "history_write_failed") is None  # standing by is no fault
+        return now
+
+    def close(monitor: Monitor, sinks: list) -> None:  # type: ignore[type-arg]
+        for sink in sinks:
+            getattr(sink, "close", lambda: None)()
+        monitor.close()
+
+    first, second = collector("a"), collector("b")
+    try:
+        written = []
+        for _ in range(3):
+            written.append(cycle(*first))
+            cycle(*second)
+        close(*first)  # the old pod stops; its last rows are flushed
+        written += [cycle(*second) for _ in range(2)]
+    finally:
+        close(*first)
+        close(*second)
+    polls = read_table(root, "cluster")
+    assert sorted(polls.time) == pytest.approx(sorted(written), abs=1e-3)  # each round once, by whoever held it
+    brokers = read_table(root, "brokers")
+    assert brokers.groupby(["time", "broker_id"]).size().max() == 1 and brokers.time.nunique() == 5
