@@ -3,7 +3,14 @@
 `correlate` says which causes are present in one poll; this tracker makes each cause one incident for as
 long as it lasts: the same cause (cluster, kind, key) keeps its id and its opened time, its severity is
 its worst alert now, and it produces events only when something a person cares about changes — opened,
-severity changed, resolved, reopened.
+severity changed, resolved, reopened — or when the history would otherwise be wrong about it: its blast radius
+grew past what the events said so far (`GROWTH_PERCENT`: a new broker down, or a count up by 10 %), or a day passed
+since its last event while it stays open (`RESTATE_S`). Those are ``updated`` events too.
+
+Why: the weekly report reads incidents from these events alone. With events only on severity changes, a broker
+incident that opened critical with one broker and then took a second kept the second out of the report's
+"brokers" and its peak out of "partitions" (unless it was still down at the resolution), and an incident open for
+weeks without a change was absent from every later week's report.
 
 Damping: a cause that comes back within `hold_down_s` of resolving (a group that keeps flipping at the
 edge of the retention-risk threshold, a broker that restarts and crashes again) continues its incident —
@@ -15,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from collectors.alerting.correlation import Cause
 from collectors.alerting.lifecycle import first_of_each
@@ -25,6 +33,45 @@ from collectors.model.vocabulary import SEVERITY_RANK
 OPENED, UPDATED, RESOLVED, REOPENED = "opened", "updated", "resolved", "reopened"
 
 Key = tuple[str, str, str]  # cluster, kind, key
+
+GROWTH_PERCENT = 10
+"""An open incident's blast-radius count (`RADIUS`) this many percent above the most its events have recorded
+(rounded up, and at least one more) is an ``updated`` event: the report's maxima stay within 10 % of the real
+peak, and a growing outage writes a few dozen events, not one a poll."""
+RESTATE_S = 86_400.0
+"""An incident open this long since its last event is recorded again (``updated``), so every week's report,
+which reads two weeks of events, sees every incident open in it."""
+RADIUS = ("alerts", "partitions", "topics", "offline", "under_min_isr")
+"""The counts the report takes the most of over an incident's events."""
+
+
+@dataclass(slots=True)
+class _Told:
+    """What an open incident's events have recorded so far: the last event's time, the most of each count and
+    every broker."""
+
+    time: float
+    counts: dict[str, int]
+    brokers: frozenset[int]
+
+    @classmethod
+    def of(cls, inc: IncidentRecord, now: float, before: _Told | None = None) -> _Told:
+        counts = {f: getattr(inc, f) or 0 for f in RADIUS}
+        brokers = frozenset(inc.brokers)
+        if before is not None:
+            counts = {f: max(v, before.counts.get(f, 0)) for f, v in counts.items()}
+            brokers |= before.brokers
+        return cls(now, counts, brokers)
+
+    def outgrown_by(self, inc: IncidentRecord) -> bool:
+        """`inc` holds a broker the events never named, or a count past the most recorded by `GROWTH_PERCENT`."""
+        if not set(inc.brokers) <= self.brokers:
+            return True
+        for f in RADIUS:
+            told = self.counts.get(f, 0)
+            if (getattr(inc, f) or 0) >= told + max(1, -(-told * GROWTH_PERCENT // 100)):  # integers: exact
+                return True
+        return False
 
 
 def incident_id(cluster: str, kind: str, key: str, opened: float) -> str:
@@ -38,6 +85,7 @@ class IncidentTracker:
         self.hold_down_s = hold_down_s
         self.open: dict[Key, IncidentRecord] = {}
         self.recent: dict[Key, IncidentRecord] = {}  # resolved within the hold-down window
+        self._told: dict[Key, _Told] = {}  # open incidents: what their events recorded
 
     def open_for(self, cluster: str) -> list[IncidentRecord]:
         return [i for k, i in self.open.items() if k[0] == cluster]
@@ -49,6 +97,7 @@ class IncidentTracker:
         """Drop the cluster's incidents without events (their memory is being discarded)."""
         self.open = {k: i for k, i in self.open.items() if k[0] != cluster}
         self.recent = {k: i for k, i in self.recent.items() if k[0] != cluster}
+        self._told = {k: t for k, t in self._told.items() if k[0] != cluster}
 
     def restore(self, incidents: Iterable[IncidentRecord]) -> None:
         """Take over incidents from a checkpoint (open ones, and resolved ones still within the hold-down)."""
@@ -70,6 +119,7 @@ class IncidentTracker:
                 a.incident = inc.id
         for key in [k for k in self.open if k[0] == cluster and k not in seen]:
             inc = self.open.pop(key)
+            self._told.pop(key, None)
             inc.resolved_at = now
             self.recent[key] = inc
             events.append(IncidentEvent(now, RESOLVED, _copy(inc)))
@@ -89,17 +139,23 @@ class IncidentTracker:
                 self.open[key] = inc
                 _fill(inc, c, now)
                 events.append(IncidentEvent(now, REOPENED, _copy(inc)))
+                self._told[key] = _Told.of(inc, now)
                 return inc
             inc = _copy(c.incident)
             inc.id = incident_id(cluster, c.kind, c.key, now)
             inc.cluster, inc.opened, inc.last_seen = cluster, now, now
             self.open[key] = inc
             events.append(IncidentEvent(now, OPENED, _copy(inc)))
+            self._told[key] = _Told.of(inc, now)
             return inc
         before = inc.severity
         _fill(inc, c, now)
-        if inc.severity != before:
+        told = self._told.get(key)
+        if told is None:  # restored from a checkpoint: what its events said is not known; a restart adds none
+            self._told[key] = _Told.of(inc, now)
+        elif inc.severity != before or told.outgrown_by(inc) or now - told.time >= RESTATE_S:
             events.append(IncidentEvent(now, UPDATED, _copy(inc)))
+            self._told[key] = _Told.of(inc, now, told)
         return inc
 
 

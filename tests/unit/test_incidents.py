@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from collectors.alerting.correlation import correlate
+from collectors.alerting.correlation import Cause, correlate
 from collectors.alerting.evaluation import judge
-from collectors.alerting.incidents import IncidentTracker
+from collectors.alerting.incidents import RESTATE_S, IncidentTracker
 from collectors.alerting.lifecycle import AlertTracker
 from collectors.config import Thresholds
 from collectors.model.records import (
@@ -134,7 +134,10 @@ def test_incident_identity_severity_events_and_hold_down() -> None:
     s2 = cluster(down=(2, 3))  # a second broker: the same incident, worse
     inc, ev = tr.update("c", correlate(s2, alerts_of(s2)), NOW + 30)
     assert [i.id for i in inc] == [first] and inc[0].subject == "brokers 2, 3" and inc[0].opened == NOW
-    assert [e.event for e in ev] == []  # still critical: no event
+    # still critical, but a broker the events never named: recorded, or the report would miss broker 2
+    assert [(e.event, e.incident.brokers) for e in ev] == [("updated", [2, 3])]
+    _, ev = tr.update("c", correlate(s2, alerts_of(s2)), NOW + 45)
+    assert ev == []  # nothing new
     inc, ev = tr.update("c", [], NOW + 60)
     assert inc == [] and [(e.event, e.incident.id, e.incident.resolved_at) for e in ev] == [
         ("resolved", first, NOW + 60)]
@@ -154,6 +157,49 @@ def test_severity_change_is_an_update_event() -> None:
     s.partitions[0].isr = s.partitions[0].isr[:1]  # now under min ISR: critical
     _, ev = tr.update("c", correlate(s, alerts_of(s)), NOW + 30)
     assert [(e.event, e.incident.severity) for e in ev] == [("updated", "critical")]
+
+
+def test_an_open_incident_is_recorded_again_when_it_outgrows_its_events_or_a_day_passes() -> None:
+    """The weekly report reads an incident from its events alone (the most of each count, every broker): the
+    tracker records an open incident again when its blast radius grows 10 % past what its events said, or a day
+    after its last event, and not otherwise."""
+    tr = IncidentTracker()
+    s = cluster()
+
+    def radius(partitions: int, under_min_isr: int = 0) -> list[Cause]:
+        (c,) = correlate(s, [AlertRecord("under_replicated", "warning", "c", "orders", "URP", NOW, NOW)])
+        c.incident.partitions, c.incident.under_min_isr = partitions, under_min_isr
+        return [c]
+
+    _, ev = tr.update("c", radius(100), NOW)
+    assert [e.event for e in ev] == ["opened"]
+    steps = [(109, []), (110, [110]), (111, []), (105, []), (120, []), (121, [121]), (121, [])]
+    for i, (n, expect) in enumerate(steps, 1):
+        _, ev = tr.update("c", radius(n), NOW + 30 * i)
+        assert [e.incident.partitions for e in ev] == expect, (n, ev)
+    _, ev = tr.update("c", radius(121, under_min_isr=1), NOW + 300)  # a count that was 0: any growth
+    assert [(e.event, e.incident.under_min_isr) for e in ev] == [("updated", 1)]
+    _, ev = tr.update("c", radius(90), NOW + 300 + RESTATE_S - 1)
+    assert ev == []
+    _, ev = tr.update("c", radius(90), NOW + 300 + RESTATE_S)  # a day without an event: recorded again
+    assert [(e.event, e.incident.partitions) for e in ev] == [("updated", 90)]
+    _, ev = tr.update("c", radius(121), NOW + 330 + RESTATE_S)  # back to the recorded peak: nothing new
+    assert ev == []
+    _, ev = tr.update("c", [], NOW + 360 + RESTATE_S)
+    assert [e.event for e in ev] == ["resolved"]
+
+
+def test_a_restored_incident_is_not_recorded_again_at_the_restart() -> None:
+    tr = IncidentTracker()
+    s = cluster(down=(3,))
+    inc, _ = tr.update("c", correlate(s, alerts_of(s)), NOW)
+    again = IncidentTracker()
+    again.restore(inc)
+    _, ev = again.update("c", correlate(s, alerts_of(s)), NOW + RESTATE_S + 30)
+    assert ev == []  # what its events said is unknown after a restart: its present is the baseline
+    s2 = cluster(down=(2, 3))
+    _, ev = again.update("c", correlate(s2, alerts_of(s2)), NOW + RESTATE_S + 60)
+    assert [e.event for e in ev] == ["updated"]
 
 
 def test_incidents_survive_a_checkpoint(tmp_path: Path) -> None:
