@@ -132,6 +132,7 @@ class SnapshotCollector(Collector):
         self._lost: dict[tuple[str, str, str], int] = defaultdict(int)
         self._loss_events: dict[tuple[str, str], int] = defaultdict(int)
         self.history_error: bool = False
+        self.history_standby: bool = False  # another collector holds the history root's lease
 
     def update(self, snapshots: Iterable[ClusterSnapshot]) -> None:
         with self._lock:
@@ -219,6 +220,7 @@ class SnapshotCollector(Collector):
             g("kafka_monitor_last_successful_poll_timestamp_seconds").add_metric((c,), last_ok)
         g("kafka_monitor_polls").add_metric((c,), float(polls))
         g("kafka_monitor_history_write_errors").add_metric((c,), 1.0 if self.history_error else 0.0)
+        g("kafka_monitor_history_standby").add_metric((c,), 1.0 if self.history_standby else 0.0)
         for section in s.stale_sections:
             g("kafka_monitor_stale").add_metric((c, section), 1.0)
         for a in s.alerts:

@@ -74,6 +74,7 @@ class HistorySink:
         error = self.writer.last_error
         if self.exporter is not None:
             self.exporter.endpoint.collector.history_error = error is not None
+            self.exporter.endpoint.collector.history_standby = self.writer.standby_of is not None
         if self.monitor is not None:
             conditions = self.monitor.conditions
             conditions.pop("history_write_failed", None)

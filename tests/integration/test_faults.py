@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,12 @@ from sandbox.runner import Sandbox
 from tests.support.monitor import alert, make_poller, poll, poll_until, rules_of
 
 pytestmark = pytest.mark.integration
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 @pytest.fixture()
@@ -77,13 +84,6 @@ def test_unwritable_history_raises_an_alert_and_metrics_keep_serving(sb: Sandbox
     from collectors.runtime.poller import Monitor
     from collectors.runtime.sinks import build_sinks
 
-    def free_port() -> int:
-        import socket
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            return int(s.getsockname()[1])
-
     blocked = tmp_path / "history"
     blocked.write_text("a file where the history directory should be")  # writes fail even as root
     cfg = MonitorConfig.model_validate({
@@ -125,6 +125,8 @@ def test_two_collectors_on_one_history_root_write_each_poll_once(sb: Sandbox, tm
     """An HA pair (or a deploy's overlap) on one history root: the second stands by, then takes over.
 
     Before the writer lease both wrote every poll: the brokers table held each broker twice a poll round."""
+    import urllib.request
+
     from collectors.config import MonitorConfig
     from collectors.outputs.history import read_table
     from collectors.runtime.poller import Monitor
@@ -135,7 +137,7 @@ def test_two_collectors_on_one_history_root_write_each_poll_once(sb: Sandbox, tm
     def collector(name: str) -> tuple[Monitor, list]:  # type: ignore[type-arg]
         cfg = MonitorConfig.model_validate({
             "clusters": [{"name": "sandbox", "bootstrap_servers": sb.bootstrap_servers}], "request_timeout_s": 3,
-            "exporter": {"enabled": False}, "history": {"root": str(root), "flush_interval_s": 0.001},
+            "exporter": {"port": free_port()}, "history": {"root": str(root), "flush_interval_s": 0.001},
             "state_dir": str(tmp_path / f"state-{name}")})
         monitor = Monitor(cfg)
         return monitor, build_sinks(cfg, monitor)
@@ -153,14 +155,22 @@ def test_two_collectors_on_one_history_root_write_each_poll_once(sb: Sandbox, tm
             getattr(sink, "close", lambda: None)()
         monitor.close()
 
+    def standby(sinks: list) -> str:  # type: ignore[type-arg]
+        """What the collector's /metrics says of its history: the series, as Prometheus would scrape it."""
+        body = urllib.request.urlopen(f"http://127.0.0.1:{sinks[0].server.port}/metrics", timeout=5).read().decode()
+        return next(ln for ln in body.splitlines() if ln.startswith("kafka_monitor_history_standby{"))
+
     first, second = collector("a"), collector("b")
     try:
         written = []
         for _ in range(3):
             written.append(cycle(*first))
             cycle(*second)
+        assert standby(first[1]) == 'kafka_monitor_history_standby{cluster="sandbox"} 0'
+        assert standby(second[1]) == 'kafka_monitor_history_standby{cluster="sandbox"} 1'
         close(*first)  # the old pod stops; its last rows are flushed
         written += [cycle(*second) for _ in range(2)]
+        assert standby(second[1]) == 'kafka_monitor_history_standby{cluster="sandbox"} 0'
     finally:
         close(*first)
         close(*second)
