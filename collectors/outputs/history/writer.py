@@ -61,6 +61,7 @@ log = logging.getLogger(__name__)
 WRITE, STANDBY, WAIT = "write", "standby", "wait"
 """What a flush may do (`HistoryWriter._lease_state`)."""
 
+
 @dataclass(slots=True)
 class _Chunk:
     table: str
