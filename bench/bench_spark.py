@@ -59,7 +59,7 @@ import psutil
 import pyarrow.parquet as pq
 
 from bench.synthetic_history import Shape, generate
-from collectors.model.vocabulary import CRITICAL, SEVERITY_RANK
+from collectors.model.vocabulary import CLUSTER_WIDE_INCIDENT_KINDS, CRITICAL, SEVERITY_RANK
 from collectors.outputs.history.files import stores_timestamps
 from collectors.outputs.history.schema import SECONDS_TABLES, TIME_COLUMNS
 from spark_analytics import aggregations as A
@@ -252,6 +252,7 @@ def duckdb_headline(con: Any, root: Path, period: A.Period) -> dict[str, Any]:
 def duckdb_incidents(con: Any, events: str, cluster: str, s: float, e: float) -> tuple[dict[str, Any], dict[str, int]]:
     """Incidents by distinct id from the incident events up to the period end (the week before as context)."""
     rank = " ".join(f"WHEN '{sev}' THEN {r}" for sev, r in SEVERITY_RANK.items())
+    wide = ", ".join(f"'{k}'" for k in CLUSTER_WIDE_INCIDENT_KINDS)  # superseded incidents: as the report
     sql = f"""
         WITH ev AS (SELECT *, CASE event WHEN 'opened' THEN 0 WHEN 'reopened' THEN 1 WHEN 'resolved' THEN 3
                                          ELSE 2 END ord FROM {events}),
@@ -259,16 +260,20 @@ def duckdb_incidents(con: Any, events: str, cluster: str, s: float, e: float) ->
                       (SELECT *, row_number() OVER (PARTITION BY cluster, id ORDER BY time DESC, ord DESC) rn FROM ev)
                       WHERE rn = 1),
              agg AS (SELECT cluster, id, coalesce(min(opened), min(time)) AS start, arg_max(kind, time) AS kind,
+                            CASE WHEN arg_max(kind, time) IN ({wide}) THEN arg_max(kind, time)
+                                 ELSE arg_max(subject, time) END AS cause,
                             min(CASE severity {rank} ELSE 99 END) AS worst FROM ev GROUP BY ALL),
              lp AS (SELECT least({e}, max(time)) AS as_of FROM {cluster}),
-             x AS (SELECT agg.*, CASE WHEN last_event = 'resolved' THEN res END AS fin, as_of
+             x AS (SELECT agg.*, CASE WHEN last_event = 'resolved' THEN res END AS fin, as_of,
+                          lead(start) OVER (PARTITION BY cluster, kind, cause ORDER BY start, id) AS nxt
                    FROM agg JOIN last USING (cluster, id), lp),
-             y AS (SELECT *, fin - start AS dur, CASE WHEN fin IS NULL THEN greatest(0, as_of - start) END AS open_for
-                   FROM x WHERE start < {e} AND coalesce(fin, as_of) >= {s})"""
+             y AS (SELECT *, fin - start AS dur,
+                          CASE WHEN fin IS NULL AND nxt IS NULL THEN greatest(0, as_of - start) END AS open_for
+                   FROM x WHERE start < {e} AND coalesce(fin, nxt, as_of) >= {s})"""
     head = con.execute(sql + f"""
         SELECT count_if(start >= {s}) AS incidents_opened,
                count_if(start >= {s} AND worst = {SEVERITY_RANK[CRITICAL]}) AS critical_incidents,
-               count_if(fin IS NULL) AS incidents_open_at_end,
+               count_if(fin IS NULL AND nxt IS NULL) AS incidents_open_at_end,
                avg(dur) FILTER (WHERE fin >= {s}) / 60 AS mttr_minutes,
                max(coalesce(dur, open_for)) / 60 AS longest_incident_minutes,
                (SELECT count(*) FROM {events} WHERE time >= {s}) AS events FROM y""")

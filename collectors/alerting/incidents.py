@@ -28,7 +28,7 @@ from collectors.alerting.correlation import Cause
 from collectors.alerting.lifecycle import first_of_each
 from collectors.model.poll import IncidentEvent
 from collectors.model.records import IncidentRecord
-from collectors.model.vocabulary import SEVERITY_RANK
+from collectors.model.vocabulary import CLUSTER_WIDE_INCIDENT_KINDS, SEVERITY_RANK
 
 OPENED, UPDATED, RESOLVED, REOPENED = "opened", "updated", "resolved", "reopened"
 
@@ -164,7 +164,7 @@ def _key_of(inc: IncidentRecord) -> str:
     consensus incident per cluster, the cluster and the monitor by kind, the others by their subject."""
     if inc.kind == "broker":
         return "brokers"
-    if inc.kind in ("consensus", "monitor", "cluster"):
+    if inc.kind in CLUSTER_WIDE_INCIDENT_KINDS:
         return inc.kind
     return inc.subject
 

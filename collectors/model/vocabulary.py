@@ -18,6 +18,12 @@ SEVERITIES: Final = (CRITICAL, WARNING, INFO)
 SEVERITY_RANK: Final = {s: i for i, s in enumerate(SEVERITIES)}
 """0 for the most severe: sort alerts by it."""
 
+# ----------------------------------------------------------------------------- incidents
+
+CLUSTER_WIDE_INCIDENT_KINDS: Final = ("broker", "consensus", "cluster", "monitor")
+"""Incident kinds of which a cluster has at most one open at a time (every broker down is one ``broker``
+incident): their cause is the kind itself. Every other kind (topic, group, transaction) has one per subject."""
+
 # ----------------------------------------------------------------------------- consumer lag statuses
 
 OK, WARN, REWIND, STALL, STOP, ERR = "OK", "WARN", "REWIND", "STALL", "STOP", "ERR"

@@ -14,10 +14,10 @@ incidents were recorded, and the headline falls back to the alert episodes (`agg
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from collectors.model.vocabulary import CRITICAL, SEVERITY_RANK
+from collectors.model.vocabulary import CLUSTER_WIDE_INCIDENT_KINDS, CRITICAL, SEVERITY_RANK
 from spark_analytics.aggregations.common import before_end, in_period
 from spark_analytics.period import Period
 
@@ -37,10 +37,14 @@ def incidents(incident_events: DataFrame, polls: DataFrame, period: Period) -> D
     """One row per incident (cluster, id) open at some time in the period, from its events up to the period end.
 
     ``status`` is ``resolved`` when its last event before the period end is ``resolved`` (``end`` = that
-    ``resolved_at``, ``duration_s`` = end - ``start``, the first opening), else ``open`` (``open_for_s`` up to
-    the period end, or the last poll when the data stops earlier). ``severity`` is the worst it reached,
-    ``summary`` / ``subject`` / ``members`` the latest, ``alerts`` / ``partitions`` / ``topics`` / ``offline`` /
-    ``under_min_isr`` the most at once, ``brokers`` every broker it held, ``reopens`` the ``reopened`` events.
+    ``resolved_at``, ``duration_s`` = end - ``start``, the first opening); ``superseded`` when it was never
+    resolved but a later incident of the same cause (cluster, kind, and the subject unless the kind is cluster-wide:
+    `CLUSTER_WIDE_INCIDENT_KINDS`) opened: its collector lost it (a restart without a checkpoint, a standby taking
+    over the history), the true end is unknown, and it counts up to the later one's start, like a superseded alert
+    episode; else ``open`` (``open_for_s`` up to the period end, or the last poll when the data stops earlier).
+    ``severity`` is the worst it reached, ``summary`` / ``subject`` / ``members`` the latest, ``alerts`` /
+    ``partitions`` / ``topics`` / ``offline`` / ``under_min_isr`` the most at once, ``brokers`` every broker it
+    held, ``reopens`` the ``reopened`` events.
     ``opened_in_period`` / ``resolved_in_period``: its first opening / its final resolution fall in the period.
     """
     order = F.coalesce(*[F.when(F.col("event") == e, F.lit(o)) for e, o in _EVENT_ORDER.items()], F.lit(2))
@@ -60,12 +64,17 @@ def incidents(incident_events: DataFrame, polls: DataFrame, period: Period) -> D
     as_of = F.least(F.lit(period.end), F.coalesce(F.col("last_poll"), F.lit(period.end)))
     resolved = F.col("_last.event") == "resolved"
     end = F.when(resolved, F.coalesce(F.col("_last.resolved_at"), F.col("_last.time")))
+    cause = F.when(F.col("kind").isin(*CLUSTER_WIDE_INCIDENT_KINDS), F.col("kind")).otherwise(F.col("subject"))
+    later = F.lead("start").over(Window.partitionBy("cluster", "kind", "_cause").orderBy("start", "id"))
+    g = g.withColumn("_cause", cause).withColumn("_next", later)
+    superseded = ~resolved & F.col("_next").isNotNull()
     g = (g.withColumn("severity", _severity_of(F.col("_worst")))
-         .withColumn("status", F.when(resolved, F.lit("resolved")).otherwise(F.lit("open")))
+         .withColumn("status", F.when(resolved, F.lit("resolved")).when(superseded, F.lit("superseded"))
+                     .otherwise(F.lit("open")))
          .withColumn("end", end)
          .withColumn("duration_s", (F.col("end") - F.col("start")).cast("double"))
-         .withColumn("open_for_s", F.when(~resolved, F.greatest(F.lit(0.0), as_of - F.col("start")))))
-    until = F.coalesce(F.col("end"), as_of)
+         .withColumn("open_for_s", F.when(~resolved & ~superseded, F.greatest(F.lit(0.0), as_of - F.col("start")))))
+    until = F.coalesce(F.col("end"), F.col("_next"), as_of)
     g = g.withColumn("_until", until).filter((F.col("start") < F.lit(period.end))
                                              & (F.col("_until") >= F.lit(period.start)))
     inside = F.least(F.col("_until"), F.lit(period.end)) - F.greatest(F.col("start"), F.lit(period.start))

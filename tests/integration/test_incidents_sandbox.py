@@ -149,3 +149,58 @@ def test_a_growing_outage_is_in_the_report_at_its_peak(sb: Sandbox, tmp_path: Pa
     assert row["status"] == "resolved" and row["brokers"] == [2, 3]
     for f, most in peak.items():  # the report's "most at once": within the tracker's 10 % of the real peak
         assert most > 0 and most / 1.1 <= row[f] <= most, (f, row[f], most)
+
+
+def test_a_collector_restarted_without_its_checkpoint_leaves_no_incident_open_for_good(sb: Sandbox,
+                                                                                      tmp_path: Path) -> None:
+    """Broker 3 crashes; the collector that saw it stops and a new one (no checkpoint: a lost state_dir, or a
+    standby taking over the history) opens its own incident for the same broker, which resolves when 3 is back.
+    The first incident is never resolved in the history. Before, the report kept it open for good (open at the
+    end, the longest incident); now it is superseded by the second, which is the one resolved."""
+    from collectors.outputs.history import HistoryWriter
+    from spark_analytics import aggregations as A
+    from spark_analytics import io
+    from spark_analytics.period import Period
+    from tests.support.spark_history import spark_session
+
+    writer = HistoryWriter(tmp_path, retention_days=None)
+    ids: list[str] = []
+
+    def until(poller: Any, done: Callable[[IncidentRecord | None], bool]) -> float:
+        def record(r: PollResult) -> bool:
+            writer.add(r)
+            inc = next((i for i in r.snapshot.incidents if i.kind == "broker"), None)
+            if inc is not None and inc.id not in ids:
+                ids.append(inc.id)
+            return done(inc)
+
+        return poll_until(poller, sb, record, timeout=60).snapshot.time
+
+    first, second = make_poller(sb), None
+    try:
+        start = until(first, lambda inc: inc is None)
+        sb.call(lambda c: c.crash_broker(3))
+        until(first, lambda inc: inc is not None and inc.brokers == [3])
+        first.close()  # gone, with its memory
+        second = make_poller(sb)
+        until(second, lambda inc: inc is not None and inc.brokers == [3])
+        sb.call(lambda c: c.restart_broker(3))
+        end = until(second, lambda inc: inc is None)
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
+        sb.call(lambda c: c.restart_broker(3))  # a no-op when it is up
+    assert writer.flush()
+    assert len(ids) == 2  # what happened: the second collector could not know the first one's incident
+
+    spark = spark_session()
+    period = Period(start - 60, end + 3600, "sandbox")
+    events = io.read_table(spark, str(tmp_path), "incident_events", period.start, period.end).df
+    polls = A.poll_intervals(io.read_table(spark, str(tmp_path), "cluster", period.start, period.end).df, period)
+    rows = {r["id"]: r.asDict() for r in A.incidents(events, polls, period).collect() if r["kind"] == "broker"}
+    assert {i: rows[i]["status"] for i in ids} == {ids[0]: "superseded", ids[1]: "resolved"}
+    assert rows[ids[0]]["open_for_s"] is None
+    (broker,) = [r.asDict() for r in A.incident_kinds(A.incidents(events, polls, period)).collect()
+                 if r["kind"] == "broker"]
+    assert (broker["opened"], broker["open_at_end"], broker["resolved"]) == (2, 0, 1)

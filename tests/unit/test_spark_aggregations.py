@@ -206,6 +206,52 @@ INCIDENT_FIGURES = {"incidents_opened": 5, "critical_incidents": 3, "incidents_o
                     "mttr_minutes": (900 + 600 + 1000) / 3 / 60, "longest_incident_minutes": 8930 / 60}
 
 
+def test_an_incident_its_collector_lost_is_superseded_not_open(spark: Any) -> None:
+    """A collector restarted without its checkpoint, or a standby taking the history over, opens its own incident
+    for a cause it finds open: the old one is never resolved. Before, the report kept it open for good (open at
+    the end, the longest incident). Now a never-resolved incident followed by a later one of the same cause is
+    ``superseded`` and counts up to the later one's start, as superseded alert episodes do; Spark and the DuckDB
+    reference agree.
+
+    H broker opened 1000, lost;  I broker opened 2000 (the restarted collector), resolved 2600
+    J topic "topic J" opened 3000, lost;  K "topic J" opened 3500, open;  L "topic L" opened 4000, open
+    """
+    import duckdb
+    import pyarrow as pa
+
+    from bench.bench_spark import duckdb_incidents
+
+    events = [_inc(1000, "opened", "H", "broker", 1000, brokers=[2]),
+              _inc(2000, "opened", "I", "broker", 2000, brokers=[2]),
+              _inc(2600, "resolved", "I", "broker", 2000, brokers=[2]),
+              _inc(3000, "opened", "J", "topic", 3000),
+              _inc(3500, "opened", "K", "topic", 3500) | {"subject": "topic J"},
+              _inc(4000, "opened", "L", "topic", 4000)]
+    times = every(2, start=9000)
+    polls = A.poll_intervals(polls_df(spark, times), W)
+    inc = {r["id"]: r for r in rows(A.incidents(frame(spark, "incident_events", events), polls, W))}
+    assert {i: r["status"] for i, r in inc.items()} == {"H": "superseded", "I": "resolved", "J": "superseded",
+                                                        "K": "open", "L": "open"}
+    assert (inc["H"]["open_for_s"], inc["H"]["duration_s"], inc["H"]["end"]) == (None, None, None)
+    assert inc["H"]["minutes_in_period"] == pytest.approx(1000 / 60)  # up to the restarted collector's incident
+    assert inc["J"]["minutes_in_period"] == pytest.approx(500 / 60)
+    kinds = {r["kind"]: (r["opened"], r["open_at_end"]) for r in rows(A.incident_kinds(
+        A.incidents(frame(spark, "incident_events", events), polls, W)))}
+    assert kinds == {"broker": (2, 0), "topic": (3, 2)}
+
+    con = duckdb.connect()
+    con.register("ev", pa.Table.from_pylist([{"cluster": "c1", **e} for e in events]))
+    con.register("cl", pa.Table.from_pylist([{"cluster": "c1", "time": T0 + t} for t in times]))
+    duck, duck_kinds = duckdb_incidents(con, "ev", "cl", W.start, W.end)
+    want = {"incidents_opened": 5, "incidents_open_at_end": 2, "mttr_minutes": 600 / 60,
+            "longest_incident_minutes": (9030 - 3500) / 60}  # K, open up to the last poll; before: H's 8030 s
+    for name, value in want.items():
+        assert duck[name] == pytest.approx(value), name
+    assert duck_kinds == {"broker": 2, "topic": 3}
+    open_for = {i: r["open_for_s"] for i, r in inc.items() if r["status"] == "open"}
+    assert max(open_for.values()) / 60 == pytest.approx(want["longest_incident_minutes"])
+
+
 def _v2_polls(times: list[float], recorded: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Cluster rows of a version-2 collector: open incidents and the thresholds recorded at every poll."""
     return [{"time": T0 + t, "controller_id": 1, "reachable": True, "schema_version": 2, "incidents_open": 0,
