@@ -105,6 +105,24 @@ class IncidentTracker:
             key = (inc.cluster, inc.kind, _key_of(inc))
             (self.recent if inc.resolved_at is not None else self.open)[key] = inc
 
+    def adopt(self, incidents: Iterable[IncidentRecord]) -> list[str]:
+        """Carry on incidents another collector recorded and left open (a history taken over): the ids adopted.
+
+        An open incident of ours for the same cause takes the recorded id and opening, so the history keeps one
+        incident for the cause; a recorded one we have no cause for is carried as open, and the next poll resolves
+        it if its cause is gone."""
+        adopted = []
+        for rec in incidents:
+            key = (rec.cluster, rec.kind, _key_of(rec))
+            ours = self.open.get(key)
+            if ours is not None:
+                ours.id, ours.opened = rec.id, rec.opened
+            else:
+                self.open[key] = rec
+                self._told.pop(key, None)
+            adopted.append(rec.id)
+        return adopted
+
     def update(self, cluster: str, causes: Iterable[Cause], now: float
                ) -> tuple[list[IncidentRecord], list[IncidentEvent]]:
         """Apply one poll's causes: returns (the cluster's open incidents worst first, events).

@@ -24,6 +24,7 @@ from collectors.config import ClusterConfig, MonitorConfig
 from collectors.model.observations import KafkaObservation
 from collectors.model.policy import Policies
 from collectors.model.poll import PollResult
+from collectors.model.records import IncidentRecord
 from collectors.model.snapshot import build_snapshot
 from collectors.model.state import ClusterState
 from collectors.sources.client_settings import confluent_settings, kafka_python_settings, kazoo_settings
@@ -144,6 +145,10 @@ class Monitor:
         extra = list(self.conditions.values())
         futures = [self._pool.submit(p.poll, now, extra) for p in self.pollers]
         return [f.result() for f in futures]
+
+    def adopt_incidents(self, incidents: list[IncidentRecord]) -> list[str]:
+        """Carry on the open incidents a history holds (`IncidentTracker.adopt`), each cluster its own."""
+        return [i for p in self.pollers for i in p.incidents.adopt(r for r in incidents if r.cluster == p.name)]
 
     def resume(self, state_dir: Path, now: float | None = None) -> list[str]:
         """Resume every cluster from its checkpoint if one is usable; returns one log line per cluster.

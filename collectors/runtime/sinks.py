@@ -63,7 +63,7 @@ class HistorySink:
                                     partition_detail=cfg.partition_detail, retention_days=cfg.retention_days,
                                     compact_min_files=cfg.compact_min_files,
                                     thresholds=thresholds.model_dump_json() if thresholds is not None else None,
-                                    exclusive=True, clusters=clusters)
+                                    exclusive=True, clusters=clusters, on_takeover=self._take_over)
         self.exporter = exporter
         self.monitor = monitor
 
@@ -96,6 +96,21 @@ class HistorySink:
             log.error("history not written: %s", error)
         elif error is not None:
             log.error("history flush failed: %s (rows kept in memory, %d dropped)", error, self.writer.dropped_rows)
+
+    def _take_over(self) -> None:
+        """This collector now writes the history another one wrote: carry on the incidents it left open.
+
+        Our own incident events since its last flush name ids we give up, so they are dropped; from the next poll
+        our incidents go on under the ids the history holds (opened once, resolved once in the weekly report)."""
+        if self.monitor is None:
+            return
+        from collectors.outputs.history.open_incidents import open_incidents
+
+        records = open_incidents(self.writer.root, self.writer.clusters, time.time())
+        dropped = self.writer.drop_buffered("incident_events")
+        adopted = self.monitor.adopt_incidents(records)
+        log.info("history: carrying on %d open incident(s) of the collector that wrote %s (%d own event rows "
+                 "dropped)", len(adopted), self.writer.root, dropped)
 
     def close(self) -> None:
         self.writer.close()

@@ -6,6 +6,7 @@ import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -121,60 +122,109 @@ def test_unwritable_history_raises_an_alert_and_metrics_keep_serving(sb: Sandbox
         monitor.close()
 
 
+def _collector(sb: Sandbox, tmp_path: Path, root: Path, name: str) -> tuple[Any, list]:  # type: ignore[type-arg]
+    """A collector as `python -m collectors` runs one: Monitor and sinks, its own state_dir and port, `root`."""
+    from collectors.config import MonitorConfig
+    from collectors.runtime.poller import Monitor
+    from collectors.runtime.sinks import build_sinks
+
+    cfg = MonitorConfig.model_validate({
+        "clusters": [{"name": "sandbox", "bootstrap_servers": sb.bootstrap_servers}], "request_timeout_s": 3,
+        "exporter": {"port": free_port()}, "history": {"root": str(root), "flush_interval_s": 0.001},
+        "state_dir": str(tmp_path / f"state-{name}")})
+    monitor = Monitor(cfg)
+    return monitor, build_sinks(cfg, monitor)
+
+
+def _cycle(sb: Sandbox, monitor: Any, sinks: list) -> Any:  # type: ignore[type-arg]
+    """One poll and its sinks, on the sandbox's clock: the poll's result."""
+    now = sb.clock.now()
+    (result,) = monitor.poll_once(now)
+    for sink in sinks:
+        sink([result], now)
+    assert alert(result, "history_write_failed") is None  # standing by is no fault
+    return result
+
+
+def _close(monitor: Any, sinks: list) -> None:  # type: ignore[type-arg]
+    for sink in sinks:
+        getattr(sink, "close", lambda: None)()
+    monitor.close()
+
+
 def test_two_collectors_on_one_history_root_write_each_poll_once(sb: Sandbox, tmp_path: Path) -> None:
     """An HA pair (or a deploy's overlap) on one history root: the second stands by, then takes over.
 
     Before the writer lease both wrote every poll: the brokers table held each broker twice a poll round."""
     import urllib.request
 
-    from collectors.config import MonitorConfig
     from collectors.outputs.history import read_table
-    from collectors.runtime.poller import Monitor
-    from collectors.runtime.sinks import build_sinks
 
     root = tmp_path / "history"
-
-    def collector(name: str) -> tuple[Monitor, list]:  # type: ignore[type-arg]
-        cfg = MonitorConfig.model_validate({
-            "clusters": [{"name": "sandbox", "bootstrap_servers": sb.bootstrap_servers}], "request_timeout_s": 3,
-            "exporter": {"port": free_port()}, "history": {"root": str(root), "flush_interval_s": 0.001},
-            "state_dir": str(tmp_path / f"state-{name}")})
-        monitor = Monitor(cfg)
-        return monitor, build_sinks(cfg, monitor)
-
-    def cycle(monitor: Monitor, sinks: list) -> float:  # type: ignore[type-arg]
-        now = sb.clock.now()
-        results = monitor.poll_once(now)
-        for sink in sinks:
-            sink(results, now)
-        assert alert(results[0], "history_write_failed") is None  # standing by is no fault
-        return now
-
-    def close(monitor: Monitor, sinks: list) -> None:  # type: ignore[type-arg]
-        for sink in sinks:
-            getattr(sink, "close", lambda: None)()
-        monitor.close()
 
     def standby(sinks: list) -> str:  # type: ignore[type-arg]
         """What the collector's /metrics says of its history: the series, as Prometheus would scrape it."""
         body = urllib.request.urlopen(f"http://127.0.0.1:{sinks[0].server.port}/metrics", timeout=5).read().decode()
         return next(ln for ln in body.splitlines() if ln.startswith("kafka_monitor_history_standby{"))
 
-    first, second = collector("a"), collector("b")
+    first, second = _collector(sb, tmp_path, root, "a"), _collector(sb, tmp_path, root, "b")
     try:
         written = []
         for _ in range(3):
-            written.append(cycle(*first))
-            cycle(*second)
+            written.append(_cycle(sb, *first).snapshot.time)
+            _cycle(sb, *second)
         assert standby(first[1]) == 'kafka_monitor_history_standby{cluster="sandbox"} 0'
         assert standby(second[1]) == 'kafka_monitor_history_standby{cluster="sandbox"} 1'
-        close(*first)  # the old pod stops; its last rows are flushed
-        written += [cycle(*second) for _ in range(2)]
+        _close(*first)  # the old pod stops; its last rows are flushed
+        written += [_cycle(sb, *second).snapshot.time for _ in range(2)]
         assert standby(second[1]) == 'kafka_monitor_history_standby{cluster="sandbox"} 0'
     finally:
-        close(*first)
-        close(*second)
+        _close(*first)
+        _close(*second)
     polls = read_table(root, "cluster")
     assert sorted(polls.time) == pytest.approx(sorted(written), abs=1e-3)  # each round once, by whoever held it
     brokers = read_table(root, "brokers")
     assert brokers.groupby(["time", "broker_id"]).size().max() == 1 and brokers.time.nunique() == 5
+
+
+def test_a_takeover_carries_on_the_incident_the_first_collector_left_open(sb: Sandbox, tmp_path: Path) -> None:
+    """Broker 3 crashes while two collectors share a history root; the first stops; the second takes the root
+    over and resolves the incident when 3 is back. Before, the history held two incidents for the one crash: the
+    first's, never resolved, and the second's, without its opening. Now one id, opened by the first collector and
+    resolved by the second."""
+    from collectors.outputs.history import read_table
+
+    root = tmp_path / "history"
+
+    def broker_incident(r: Any) -> Any:
+        return next((i for i in r.snapshot.incidents if i.kind == "broker"), None)
+
+    def until(c: tuple[Any, list], done: Any, polls: int = 200) -> Any:  # type: ignore[type-arg]
+        for _ in range(polls):
+            r = _cycle(sb, *c)
+            if done(r):
+                return r
+            time.sleep(0.2)
+        raise AssertionError("condition not reached")
+
+    first, second = _collector(sb, tmp_path, root, "a"), _collector(sb, tmp_path, root, "b")
+    try:
+        sb.call(lambda c: c.crash_broker(3))
+        one = broker_incident(until(first, lambda r: broker_incident(r) is not None))
+        two = broker_incident(until(second, lambda r: broker_incident(r) is not None))
+        assert one.id != two.id  # each collector tracks the crash under an id of its own
+        _cycle(sb, *first)
+        _close(*first)  # the old pod stops with the incident open
+        carried = broker_incident(_cycle(sb, *second))  # takes the root over, carries the incident on
+        assert carried is None or carried.id == one.id
+        sb.call(lambda c: c.restart_broker(3))
+        until(second, lambda r: broker_incident(r) is None)
+    finally:
+        _close(*first)
+        _close(*second)
+        sb.call(lambda c: c.restart_broker(3))  # a no-op when it is up
+    events = read_table(root, "incident_events")
+    broker = events[events.kind == "broker"].sort_values("time")
+    assert set(broker.id) == {one.id}, broker[["time", "event", "id"]].to_string()
+    seq = list(broker.event)
+    assert (seq[0], seq[-1], seq.count("opened"), seq.count("resolved")) == ("opened", "resolved", 1, 1), seq

@@ -152,3 +152,41 @@ def test_a_lease_file_that_cannot_be_opened_keeps_the_rows(tmp_path: Path) -> No
     assert w.last_error is None and sorted(read_table(blocked, "cluster").time) == [T0, T0 + 30]
     assert (blocked / LEASE_FILE).is_file()
     w.close()
+
+
+def test_a_takeover_carries_on_the_open_incidents_of_the_history(tmp_path: Path) -> None:
+    """`open_incidents` reads the incidents a history leaves open; `IncidentTracker.adopt` gives our incident of the
+    same cause the recorded id and opening, carries the others, and the next poll resolves those whose cause is
+    gone. The history then holds one incident per cause across the takeover."""
+    from collectors.alerting.correlation import correlate
+    from collectors.alerting.incidents import IncidentTracker
+    from collectors.model.poll import IncidentEvent, PollResult
+    from collectors.model.records import IncidentRecord
+    from collectors.outputs.history.open_incidents import open_incidents
+    from tests.unit.test_incidents import NOW, alerts_of, cluster
+
+    def rec(iid: str, kind: str, subject: str, opened: float) -> IncidentRecord:
+        return IncidentRecord("c", iid, kind, subject, "critical", f"{kind} {subject}", opened, opened, alerts=2,
+                              members={"broker_down": 1}, brokers=[3] if kind == "broker" else [])
+
+    w = HistoryWriter(tmp_path, clock=lambda: NOW)
+    events = [IncidentEvent(NOW - 600, "opened", rec("broker-old", "broker", "broker 3", NOW - 600)),
+              IncidentEvent(NOW - 500, "opened", rec("group-gone", "group", "billing", NOW - 500)),
+              IncidentEvent(NOW - 400, "opened", rec("topic-done", "topic", "orders", NOW - 400)),
+              IncidentEvent(NOW - 300, "resolved", rec("topic-done", "topic", "orders", NOW - 400)),
+              IncidentEvent(NOW - 3 * 86_400, "opened", rec("topic-ancient", "topic", "audit", NOW - 3 * 86_400))]
+    for e in events:
+        w.add(PollResult(small_snapshot(e.time, cluster="c"), incident_events=[e]))
+    assert w.flush()
+    found = open_incidents(tmp_path, ["c"], NOW)
+    assert [(i.id, i.opened, i.members, i.brokers) for i in found] == [
+        ("broker-old", NOW - 600, {"broker_down": 1}, [3]), ("group-gone", NOW - 500, {"broker_down": 1}, [])]
+    assert open_incidents(tmp_path, ["other"], NOW) == []
+
+    tracker = IncidentTracker()  # the standby's own view: broker 3 down since it started
+    s = cluster(down=(3,))
+    tracker.update("c", correlate(s, alerts_of(s)), NOW - 200)
+    assert tracker.adopt(found) == ["broker-old", "group-gone"]
+    current, ev = tracker.update("c", correlate(s, alerts_of(s)), NOW)
+    assert [(i.id, i.opened) for i in current] == [("broker-old", NOW - 600)]  # ours, under the recorded id
+    assert [(e.event, e.incident.id) for e in ev] == [("resolved", "group-gone")]  # its cause is gone

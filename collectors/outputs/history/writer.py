@@ -86,7 +86,7 @@ class HistoryWriter:
                  retention_days: int | None = 30, compact_min_files: int = 10,
                  clock: Callable[[], float] = time.time, max_buffer_rows: int = DEFAULT_MAX_BUFFER_ROWS,
                  maintenance_interval_s: float = 3600, thresholds: str | None = None, exclusive: bool = False,
-                 clusters: Sequence[str] = ()) -> None:
+                 clusters: Sequence[str] = (), on_takeover: Callable[[], None] | None = None) -> None:
         """`thresholds`: the alert thresholds in force, as JSON text, recorded with every poll's cluster row so
         that the weekly report judges history by what the collector used, not by defaults of its own.
 
@@ -94,12 +94,15 @@ class HistoryWriter:
         writer that finds it held stands by (`standby_of`), drops its rows (the holder writes the same polls)
         and takes over when the holder stops. `clusters` are the clusters this writer's rows are of: when the
         holder does not write them all, the standby reports it in `last_error` (their rows are written by nobody).
+        `on_takeover` is called when a standby has just taken the root over, before its buffered rows are written
+        (the collector carries on the holder's open incidents there: `drop_buffered`).
         """
         self.root = Path(root)
         self.clusters = tuple(clusters)
         self._lease = WriterLease(self.root, self.clusters) if exclusive else None
         self.standby_of: Holder | None = None
         """While another collector holds the root's lease: who, as its lease file says."""
+        self.on_takeover = on_takeover
         self.thresholds = thresholds
         self.flush_interval_s = float(flush_interval_s)
         self.partition_detail = partition_detail
@@ -211,6 +214,11 @@ class HistoryWriter:
             self.standby_of = None
             self.last_error = None
             self._skip_written(before)
+            if self.on_takeover is not None:
+                try:
+                    self.on_takeover()
+                except Exception:  # a failing hand-over must not stop the history
+                    log.exception("history: taking over %s: the hand-over failed", self.root)
         try:  # only the holder may delete temp files: a live writer's are not leftovers
             self.recover()
         except OSError as e:
@@ -232,6 +240,15 @@ class HistoryWriter:
                      dropped, datetime.fromtimestamp(before.flushed_until, UTC).isoformat(timespec="seconds"))
             self._chunks = kept
             self._buffered -= dropped
+
+    def drop_buffered(self, table: str) -> int:
+        """Drop the buffered rows of `table` (rows no longer true: a standby's own incident events, given up for
+        the holder's at a takeover); returns how many."""
+        with self._lock:
+            kept = [c for c in self._chunks if c.table != table]
+            dropped = self._buffered - sum(c.batch.num_rows for c in kept)
+            self._chunks, self._buffered = kept, self._buffered - dropped
+            return dropped
 
     def _stand_by(self, holder: Holder) -> None:
         """Another collector writes the root: drop the buffered rows (it polled the same clusters) and say so."""
