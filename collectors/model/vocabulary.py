@@ -20,6 +20,9 @@ SEVERITY_RANK: Final = {s: i for i, s in enumerate(SEVERITIES)}
 
 # ----------------------------------------------------------------------------- incidents
 
+INCIDENT_EVENT_ORDER: Final = {"opened": 0, "reopened": 1, "updated": 2, "resolved": 3}
+"""An incident's events in the order they apply within one poll (a resolution last); an unknown event counts as an
+update (2). Readers that want an incident's last state sort its events by (time, this)."""
 CLUSTER_WIDE_INCIDENT_KINDS: Final = ("broker", "consensus", "cluster", "monitor")
 """Incident kinds of which a cluster has at most one open at a time (every broker down is one ``broker``
 incident): their cause is the kind itself. Every other kind (topic, group, transaction) has one per subject."""

@@ -17,12 +17,11 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from collectors.model.vocabulary import CLUSTER_WIDE_INCIDENT_KINDS, CRITICAL, SEVERITY_RANK
+from collectors.model.vocabulary import CLUSTER_WIDE_INCIDENT_KINDS, CRITICAL, INCIDENT_EVENT_ORDER, SEVERITY_RANK
 from spark_analytics.aggregations.common import before_end, in_period
 from spark_analytics.period import Period
 
 FROM_INCIDENTS, FROM_ALERT_EPISODES = "incidents", "alert episodes"
-_EVENT_ORDER = {"opened": 0, "reopened": 1, "updated": 2, "resolved": 3}  # within one poll, resolve comes last
 
 
 def _rank(col: str) -> Column:
@@ -47,7 +46,7 @@ def incidents(incident_events: DataFrame, polls: DataFrame, period: Period) -> D
     held, ``reopens`` the ``reopened`` events.
     ``opened_in_period`` / ``resolved_in_period``: its first opening / its final resolution fall in the period.
     """
-    order = F.coalesce(*[F.when(F.col("event") == e, F.lit(o)) for e, o in _EVENT_ORDER.items()], F.lit(2))
+    order = F.coalesce(*[F.when(F.col("event") == e, F.lit(o)) for e, o in INCIDENT_EVENT_ORDER.items()], F.lit(2))
     ev = incident_events.filter(before_end(period)).withColumn("_ord", order).withColumn("_rank", _rank("severity"))
     last = F.max(F.struct(F.col("time"), F.col("_ord"), F.col("event"), F.col("resolved_at")))
     g = ev.groupBy("cluster", "id").agg(

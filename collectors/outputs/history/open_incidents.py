@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from collectors.model.records import IncidentRecord
+from collectors.model.vocabulary import INCIDENT_EVENT_ORDER
 from collectors.outputs.history.reader import read_arrow
 
 WINDOW_S = 2 * 86_400.0
-_ORDER = {"opened": 0, "reopened": 1, "updated": 2, "resolved": 3}  # within one poll, resolve comes last
 
 
 def open_incidents(root: Path, clusters: Sequence[str], now: float, window_s: float = WINDOW_S
@@ -27,7 +27,7 @@ def open_incidents(root: Path, clusters: Sequence[str], now: float, window_s: fl
     Reads Arrow, not pandas: the collector's image has no pandas."""
     events = read_arrow(Path(root), "incident_events", start=now - window_s, clusters=list(clusters))
     last: dict[tuple[str, str], dict[str, Any]] = {}
-    for row in sorted(events.to_pylist(), key=lambda r: (r["time"], _ORDER.get(r["event"], 2))):
+    for row in sorted(events.to_pylist(), key=lambda r: (r["time"], INCIDENT_EVENT_ORDER.get(r["event"], 2))):
         last[(row["cluster"], row["id"])] = row
     out = []
     for r in last.values():

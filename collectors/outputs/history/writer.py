@@ -231,24 +231,26 @@ class HistoryWriter:
         The standby kept the polls since its last flush; the holder wrote its own polls of the same clusters up
         to `flushed_until` (its final flush, when it stopped cleanly). Without this the takeover wrote up to one
         flush interval of polls twice."""
-        if before.flushed_until is None:
+        until = before.flushed_until
+        if until is None:
             return  # an older writer's, or none recorded: keep them all
-        kept = [c for c in self._chunks if c.polled > before.flushed_until]
-        if len(kept) < len(self._chunks):
-            dropped = self._buffered - sum(c.batch.num_rows for c in kept)
+        dropped = self._keep(lambda c: c.polled > until)
+        if dropped:
             log.info("history: %d buffered rows of polls up to %s were written by the last holder; not again",
-                     dropped, datetime.fromtimestamp(before.flushed_until, UTC).isoformat(timespec="seconds"))
-            self._chunks = kept
-            self._buffered -= dropped
+                     dropped, datetime.fromtimestamp(until, UTC).isoformat(timespec="seconds"))
 
     def drop_buffered(self, table: str) -> int:
         """Drop the buffered rows of `table` (rows no longer true: a standby's own incident events, given up for
         the holder's at a takeover); returns how many."""
         with self._lock:
-            kept = [c for c in self._chunks if c.table != table]
-            dropped = self._buffered - sum(c.batch.num_rows for c in kept)
-            self._chunks, self._buffered = kept, self._buffered - dropped
-            return dropped
+            return self._keep(lambda c: c.table != table)
+
+    def _keep(self, keep: Callable[[_Chunk], bool]) -> int:
+        """Keep the buffered chunks `keep` says yes to; returns the rows dropped. Call with the lock held."""
+        kept = [c for c in self._chunks if keep(c)]
+        dropped = self._buffered - sum(c.batch.num_rows for c in kept)
+        self._chunks, self._buffered = kept, self._buffered - dropped
+        return dropped
 
     def _stand_by(self, holder: Holder) -> None:
         """Another collector writes the root: drop the buffered rows (it polled the same clusters) and say so."""
@@ -257,8 +259,7 @@ class HistoryWriter:
                      "over when it stops", self.root, holder.describe(),
                      ", ".join(holder.clusters) if holder.clusters is not None else "unknown")
         self.standby_of = holder
-        self._chunks.clear()
-        self._buffered = 0
+        self._keep(lambda c: False)
         if holder.writes(self.clusters):
             self.last_error = None
             return
@@ -300,8 +301,7 @@ class HistoryWriter:
             if written:
                 if self._lease is not None:  # what a standby taking over need not write again
                     self._lease.record_flushed(max(c.polled for c in self._chunks if id(c) in written))
-                self._chunks = [c for c in self._chunks if id(c) not in written]
-                self._buffered = sum(c.batch.num_rows for c in self._chunks)
+                self._keep(lambda c: id(c) not in written)
             if errors:
                 self.flush_failures += 1
                 self._failing = True
