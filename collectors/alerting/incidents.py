@@ -105,22 +105,24 @@ class IncidentTracker:
             key = (inc.cluster, inc.kind, _key_of(inc))
             (self.recent if inc.resolved_at is not None else self.open)[key] = inc
 
-    def adopt(self, incidents: Iterable[IncidentRecord]) -> list[str]:
-        """Carry on incidents another collector recorded and left open (a history taken over): the ids adopted.
+    def adopt(self, incidents: Iterable[IncidentRecord]) -> dict[str, str | None]:
+        """Carry on incidents another collector recorded and left open (a history taken over, or left by a collector
+        that stopped shortly before this one started): recorded id -> the id of ours it replaces (None: carried).
 
         An open incident of ours for the same cause takes the recorded id and opening, so the history keeps one
-        incident for the cause; a recorded one we have no cause for is carried as open, and the next poll resolves
-        it if its cause is gone."""
-        adopted = []
+        incident for the cause (the events already buffered under our id are to be dropped); a recorded one we
+        have no cause for is carried as open, and the next poll resolves it if its cause is gone."""
+        adopted: dict[str, str | None] = {}
         for rec in incidents:
             key = (rec.cluster, rec.kind, _key_of(rec))
             ours = self.open.get(key)
             if ours is not None:
+                adopted[rec.id] = ours.id if ours.id != rec.id else None
                 ours.id, ours.opened = rec.id, rec.opened
             else:
                 self.open[key] = rec
                 self._told.pop(key, None)
-            adopted.append(rec.id)
+                adopted[rec.id] = None
         return adopted
 
     def update(self, cluster: str, causes: Iterable[Cause], now: float

@@ -146,9 +146,11 @@ class Monitor:
         futures = [self._pool.submit(p.poll, now, extra) for p in self.pollers]
         return [f.result() for f in futures]
 
-    def adopt_incidents(self, incidents: list[IncidentRecord]) -> list[str]:
-        """Carry on the open incidents a history holds (`IncidentTracker.adopt`), each cluster its own."""
-        return [i for p in self.pollers for i in p.incidents.adopt(r for r in incidents if r.cluster == p.name)]
+    def adopt_incidents(self, incidents: list[IncidentRecord]) -> dict[str, str | None]:
+        """Carry on the open incidents a history holds (`IncidentTracker.adopt`), each cluster its own: recorded id
+        -> the id of ours it replaces, if any."""
+        return {k: v for p in self.pollers for k, v in p.incidents.adopt(r for r in incidents if r.cluster == p.name
+                                                                          ).items()}
 
     def resume(self, state_dir: Path, now: float | None = None) -> list[str]:
         """Resume every cluster from its checkpoint if one is usable; returns one log line per cluster.

@@ -24,6 +24,8 @@ from collectors.outputs.api import JsonApi
 from collectors.outputs.exporter import MetricsEndpoint, MetricsServer
 
 if TYPE_CHECKING:
+    from collectors.outputs.history import HistoryWriter
+    from collectors.outputs.history.lease import Holder
     from collectors.runtime.poller import Monitor
 
 log = logging.getLogger(__name__)
@@ -54,18 +56,23 @@ class ExporterSink:
 
 class HistorySink:
     def __init__(self, cfg: HistoryConfig, exporter: ExporterSink | None, monitor: Monitor | None = None,
-                 thresholds: Thresholds | None = None, clusters: Sequence[str] = ()) -> None:
+                 thresholds: Thresholds | None = None, clusters: Sequence[str] = (),
+                 carry_max_age_s: float = 3600.0) -> None:
         """`clusters`: the names this collector polls; the root's writer lease is taken for them (one collector
-        writes a root at a time: `collectors.outputs.history.lease`)."""
+        writes a root at a time: `collectors.outputs.history.lease`). `carry_max_age_s`: a collector that starts
+        after the last one stopped carries on the incidents it left open only if it wrote this recently (the
+        collector passes `checkpoint_max_age_s`, for the same reason: an older incident resolved at our first poll
+        would span the whole time nobody watched)."""
         from collectors.outputs.history import HistoryWriter
 
+        self.exporter = exporter
+        self.monitor = monitor
+        self.carry_max_age_s = carry_max_age_s
         self.writer = HistoryWriter(Path(cfg.root), flush_interval_s=cfg.flush_interval_s,
                                     partition_detail=cfg.partition_detail, retention_days=cfg.retention_days,
                                     compact_min_files=cfg.compact_min_files,
                                     thresholds=thresholds.model_dump_json() if thresholds is not None else None,
                                     exclusive=True, clusters=clusters, on_takeover=self._take_over)
-        self.exporter = exporter
-        self.monitor = monitor
 
     def __call__(self, results: list[PollResult], now: float) -> None:
         for r in results:
@@ -97,20 +104,31 @@ class HistorySink:
         elif error is not None:
             log.error("history flush failed: %s (rows kept in memory, %d dropped)", error, self.writer.dropped_rows)
 
-    def _take_over(self) -> None:
-        """This collector now writes the history another one wrote: carry on the incidents it left open.
+    def _take_over(self, writer: HistoryWriter, last: Holder, watched: bool) -> None:
+        """This collector now writes a history another one wrote: carry on the incidents it left open.
 
-        Our own incident events since its last flush name ids we give up, so they are dropped; from the next poll
-        our incidents go on under the ids the history holds (opened once, resolved once in the weekly report)."""
+        `watched`: we stood by while it wrote (the incidents are as fresh as its last flush). Otherwise it had
+        stopped before we started (a restart that lost its checkpoint, a new pod), and we carry them on only if it
+        wrote within `carry_max_age_s`. Our own events of incidents given up for the recorded ids are dropped; our
+        incidents go on under the ids the history holds (opened once, resolved once in the weekly report)."""
         if self.monitor is None:
             return
         from collectors.outputs.history.open_incidents import open_incidents
 
-        records = open_incidents(self.writer.root, self.writer.clusters, time.time())
-        dropped = self.writer.drop_buffered("incident_events")
-        adopted = self.monitor.adopt_incidents(records)
-        log.info("history: carrying on %d open incident(s) of the collector that wrote %s (%d own event rows "
-                 "dropped)", len(adopted), self.writer.root, dropped)
+        now = time.time()
+        if not watched:
+            age = None if last.flushed_until is None else now - last.flushed_until
+            if age is None or self.carry_max_age_s <= 0 or age > self.carry_max_age_s:
+                log.info("history: the collector that wrote %s before (%s) %s; its open incidents are not carried "
+                         "on", writer.root, last.describe(),
+                         "recorded no poll" if age is None else f"last wrote {age:.0f}s ago (carry_max_age_s "
+                         f"{self.carry_max_age_s:.0f}s)")
+                return
+        clusters = [c for c in writer.clusters if last.clusters is None or c in last.clusters]
+        adopted = self.monitor.adopt_incidents(open_incidents(writer.root, clusters, now))
+        dropped = writer.drop_buffered("incident_events", "id", {v for v in adopted.values() if v})
+        log.info("history: carrying on %d open incident(s) of the collector that wrote %s before (%s; %d own event "
+                 "rows dropped)", len(adopted), writer.root, last.describe(), dropped)
 
     def close(self) -> None:
         self.writer.close()
@@ -174,7 +192,7 @@ def build_sinks(config: MonitorConfig, monitor: Monitor | None = None) -> list[S
         sinks.append(exporter)
     if config.history.enabled:
         sinks.append(HistorySink(config.history, exporter, monitor, config.thresholds,
-                                 [c.name for c in config.clusters]))
+                                 [c.name for c in config.clusters], config.checkpoint_max_age_s))
     sinks.append(LatestStateSink(Path(config.state_dir)))
     if monitor is not None:
         sinks.append(CheckpointSink(Path(config.state_dir), config.checkpoint_interval_s, monitor))

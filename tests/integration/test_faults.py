@@ -152,6 +152,31 @@ def _close(monitor: Any, sinks: list) -> None:  # type: ignore[type-arg]
     monitor.close()
 
 
+def _broker_incident(r: Any) -> Any:
+    return next((i for i in r.snapshot.incidents if i.kind == "broker"), None)
+
+
+def _until(sb: Sandbox, c: tuple[Any, list], done: Any, polls: int = 200) -> Any:  # type: ignore[type-arg]
+    """Cycle the collector `c` until `done(result)`."""
+    for _ in range(polls):
+        r = _cycle(sb, *c)
+        if done(r):
+            return r
+        time.sleep(0.2)
+    raise AssertionError("condition not reached")
+
+
+def _one_broker_incident(root: Path, iid: str) -> None:
+    """The history holds one broker incident, `iid`, opened once and resolved once."""
+    from collectors.outputs.history import read_table
+
+    events = read_table(root, "incident_events")
+    broker = events[events.kind == "broker"].sort_values("time")
+    assert set(broker.id) == {iid}, broker[["time", "event", "id"]].to_string()
+    seq = list(broker.event)
+    assert (seq[0], seq[-1], seq.count("opened"), seq.count("resolved")) == ("opened", "resolved", 1, 1), seq
+
+
 def test_two_collectors_on_one_history_root_write_each_poll_once(sb: Sandbox, tmp_path: Path) -> None:
     """An HA pair (or a deploy's overlap) on one history root: the second stands by, then takes over.
 
@@ -192,39 +217,47 @@ def test_a_takeover_carries_on_the_incident_the_first_collector_left_open(sb: Sa
     over and resolves the incident when 3 is back. Before, the history held two incidents for the one crash: the
     first's, never resolved, and the second's, without its opening. Now one id, opened by the first collector and
     resolved by the second."""
-    from collectors.outputs.history import read_table
 
     root = tmp_path / "history"
-
-    def broker_incident(r: Any) -> Any:
-        return next((i for i in r.snapshot.incidents if i.kind == "broker"), None)
-
-    def until(c: tuple[Any, list], done: Any, polls: int = 200) -> Any:  # type: ignore[type-arg]
-        for _ in range(polls):
-            r = _cycle(sb, *c)
-            if done(r):
-                return r
-            time.sleep(0.2)
-        raise AssertionError("condition not reached")
-
     first, second = _collector(sb, tmp_path, root, "a"), _collector(sb, tmp_path, root, "b")
     try:
         sb.call(lambda c: c.crash_broker(3))
-        one = broker_incident(until(first, lambda r: broker_incident(r) is not None))
-        two = broker_incident(until(second, lambda r: broker_incident(r) is not None))
+        one = _broker_incident(_until(sb, first, lambda r: _broker_incident(r) is not None))
+        two = _broker_incident(_until(sb, second, lambda r: _broker_incident(r) is not None))
         assert one.id != two.id  # each collector tracks the crash under an id of its own
         _cycle(sb, *first)
         _close(*first)  # the old pod stops with the incident open
-        carried = broker_incident(_cycle(sb, *second))  # takes the root over, carries the incident on
+        carried = _broker_incident(_cycle(sb, *second))  # takes the root over, carries the incident on
         assert carried is None or carried.id == one.id
         sb.call(lambda c: c.restart_broker(3))
-        until(second, lambda r: broker_incident(r) is None)
+        _until(sb, second, lambda r: _broker_incident(r) is None)
     finally:
         _close(*first)
         _close(*second)
         sb.call(lambda c: c.restart_broker(3))  # a no-op when it is up
-    events = read_table(root, "incident_events")
-    broker = events[events.kind == "broker"].sort_values("time")
-    assert set(broker.id) == {one.id}, broker[["time", "event", "id"]].to_string()
-    seq = list(broker.event)
-    assert (seq[0], seq[-1], seq.count("opened"), seq.count("resolved")) == ("opened", "resolved", 1, 1), seq
+    _one_broker_incident(root, one.id)
+
+
+def test_a_collector_started_after_the_last_one_stopped_carries_on_its_incident(sb: Sandbox, tmp_path: Path) -> None:
+    """Broker 3 crashes; the collector that saw it stops; a new one starts on the same history with no checkpoint
+    (an emptied state_dir, a new pod) and resolves the incident when 3 is back. Before, it opened the crash again
+    under an id of its own: two incidents for one cause, the first superseded in the report and "opened" twice.
+    Now it carries the recorded incident on from its first poll."""
+    root = tmp_path / "history"
+    first, second = _collector(sb, tmp_path, root, "a"), None
+    try:
+        sb.call(lambda c: c.crash_broker(3))
+        one = _broker_incident(_until(sb, first, lambda r: _broker_incident(r) is not None))
+        _close(*first)  # stops with the incident open; its checkpoint stays in its own state_dir
+        second = _collector(sb, tmp_path, root, "b")  # takes the free lease at once, before its first poll
+        carried = _broker_incident(_cycle(sb, *second))
+        assert carried is not None and carried.id == one.id
+        assert carried.opened == pytest.approx(one.opened, abs=1e-3)  # as recorded (the history keeps microseconds)
+        sb.call(lambda c: c.restart_broker(3))
+        _until(sb, second, lambda r: _broker_incident(r) is None)
+    finally:
+        _close(*first)
+        if second is not None:
+            _close(*second)
+        sb.call(lambda c: c.restart_broker(3))  # a no-op when it is up
+    _one_broker_incident(root, one.id)

@@ -151,12 +151,14 @@ def test_a_growing_outage_is_in_the_report_at_its_peak(sb: Sandbox, tmp_path: Pa
         assert most > 0 and most / 1.1 <= row[f] <= most, (f, row[f], most)
 
 
-def test_a_collector_restarted_without_its_checkpoint_leaves_no_incident_open_for_good(sb: Sandbox,
-                                                                                      tmp_path: Path) -> None:
-    """Broker 3 crashes; the collector that saw it stops and a new one (no checkpoint: a lost state_dir, or a
-    standby taking over the history) opens its own incident for the same broker, which resolves when 3 is back.
-    The first incident is never resolved in the history. Before, the report kept it open for good (open at the
-    end, the longest incident); now it is superseded by the second, which is the one resolved."""
+def test_a_collector_restarted_without_its_memory_leaves_no_incident_open_for_good(sb: Sandbox,
+                                                                                   tmp_path: Path) -> None:
+    """Broker 3 crashes; the collector that saw it stops and a new one that cannot carry its incident on opens its
+    own for the same broker, which resolves when 3 is back. The collector carries a recorded incident on when the
+    last one wrote the history within `checkpoint_max_age_s` (`HistorySink._take_over`, tested in test_faults.py);
+    past that, or for history written some other way (here: bare pollers and a plain writer), the first incident
+    is never resolved in the history. Before, the report kept it open for good (open at the end, the longest
+    incident); now it is superseded by the second, which is the one resolved."""
     from collectors.outputs.history import HistoryWriter
     from spark_analytics import aggregations as A
     from spark_analytics import io

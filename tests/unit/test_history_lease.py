@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -186,7 +187,107 @@ def test_a_takeover_carries_on_the_open_incidents_of_the_history(tmp_path: Path)
     tracker = IncidentTracker()  # the standby's own view: broker 3 down since it started
     s = cluster(down=(3,))
     tracker.update("c", correlate(s, alerts_of(s)), NOW - 200)
-    assert tracker.adopt(found) == ["broker-old", "group-gone"]
+    ours = tracker.open_for("c")[0].id
+    assert tracker.adopt(found) == {"broker-old": ours, "group-gone": None}  # ours gave its id up for the recorded
     current, ev = tracker.update("c", correlate(s, alerts_of(s)), NOW)
     assert [(i.id, i.opened) for i in current] == [("broker-old", NOW - 600)]  # ours, under the recorded id
     assert [(e.event, e.incident.id) for e in ev] == [("resolved", "group-gone")]  # its cause is gone
+
+
+def _history_left_by_a_stopped_collector(root: Path, last_poll: float) -> None:
+    """A collector of `prod` opened an incident for the unreachable cluster, wrote its polls up to `last_poll`
+    and stopped cleanly, the incident open."""
+    from collectors.model.poll import IncidentEvent, PollResult
+    from collectors.model.records import IncidentRecord
+
+    opened = last_poll - 600
+    rec = IncidentRecord("prod", "cluster-recorded", "cluster", "prod", "critical", "cluster prod unreachable",
+                         opened, opened, alerts=1, members={"cluster_unreachable": 1})
+    old = HistoryWriter(root, exclusive=True, clusters=["prod"])
+    old.add(PollResult(small_snapshot(opened, cluster="prod"), incident_events=[IncidentEvent(opened, "opened", rec)]))
+    old.add(PollResult(small_snapshot(last_poll, cluster="prod")))
+    old.close()
+    assert read_holder(root).flushed_until == last_poll
+
+
+def test_a_collector_started_after_the_last_one_stopped_carries_on_its_open_incidents(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A restart that lost its checkpoint (a new pod, an emptied state_dir) on the same history: before, the new
+    collector opened the cause again under a new id, so the report held two incidents for one cause and paged
+    "opened" twice. Now it carries the recorded one on from its first poll, as the standby of an HA pair does."""
+    caplog.set_level(logging.INFO, logger="collectors.runtime.sinks")
+    root = tmp_path / "history"
+    now = time.time()
+    _history_left_by_a_stopped_collector(root, now - 120)
+    cfg = monitor_config(tmp_path / "state", history={"root": str(root)})
+    m = Monitor(cfg)
+    try:
+        assert m.resume(Path(cfg.state_dir)) == ["prod: starting fresh (no checkpoint)"]
+        sink = HistorySink(cfg.history, exporter=None, monitor=m, clusters=["prod"])
+        assert [i.id for i in m.pollers[0].incidents.open_for("prod")] == ["cluster-recorded"]
+        assert "carrying on 1 open incident(s)" in caplog.text
+        (r,) = m.poll_once()  # still unreachable: the same cause
+        (inc,) = r.snapshot.incidents
+        assert inc.id == "cluster-recorded"
+        assert inc.opened == pytest.approx(now - 720, abs=1e-3)  # as recorded (the history keeps microseconds)
+        assert r.incident_events == []  # not opened again
+        sink([r], r.snapshot.time)
+        sink.close()
+    finally:
+        m.close()
+    events = read_table(root, "incident_events")
+    assert list(events.event) == ["opened"] and set(events.id) == {"cluster-recorded"}
+
+
+def test_a_collector_started_long_after_the_last_one_stopped_does_not_carry_its_incidents(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Past `carry_max_age_s` (the collector's `checkpoint_max_age_s`) the recorded incident is left as it is: had
+    it been carried, our first poll would resolve or continue it across the hours nobody watched. The report marks
+    it superseded by the new one."""
+    caplog.set_level(logging.INFO, logger="collectors.runtime.sinks")
+    root = tmp_path / "history"
+    _history_left_by_a_stopped_collector(root, time.time() - 7200)
+    m = Monitor(monitor_config(tmp_path / "state"))
+    try:
+        HistorySink(HistoryConfig(root=str(root)), exporter=None, monitor=m, clusters=["prod"]).close()
+        assert m.pollers[0].incidents.open_for("prod") == []
+        assert "last wrote 7200s ago (carry_max_age_s 3600s); its open incidents are not carried on" in caplog.text
+        (r,) = m.poll_once()
+        assert [(e.event, e.incident.id != "cluster-recorded") for e in r.incident_events] == [("opened", True)]
+    finally:
+        m.close()
+
+
+def test_a_takeover_drops_only_the_events_of_the_incidents_given_up(tmp_path: Path) -> None:
+    """At a takeover our buffered events of an incident now under the recorded id go; the others are ours alone
+    (a cause that began after the holder's last poll) and stay. Before, every buffered incident event was dropped,
+    and such an incident was in the history without its opening."""
+    from collectors.model.poll import IncidentEvent, PollResult
+    from collectors.model.records import IncidentRecord
+
+    w = HistoryWriter(tmp_path, clock=lambda: T0)
+    for iid in ("broker-given-up", "topic-ours", "broker-given-up"):
+        rec = IncidentRecord("c1", iid, iid.split("-")[0], "s", "warning", "", T0, T0)
+        w.add(PollResult(small_snapshot(T0, topics=2), incident_events=[IncidentEvent(T0, "opened", rec)]))
+    before = w.buffered_rows
+    assert w.drop_buffered("incident_events", "id", {"broker-given-up"}) == 2
+    assert w.buffered_rows == before - 2
+    assert w.flush()
+    assert list(read_table(tmp_path, "incident_events").id) == ["topic-ours"]
+    assert len(read_table(tmp_path, "cluster")) == 3  # other tables untouched
+
+
+def test_a_takeover_from_a_holder_of_other_clusters_keeps_our_rows(tmp_path: Path) -> None:
+    """The rows a holder's `flushed_until` covers are dropped at the takeover only if it wrote our clusters: a
+    holder of `billing` wrote none of `prod`'s polls. Before, our buffered polls up to its last one were lost."""
+    holder = HistoryWriter(tmp_path, exclusive=True, clusters=["billing"], clock=lambda: T0)
+    ours = HistoryWriter(tmp_path, exclusive=True, clusters=["prod"], clock=lambda: T0)
+    assert ours.standby_of is not None and ours.last_error is not None  # nobody writes prod: said
+    ours.add_snapshot(small_snapshot(T0 + 30, cluster="prod", topics=2))
+    poll([holder], T0 + 60, cluster="billing")
+    holder.close()
+    assert read_holder(tmp_path).flushed_until == T0 + 60
+    assert ours.flush() and ours.standby_of is None
+    cluster = read_table(tmp_path, "cluster")
+    assert sorted(zip(cluster.cluster, cluster.time, strict=True)) == [("billing", T0 + 60), ("prod", T0 + 30)]
+    ours.close()

@@ -14,13 +14,14 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from collectors.model.poll import IncidentEvent, PollResult
@@ -71,6 +72,10 @@ class _Chunk:
     """The time of the poll the rows came from (`ClusterSnapshot.time`)."""
 
 
+TakeoverHook = Callable[["HistoryWriter", Holder, bool], None]
+"""`on_takeover(writer, last_holder, watched)`: see `HistoryWriter`."""
+
+
 class CompactionError(RuntimeError):
     """Some days could not be compacted (named); every other day was. `HistoryWriter.maintain` records it."""
 
@@ -86,7 +91,7 @@ class HistoryWriter:
                  retention_days: int | None = 30, compact_min_files: int = 10,
                  clock: Callable[[], float] = time.time, max_buffer_rows: int = DEFAULT_MAX_BUFFER_ROWS,
                  maintenance_interval_s: float = 3600, thresholds: str | None = None, exclusive: bool = False,
-                 clusters: Sequence[str] = (), on_takeover: Callable[[], None] | None = None) -> None:
+                 clusters: Sequence[str] = (), on_takeover: TakeoverHook | None = None) -> None:
         """`thresholds`: the alert thresholds in force, as JSON text, recorded with every poll's cluster row so
         that the weekly report judges history by what the collector used, not by defaults of its own.
 
@@ -94,9 +99,11 @@ class HistoryWriter:
         writer that finds it held stands by (`standby_of`), drops its rows (the holder writes the same polls)
         and takes over when the holder stops. `clusters` are the clusters this writer's rows are of: when the
         holder does not write them all, the standby reports it in `last_error` (their rows are written by nobody).
-        `on_takeover` is called when a standby has just taken the root over, before its buffered rows are written
-        (the collector carries on the holder's open incidents there: `drop_buffered`).
-        """
+        `on_takeover(writer, last_holder, watched)` is called whenever this writer takes a lease another collector held
+        before (the lease file names it), before any buffered row is written (at the start, too: the writer takes the
+        lease in its constructor): `watched` when this one stood by while
+        it wrote (an HA pair, a deploy's overlap), False when it had stopped before (a restart). The collector
+        carries on the open incidents the history holds there (`drop_buffered`)."""
         self.root = Path(root)
         self.clusters = tuple(clusters)
         self._lease = WriterLease(self.root, self.clusters) if exclusive else None
@@ -208,17 +215,18 @@ class HistoryWriter:
         if not taken:
             self._stand_by(before)
             return STANDBY
-        if self.standby_of is not None:
+        watched, self.standby_of = self.standby_of is not None, None
+        if watched:
             log.info("history: the collector writing %s (%s) stopped; this one writes it from now on", self.root,
                      before.describe())
-            self.standby_of = None
             self.last_error = None
+        if before.writes(self.clusters):  # rows of clusters it did not write are nobody's but ours: keep them
             self._skip_written(before)
-            if self.on_takeover is not None:
-                try:
-                    self.on_takeover()
-                except Exception:  # a failing hand-over must not stop the history
-                    log.exception("history: taking over %s: the hand-over failed", self.root)
+        if before.pid is not None and self.on_takeover is not None:
+            try:
+                self.on_takeover(self, before, watched)
+            except Exception:  # a failing hand-over must not stop the history
+                log.exception("history: taking over %s: the hand-over failed", self.root)
         try:  # only the holder may delete temp files: a live writer's are not leftovers
             self.recover()
         except OSError as e:
@@ -239,11 +247,23 @@ class HistoryWriter:
             log.info("history: %d buffered rows of polls up to %s were written by the last holder; not again",
                      dropped, datetime.fromtimestamp(until, UTC).isoformat(timespec="seconds"))
 
-    def drop_buffered(self, table: str) -> int:
-        """Drop the buffered rows of `table` (rows no longer true: a standby's own incident events, given up for
-        the holder's at a takeover); returns how many."""
+    def drop_buffered(self, table: str, column: str, values: Collection[str]) -> int:
+        """Drop the buffered rows of `table` whose `column` is one of `values` (rows no longer true: our own events
+        of incidents given up for the ids the history holds, at a takeover); returns how many."""
+        if not values:
+            return 0
+        drop = pa.array(sorted(values), pa.string())
         with self._lock:
-            return self._keep(lambda c: c.table != table)
+            chunks = []
+            for c in self._chunks:
+                if c.table == table:
+                    c = _Chunk(c.table, c.date, c.batch.filter(pc.invert(pc.is_in(c.batch.column(column), drop))),
+                               c.polled)
+                chunks.append(c)
+            kept = sum(c.batch.num_rows for c in chunks)
+            dropped = self._buffered - kept
+            self._chunks, self._buffered = [c for c in chunks if c.batch.num_rows], kept
+            return dropped
 
     def _keep(self, keep: Callable[[_Chunk], bool]) -> int:
         """Keep the buffered chunks `keep` says yes to; returns the rows dropped. Call with the lock held."""
