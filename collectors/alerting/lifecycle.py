@@ -5,6 +5,10 @@ output identity and history: the first-seen time survives across polls, an
 alert whose condition is gone is resolved exactly once (an event for history
 and notifiers), and something that no longer exists (a deleted group) simply
 stops producing candidates and resolves.
+
+An alert open a day since its last event is recorded again (``restate``, `RESTATE_S`), as incidents are: the
+weekly report reads two weeks of events, and a collector carrying on a history it took over
+(`collectors.outputs.history.open_alerts`) reads two days, so every alert still open is in both.
 """
 
 from __future__ import annotations
@@ -30,9 +34,16 @@ def first_of_each(items: Iterable[T], key: Callable[[T], K], seen: set[K]) -> It
             yield k, item
 
 
+RESTATE_S = 86_400.0
+"""An alert open this long since its last event is recorded again (a ``restate`` event in the history)."""
+
+Key = tuple[str, str, str]  # cluster, rule, subject
+
+
 class AlertTracker:
     def __init__(self) -> None:
-        self.open: dict[tuple[str, str, str], AlertRecord] = {}
+        self.open: dict[Key, AlertRecord] = {}
+        self._told: dict[Key, float] = {}  # open alerts: when their last event was recorded
 
     def open_for(self, cluster: str) -> list[AlertRecord]:
         """The cluster's open alerts, in no particular order (for checkpoints)."""
@@ -41,6 +52,40 @@ class AlertTracker:
     def forget(self, cluster: str) -> None:
         """Drop the cluster's open alerts without resolving them (they belonged to a memory being discarded)."""
         self.open = {k: a for k, a in self.open.items() if k[0] != cluster}
+        self._told = {k: t for k, t in self._told.items() if k[0] != cluster}
+
+    def restate_due(self, cluster: str, now: float) -> list[AlertRecord]:
+        """The cluster's open alerts whose last event is `RESTATE_S` old, now marked recorded (call after `update`).
+
+        An alert whose last event is not known (restored from a checkpoint, carried on from a history) counts
+        from now: a restart records nothing."""
+        due = []
+        for key, rec in self.open.items():
+            if key[0] != cluster:
+                continue
+            told = self._told.setdefault(key, now)
+            if now - told >= RESTATE_S:
+                self._told[key] = now
+                due.append(rec)
+        return due
+
+    def adopt(self, alerts: Iterable[AlertRecord]) -> dict[Key, float | None]:
+        """Carry on alerts another collector recorded and left open (see `IncidentTracker.adopt`): key -> the
+        first_seen of ours the recorded one replaces (None: carried as open; the next poll resolves it if its
+        condition is gone). Ours for the same (cluster, rule, subject) takes the recorded first_seen, so the
+        history keeps one episode, not a superseded one and a new one."""
+        adopted: dict[Key, float | None] = {}
+        for rec in alerts:
+            key = rec.key
+            ours = self.open.get(key)
+            if ours is not None:
+                adopted[key] = ours.first_seen if ours.first_seen != rec.first_seen else None
+                ours.first_seen = rec.first_seen
+            else:
+                self.open[key] = rec
+                self._told.pop(key, None)
+                adopted[key] = None
+        return adopted
 
     def update(self, cluster: str, candidates: Iterable[Candidate], now: float, keep_rules: frozenset[str] = frozenset()
                ) -> tuple[list[AlertRecord], list[AlertRecord], list[AlertRecord]]:
@@ -57,6 +102,7 @@ class AlertTracker:
                 rec = AlertRecord(rule=c.rule, severity=c.severity, cluster=cluster, subject=c.subject,
                                   summary=c.summary, first_seen=now, last_seen=now, value=c.value, team=c.team)
                 self.open[key] = rec
+                self._told[key] = now
                 opened.append(rec)
             else:
                 rec.last_seen, rec.summary, rec.value, rec.severity = now, c.summary, c.value, c.severity
@@ -66,6 +112,7 @@ class AlertTracker:
             if key[1] in keep_rules:
                 continue
             rec = self.open.pop(key)
+            self._told.pop(key, None)
             rec.resolved_at = now
             resolved.append(rec)
         current = sorted((r for k, r in self.open.items() if k[0] == cluster),

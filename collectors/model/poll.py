@@ -26,6 +26,8 @@ class PollResult:
     opened: list[AlertRecord] = field(default_factory=list)
     resolved: list[AlertRecord] = field(default_factory=list)
     incident_events: list[IncidentEvent] = field(default_factory=list)
+    restated: list[AlertRecord] = field(default_factory=list)
+    """Open alerts recorded again a day after their last event (`collectors.alerting.lifecycle.RESTATE_S`)."""
 
     @property
     def node_unreachable(self) -> bool:

@@ -24,7 +24,7 @@ from collectors.config import ClusterConfig, MonitorConfig
 from collectors.model.observations import KafkaObservation
 from collectors.model.policy import Policies
 from collectors.model.poll import PollResult
-from collectors.model.records import IncidentRecord
+from collectors.model.records import AlertRecord, IncidentRecord
 from collectors.model.snapshot import build_snapshot
 from collectors.model.state import ClusterState
 from collectors.sources.client_settings import confluent_settings, kafka_python_settings, kazoo_settings
@@ -90,7 +90,7 @@ class ClusterPoller:
             a.incident = None  # the incident tracker stamps the members of this poll's causes
         snap.incidents, incident_events = self.incidents.update(self.name, correlate(snap, current), now)
         snap.poll_duration_s = time.monotonic() - started
-        return PollResult(snap, opened, resolved, incident_events)
+        return PollResult(snap, opened, resolved, incident_events, self.alerts.restate_due(self.name, now))
 
     def checkpoint(self, now: float) -> Checkpoint:
         """What a restart should resume from (call between polls: the state must not change meanwhile)."""
@@ -151,6 +151,12 @@ class Monitor:
         -> the id of ours it replaces, if any."""
         return {k: v for p in self.pollers for k, v in p.incidents.adopt(r for r in incidents if r.cluster == p.name
                                                                           ).items()}
+
+    def adopt_alerts(self, alerts: list[AlertRecord]) -> dict[tuple[str, str, str], float | None]:
+        """Carry on the open alerts a history holds (`AlertTracker.adopt`): key -> the first_seen of ours it
+        replaces, if any."""
+        return {k: v for p in self.pollers for k, v in p.alerts.adopt(a for a in alerts if a.cluster == p.name
+                                                                       ).items()}
 
     def resume(self, state_dir: Path, now: float | None = None) -> list[str]:
         """Resume every cluster from its checkpoint if one is usable; returns one log line per cluster.

@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from collectors.alerting.catalogue import RISK_RULES
 from collectors.alerting.rules import Candidate
@@ -105,30 +105,42 @@ class HistorySink:
             log.error("history flush failed: %s (rows kept in memory, %d dropped)", error, self.writer.dropped_rows)
 
     def _take_over(self, writer: HistoryWriter, last: Holder, watched: bool) -> None:
-        """This collector now writes a history another one wrote: carry on the incidents it left open.
+        """This collector now writes a history another one wrote: carry on the incidents and alerts it left open.
 
-        `watched`: we stood by while it wrote (the incidents are as fresh as its last flush). Otherwise it had
-        stopped before we started (a restart that lost its checkpoint, a new pod), and we carry them on only if it
-        wrote within `carry_max_age_s`. Our own events of incidents given up for the recorded ids are dropped; our
-        incidents go on under the ids the history holds (opened once, resolved once in the weekly report)."""
+        `watched`: we stood by while it wrote (what it left is as fresh as its last flush). Otherwise it had
+        stopped before we started (a restart that lost its checkpoint, a new pod), and we carry on only if it
+        wrote within `carry_max_age_s`. Our incidents and alerts of the same causes go on under the ids and
+        first-seen times the history holds (opened once, resolved once in the weekly report); our buffered events
+        of the ones given up are dropped."""
         if self.monitor is None:
             return
-        from collectors.outputs.history.open_incidents import open_incidents
+        from collectors.outputs.history.left_open import open_alerts, open_incidents
 
         now = time.time()
         if not watched:
             age = None if last.flushed_until is None else now - last.flushed_until
             if age is None or self.carry_max_age_s <= 0 or age > self.carry_max_age_s:
-                log.info("history: the collector that wrote %s before (%s) %s; its open incidents are not carried "
-                         "on", writer.root, last.describe(),
+                log.info("history: the collector that wrote %s before (%s) %s; its open incidents and alerts are "
+                         "not carried on", writer.root, last.describe(),
                          "recorded no poll" if age is None else f"last wrote {age:.0f}s ago (carry_max_age_s "
                          f"{self.carry_max_age_s:.0f}s)")
                 return
         clusters = [c for c in writer.clusters if last.clusters is None or c in last.clusters]
-        adopted = self.monitor.adopt_incidents(open_incidents(writer.root, clusters, now))
-        dropped = writer.drop_buffered("incident_events", "id", {v for v in adopted.values() if v})
-        log.info("history: carrying on %d open incident(s) of the collector that wrote %s before (%s; %d own event "
-                 "rows dropped)", len(adopted), writer.root, last.describe(), dropped)
+        incidents = self.monitor.adopt_incidents(open_incidents(writer.root, clusters, now))
+        given_up = {ours for ours in incidents.values() if ours}
+        dropped = writer.drop_buffered("incident_events", lambda r: r["id"] in given_up) if given_up else 0
+        alerts = self.monitor.adopt_alerts(open_alerts(writer.root, clusters, now))
+        replaced = {k: ours for k, ours in alerts.items() if ours is not None}
+        if replaced:
+            def ours_opened(r: dict[str, Any]) -> bool:
+                ours = replaced.get((r["cluster"], r["rule"], r["subject"]))
+                return (r["event"] == "open" and ours is not None and r["first_seen"] is not None
+                        and abs(r["first_seen"].timestamp() - ours) < 1e-3)
+
+            dropped += writer.drop_buffered("alert_events", ours_opened)
+        log.info("history: carrying on %d open incident(s) and %d open alert(s) of the collector that wrote %s "
+                 "before (%s; %d own event rows dropped)", len(incidents), len(alerts), writer.root, last.describe(),
+                 dropped)
 
     def close(self) -> None:
         self.writer.close()

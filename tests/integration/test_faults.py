@@ -167,7 +167,9 @@ def _until(sb: Sandbox, c: tuple[Any, list], done: Any, polls: int = 200) -> Any
 
 
 def _one_broker_incident(root: Path, iid: str) -> None:
-    """The history holds one broker incident, `iid`, opened once and resolved once."""
+    """The history holds one broker incident, `iid`, opened once and resolved once; and one alert episode (one
+    first_seen), opened once and resolved once, for broker 3's alert (`broker_unreachable` until the controller
+    fences it, then `broker_down`)."""
     from collectors.outputs.history import read_table
 
     events = read_table(root, "incident_events")
@@ -175,6 +177,11 @@ def _one_broker_incident(root: Path, iid: str) -> None:
     assert set(broker.id) == {iid}, broker[["time", "event", "id"]].to_string()
     seq = list(broker.event)
     assert (seq[0], seq[-1], seq.count("opened"), seq.count("resolved")) == ("opened", "resolved", 1, 1), seq
+    alerts = read_table(root, "alert_events")
+    three = alerts[alerts.rule.isin(["broker_down", "broker_unreachable"]) & (alerts.subject == "broker-3")]
+    assert len(three), alerts[["time", "event", "rule", "subject"]].to_string()
+    for _rule, rows in three.sort_values("time").groupby("rule"):
+        assert rows.first_seen.nunique() == 1 and list(rows.event) == ["open", "resolve"], rows.to_string()
 
 
 def test_two_collectors_on_one_history_root_write_each_poll_once(sb: Sandbox, tmp_path: Path) -> None:

@@ -235,8 +235,10 @@ def test_alert_intervals_pair_open_and_resolve() -> None:
         {"time": NOW - 40, "cluster": "c1", "event": "resolve", "rule": "broker_down", "severity": "critical",
          "subject": "broker-3", "summary": "down", "first_seen": NOW - 100, "resolved_at": NOW - 40},
         {"time": NOW - 30, "cluster": "c1", "event": "open", "rule": "broker_down", "severity": "critical",
+         "subject": "broker-3", "summary": "down again", "first_seen": NOW - 30, "resolved_at": None},
+        {"time": NOW - 10, "cluster": "c1", "event": "restate", "rule": "broker_down", "severity": "critical",
          "subject": "broker-3", "summary": "down again", "first_seen": NOW - 30, "resolved_at": None}])
-    iv = av.alert_intervals(ev, {"c1": NOW})
+    iv = av.alert_intervals(ev, {"c1": NOW})  # a daily restate is part of its occurrence, not one of its own
     assert iv[["start", "end", "open"]].values.tolist() == [[NOW - 100, NOW - 40, False], [NOW - 30, NOW, True]]
     fig = av.alert_timeline_figure(iv, "UTC")
     assert {t.name for t in fig.data} == {"critical", "critical (open)"}

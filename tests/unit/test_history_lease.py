@@ -163,7 +163,7 @@ def test_a_takeover_carries_on_the_open_incidents_of_the_history(tmp_path: Path)
     from collectors.alerting.incidents import IncidentTracker
     from collectors.model.poll import IncidentEvent, PollResult
     from collectors.model.records import IncidentRecord
-    from collectors.outputs.history.open_incidents import open_incidents
+    from collectors.outputs.history.left_open import open_incidents
     from tests.unit.test_incidents import NOW, alerts_of, cluster
 
     def rec(iid: str, kind: str, subject: str, opened: float) -> IncidentRecord:
@@ -195,19 +195,39 @@ def test_a_takeover_carries_on_the_open_incidents_of_the_history(tmp_path: Path)
 
 
 def _history_left_by_a_stopped_collector(root: Path, last_poll: float) -> None:
-    """A collector of `prod` opened an incident for the unreachable cluster, wrote its polls up to `last_poll`
-    and stopped cleanly, the incident open."""
+    """A collector of `prod` found the cluster unreachable (an alert and its incident), had an alert open for
+    three weeks (recorded again daily: `restate`) and one opened and resolved, wrote its polls up to `last_poll` and
+    stopped cleanly."""
+    from collectors.alerting.lifecycle import RESTATE_S
     from collectors.model.poll import IncidentEvent, PollResult
-    from collectors.model.records import IncidentRecord
+    from collectors.model.records import AlertRecord, IncidentRecord
 
     opened = last_poll - 600
     rec = IncidentRecord("prod", "cluster-recorded", "cluster", "prod", "critical", "cluster prod unreachable",
                          opened, opened, alerts=1, members={"cluster_unreachable": 1})
+    unreachable = AlertRecord("cluster_unreachable", "critical", "prod", "prod", "unreachable", opened, opened)
+    old_one = AlertRecord("history_maintenance_failed", "warning", "prod", "history", "", last_poll - 21 * RESTATE_S,
+                          opened)
+    done = AlertRecord("consumer_lag_status", "warning", "prod", "billing", "", opened, opened,
+                       resolved_at=last_poll)
     old = HistoryWriter(root, exclusive=True, clusters=["prod"])
-    old.add(PollResult(small_snapshot(opened, cluster="prod"), incident_events=[IncidentEvent(opened, "opened", rec)]))
-    old.add(PollResult(small_snapshot(last_poll, cluster="prod")))
+    old.add(PollResult(small_snapshot(opened, cluster="prod"), opened=[unreachable, done],
+                       incident_events=[IncidentEvent(opened, "opened", rec)], restated=[old_one]))
+    old.add(PollResult(small_snapshot(last_poll, cluster="prod"), resolved=[done]))
     old.close()
     assert read_holder(root).flushed_until == last_poll
+
+
+def test_open_alerts_are_the_episodes_a_history_leaves_open(tmp_path: Path) -> None:
+    from collectors.outputs.history.left_open import open_alerts
+
+    now = time.time()
+    _history_left_by_a_stopped_collector(tmp_path, now - 120)
+    found = open_alerts(tmp_path, ["prod"], now)
+    assert [(a.rule, a.subject, round(now - a.first_seen)) for a in found] == [
+        ("history_maintenance_failed", "history", 21 * 86_400 + 120),  # three weeks old: found by its restate
+        ("cluster_unreachable", "prod", 720)]  # not the resolved one
+    assert open_alerts(tmp_path, ["other"], now) == []
 
 
 def test_a_collector_started_after_the_last_one_stopped_carries_on_its_open_incidents(
@@ -225,18 +245,26 @@ def test_a_collector_started_after_the_last_one_stopped_carries_on_its_open_inci
         assert m.resume(Path(cfg.state_dir)) == ["prod: starting fresh (no checkpoint)"]
         sink = HistorySink(cfg.history, exporter=None, monitor=m, clusters=["prod"])
         assert [i.id for i in m.pollers[0].incidents.open_for("prod")] == ["cluster-recorded"]
-        assert "carrying on 1 open incident(s)" in caplog.text
+        assert "carrying on 1 open incident(s) and 2 open alert(s)" in caplog.text
         (r,) = m.poll_once()  # still unreachable: the same cause
         (inc,) = r.snapshot.incidents
         assert inc.id == "cluster-recorded"
         assert inc.opened == pytest.approx(now - 720, abs=1e-3)  # as recorded (the history keeps microseconds)
         assert r.incident_events == []  # not opened again
+        (alert,) = r.snapshot.alerts  # the alert too: one episode in the history, not a superseded one and a new
+        assert alert.rule == "cluster_unreachable" and alert.first_seen == pytest.approx(now - 720, abs=1e-3)
+        assert r.opened == []
+        assert [(a.rule, a.subject) for a in r.resolved] == [("history_maintenance_failed", "history")]  # gone now
         sink([r], r.snapshot.time)
         sink.close()
     finally:
         m.close()
     events = read_table(root, "incident_events")
     assert list(events.event) == ["opened"] and set(events.id) == {"cluster-recorded"}
+    alerts = read_table(root, "alert_events")
+    unreachable = alerts[alerts.rule == "cluster_unreachable"]
+    assert list(unreachable.event) == ["open"]  # ours was never opened
+    assert list(alerts[alerts.rule == "history_maintenance_failed"].event) == ["restate", "resolve"]
 
 
 def test_a_collector_started_long_after_the_last_one_stopped_does_not_carry_its_incidents(
@@ -251,7 +279,8 @@ def test_a_collector_started_long_after_the_last_one_stopped_does_not_carry_its_
     try:
         HistorySink(HistoryConfig(root=str(root)), exporter=None, monitor=m, clusters=["prod"]).close()
         assert m.pollers[0].incidents.open_for("prod") == []
-        assert "last wrote 7200s ago (carry_max_age_s 3600s); its open incidents are not carried on" in caplog.text
+        assert ("last wrote 7200s ago (carry_max_age_s 3600s); its open incidents and alerts are not carried on"
+                in caplog.text)
         (r,) = m.poll_once()
         assert [(e.event, e.incident.id != "cluster-recorded") for e in r.incident_events] == [("opened", True)]
     finally:
@@ -270,7 +299,7 @@ def test_a_takeover_drops_only_the_events_of_the_incidents_given_up(tmp_path: Pa
         rec = IncidentRecord("c1", iid, iid.split("-")[0], "s", "warning", "", T0, T0)
         w.add(PollResult(small_snapshot(T0, topics=2), incident_events=[IncidentEvent(T0, "opened", rec)]))
     before = w.buffered_rows
-    assert w.drop_buffered("incident_events", "id", {"broker-given-up"}) == 2
+    assert w.drop_buffered("incident_events", lambda r: r["id"] == "broker-given-up") == 2
     assert w.buffered_rows == before - 2
     assert w.flush()
     assert list(read_table(tmp_path, "incident_events").id) == ["topic-ours"]

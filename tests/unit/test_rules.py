@@ -255,6 +255,51 @@ def test_alert_lifecycle_keeps_first_seen_and_resolves_once() -> None:
     assert tr.update("c", [], NOW + 120)[2] == []
 
 
+def test_an_alert_open_a_day_since_its_last_event_is_recorded_again() -> None:
+    """Before, an alert wrote an event when it opened and when it resolved only: one open for three weeks had no
+    event in the two weeks the weekly report reads, so it was missing from the report's alert episodes, and from
+    what a collector taking the history over reads (two days)."""
+    from collectors.alerting.lifecycle import RESTATE_S
+    from collectors.alerting.rules import Candidate
+    from collectors.model.records import AlertRecord
+
+    tr = AlertTracker()
+    c = Candidate("offline_partition", "critical", "t-0", "down")
+    tr.update("c", [c], NOW)
+    assert tr.restate_due("c", NOW) == []  # its opening is its event
+    tr.update("c", [c], NOW + RESTATE_S - 30)
+    assert tr.restate_due("c", NOW + RESTATE_S - 30) == []
+    tr.update("c", [c], NOW + RESTATE_S)
+    assert [(a.rule, a.first_seen) for a in tr.restate_due("c", NOW + RESTATE_S)] == [("offline_partition", NOW)]
+    assert tr.restate_due("c", NOW + RESTATE_S + 30) == []  # once a day
+    assert len(tr.restate_due("c", NOW + 2 * RESTATE_S)) == 1
+    assert tr.restate_due("other", NOW + 3 * RESTATE_S) == []  # per cluster
+    tr.update("c", [], NOW + 3 * RESTATE_S)
+    assert tr.restate_due("c", NOW + 4 * RESTATE_S) == []  # resolved: nothing to restate
+
+    restored = AlertRecord("under_min_isr", "critical", "c", "t-1", "", NOW - 9 * RESTATE_S, NOW)
+    tr.open[restored.key] = restored  # a checkpoint's alert: its last event is not known
+    assert tr.restate_due("c", NOW) == []  # a restart records nothing...
+    assert tr.restate_due("c", NOW + RESTATE_S) == [restored]  # ...and counts the day from itself
+
+
+def test_adopted_alerts_keep_the_recorded_first_seen() -> None:
+    """`AlertTracker.adopt`: ours of the same alert takes the recorded first_seen (the history keeps one episode),
+    one we do not have is carried and the next poll resolves it when its condition is gone."""
+    from collectors.alerting.rules import Candidate
+    from collectors.model.records import AlertRecord
+
+    tr = AlertTracker()
+    down = Candidate("broker_down", "critical", "broker-3", "down")
+    tr.update("c", [down], NOW)
+    recorded = [AlertRecord("broker_down", "critical", "c", "broker-3", "", NOW - 600, NOW - 30),
+                AlertRecord("under_min_isr", "critical", "c", "t-1", "", NOW - 500, NOW - 30)]
+    assert tr.adopt(recorded) == {("c", "broker_down", "broker-3"): NOW, ("c", "under_min_isr", "t-1"): None}
+    current, opened, resolved = tr.update("c", [down], NOW + 30)
+    assert [(a.rule, a.first_seen) for a in current] == [("broker_down", NOW - 600)] and not opened
+    assert [(a.rule, a.first_seen, a.resolved_at) for a in resolved] == [("under_min_isr", NOW - 500, NOW + 30)]
+
+
 def test_alerts_sorted_by_severity_then_age() -> None:
     from collectors.alerting.rules import Candidate
 

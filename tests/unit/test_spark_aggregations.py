@@ -410,6 +410,20 @@ def _alert(event: str, rule: str, subject: str, first: float, resolved: float | 
             "last_seen": T0 + (resolved or first), "resolved_at": None if resolved is None else T0 + resolved}
 
 
+def test_an_alert_open_for_weeks_is_in_the_week_by_its_daily_restate(spark: Any) -> None:
+    """The collector records an open alert again daily (``restate``); the report loads two weeks of events, so an
+    alert opened three weeks ago is one episode open through the week, not absent (its opening is not loaded)."""
+    day = 86_400.0
+    ev = frame(spark, "alert_events", [
+        {**_alert("restate", "under_min_isr", "t-0", -21 * day), "time": T0 + d * day} for d in range(-6, 7)])
+    polls = A.poll_intervals(polls_df(spark, every(2, start=7 * day - 60)), W)  # last poll 30 s before the end
+    (e,) = rows(A.alert_episodes(ev, polls, W))
+    assert (e["status"], e["start"], e["end"], e["opened_in_period"]) == ("open", T0 - 21 * day, None, False)
+    assert e["open_for_s"] == 28 * day - 30 and e["minutes_in_period"] == pytest.approx((7 * day - 30) / 60)
+    (s,) = rows(A.alert_summary(A.alert_episodes(ev, polls, W)))
+    assert (s["episodes"], s["opened"], s["open_at_end"]) == (1, 0, 1)
+
+
 def test_alert_episodes_durations_mttr_and_open_at_week_end(spark: Any) -> None:
     ev = frame(spark, "alert_events", [
         _alert("open", "under_min_isr", "t-0", 100), _alert("resolve", "under_min_isr", "t-0", 100, 400),

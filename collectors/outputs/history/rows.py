@@ -42,8 +42,8 @@ def _schema_fields(table: str) -> list[str]:
 
 def snapshot_columns(snap: ClusterSnapshot, opened: Sequence[AlertRecord] = (),
                      resolved: Sequence[AlertRecord] = (), partition_detail: bool = False,
-                     incident_events: Sequence[IncidentEvent] = (), thresholds: str | None = None
-                     ) -> dict[str, Columns]:
+                     incident_events: Sequence[IncidentEvent] = (), thresholds: str | None = None,
+                     restated: Sequence[AlertRecord] = ()) -> dict[str, Columns]:
     """One poll as columns per table (``cluster``/``time``/``schema_version`` are added by the writer).
 
     Tables without rows are left out. Exposed for tests and for the row-count documentation.
@@ -85,8 +85,8 @@ def snapshot_columns(snap: ClusterSnapshot, opened: Sequence[AlertRecord] = (),
                           "last_stable_offset": [p.last_stable_offset for p, _ in gaps]}
     if snap.zookeeper or snap.kraft_voters:
         out["consensus"] = _consensus(snap)
-    if opened or resolved:
-        events = [("open", a) for a in opened] + [("resolve", a) for a in resolved]
+    if opened or resolved or restated:
+        events = [("open", a) for a in opened] + [("restate", a) for a in restated] + [("resolve", a) for a in resolved]
         cols = {"event": [e for e, _ in events]}
         cols.update({n: [getattr(a, n) for _, a in events] for n in ALERT_FIELDS})
         out["alert_events"] = cols

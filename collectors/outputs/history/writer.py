@@ -14,14 +14,13 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from collectors.model.poll import IncidentEvent, PollResult
@@ -149,13 +148,14 @@ class HistoryWriter:
 
     def add(self, result: PollResult) -> None:
         """Buffer one `PollResult` (snapshot + newly opened + newly resolved alerts + incident events)."""
-        self.add_snapshot(result.snapshot, result.opened, result.resolved, result.incident_events)
+        self.add_snapshot(result.snapshot, result.opened, result.resolved, result.incident_events, result.restated)
 
     def add_snapshot(self, snapshot: ClusterSnapshot, opened: Sequence[AlertRecord] = (),
-                     resolved: Sequence[AlertRecord] = (), incident_events: Sequence[IncidentEvent] = ()) -> None:
+                     resolved: Sequence[AlertRecord] = (), incident_events: Sequence[IncidentEvent] = (),
+                     restated: Sequence[AlertRecord] = ()) -> None:
         try:
             tables = snapshot_columns(snapshot, opened, resolved, self.partition_detail, incident_events,
-                                      self.thresholds)
+                                      self.thresholds, restated)
             chunks = []
             for table, cols in tables.items():
                 batch = to_batch(table, cols, snapshot.cluster, snapshot.time)
@@ -247,18 +247,16 @@ class HistoryWriter:
             log.info("history: %d buffered rows of polls up to %s were written by the last holder; not again",
                      dropped, datetime.fromtimestamp(until, UTC).isoformat(timespec="seconds"))
 
-    def drop_buffered(self, table: str, column: str, values: Collection[str]) -> int:
-        """Drop the buffered rows of `table` whose `column` is one of `values` (rows no longer true: our own events
-        of incidents given up for the ids the history holds, at a takeover); returns how many."""
-        if not values:
-            return 0
-        drop = pa.array(sorted(values), pa.string())
+    def drop_buffered(self, table: str, drop: Callable[[dict[str, Any]], bool]) -> int:
+        """Drop the buffered rows of `table` that `drop` says yes to, each given as a dict (time columns as
+        datetimes); returns how many. For rows no longer true: at a takeover, our own events of incidents and
+        alert episodes given up for the ones the history holds. Meant for the small event tables."""
         with self._lock:
             chunks = []
             for c in self._chunks:
                 if c.table == table:
-                    c = _Chunk(c.table, c.date, c.batch.filter(pc.invert(pc.is_in(c.batch.column(column), drop))),
-                               c.polled)
+                    keep = pa.array([not drop(r) for r in c.batch.to_pylist()], pa.bool_())
+                    c = _Chunk(c.table, c.date, c.batch.filter(keep), c.polled)
                 chunks.append(c)
             kept = sum(c.batch.num_rows for c in chunks)
             dropped = self._buffered - kept

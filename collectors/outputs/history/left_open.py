@@ -1,0 +1,67 @@
+"""What a history says is still open: the incidents and alerts a collector can carry on.
+
+A collector that takes a history root over from another (`lease`: a standby of an HA pair, or a restart without
+its checkpoint) has tracked the same causes under incident ids, and the same alerts under first-seen times, of its
+own. Carrying on the ids and first-seen times the history already holds keeps one cause one incident, and one
+alert one episode, in the weekly report (opened once, resolved once) instead of two. An open incident or alert is
+recorded at least once a day (`collectors.alerting.incidents.RESTATE_S`, `collectors.alerting.lifecycle.RESTATE_S`),
+so a window of two days finds every one still open (alerts since the twenty-second session: an alert of older
+history opened earlier and still open is not found, and is opened again as before).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from collectors.model.records import AlertRecord, IncidentRecord
+from collectors.model.vocabulary import INCIDENT_EVENT_ORDER
+from collectors.outputs.history.reader import read_arrow
+
+WINDOW_S = 2 * 86_400.0
+
+
+def open_incidents(root: Path, clusters: Sequence[str], now: float, window_s: float = WINDOW_S
+                   ) -> list[IncidentRecord]:
+    """The incidents of `clusters` whose last event since `window_s` before `now` is not ``resolved``.
+
+    Reads Arrow, not pandas: the collector's image has no pandas."""
+    events = read_arrow(Path(root), "incident_events", start=now - window_s, clusters=list(clusters))
+    last: dict[tuple[str, str], dict[str, Any]] = {}
+    for row in sorted(events.to_pylist(), key=lambda r: (r["time"], INCIDENT_EVENT_ORDER.get(r["event"], 2))):
+        last[(row["cluster"], row["id"])] = row
+    out = []
+    for r in last.values():
+        if r["event"] == "resolved" or r.get("opened") is None:
+            continue
+        out.append(IncidentRecord(
+            cluster=r["cluster"], id=r["id"], kind=r["kind"], subject=r["subject"], severity=r["severity"],
+            summary=r.get("summary") or "", opened=float(r["opened"]), last_seen=float(r["time"]),
+            alerts=r.get("alerts") or 0, members=json.loads(r["members"]) if r.get("members") else {},
+            brokers=list(r.get("brokers") or []), partitions=r.get("partitions"), topics=r.get("topics"),
+            offline=r.get("offline"), under_min_isr=r.get("under_min_isr"), at_min_isr=r.get("at_min_isr"),
+            unclean_topics=r.get("unclean_topics"), consequences=list(r.get("consequences") or [])))
+    return sorted(out, key=lambda i: (i.cluster, i.opened, i.id))
+
+
+ALERT_EVENT_ORDER = {"open": 0, "restate": 1, "resolve": 2}
+"""Within one poll an alert's events happen in this order."""
+
+
+def open_alerts(root: Path, clusters: Sequence[str], now: float, window_s: float = WINDOW_S) -> list[AlertRecord]:
+    """The alerts of `clusters` whose last event since `window_s` before `now` is not ``resolve``: per (cluster,
+    rule, subject) the episode first seen last (an older one never resolved was lost by its collector)."""
+    events = read_arrow(Path(root), "alert_events", start=now - window_s, clusters=list(clusters),
+                        columns=["cluster", "time", "event", "rule", "severity", "subject", "summary", "first_seen",
+                                 "last_seen", "value"])
+    last: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for r in sorted((r for r in events.to_pylist() if r["first_seen"] is not None),
+                    key=lambda r: (r["first_seen"], r["time"], ALERT_EVENT_ORDER.get(r["event"], 1))):
+        last[(r["cluster"], r["rule"], r["subject"])] = r
+    out = [AlertRecord(rule=r["rule"], severity=r["severity"], cluster=r["cluster"], subject=r["subject"],
+                       summary=r["summary"] or "", first_seen=r["first_seen"], last_seen=r["last_seen"] or r["time"],
+                       value=r["value"])
+           for r in last.values() if r["event"] != "resolve"]
+    return sorted(out, key=lambda a: (a.cluster, a.first_seen, a.rule, a.subject))
