@@ -8,7 +8,7 @@ stops producing candidates and resolves.
 
 An alert open a day since its last event is recorded again (``restate``, `RESTATE_S`), as incidents are: the
 weekly report reads two weeks of events, and a collector carrying on a history it took over
-(`collectors.outputs.history.open_alerts`) reads two days, so every alert still open is in both.
+(`collectors.outputs.history.left_open.open_alerts`) reads two days, so every alert still open is in both.
 """
 
 from __future__ import annotations

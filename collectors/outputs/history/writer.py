@@ -98,11 +98,11 @@ class HistoryWriter:
         writer that finds it held stands by (`standby_of`), drops its rows (the holder writes the same polls)
         and takes over when the holder stops. `clusters` are the clusters this writer's rows are of: when the
         holder does not write them all, the standby reports it in `last_error` (their rows are written by nobody).
-        `on_takeover(writer, last_holder, watched)` is called whenever this writer takes a lease another collector held
-        before (the lease file names it), before any buffered row is written (at the start, too: the writer takes the
-        lease in its constructor): `watched` when this one stood by while
-        it wrote (an HA pair, a deploy's overlap), False when it had stopped before (a restart). The collector
-        carries on the open incidents the history holds there (`drop_buffered`)."""
+        `on_takeover(writer, last_holder, watched)` is called whenever this writer takes a lease another collector
+        held before (the lease file names it), before any buffered row is written (so at the start, too: the
+        constructor takes a free lease). `watched`: this one stood by while it wrote (an HA pair, a deploy's
+        overlap); False: it had stopped before (a restart). The collector carries on the incidents and alerts the
+        history leaves open there (`drop_buffered`)."""
         self.root = Path(root)
         self.clusters = tuple(clusters)
         self._lease = WriterLease(self.root, self.clusters) if exclusive else None
