@@ -116,9 +116,10 @@ class IncidentTracker:
         for rec in incidents:
             key = (rec.cluster, rec.kind, _key_of(rec))
             ours = self.open.get(key)
-            if ours is not None:
+            if ours is not None:  # the same incident (a resumed checkpoint's) keeps its own, unrounded times
                 adopted[rec.id] = ours.id if ours.id != rec.id else None
-                ours.id, ours.opened = rec.id, rec.opened
+                if ours.id != rec.id:
+                    ours.id, ours.opened = rec.id, rec.opened
             else:
                 self.open[key] = rec
                 self._told.pop(key, None)

@@ -78,9 +78,11 @@ class AlertTracker:
         for rec in alerts:
             key = rec.key
             ours = self.open.get(key)
-            if ours is not None:
-                adopted[key] = ours.first_seen if ours.first_seen != rec.first_seen else None
-                ours.first_seen = rec.first_seen
+            if ours is not None:  # the same episode (a resumed checkpoint's) keeps its own, unrounded time
+                same = abs(ours.first_seen - rec.first_seen) < 1e-3  # the history keeps microseconds
+                adopted[key] = None if same else ours.first_seen
+                if not same:
+                    ours.first_seen = rec.first_seen
             else:
                 self.open[key] = rec
                 self._told.pop(key, None)

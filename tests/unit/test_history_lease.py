@@ -192,6 +192,9 @@ def test_a_takeover_carries_on_the_open_incidents_of_the_history(tmp_path: Path)
     current, ev = tracker.update("c", correlate(s, alerts_of(s)), NOW)
     assert [(i.id, i.opened) for i in current] == [("broker-old", NOW - 600)]  # ours, under the recorded id
     assert [(e.event, e.incident.id) for e in ev] == [("resolved", "group-gone")]  # its cause is gone
+    current[0].opened = exact = NOW - 599.9999996  # as a resumed checkpoint holds it, unrounded
+    assert tracker.adopt(found[:1]) == {"broker-old": None}  # the same incident: nothing to give up
+    assert current[0].opened == exact
 
 
 def _history_left_by_a_stopped_collector(root: Path, last_poll: float) -> None:

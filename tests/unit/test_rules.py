@@ -299,6 +299,11 @@ def test_adopted_alerts_keep_the_recorded_first_seen() -> None:
     assert [(a.rule, a.first_seen) for a in current] == [("broker_down", NOW - 600)] and not opened
     assert [(a.rule, a.first_seen, a.resolved_at) for a in resolved] == [("under_min_isr", NOW - 500, NOW + 30)]
 
+    exact = NOW - 599.9999996  # a resumed checkpoint's alert; the history holds it to the microsecond
+    current[0].first_seen = exact
+    assert tr.adopt([recorded[0]]) == {("c", "broker_down", "broker-3"): None}
+    assert current[0].first_seen == exact  # the same episode: its time is not rounded
+
 
 def test_alerts_sorted_by_severity_then_age() -> None:
     from collectors.alerting.rules import Candidate
