@@ -110,11 +110,22 @@ class ClusterPoller:
         self.incidents.restore(cp.incidents)
         self._resumed_cluster_id = cp.cluster_id
 
+    def expect_cluster_id(self, cluster_id: str) -> bool:
+        """What a history left open is of `cluster_id`: False when this poller already polled another cluster of
+        its name (not to be carried on); else True, and it is dropped at the first poll if the cluster turns out to
+        be another one (rebuilt under the same name), as a checkpoint's memory is. A resumed checkpoint's id
+        stands."""
+        if self.cluster_id is not None:
+            return self.cluster_id == cluster_id
+        if self._resumed_cluster_id is None:
+            self._resumed_cluster_id = cluster_id
+        return True
+
     def _check_resumed_identity(self, cluster_id: str) -> None:
         expected, self._resumed_cluster_id = self._resumed_cluster_id, None
         if expected is not None and expected != cluster_id:
-            log.warning("cluster %s: cluster id is %s, the checkpoint was of %s; its memory is dropped",
-                        self.name, cluster_id, expected)
+            log.warning("cluster %s: cluster id is %s, the memory resumed (checkpoint, or what the history left "
+                        "open) was of %s; it is dropped", self.name, cluster_id, expected)
             self.state = ClusterState(window_size=self.thresholds.lag_window_points)
             self.alerts.forget(self.name)
             self.incidents.forget(self.name)
@@ -151,6 +162,11 @@ class Monitor:
         -> the id of ours it replaces, if any."""
         return {k: v for p in self.pollers for k, v in p.incidents.adopt(r for r in incidents if r.cluster == p.name
                                                                           ).items()}
+
+    def expect_cluster_ids(self, ids: dict[str, str]) -> set[str]:
+        """`ClusterPoller.expect_cluster_id` for each cluster named in `ids`: the names whose memory the history
+        may be carried into (those not in `ids` too: nothing says which cluster it was)."""
+        return {p.name for p in self.pollers if p.name not in ids or p.expect_cluster_id(ids[p.name])}
 
     def adopt_alerts(self, alerts: list[AlertRecord]) -> dict[tuple[str, str, str], float | None]:
         """Carry on the open alerts a history holds (`AlertTracker.adopt`): key -> the first_seen of ours it

@@ -114,7 +114,7 @@ class HistorySink:
         of the ones given up are dropped."""
         if self.monitor is None:
             return
-        from collectors.outputs.history.left_open import open_alerts, open_incidents
+        from collectors.outputs.history.left_open import last_cluster_ids, open_alerts, open_incidents
 
         now = time.time()
         if not watched:
@@ -126,6 +126,8 @@ class HistorySink:
                          f"{self.carry_max_age_s:.0f}s)")
                 return
         clusters = [c for c in writer.clusters if last.clusters is None or c in last.clusters]
+        same = self.monitor.expect_cluster_ids(last_cluster_ids(writer.root, clusters, now))
+        clusters = [c for c in clusters if c in same]
         incidents = self.monitor.adopt_incidents(open_incidents(writer.root, clusters, now))
         given_up = {ours for ours in incidents.values() if ours}
         dropped = writer.drop_buffered("incident_events", lambda r: r["id"] in given_up) if given_up else 0

@@ -268,3 +268,34 @@ def test_a_collector_started_after_the_last_one_stopped_carries_on_its_incident(
             _close(*second)
         sb.call(lambda c: c.restart_broker(3))  # a no-op when it is up
     _one_broker_incident(root, one.id)
+
+
+def test_what_a_history_left_open_of_another_cluster_of_the_name_is_not_carried_on(sb: Sandbox,
+                                                                                    tmp_path: Path) -> None:
+    """The history's last collector polled another cluster named `sandbox` (rebuilt under the name while no
+    collector ran). Before, the new collector carried that cluster's broker incident on and resolved it at its
+    first poll: an event about a cluster that is gone, under the live one's name. Now the first poll sees another
+    cluster id and drops what was carried, as it drops a checkpoint of another cluster."""
+    from collectors.model.poll import IncidentEvent, PollResult
+    from collectors.model.records import IncidentRecord
+    from collectors.outputs.history import HistoryWriter, read_table
+    from tests.unit.test_history import small_snapshot
+
+    root, now = tmp_path / "history", sb.clock.now()
+    old = HistoryWriter(root, exclusive=True, clusters=["sandbox"])
+    snap = small_snapshot(now - 60, cluster="sandbox")
+    snap.cluster_id = "the-cluster-before-the-rebuild"
+    gone = IncidentRecord("sandbox", "broker-of-the-old-one", "broker", "broker 3", "critical", "broker 3 down",
+                          now - 120, now - 120, alerts=1, members={"broker_down": 1}, brokers=[3])
+    old.add(PollResult(snap, incident_events=[IncidentEvent(now - 120, "opened", gone)]))
+    old.close()
+    c = _collector(sb, tmp_path, root, "a")
+    try:
+        assert [i.id for i in c[0].pollers[0].incidents.open_for("sandbox")] == ["broker-of-the-old-one"]
+        r = _cycle(sb, *c)  # the sandbox's own id: not that cluster
+        assert _broker_incident(r) is None and c[0].pollers[0].incidents.open_for("sandbox") == []
+        assert "broker-of-the-old-one" not in {e.incident.id for e in r.incident_events}
+    finally:
+        _close(*c)
+    events = read_table(root, "incident_events")
+    assert list(events[events.id == "broker-of-the-old-one"].event) == ["opened"]  # left as the old one wrote it

@@ -323,3 +323,29 @@ def test_a_takeover_from_a_holder_of_other_clusters_keeps_our_rows(tmp_path: Pat
     cluster = read_table(tmp_path, "cluster")
     assert sorted(zip(cluster.cluster, cluster.time, strict=True)) == [("billing", T0 + 60), ("prod", T0 + 30)]
     ours.close()
+
+
+def test_what_was_left_open_is_carried_only_into_the_same_cluster(tmp_path: Path) -> None:
+    """`last_cluster_ids` says which cluster the history's polls were of; a poller that already polled another one
+    of the name takes nothing (a standby's view), one that has not yet drops it at its first poll if the ids
+    differ (`ClusterPoller._check_resumed_identity`, tested against the sandbox in test_faults.py)."""
+    from collectors.outputs.history.left_open import last_cluster_ids
+
+    w = HistoryWriter(tmp_path, clock=lambda: T0)
+    for t, cid in ((T0, "old-id"), (T0 + 30, None), (T0 + 60, "prod-id")):
+        snap = small_snapshot(t, cluster="prod")
+        snap.cluster_id = cid
+        w.add_snapshot(snap)
+    w.add_snapshot(small_snapshot(T0 + 90, cluster="other"))
+    assert w.flush()
+    assert last_cluster_ids(tmp_path, ["prod", "other"], T0 + 100) == {"prod": "prod-id"}  # the last one known
+
+    m = Monitor(monitor_config(tmp_path / "state"))
+    try:
+        (p,) = m.pollers
+        assert m.expect_cluster_ids({}) == {"prod"} and p._resumed_cluster_id is None  # nothing known: carry
+        assert m.expect_cluster_ids({"prod": "prod-id"}) == {"prod"} and p._resumed_cluster_id == "prod-id"
+        p.cluster_id = "rebuilt-id"  # polled already: another cluster of the name
+        assert m.expect_cluster_ids({"prod": "prod-id"}) == set()
+    finally:
+        m.close()

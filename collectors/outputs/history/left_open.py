@@ -65,3 +65,16 @@ def open_alerts(root: Path, clusters: Sequence[str], now: float, window_s: float
                        value=r["value"])
            for r in last.values() if r["event"] != "resolve"]
     return sorted(out, key=lambda a: (a.cluster, a.first_seen, a.rule, a.subject))
+
+
+def last_cluster_ids(root: Path, clusters: Sequence[str], now: float, window_s: float = WINDOW_S) -> dict[str, str]:
+    """The cluster id each of `clusters` last reported in the history's polls since `window_s` before `now`: what
+    is carried on was of that cluster, and a collector now polling another one of the same name must not carry it
+    (`ClusterPoller.expect_cluster_id`)."""
+    polls = read_arrow(Path(root), "cluster", start=now - window_s, clusters=list(clusters),
+                       columns=["cluster", "time", "cluster_id"])
+    out: dict[str, str] = {}
+    for r in sorted(polls.to_pylist(), key=lambda r: r["time"]):
+        if r["cluster_id"]:
+            out[r["cluster"]] = r["cluster_id"]
+    return out
