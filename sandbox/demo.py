@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             say(f"error: {e}")
             return 2
         monitor = Monitor(cfg)
-        sinks = build_sinks(cfg, monitor)
+        sinks = build_sinks(cfg, monitor, clock)
         say(f"collector: polling every {cfg.poll_interval_s:g}s; metrics on "
             f"http://{cfg.exporter.host}:{cfg.exporter.port}/metrics, JSON API on "
             f"http://{cfg.exporter.host}:{cfg.exporter.port}/api/v1/clusters; history under {cfg.history.root}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -54,20 +54,27 @@ class ExporterSink:
         self.server.close()
 
 
+FUTURE_SLACK_S = 60.0
+"""A history's last poll this far ahead of our clock is not carried on (a clock stepped back, or a sandbox run on a
+faster clock before): as a checkpoint saved in the future is not resumed."""
+
+
 class HistorySink:
     def __init__(self, cfg: HistoryConfig, exporter: ExporterSink | None, monitor: Monitor | None = None,
                  thresholds: Thresholds | None = None, clusters: Sequence[str] = (),
-                 carry_max_age_s: float = 3600.0) -> None:
+                 carry_max_age_s: float = 3600.0, clock: Callable[[], float] = time.time) -> None:
         """`clusters`: the names this collector polls; the root's writer lease is taken for them (one collector
         writes a root at a time: `collectors.outputs.history.lease`). `carry_max_age_s`: a collector that starts
         after the last one stopped carries on the incidents it left open only if it wrote this recently (the
         collector passes `checkpoint_max_age_s`, for the same reason: an older incident resolved at our first poll
-        would span the whole time nobody watched)."""
+        would span the whole time nobody watched). `clock`: the clock the collector polls with (the sandbox demo's
+        runs fast), against which that age is measured."""
         from collectors.outputs.history import HistoryWriter
 
         self.exporter = exporter
         self.monitor = monitor
         self.carry_max_age_s = carry_max_age_s
+        self.clock = clock
         self.writer = HistoryWriter(Path(cfg.root), flush_interval_s=cfg.flush_interval_s,
                                     partition_detail=cfg.partition_detail, retention_days=cfg.retention_days,
                                     compact_min_files=cfg.compact_min_files,
@@ -116,14 +123,18 @@ class HistorySink:
             return
         from collectors.outputs.history.left_open import last_cluster_ids, open_alerts, open_incidents
 
-        now = time.time()
+        now = self.clock()
         if not watched:
-            age = None if last.flushed_until is None else now - last.flushed_until
-            if age is None or self.carry_max_age_s <= 0 or age > self.carry_max_age_s:
+            why, age = None, None if last.flushed_until is None else now - last.flushed_until
+            if age is None:
+                why = "recorded no poll"
+            elif self.carry_max_age_s <= 0 or age > self.carry_max_age_s:
+                why = f"last wrote {age:.0f}s ago (carry_max_age_s {self.carry_max_age_s:.0f}s)"
+            elif age < -FUTURE_SLACK_S:
+                why = f"wrote polls {-age:.0f}s ahead of this collector's clock (stepped back?)"
+            if why is not None:
                 log.info("history: the collector that wrote %s before (%s) %s; its open incidents and alerts are "
-                         "not carried on", writer.root, last.describe(),
-                         "recorded no poll" if age is None else f"last wrote {age:.0f}s ago (carry_max_age_s "
-                         f"{self.carry_max_age_s:.0f}s)")
+                         "not carried on", writer.root, last.describe(), why)
                 return
         clusters = [c for c in writer.clusters if last.clusters is None or c in last.clusters]
         same = self.monitor.expect_cluster_ids(last_cluster_ids(writer.root, clusters, now))
@@ -197,7 +208,9 @@ class CheckpointSink:
             self.save(self._now)
 
 
-def build_sinks(config: MonitorConfig, monitor: Monitor | None = None) -> list[Sink]:
+def build_sinks(config: MonitorConfig, monitor: Monitor | None = None,
+                clock: Callable[[], float] = time.time) -> list[Sink]:
+    """The configured outputs. `clock`: the clock the monitor polls with (the sandbox's, in the demo)."""
     sinks: list[Sink] = []
     exporter = None
     if config.exporter.enabled:
@@ -206,7 +219,7 @@ def build_sinks(config: MonitorConfig, monitor: Monitor | None = None) -> list[S
         sinks.append(exporter)
     if config.history.enabled:
         sinks.append(HistorySink(config.history, exporter, monitor, config.thresholds,
-                                 [c.name for c in config.clusters], config.checkpoint_max_age_s))
+                                 [c.name for c in config.clusters], config.checkpoint_max_age_s, clock))
     sinks.append(LatestStateSink(Path(config.state_dir)))
     if monitor is not None:
         sinks.append(CheckpointSink(Path(config.state_dir), config.checkpoint_interval_s, monitor))

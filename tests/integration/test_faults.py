@@ -133,7 +133,7 @@ def _collector(sb: Sandbox, tmp_path: Path, root: Path, name: str) -> tuple[Any,
         "exporter": {"port": free_port()}, "history": {"root": str(root), "flush_interval_s": 0.001},
         "state_dir": str(tmp_path / f"state-{name}")})
     monitor = Monitor(cfg)
-    return monitor, build_sinks(cfg, monitor)
+    return monitor, build_sinks(cfg, monitor, sb.clock.now)  # polled on the sandbox's clock, as the demo does
 
 
 def _cycle(sb: Sandbox, monitor: Any, sinks: list) -> Any:  # type: ignore[type-arg]

@@ -290,6 +290,23 @@ def test_a_collector_started_long_after_the_last_one_stopped_does_not_carry_its_
         m.close()
 
 
+def test_a_history_written_ahead_of_our_clock_is_not_carried_on(tmp_path: Path,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    """Its last poll 600 s ahead of the clock we poll with: a clock stepped back, or the sandbox demo run again on
+    its data dir (its clock runs ten times fast, so the last run wrote "the future"). Carried, the incidents would be
+    resolved before they opened; as a checkpoint saved in the future, it is not used."""
+    caplog.set_level(logging.INFO, logger="collectors.runtime.sinks")
+    root = tmp_path / "history"
+    _history_left_by_a_stopped_collector(root, time.time() + 600)
+    m = Monitor(monitor_config(tmp_path / "state"))
+    try:
+        HistorySink(HistoryConfig(root=str(root)), exporter=None, monitor=m, clusters=["prod"]).close()
+        assert m.pollers[0].incidents.open_for("prod") == [] and m.pollers[0].alerts.open_for("prod") == []
+        assert "ahead of this collector's clock (stepped back?)" in caplog.text
+    finally:
+        m.close()
+
+
 def test_a_takeover_drops_only_the_events_of_the_incidents_given_up(tmp_path: Path) -> None:
     """At a takeover our buffered events of an incident now under the recorded id go; the others are ours alone
     (a cause that began after the holder's last poll) and stay. Before, every buffered incident event was dropped,
