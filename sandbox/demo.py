@@ -87,6 +87,18 @@ def monitor_config(args: argparse.Namespace, sb: Sandbox | None) -> MonitorConfi
         "thresholds": {"under_replicated_grace_s": 30, "consumer_stop_after_s": 120, "lag_seconds_slo": 60}})
 
 
+def clock_start(history: Path, now: float) -> float:
+    """Where this run's sandbox clock starts: now, or just after the last poll a run before wrote to `history`.
+
+    The sandbox clock runs `--speed` times fast, so a run on a data dir reused at once wrote polls "in the future";
+    started at now, this run interleaved its polls with those in the history (and its collector, behind them,
+    carried nothing on: `collectors.runtime.sinks.FUTURE_SLACK_S`)."""
+    from collectors.outputs.history.lease import read_holder
+
+    last = read_holder(history).flushed_until
+    return now if last is None or last < now else last + 60.0
+
+
 def start_dashboard(args: argparse.Namespace, cfg: MonitorConfig) -> subprocess.Popen[bytes] | None:
     app = ROOT / "dashboard" / "app.py"
     if args.no_dashboard or not app.exists():
@@ -136,7 +148,14 @@ def main(argv: list[str] | None = None) -> int:
                 say(f"error: {e}")
                 return 2
             say("starting the sandbox cluster and a real 3-node ZooKeeper ensemble ...")
-            sb = Sandbox(scenario, speed=args.speed).start()
+            from sandbox.clock import SimClock
+
+            now = time.time()
+            start = clock_start(Path(args.data_dir) / "history", now)
+            if start > now:
+                say(f"sandbox: {args.data_dir} holds an earlier run's polls up to {start - 60 - now:.0f}s ahead of "
+                    "now (its clock ran fast); this run's clock starts after them")
+            sb = Sandbox(scenario, speed=args.speed, clock=SimClock(args.speed, start)).start()
             clock = sb.clock.now
             say(f"sandbox: bootstrap {sb.bootstrap_servers}; ZooKeeper {sb.zk_connect}; "
                 f"{len(scenario.incidents)} incidents every {scenario.repeat_every or 0:g}s (speed x{args.speed:g})")

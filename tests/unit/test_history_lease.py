@@ -366,3 +366,15 @@ def test_what_was_left_open_is_carried_only_into_the_same_cluster(tmp_path: Path
         assert m.expect_cluster_ids({"prod": "prod-id"}) == set()
     finally:
         m.close()
+
+
+def test_the_demo_starts_its_clock_after_an_earlier_run_on_its_data_dir(tmp_path: Path) -> None:
+    """The demo's sandbox clock runs ten times fast: a run on a reused data dir wrote polls "in the future". Before,
+    the next run's clock started at now and its polls interleaved with those in the history."""
+    from sandbox.demo import clock_start
+
+    root, now = tmp_path / "history", time.time()
+    assert clock_start(root, now) == now  # a new data dir
+    _history_left_by_a_stopped_collector(root, now + 900)
+    assert clock_start(root, now) == now + 960  # after the last run's last poll
+    assert clock_start(root, now + 1000) == now + 1000  # a run behind us: now, as ever
