@@ -92,7 +92,7 @@ def clock_start(history: Path, now: float) -> float:
 
     The sandbox clock runs `--speed` times fast, so a run on a data dir reused at once wrote polls "in the future";
     started at now, this run interleaved its polls with those in the history (and its collector, behind them,
-    carried nothing on: `collectors.runtime.sinks.FUTURE_SLACK_S`)."""
+    carried nothing on: `collectors.outputs.checkpoint.FUTURE_SLACK_S`)."""
     from collectors.outputs.history.lease import read_holder
 
     last = read_holder(history).flushed_until
@@ -153,8 +153,8 @@ def main(argv: list[str] | None = None) -> int:
             now = time.time()
             start = clock_start(Path(args.data_dir) / "history", now)
             if start > now:
-                say(f"sandbox: {args.data_dir} holds an earlier run's polls up to {start - 60 - now:.0f}s ahead of "
-                    "now (its clock ran fast); this run's clock starts after them")
+                say(f"sandbox: {args.data_dir} holds an earlier run's polls ahead of now (its clock ran fast); this "
+                    f"run's clock starts after them, {start - now:.0f}s ahead")
             sb = Sandbox(scenario, speed=args.speed, clock=SimClock(args.speed, start)).start()
             clock = sb.clock.now
             say(f"sandbox: bootstrap {sb.bootstrap_servers}; ZooKeeper {sb.zk_connect}; "

@@ -37,6 +37,9 @@ def first_of_each(items: Iterable[T], key: Callable[[T], K], seen: set[K]) -> It
 RESTATE_S = 86_400.0
 """An alert open this long since its last event is recorded again (a ``restate`` event in the history)."""
 
+SAME_TIME_S = 1e-3
+"""Two first-seen times this close are the same: the history keeps microseconds, a resumed checkpoint the float."""
+
 Key = tuple[str, str, str]  # cluster, rule, subject
 
 
@@ -79,7 +82,7 @@ class AlertTracker:
             key = rec.key
             ours = self.open.get(key)
             if ours is not None:  # the same episode (a resumed checkpoint's) keeps its own, unrounded time
-                same = abs(ours.first_seen - rec.first_seen) < 1e-3  # the history keeps microseconds
+                same = abs(ours.first_seen - rec.first_seen) < SAME_TIME_S
                 adopted[key] = None if same else ours.first_seen
                 if not same:
                     ours.first_seen = rec.first_seen

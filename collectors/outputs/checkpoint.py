@@ -56,6 +56,10 @@ log = logging.getLogger(__name__)
 CHECKPOINT_VERSION = 1
 SUBDIR = "checkpoints"
 SUFFIX = ".zip"
+FUTURE_SLACK_S = 60.0
+"""A memory saved this far ahead of our clock is not resumed: the clock stepped back (or it was written on a
+sandbox's faster clock)."""
+
 _MAX_META_BYTES = 256 * 1024 * 1024  # refuse absurd members instead of allocating them
 
 _PARTITIONS = pa.schema([
@@ -76,6 +80,18 @@ _WINDOWS = pa.schema([
     ("lags", pa.list_(pa.int64())), ("lags_at_commit", pa.list_(pa.int64())),
     ("last_change_time", pa.float64()), ("previous_high_watermark", pa.int64()),
 ])
+
+
+def unusable_age(age_s: float, max_age_s: float) -> str | None:
+    """Why a memory saved `age_s` seconds ago is not to be resumed: ``"old"`` past `max_age_s` (its alerts and
+    incidents would span the whole time nobody watched), ``"ahead"`` more than `FUTURE_SLACK_S` in the future;
+    None when it may be. One rule for a checkpoint and for what a history's last collector left open
+    (`collectors.runtime.sinks.HistorySink`)."""
+    if age_s > max_age_s:
+        return "old"
+    if age_s < -FUTURE_SLACK_S:
+        return "ahead"
+    return None
 
 
 class CheckpointError(ValueError):
@@ -337,10 +353,11 @@ def load_checkpoint(state_dir: Path, cluster: str, *, lag_points: int, window_si
             if saved_at is None:
                 raise CheckpointError("no save time")
             age = now - saved_at
-            if age > max_age_s:
+            verdict = unusable_age(age, max_age_s)
+            if verdict == "old":
                 raise CheckpointError(f"saved {age:.0f}s ago, older than checkpoint_max_age_s "
                                       f"({max_age_s:.0f}s)")
-            if age < -60.0:
+            if verdict == "ahead":
                 raise CheckpointError(f"saved {-age:.0f}s in the future (clock stepped back?)")
             parts = _read_ipc(z, "partitions.arrow", _PARTITIONS)
             windows = _read_ipc(z, "windows.arrow", _WINDOWS)

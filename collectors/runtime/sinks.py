@@ -54,11 +54,6 @@ class ExporterSink:
         self.server.close()
 
 
-FUTURE_SLACK_S = 60.0
-"""A history's last poll this far ahead of our clock is not carried on (a clock stepped back, or a sandbox run on a
-faster clock before): as a checkpoint saved in the future is not resumed."""
-
-
 class HistorySink:
     def __init__(self, cfg: HistoryConfig, exporter: ExporterSink | None, monitor: Monitor | None = None,
                  thresholds: Thresholds | None = None, clusters: Sequence[str] = (),
@@ -121,16 +116,19 @@ class HistorySink:
         of the ones given up are dropped."""
         if self.monitor is None:
             return
+        from collectors.alerting.lifecycle import SAME_TIME_S
+        from collectors.outputs.checkpoint import unusable_age
         from collectors.outputs.history.left_open import last_cluster_ids, open_alerts, open_incidents
 
         now = self.clock()
         if not watched:
             why, age = None, None if last.flushed_until is None else now - last.flushed_until
+            verdict = None if age is None else unusable_age(age, self.carry_max_age_s)
             if age is None:
                 why = "recorded no poll"
-            elif self.carry_max_age_s <= 0 or age > self.carry_max_age_s:
+            elif self.carry_max_age_s <= 0 or verdict == "old":  # 0: never, as for checkpoints
                 why = f"last wrote {age:.0f}s ago (carry_max_age_s {self.carry_max_age_s:.0f}s)"
-            elif age < -FUTURE_SLACK_S:
+            elif verdict == "ahead":
                 why = f"wrote polls {-age:.0f}s ahead of this collector's clock (stepped back?)"
             if why is not None:
                 log.info("history: the collector that wrote %s before (%s) %s; its open incidents and alerts are "
@@ -148,7 +146,7 @@ class HistorySink:
             def ours_opened(r: dict[str, Any]) -> bool:
                 ours = replaced.get((r["cluster"], r["rule"], r["subject"]))
                 return (r["event"] == "open" and ours is not None and r["first_seen"] is not None
-                        and abs(r["first_seen"].timestamp() - ours) < 1e-3)
+                        and abs(r["first_seen"].timestamp() - ours) < SAME_TIME_S)
 
             dropped += writer.drop_buffered("alert_events", ours_opened)
         log.info("history: carrying on %d open incident(s) and %d open alert(s) of the collector that wrote %s "

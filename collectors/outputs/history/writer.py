@@ -252,16 +252,11 @@ class HistoryWriter:
         datetimes); returns how many. For rows no longer true: at a takeover, our own events of incidents and
         alert episodes given up for the ones the history holds. Meant for the small event tables."""
         with self._lock:
-            chunks = []
-            for c in self._chunks:
+            for i, c in enumerate(self._chunks):
                 if c.table == table:
                     keep = pa.array([not drop(r) for r in c.batch.to_pylist()], pa.bool_())
-                    c = _Chunk(c.table, c.date, c.batch.filter(keep), c.polled)
-                chunks.append(c)
-            kept = sum(c.batch.num_rows for c in chunks)
-            dropped = self._buffered - kept
-            self._chunks, self._buffered = [c for c in chunks if c.batch.num_rows], kept
-            return dropped
+                    self._chunks[i] = _Chunk(c.table, c.date, c.batch.filter(keep), c.polled)
+            return self._keep(lambda c: c.batch.num_rows > 0)  # counts the rows filtered out above too
 
     def _keep(self, keep: Callable[[_Chunk], bool]) -> int:
         """Keep the buffered chunks `keep` says yes to; returns the rows dropped. Call with the lock held."""
