@@ -126,7 +126,7 @@ class HistorySink:
             verdict = None if age is None else unusable_age(age, self.carry_max_age_s)
             if age is None:
                 why = "recorded no poll"
-            elif self.carry_max_age_s <= 0 or verdict == "old":  # 0: never, as for checkpoints
+            elif self.carry_max_age_s <= 0 or verdict == "old":  # 0: never (as documented for checkpoints)
                 why = f"last wrote {age:.0f}s ago (carry_max_age_s {self.carry_max_age_s:.0f}s)"
             elif verdict == "ahead":
                 why = f"wrote polls {-age:.0f}s ahead of this collector's clock (stepped back?)"
