@@ -255,7 +255,7 @@ def duckdb_incidents(con: Any, events: str, cluster: str, s: float, e: float) ->
     wide = ", ".join(f"'{k}'" for k in CLUSTER_WIDE_INCIDENT_KINDS)  # superseded incidents: as the report
     sql = f"""
         WITH ev AS (SELECT *, CASE event WHEN 'opened' THEN 0 WHEN 'reopened' THEN 1 WHEN 'resolved' THEN 3
-                                         ELSE 2 END ord FROM {events}),
+                                         WHEN 'lost' THEN 4 ELSE 2 END ord FROM {events}),
              last AS (SELECT cluster, id, event AS last_event, coalesce(resolved_at, time) AS res FROM
                       (SELECT *, row_number() OVER (PARTITION BY cluster, id ORDER BY time DESC, ord DESC) rn FROM ev)
                       WHERE rn = 1),
@@ -264,16 +264,18 @@ def duckdb_incidents(con: Any, events: str, cluster: str, s: float, e: float) ->
                                  ELSE arg_max(subject, time) END AS cause,
                             min(CASE severity {rank} ELSE 99 END) AS worst FROM ev GROUP BY ALL),
              lp AS (SELECT least({e}, max(time)) AS as_of FROM {cluster}),
-             x AS (SELECT agg.*, CASE WHEN last_event = 'resolved' THEN res END AS fin, as_of,
+             x AS (SELECT agg.*, CASE WHEN last_event = 'resolved' THEN res END AS fin,
+                          CASE WHEN last_event = 'lost' THEN res END AS lost, as_of,
                           lead(start) OVER (PARTITION BY cluster, kind, cause ORDER BY start, id) AS nxt
                    FROM agg JOIN last USING (cluster, id), lp),
              y AS (SELECT *, fin - start AS dur,
-                          CASE WHEN fin IS NULL AND nxt IS NULL THEN greatest(0, as_of - start) END AS open_for
-                   FROM x WHERE start < {e} AND coalesce(fin, nxt, as_of) >= {s})"""
+                          CASE WHEN fin IS NULL AND lost IS NULL AND nxt IS NULL THEN greatest(0, as_of - start)
+                          END AS open_for
+                   FROM x WHERE start < {e} AND coalesce(fin, lost, nxt, as_of) >= {s})"""
     head = con.execute(sql + f"""
         SELECT count_if(start >= {s}) AS incidents_opened,
                count_if(start >= {s} AND worst = {SEVERITY_RANK[CRITICAL]}) AS critical_incidents,
-               count_if(fin IS NULL AND nxt IS NULL) AS incidents_open_at_end,
+               count_if(fin IS NULL AND lost IS NULL AND nxt IS NULL) AS incidents_open_at_end,
                avg(dur) FILTER (WHERE fin >= {s}) / 60 AS mttr_minutes,
                max(coalesce(dur, open_for)) / 60 AS longest_incident_minutes,
                (SELECT count(*) FROM {events} WHERE time >= {s}) AS events FROM y""")

@@ -13,7 +13,8 @@ from collectors.model.records import AlertRecord, ClusterSnapshot, IncidentRecor
 @dataclass(frozen=True, slots=True)
 class IncidentEvent:
     """Something on-call should know happened to an incident: opened, updated (its severity changed),
-    resolved, reopened (came back within the hold-down window). History keeps these."""
+    resolved, reopened (came back within the hold-down window), lost (left open by a collector before this one, and
+    not carried on: `collectors.model.vocabulary.LOST`). History keeps these."""
 
     time: float
     event: str
@@ -28,6 +29,9 @@ class PollResult:
     incident_events: list[IncidentEvent] = field(default_factory=list)
     restated: list[AlertRecord] = field(default_factory=list)
     """Open alerts recorded again a day after their last event (`collectors.alerting.lifecycle.RESTATE_S`)."""
+    lost: list[AlertRecord] = field(default_factory=list)
+    """Alerts a collector before this one left open and nobody carried on (`collectors.model.vocabulary.LOST`),
+    recorded as ended at their ``last_seen``: the last poll that saw them open."""
 
     @property
     def node_unreachable(self) -> bool:

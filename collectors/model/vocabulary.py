@@ -20,9 +20,16 @@ SEVERITY_RANK: Final = {s: i for i, s in enumerate(SEVERITIES)}
 
 # ----------------------------------------------------------------------------- incidents
 
-INCIDENT_EVENT_ORDER: Final = {"opened": 0, "reopened": 1, "updated": 2, "resolved": 3}
+LOST: Final = "lost"
+"""The event that ends an incident or alert episode no collector carried on (``incident_events`` and
+``alert_events``): the collector that tracked it stopped, and the next one could not take it over (started too
+long after, another cluster of the name, a clock that stepped back). Its time is the last poll that saw it open;
+how it ended is unknown, so it is neither resolved nor open in the weekly report."""
+INCIDENT_EVENT_ORDER: Final = {"opened": 0, "reopened": 1, "updated": 2, "resolved": 3, LOST: 4}
 """An incident's events in the order they apply within one poll (a resolution last); an unknown event counts as an
 update (2). Readers that want an incident's last state sort its events by (time, this)."""
+ALERT_EVENT_ORDER: Final = {"open": 0, "restate": 1, "resolve": 2, LOST: 3}
+"""An alert episode's events (``alert_events``) in the order they apply within one poll."""
 CLUSTER_WIDE_INCIDENT_KINDS: Final = ("broker", "consensus", "cluster", "monitor")
 """Incident kinds of which a cluster has at most one open at a time (every broker down is one ``broker``
 incident): their cause is the kind itself. Every other kind (topic, group, transaction) has one per subject."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,21 +19,23 @@ from collectors.alerting.catalogue import kept_when_stale
 from collectors.alerting.correlation import correlate
 from collectors.alerting.evaluation import judge
 from collectors.alerting.incidents import IncidentTracker
-from collectors.alerting.lifecycle import AlertTracker
+from collectors.alerting.lifecycle import SAME_TIME_S, AlertTracker
 from collectors.alerting.rules import Candidate
 from collectors.config import ClusterConfig, MonitorConfig
 from collectors.model.observations import KafkaObservation
 from collectors.model.policy import Policies
-from collectors.model.poll import PollResult
+from collectors.model.poll import IncidentEvent, PollResult
 from collectors.model.records import AlertRecord, IncidentRecord
 from collectors.model.snapshot import build_snapshot
 from collectors.model.state import ClusterState
+from collectors.model.vocabulary import LOST
 from collectors.sources.client_settings import confluent_settings, kafka_python_settings, kazoo_settings
 from collectors.sources.kafka_adapter import KafkaAdapter
 from collectors.sources.limiter import RequestLimiter
 
 if TYPE_CHECKING:
     from collectors.outputs.checkpoint import Checkpoint
+    from collectors.outputs.history.left_open import LastPoll
     from collectors.sources.zk_adapter import ZkAdapter
 
 log = logging.getLogger(__name__)
@@ -63,6 +66,8 @@ class ClusterPoller:
         self.incidents = IncidentTracker(self.thresholds.incident_hold_down_s)
         self.cluster_id: str | None = None  # as last reported by the cluster
         self._resumed_cluster_id: str | None = None  # from a checkpoint, until the cluster confirms it
+        self._resumed_until: float | None = None  # the last poll the resumed memory was known true at
+        self._lost: tuple[list[IncidentEvent], list[AlertRecord]] = ([], [])  # recorded with the next poll
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"poll-{self.name}")
 
     def close(self) -> None:
@@ -90,7 +95,19 @@ class ClusterPoller:
             a.incident = None  # the incident tracker stamps the members of this poll's causes
         snap.incidents, incident_events = self.incidents.update(self.name, correlate(snap, current), now)
         snap.poll_duration_s = time.monotonic() - started
-        return PollResult(snap, opened, resolved, incident_events, self.alerts.restate_due(self.name, now))
+        (lost_incidents, lost_alerts), self._lost = self._lost, ([], [])
+        return PollResult(snap, opened, resolved, lost_incidents + incident_events,
+                          self.alerts.restate_due(self.name, now), lost_alerts)
+
+    def lose(self, incidents: list[IncidentRecord], alerts: list[AlertRecord], until: float) -> None:
+        """Record with the next poll that these incidents and alerts, left open by a collector before this one and
+        not carried on, ended at `until` (the last poll known to have seen them open; their own ``last_seen`` if
+        later) in a way nobody saw: a ``lost`` event each (`collectors.model.vocabulary.LOST`). Without it the
+        history keeps them open for good, and the weekly report counts them open at the week's end."""
+        for inc in incidents:
+            t = max(until, inc.last_seen)
+            self._lost[0].append(IncidentEvent(t, LOST, replace(inc, last_seen=t)))
+        self._lost[1].extend(replace(a, last_seen=max(until, a.last_seen)) for a in alerts)
 
     def checkpoint(self, now: float) -> Checkpoint:
         """What a restart should resume from (call between polls: the state must not change meanwhile)."""
@@ -109,23 +126,30 @@ class ClusterPoller:
         self.incidents.forget(self.name)
         self.incidents.restore(cp.incidents)
         self._resumed_cluster_id = cp.cluster_id
+        self._resumed_until = cp.saved_at
 
-    def expect_cluster_id(self, cluster_id: str) -> bool:
-        """What a history left open is of `cluster_id`: False when this poller already polled another cluster of
-        its name (not to be carried on); else True, and it is dropped at the first poll if the cluster turns out to
-        be another one (rebuilt under the same name), as a checkpoint's memory is. A resumed checkpoint's id
-        stands."""
+    def expect_cluster_id(self, cluster_id: str | None, until: float | None = None) -> bool:
+        """What a history left open is of `cluster_id` (None: not recorded), as its last poll at `until` saw it:
+        False when this poller already polled another cluster of its name (not to be carried on); else True, and
+        it is dropped at the first poll if the cluster turns out to be another one (rebuilt under the same name),
+        as a checkpoint's memory is. A resumed checkpoint's id stands."""
         if self.cluster_id is not None:
-            return self.cluster_id == cluster_id
+            return cluster_id is None or self.cluster_id == cluster_id
         if self._resumed_cluster_id is None:
             self._resumed_cluster_id = cluster_id
+        if until is not None:
+            self._resumed_until = max(until, self._resumed_until or until)
         return True
 
     def _check_resumed_identity(self, cluster_id: str) -> None:
         expected, self._resumed_cluster_id = self._resumed_cluster_id, None
+        until, self._resumed_until = self._resumed_until, None
         if expected is not None and expected != cluster_id:
             log.warning("cluster %s: cluster id is %s, the memory resumed (checkpoint, or what the history left "
                         "open) was of %s; it is dropped", self.name, cluster_id, expected)
+            incidents, alerts = self.incidents.open_for(self.name), self.alerts.open_for(self.name)
+            self.lose(incidents, alerts, until if until is not None else
+                      max([i.last_seen for i in incidents] + [a.last_seen for a in alerts], default=0.0))
             self.state = ClusterState(window_size=self.thresholds.lag_window_points)
             self.alerts.forget(self.name)
             self.incidents.forget(self.name)
@@ -163,10 +187,27 @@ class Monitor:
         return {k: v for p in self.pollers for k, v in p.incidents.adopt(r for r in incidents if r.cluster == p.name
                                                                           ).items()}
 
-    def expect_cluster_ids(self, ids: dict[str, str]) -> set[str]:
-        """`ClusterPoller.expect_cluster_id` for each cluster named in `ids`: the names whose memory the history
-        may be carried into (those not in `ids` too: nothing says which cluster it was)."""
-        return {p.name for p in self.pollers if p.name not in ids or p.expect_cluster_id(ids[p.name])}
+    def expect_cluster_ids(self, polls: dict[str, LastPoll]) -> set[str]:
+        """`ClusterPoller.expect_cluster_id` for each cluster's last poll in a history: the names whose memory the
+        history may be carried into (those not in `polls` too: nothing says which cluster it was)."""
+        return {p.name for p in self.pollers
+                if p.name not in polls or p.expect_cluster_id(polls[p.name].cluster_id, polls[p.name].time)}
+
+    def lose(self, incidents: list[IncidentRecord], alerts: list[AlertRecord], until: dict[str, float]) -> int:
+        """`ClusterPoller.lose` for each cluster polled here, but not what this monitor goes on tracking (a resumed
+        checkpoint's: the same incident id, the same alert episode); `until`: per cluster, its last poll known to
+        have seen them open. Returns how many are lost."""
+        n = 0
+        for p in self.pollers:
+            ids = {i.id for i in p.incidents.open_for(p.name)}
+            seen = {(a.rule, a.subject): a.first_seen for a in p.alerts.open_for(p.name)}
+            lost = [i for i in incidents if i.cluster == p.name and i.id not in ids]
+            gone = [a for a in alerts if a.cluster == p.name
+                    and abs(seen.get((a.rule, a.subject), -1e18) - a.first_seen) >= SAME_TIME_S]
+            if lost or gone:
+                p.lose(lost, gone, until.get(p.name, 0.0))
+            n += len(lost) + len(gone)
+        return n
 
     def adopt_alerts(self, alerts: list[AlertRecord]) -> dict[tuple[str, str, str], float | None]:
         """Carry on the open alerts a history holds (`AlertTracker.adopt`): key -> the first_seen of ours it

@@ -113,29 +113,43 @@ class HistorySink:
         stopped before we started (a restart that lost its checkpoint, a new pod), and we carry on only if it
         wrote within `carry_max_age_s`. Our incidents and alerts of the same causes go on under the ids and
         first-seen times the history holds (opened once, resolved once in the weekly report); our buffered events
-        of the ones given up are dropped."""
+        of the ones given up are dropped. What is not carried on (too old, another cluster of the name, a cluster
+        the last holder did not poll) ends with a ``lost`` event at the last poll that saw it open: else the
+        history kept it open for good."""
         if self.monitor is None:
             return
-        from collectors.alerting.lifecycle import SAME_TIME_S
         from collectors.outputs.checkpoint import unusable_age
-        from collectors.outputs.history.left_open import last_cluster_ids, open_alerts, open_incidents
 
         now = self.clock()
+        why = None
         if not watched:
-            why, age = None, None if last.flushed_until is None else now - last.flushed_until
+            age = None if last.flushed_until is None else now - last.flushed_until
             verdict = None if age is None else unusable_age(age, self.carry_max_age_s)
             if age is None:
                 why = "recorded no poll"
-            elif self.carry_max_age_s <= 0 or verdict == "old":  # 0: never (as documented for checkpoints)
+            elif verdict == "old":
                 why = f"last wrote {age:.0f}s ago (carry_max_age_s {self.carry_max_age_s:.0f}s)"
             elif verdict == "ahead":
                 why = f"wrote polls {-age:.0f}s ahead of this collector's clock (stepped back?)"
-            if why is not None:
-                log.info("history: the collector that wrote %s before (%s) %s; its open incidents and alerts are "
-                         "not carried on", writer.root, last.describe(), why)
-                return
+        carried: list[str] = []
+        if why is not None:
+            log.info("history: the collector that wrote %s before (%s) %s; its open incidents and alerts are not "
+                     "carried on", writer.root, last.describe(), why)
+        else:
+            carried = self._carry_on(writer, last, now)
+        lost = [c for c in writer.clusters if c not in carried]
+        if lost:
+            self._lose(writer, lost, last.flushed_until if last.flushed_until is not None else now)
+
+    def _carry_on(self, writer: HistoryWriter, last: Holder, now: float) -> list[str]:
+        """Adopt what the history left open of the clusters `last` wrote, if of the cluster we poll (by id);
+        returns those clusters."""
+        from collectors.alerting.lifecycle import SAME_TIME_S
+        from collectors.outputs.history.left_open import last_polls, open_alerts, open_incidents
+
+        assert self.monitor is not None
         clusters = [c for c in writer.clusters if last.clusters is None or c in last.clusters]
-        same = self.monitor.expect_cluster_ids(last_cluster_ids(writer.root, clusters, now))
+        same = self.monitor.expect_cluster_ids(last_polls(writer.root, clusters, now))
         clusters = [c for c in clusters if c in same]
         incidents = self.monitor.adopt_incidents(open_incidents(writer.root, clusters, now))
         given_up = {ours for ours in incidents.values() if ours}
@@ -152,6 +166,20 @@ class HistorySink:
         log.info("history: carrying on %d open incident(s) and %d open alert(s) of the collector that wrote %s "
                  "before (%s; %d own event rows dropped)", len(incidents), len(alerts), writer.root, last.describe(),
                  dropped)
+        return clusters
+
+    def _lose(self, writer: HistoryWriter, clusters: list[str], until: float) -> None:
+        """End what the history left open of `clusters`, up to `until` (the last holder's last poll), with a
+        ``lost`` event at each cluster's last poll (`Monitor.lose`: not what we track ourselves)."""
+        from collectors.outputs.history.left_open import last_polls, open_alerts, open_incidents
+
+        assert self.monitor is not None
+        polls = last_polls(writer.root, clusters, until)
+        n = self.monitor.lose(open_incidents(writer.root, clusters, until),
+                              open_alerts(writer.root, clusters, until), {c: p.time for c, p in polls.items()})
+        if n:
+            log.info("history: %d incident(s) and alert(s) left open in %s and not carried on are recorded as lost "
+                     "(ended unseen after the last poll that saw them open)", n, writer.root)
 
     def close(self) -> None:
         self.writer.close()

@@ -13,6 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from collectors.alerting.catalogue import RULES
+from collectors.model.vocabulary import LOST
 from dashboard.views.common import (
     SEVERITY_COLORS,
     SEVERITY_ORDER,
@@ -127,13 +128,14 @@ def alert_counts(docs: dict[str, dict[str, Any]]) -> dict[str, int]:
 
 
 def alert_intervals(events: pd.DataFrame, ref_time: float | dict[str, float]) -> pd.DataFrame:
-    """One row per alert occurrence: (cluster, rule, subject, severity, start, end, open, summary).
+    """One row per alert occurrence: (cluster, rule, subject, severity, start, end, open, lost, summary).
 
     An occurrence is keyed by (cluster, rule, subject, first_seen); its end is the ``resolve`` event's
-    ``resolved_at``, or, while still open, `ref_time` (per cluster when a dict: the latest snapshot's time, the
-    last moment the alert is known to be open).
+    ``resolved_at``, or a ``lost`` event's time (its collector stopped and the next did not carry it on: the last
+    poll that saw it open; not open), or, while still open, `ref_time` (per cluster when a dict: the latest
+    snapshot's time, the last moment the alert is known to be open).
     """
-    cols = ["cluster", "rule", "subject", "severity", "start", "end", "open", "summary"]
+    cols = ["cluster", "rule", "subject", "severity", "start", "end", "open", "lost", "summary"]
     if events is None or events.empty:
         return pd.DataFrame({c: pd.Series(dtype="object") for c in cols})
     ev = pd.DataFrame({"cluster": events["cluster"].astype(object), "rule": events["rule"].astype(object),
@@ -142,9 +144,11 @@ def alert_intervals(events: pd.DataFrame, ref_time: float | dict[str, float]) ->
                        "resolved_at": events["resolved_at"].astype("float64"),
                        "severity": events["severity"].astype(object), "summary": events["summary"].astype(object),
                        "time": events["time"].astype("float64")}).sort_values("time", kind="stable")
+    ev["lost"] = ev["time"].where(events["event"].reindex(ev.index) == LOST)
     ev = ev.dropna(subset=["first_seen"])
     g = ev.groupby(["cluster", "rule", "subject", "first_seen"], sort=False).agg(
-        severity=("severity", "last"), summary=("summary", "last"), resolved=("resolved_at", "max")).reset_index()
+        severity=("severity", "last"), summary=("summary", "last"), resolved=("resolved_at", "max"),
+        lost=("lost", "max")).reset_index()
     if isinstance(ref_time, dict):
         default = max(ref_time.values(), default=float(g["first_seen"].max()))
         ref = g["cluster"].map(ref_time).astype("float64").fillna(default)
@@ -152,8 +156,9 @@ def alert_intervals(events: pd.DataFrame, ref_time: float | dict[str, float]) ->
         ref = pd.Series(float(ref_time), index=g.index)
     out = pd.DataFrame({"cluster": g["cluster"], "rule": g["rule"], "subject": g["subject"],
                         "severity": g["severity"], "start": g["first_seen"],
-                        "end": g["resolved"].fillna(ref.combine(g["first_seen"], max)),
-                        "open": g["resolved"].isna(), "summary": g["summary"]}, columns=cols)
+                        "end": g["resolved"].fillna(g["lost"]).fillna(ref.combine(g["first_seen"], max)),
+                        "open": g["resolved"].isna() & g["lost"].isna(),
+                        "lost": g["resolved"].isna() & g["lost"].notna(), "summary": g["summary"]}, columns=cols)
     out["_sev"] = out["severity"].map(SEVERITY_ORDER).fillna(9)
     out = out.sort_values(["start", "_sev"], ascending=[True, True]).drop(columns="_sev")
     return out.reset_index(drop=True)
@@ -218,15 +223,18 @@ def alert_timeline_figure(intervals: pd.DataFrame, tz: str | None, max_rows: int
 
 
 def intervals_display(intervals: pd.DataFrame, tz: str | None) -> pd.DataFrame:
-    """Alert occurrences as a table: newest first, local times, duration; resolved empty while open."""
+    """Alert occurrences as a table: newest first, local times, duration; resolved empty while open, and for one
+    lost (its end unseen: the duration is up to the last poll that saw it open)."""
     cols = ["severity", "cluster", "rule", "subject", "opened", "resolved", "duration", "summary"]
     if intervals is None or intervals.empty:
         return pd.DataFrame(columns=cols)
     iv = intervals.sort_values("start", ascending=False)
+    lost = iv["lost"] if "lost" in iv else pd.Series(False, index=iv.index)
     return pd.DataFrame({
         "severity": iv["severity"], "cluster": iv["cluster"], "rule": iv["rule"], "subject": iv["subject"],
         "opened": epoch_to_local(iv["start"], tz),
-        "resolved": epoch_to_local([None if o else e for e, o in zip(iv["end"], iv["open"], strict=False)], tz),
-        "duration": [fmt_duration(e - s) + (" (open)" if o else "")
-                     for s, e, o in zip(iv["start"], iv["end"], iv["open"], strict=False)],
+        "resolved": epoch_to_local([None if o or x else e for e, o, x in zip(iv["end"], iv["open"], lost,
+                                                                            strict=False)], tz),
+        "duration": [fmt_duration(e - s) + (" (open)" if o else " (lost: end unseen)" if x else "")
+                     for s, e, o, x in zip(iv["start"], iv["end"], iv["open"], lost, strict=False)],
         "summary": iv["summary"]}, columns=cols).reset_index(drop=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from collectors.model.vocabulary import CLUSTER_WIDE_INCIDENT_KINDS, CRITICAL, INCIDENT_EVENT_ORDER, SEVERITY_RANK
+from collectors.model.vocabulary import CLUSTER_WIDE_INCIDENT_KINDS, CRITICAL, INCIDENT_EVENT_ORDER, LOST, SEVERITY_RANK
 from spark_analytics.aggregations.common import before_end, in_period
 from spark_analytics.period import Period
 
@@ -36,7 +36,9 @@ def incidents(incident_events: DataFrame, polls: DataFrame, period: Period) -> D
     """One row per incident (cluster, id) open at some time in the period, from its events up to the period end.
 
     ``status`` is ``resolved`` when its last event before the period end is ``resolved`` (``end`` = that
-    ``resolved_at``, ``duration_s`` = end - ``start``, the first opening); ``superseded`` when it was never
+    ``resolved_at``, ``duration_s`` = end - ``start``, the first opening); ``lost`` when its last event is ``lost``
+    (its collector stopped and the next one did not carry it on: it counts up to that event, the last poll that saw
+    it open, and has no end: how it ended nobody saw); ``superseded`` when it was never
     resolved but a later incident of the same cause (cluster, kind, and the subject unless the kind is cluster-wide:
     `CLUSTER_WIDE_INCIDENT_KINDS`) opened: its collector lost it (a restart without a checkpoint, a standby taking
     over the history), the true end is unknown, and it counts up to the later one's start, like a superseded alert
@@ -61,19 +63,20 @@ def incidents(incident_events: DataFrame, polls: DataFrame, period: Period) -> D
         F.count_if(F.col("event") == "reopened").alias("reopens"))
     g = g.join(F.broadcast(polls.select("cluster", "last_poll")), "cluster", "left")
     as_of = F.least(F.lit(period.end), F.coalesce(F.col("last_poll"), F.lit(period.end)))
-    resolved = F.col("_last.event") == "resolved"
+    resolved, lost = F.col("_last.event") == "resolved", F.col("_last.event") == LOST
     end = F.when(resolved, F.coalesce(F.col("_last.resolved_at"), F.col("_last.time")))
     cause = F.when(F.col("kind").isin(*CLUSTER_WIDE_INCIDENT_KINDS), F.col("kind")).otherwise(F.col("subject"))
     later = F.lead("start").over(Window.partitionBy("cluster", "kind", "_cause").orderBy("start", "id"))
     g = g.withColumn("_cause", cause).withColumn("_next", later)
-    superseded = ~resolved & F.col("_next").isNotNull()
+    superseded = ~resolved & ~lost & F.col("_next").isNotNull()
+    still_open = ~resolved & ~lost & ~superseded
     g = (g.withColumn("severity", _severity_of(F.col("_worst")))
-         .withColumn("status", F.when(resolved, F.lit("resolved")).when(superseded, F.lit("superseded"))
-                     .otherwise(F.lit("open")))
+         .withColumn("status", F.when(resolved, F.lit("resolved")).when(lost, F.lit(LOST))
+                     .when(superseded, F.lit("superseded")).otherwise(F.lit("open")))
          .withColumn("end", end)
          .withColumn("duration_s", (F.col("end") - F.col("start")).cast("double"))
-         .withColumn("open_for_s", F.when(~resolved & ~superseded, F.greatest(F.lit(0.0), as_of - F.col("start")))))
-    until = F.coalesce(F.col("end"), F.col("_next"), as_of)
+         .withColumn("open_for_s", F.when(still_open, F.greatest(F.lit(0.0), as_of - F.col("start")))))
+    until = F.coalesce(F.col("end"), F.when(lost, F.col("_last.time")), F.col("_next"), as_of)
     g = g.withColumn("_until", until).filter((F.col("start") < F.lit(period.end))
                                              & (F.col("_until") >= F.lit(period.start)))
     inside = F.least(F.col("_until"), F.lit(period.end)) - F.greatest(F.col("start"), F.lit(period.start))

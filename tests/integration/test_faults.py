@@ -122,8 +122,10 @@ def test_unwritable_history_raises_an_alert_and_metrics_keep_serving(sb: Sandbox
         monitor.close()
 
 
-def _collector(sb: Sandbox, tmp_path: Path, root: Path, name: str) -> tuple[Any, list]:  # type: ignore[type-arg]
-    """A collector as `python -m collectors` runs one: Monitor and sinks, its own state_dir and port, `root`."""
+def _collector(sb: Sandbox, tmp_path: Path, root: Path, name: str,
+               **settings: Any) -> tuple[Any, list]:  # type: ignore[type-arg]
+    """A collector as `python -m collectors` runs one: Monitor and sinks, its own state_dir and port, `root`;
+    `settings` on top of its configuration."""
     from collectors.config import MonitorConfig
     from collectors.runtime.poller import Monitor
     from collectors.runtime.sinks import build_sinks
@@ -131,7 +133,7 @@ def _collector(sb: Sandbox, tmp_path: Path, root: Path, name: str) -> tuple[Any,
     cfg = MonitorConfig.model_validate({
         "clusters": [{"name": "sandbox", "bootstrap_servers": sb.bootstrap_servers}], "request_timeout_s": 3,
         "exporter": {"port": free_port()}, "history": {"root": str(root), "flush_interval_s": 0.001},
-        "state_dir": str(tmp_path / f"state-{name}")})
+        "state_dir": str(tmp_path / f"state-{name}")} | settings)
     monitor = Monitor(cfg)
     return monitor, build_sinks(cfg, monitor, sb.clock.now)  # polled on the sandbox's clock, as the demo does
 
@@ -270,12 +272,53 @@ def test_a_collector_started_after_the_last_one_stopped_carries_on_its_incident(
     _one_broker_incident(root, one.id)
 
 
+def test_a_collector_started_too_late_to_carry_on_records_the_incident_as_lost(sb: Sandbox, tmp_path: Path) -> None:
+    """Broker 3 crashes; the collector that saw it stops; 3 comes back while no collector runs; a new one starts
+    past `checkpoint_max_age_s` (30 s here, on the sandbox's clock) after the last poll. It must not carry the
+    crash on (it would resolve it at its first poll, as if it had watched the gap), and before it left it open in
+    the history for good: every weekly report read it as open at the week's end. Now the history says what
+    happened as far as anyone saw: opened, then lost at the first collector's last poll (end unseen)."""
+    from collectors.outputs.history import read_table
+
+    root = tmp_path / "history"
+    first, second = _collector(sb, tmp_path, root, "a"), None
+    try:
+        sb.call(lambda c: c.crash_broker(3))
+        one = _broker_incident(_until(sb, first, lambda r: _broker_incident(r) is not None))
+        last_poll = _cycle(sb, *first).snapshot.time
+        _close(*first)
+        sb.call(lambda c: c.restart_broker(3))
+        while sb.clock.now() < last_poll + 40:  # nobody watches
+            time.sleep(0.2)
+        second = _collector(sb, tmp_path, root, "b", checkpoint_max_age_s=30)
+        r = _cycle(sb, *second)
+        assert [(e.event, e.time) for e in r.incident_events if e.incident.id == one.id] == [
+            ("lost", pytest.approx(last_poll, abs=1e-3))]
+        _until(sb, second, lambda r: _broker_incident(r) is None)
+    finally:
+        _close(*first)
+        if second is not None:
+            _close(*second)
+        sb.call(lambda c: c.restart_broker(3))  # a no-op when it is up
+    events = read_table(root, "incident_events")
+    mine = events[events.id == one.id].sort_values("time")
+    assert list(mine.event) == ["opened", "lost"], mine[["time", "event"]].to_string()
+    assert mine.time.iloc[-1] == pytest.approx(last_poll, abs=1e-3)
+    polls = read_table(root, "cluster")
+    assert polls[polls.time <= last_poll + 1].time.max() == pytest.approx(last_poll, abs=1e-3)
+    alerts = read_table(root, "alert_events")
+    three = alerts[alerts.subject.eq("broker-3") & (alerts.first_seen <= last_poll)].sort_values("time")
+    ends = set(three.groupby(["rule", "first_seen"]).event.last())  # broker_unreachable may resolve into broker_down
+    assert "lost" in ends and ends <= {"lost", "resolve"}, three[["time", "event", "rule", "first_seen"]].to_string()
+
+
 def test_what_a_history_left_open_of_another_cluster_of_the_name_is_not_carried_on(sb: Sandbox,
                                                                                     tmp_path: Path) -> None:
     """The history's last collector polled another cluster named `sandbox` (rebuilt under the name while no
     collector ran). Before, the new collector carried that cluster's broker incident on and resolved it at its
     first poll: an event about a cluster that is gone, under the live one's name. Now the first poll sees another
-    cluster id and drops what was carried, as it drops a checkpoint of another cluster."""
+    cluster id and drops what was carried, as it drops a checkpoint of another cluster, and records it as lost at
+    that cluster's last poll (before, it stayed open in the history for good)."""
     from collectors.model.poll import IncidentEvent, PollResult
     from collectors.model.records import IncidentRecord
     from collectors.outputs.history import HistoryWriter, read_table
@@ -294,8 +337,9 @@ def test_what_a_history_left_open_of_another_cluster_of_the_name_is_not_carried_
         assert [i.id for i in c[0].pollers[0].incidents.open_for("sandbox")] == ["broker-of-the-old-one"]
         r = _cycle(sb, *c)  # the sandbox's own id: not that cluster
         assert _broker_incident(r) is None and c[0].pollers[0].incidents.open_for("sandbox") == []
-        assert "broker-of-the-old-one" not in {e.incident.id for e in r.incident_events}
+        assert [(e.event, e.time) for e in r.incident_events if e.incident.id == "broker-of-the-old-one"] == [
+            ("lost", pytest.approx(now - 60, abs=1e-3))]  # the old cluster's last poll
     finally:
         _close(*c)
     events = read_table(root, "incident_events")
-    assert list(events[events.id == "broker-of-the-old-one"].event) == ["opened"]  # left as the old one wrote it
+    assert list(events[events.id == "broker-of-the-old-one"].event) == ["opened", "lost"]

@@ -126,7 +126,9 @@ def test_missing_checkpoint_is_none(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("kw", "message"), [
     ({"now": T0 + 300 + 3601}, "older than checkpoint_max_age_s"),
     ({"now": T0 + 300 - 3600}, "in the future"),
-    ({"max_age_s": 0.0, "now": T0 + 301}, "older than"),
+    ({"max_age_s": 0.0, "now": T0 + 301}, "never resumed"),
+    ({"max_age_s": 0.0, "now": T0 + 300}, "never resumed"),  # 0 is never, also at age 0 ...
+    ({"max_age_s": 0.0, "now": T0 + 290}, "never resumed"),  # ... and a save time a little ahead of the clock
 ])
 def test_checkpoint_too_old_or_from_the_future_is_refused(tmp_path: Path, kw: dict[str, Any], message: str) -> None:
     state, alerts = busy_state(polls=2)

@@ -246,6 +246,18 @@ def test_alert_intervals_pair_open_and_resolve() -> None:
     assert table.loc[0, "duration"] == "30s (open)" and pd.isna(table.loc[0, "resolved"])
 
 
+def test_alert_intervals_end_a_lost_alert_where_it_was_last_seen() -> None:
+    """An alert left open by a collector and not carried on by the next one ends at its ``lost`` event (the last
+    poll that saw it open): before, the timeline drew it open up to now and the table said "(open)"."""
+    base = {"cluster": "c1", "rule": "broker_down", "severity": "critical", "subject": "broker-3", "summary": "down",
+            "first_seen": NOW - 100, "resolved_at": None}
+    ev = pd.DataFrame([{**base, "time": NOW - 100, "event": "open"}, {**base, "time": NOW - 60, "event": "lost"}])
+    iv = av.alert_intervals(ev, {"c1": NOW})
+    assert iv[["start", "end", "open", "lost"]].values.tolist() == [[NOW - 100, NOW - 60, False, True]]
+    table = av.intervals_display(iv, "UTC")
+    assert table.loc[0, "duration"] == "40s (lost: end unseen)" and pd.isna(table.loc[0, "resolved"])
+
+
 def test_alert_timeline_groups_partitions_by_topic() -> None:
     rows = [{"cluster": "c1", "rule": "under_replicated", "subject": f"orders-{p}", "severity": "warning",
              "start": NOW - 50, "end": NOW, "open": True, "summary": ""} for p in range(3)]

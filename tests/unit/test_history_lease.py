@@ -270,24 +270,48 @@ def test_a_collector_started_after_the_last_one_stopped_carries_on_its_open_inci
     assert list(alerts[alerts.rule == "history_maintenance_failed"].event) == ["restate", "resolve"]
 
 
-def test_a_collector_started_long_after_the_last_one_stopped_does_not_carry_its_incidents(
+def test_a_collector_started_long_after_the_last_one_stopped_records_what_it_left_open_as_lost(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """Past `carry_max_age_s` (the collector's `checkpoint_max_age_s`) the recorded incident is left as it is: had
-    it been carried, our first poll would resolve or continue it across the hours nobody watched. The report marks
-    it superseded by the new one."""
+    """Past `carry_max_age_s` (the collector's `checkpoint_max_age_s`) the recorded incident is not carried on: our
+    first poll would resolve or continue it across the hours nobody watched. Before, it stayed open in the history
+    for good: every weekly report read it as open at the week's end. Now it ends with a ``lost`` event at the last
+    poll that saw it open, as do the alerts left open (not the resolved one), and nothing is left to carry on."""
+    from collectors.outputs.history.left_open import open_alerts, open_incidents
+
     caplog.set_level(logging.INFO, logger="collectors.runtime.sinks")
     root = tmp_path / "history"
-    _history_left_by_a_stopped_collector(root, time.time() - 7200)
+    last_poll = time.time() - 7200
+    _history_left_by_a_stopped_collector(root, last_poll)
     m = Monitor(monitor_config(tmp_path / "state"))
     try:
-        HistorySink(HistoryConfig(root=str(root)), exporter=None, monitor=m, clusters=["prod"]).close()
+        sink = HistorySink(HistoryConfig(root=str(root)), exporter=None, monitor=m, clusters=["prod"])
         assert m.pollers[0].incidents.open_for("prod") == []
         assert ("last wrote 7200s ago (carry_max_age_s 3600s); its open incidents and alerts are not carried on"
                 in caplog.text)
+        assert "3 incident(s) and alert(s) left open" in caplog.text
         (r,) = m.poll_once()
-        assert [(e.event, e.incident.id != "cluster-recorded") for e in r.incident_events] == [("opened", True)]
+        assert (r.incident_events[0].event, r.incident_events[0].incident.id) == ("lost", "cluster-recorded")
+        assert [(e.event, e.incident.id != "cluster-recorded") for e in r.incident_events[1:]] == [("opened", True)]
+        assert r.incident_events[0].time == pytest.approx(last_poll, abs=1e-3)
+        sink([r], r.snapshot.time)
+        (r2,) = m.poll_once()  # recorded once
+        assert [e.event for e in r2.incident_events] == [] and r2.lost == []
+        sink.close()
     finally:
         m.close()
+    events = read_table(root, "incident_events")
+    recorded = events[events.id == "cluster-recorded"].sort_values("time")
+    assert list(recorded.event) == ["opened", "lost"]
+    assert recorded.time.iloc[-1] == pytest.approx(last_poll, abs=1e-3)  # the last poll that saw it open
+    alerts = read_table(root, "alert_events")
+    lost = alerts[alerts.event == "lost"].sort_values("rule")
+    assert list(zip(lost.rule, lost.subject, strict=True)) == [("cluster_unreachable", "prod"),
+                                                               ("history_maintenance_failed", "history")]
+    assert list(lost.time) == pytest.approx([last_poll] * 2, abs=1e-3)
+    assert list(lost.first_seen) == pytest.approx([last_poll - 600, last_poll - 21 * 86_400], abs=1e-3)
+    assert "cluster-recorded" not in {i.id for i in open_incidents(root, ["prod"], time.time())}
+    assert {(a.rule, a.first_seen > last_poll) for a in open_alerts(root, ["prod"], time.time())} == {
+        ("cluster_unreachable", True)}  # ours, opened at our first poll: the recorded one is lost
 
 
 def test_a_history_written_ahead_of_our_clock_is_not_carried_on(tmp_path: Path,
@@ -303,6 +327,9 @@ def test_a_history_written_ahead_of_our_clock_is_not_carried_on(tmp_path: Path,
         HistorySink(HistoryConfig(root=str(root)), exporter=None, monitor=m, clusters=["prod"]).close()
         assert m.pollers[0].incidents.open_for("prod") == [] and m.pollers[0].alerts.open_for("prod") == []
         assert "ahead of this collector's clock (stepped back?)" in caplog.text
+        (r,) = m.poll_once()  # ended where that history says it was last seen open
+        assert [(e.event, e.incident.id) for e in r.incident_events[:1]] == [("lost", "cluster-recorded")]
+        assert r.incident_events[0].time > time.time() + 500 and len(r.lost) == 2
     finally:
         m.close()
 
@@ -343,27 +370,30 @@ def test_a_takeover_from_a_holder_of_other_clusters_keeps_our_rows(tmp_path: Pat
 
 
 def test_what_was_left_open_is_carried_only_into_the_same_cluster(tmp_path: Path) -> None:
-    """`last_cluster_ids` says which cluster the history's polls were of; a poller that already polled another one
-    of the name takes nothing (a standby's view), one that has not yet drops it at its first poll if the ids
-    differ (`ClusterPoller._check_resumed_identity`, tested against the sandbox in test_faults.py)."""
-    from collectors.outputs.history.left_open import last_cluster_ids
+    """`last_polls` says when, and of which cluster, the history's last polls were; a poller that already polled
+    another one of the name takes nothing (a standby's view), one that has not yet drops it at its first poll if
+    the ids differ (`ClusterPoller._check_resumed_identity`, tested against the sandbox in test_faults.py)."""
+    from collectors.outputs.history.left_open import LastPoll, last_polls
 
     w = HistoryWriter(tmp_path, clock=lambda: T0)
-    for t, cid in ((T0, "old-id"), (T0 + 30, None), (T0 + 60, "prod-id")):
+    for t, cid in ((T0, "old-id"), (T0 + 30, "prod-id"), (T0 + 60, None)):
         snap = small_snapshot(t, cluster="prod")
         snap.cluster_id = cid
         w.add_snapshot(snap)
     w.add_snapshot(small_snapshot(T0 + 90, cluster="other"))
     assert w.flush()
-    assert last_cluster_ids(tmp_path, ["prod", "other"], T0 + 100) == {"prod": "prod-id"}  # the last one known
+    polls = last_polls(tmp_path, ["prod", "other"], T0 + 100)
+    assert polls == {"prod": LastPoll(T0 + 60, "prod-id"),  # the last poll, and the last id known
+                     "other": LastPoll(T0 + 90, small_snapshot(T0, cluster="other").cluster_id)}
 
     m = Monitor(monitor_config(tmp_path / "state"))
     try:
         (p,) = m.pollers
         assert m.expect_cluster_ids({}) == {"prod"} and p._resumed_cluster_id is None  # nothing known: carry
-        assert m.expect_cluster_ids({"prod": "prod-id"}) == {"prod"} and p._resumed_cluster_id == "prod-id"
+        assert m.expect_cluster_ids({"prod": polls["prod"]}) == {"prod"} and p._resumed_cluster_id == "prod-id"
+        assert p._resumed_until == T0 + 60  # what is dropped at the first poll is lost after then
         p.cluster_id = "rebuilt-id"  # polled already: another cluster of the name
-        assert m.expect_cluster_ids({"prod": "prod-id"}) == set()
+        assert m.expect_cluster_ids({"prod": polls["prod"]}) == set()
     finally:
         m.close()
 

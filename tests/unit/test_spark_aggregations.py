@@ -252,6 +252,65 @@ def test_an_incident_its_collector_lost_is_superseded_not_open(spark: Any) -> No
     assert max(open_for.values()) / 60 == pytest.approx(want["longest_incident_minutes"])
 
 
+def test_an_incident_recorded_lost_ends_where_it_was_last_seen_and_is_not_open(spark: Any) -> None:
+    """A collector that starts too long after the last one stopped (or polls another cluster of the name) does not
+    carry on what it left open; it records each such incident ``lost`` at the last poll that saw it open. Before,
+    an incident whose cause had gone by then stayed open for good: open at the end and the longest of every
+    report that read it. Now it is ``lost``: up to that poll, no end, neither open nor resolved; Spark and the
+    DuckDB reference agree. A later incident of the same cause does not make it superseded.
+
+    M broker opened 1000, lost 1800;  N broker opened 2500 (the next collector), resolved 3100
+    P topic opened 4000, open;  Q group opened -1000 (last week), lost 200
+    """
+    import duckdb
+    import pyarrow as pa
+
+    from bench.bench_spark import duckdb_incidents
+
+    events = [_inc(1000, "opened", "M", "broker", 1000, brokers=[2]),
+              _inc(1800, "lost", "M", "broker", 1000, brokers=[2]),
+              _inc(2500, "opened", "N", "broker", 2500, brokers=[2]),
+              _inc(3100, "resolved", "N", "broker", 2500, brokers=[2]),
+              _inc(4000, "opened", "P", "topic", 4000),
+              _inc(-1000, "opened", "Q", "group", -1000), _inc(200, "lost", "Q", "group", -1000)]
+    times = every(2, start=9000)  # the last poll at 9030
+    polls = A.poll_intervals(polls_df(spark, times), W)
+    inc = {r["id"]: r for r in rows(A.incidents(frame(spark, "incident_events", events), polls, W))}
+    assert {i: r["status"] for i, r in inc.items()} == {"M": "lost", "N": "resolved", "P": "open", "Q": "lost"}
+    assert (inc["M"]["open_for_s"], inc["M"]["duration_s"], inc["M"]["end"]) == (None, None, None)
+    assert inc["M"]["minutes_in_period"] == pytest.approx(800 / 60)
+    assert inc["Q"]["minutes_in_period"] == pytest.approx(200 / 60) and not inc["Q"]["opened_in_period"]
+    kinds = {r["kind"]: (r["opened"], r["resolved"], r["open_at_end"], r["longest_s"]) for r in rows(
+        A.incident_kinds(A.incidents(frame(spark, "incident_events", events), polls, W)))}
+    assert kinds == {"broker": (2, 1, 0, 600.0), "topic": (1, 0, 1, 5030.0), "group": (0, 0, 0, None)}
+
+    con = duckdb.connect()
+    con.register("ev", pa.Table.from_pylist([{"cluster": "c1", **e} for e in events]))
+    con.register("cl", pa.Table.from_pylist([{"cluster": "c1", "time": T0 + t} for t in times]))
+    duck, duck_kinds = duckdb_incidents(con, "ev", "cl", W.start, W.end)
+    want = {"incidents_opened": 3, "incidents_open_at_end": 1, "mttr_minutes": 600 / 60,
+            "longest_incident_minutes": 5030 / 60}  # P, open up to the last poll; before: M's 8030 s
+    for name, value in want.items():
+        assert duck[name] == pytest.approx(value), name
+    assert duck_kinds == {"broker": 2, "topic": 1, "group": 0}
+
+
+def test_an_alert_recorded_lost_ends_where_it_was_last_seen(spark: Any) -> None:
+    """An alert episode left open by a collector and not carried on by the next ends at its ``lost`` event (its
+    last poll seen open): not open at the end, not superseded by the next collector's episode of it."""
+    ev = frame(spark, "alert_events", [
+        _alert("open", "broker_down", "broker-2", 1000), {**_alert("lost", "broker_down", "broker-2", 1000),
+                                                          "time": T0 + 1800, "last_seen": T0 + 1800},
+        _alert("open", "broker_down", "broker-2", 2500), _alert("resolve", "broker_down", "broker-2", 2500, 3100)])
+    polls = A.poll_intervals(polls_df(spark, every(2, start=9000)), W)
+    eps = {r["start"] - T0: r for r in rows(A.alert_episodes(ev, polls, W))}
+    assert {t: e["status"] for t, e in eps.items()} == {1000: "lost", 2500: "resolved"}
+    assert (eps[1000]["end"], eps[1000]["open_for_s"]) == (None, None)
+    assert eps[1000]["minutes_in_period"] == pytest.approx(800 / 60)
+    (s,) = rows(A.alert_summary(A.alert_episodes(ev, polls, W)))
+    assert (s["episodes"], s["opened"], s["resolved"], s["open_at_end"]) == (2, 2, 1, 0)
+
+
 def _v2_polls(times: list[float], recorded: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Cluster rows of a version-2 collector: open incidents and the thresholds recorded at every poll."""
     return [{"time": T0 + t, "controller_id": 1, "reachable": True, "schema_version": 2, "incidents_open": 0,

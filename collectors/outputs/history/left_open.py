@@ -6,7 +6,9 @@ own. Carrying on the ids and first-seen times the history already holds keeps on
 alert one episode, in the weekly report (opened once, resolved once) instead of two. An open incident or alert is
 recorded at least once a day (`collectors.alerting.incidents.RESTATE_S`, `collectors.alerting.lifecycle.RESTATE_S`),
 so a window of two days finds every one still open (alerts since the twenty-second session: an alert of older
-history opened earlier and still open is not found, and is opened again as before).
+history opened earlier and still open is not found, and is opened again as before). What is not carried on (the
+collector started too long after the last one, or polls another cluster of the name) is ended with a ``lost`` event
+at the last poll that saw it open (`collectors.model.vocabulary.LOST`), so it does not stay open for good.
 """
 
 from __future__ import annotations
@@ -14,10 +16,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from collectors.model.records import AlertRecord, IncidentRecord
-from collectors.model.vocabulary import INCIDENT_EVENT_ORDER
+from collectors.model.vocabulary import ALERT_EVENT_ORDER, INCIDENT_EVENT_ORDER, LOST
 from collectors.outputs.history.reader import read_arrow
 
 WINDOW_S = 2 * 86_400.0
@@ -25,7 +27,7 @@ WINDOW_S = 2 * 86_400.0
 
 def open_incidents(root: Path, clusters: Sequence[str], now: float, window_s: float = WINDOW_S
                    ) -> list[IncidentRecord]:
-    """The incidents of `clusters` whose last event since `window_s` before `now` is not ``resolved``.
+    """The incidents of `clusters` whose last event since `window_s` before `now` is not ``resolved`` or ``lost``.
 
     Reads Arrow, not pandas: the collector's image has no pandas."""
     events = read_arrow(Path(root), "incident_events", start=now - window_s, clusters=list(clusters))
@@ -34,7 +36,7 @@ def open_incidents(root: Path, clusters: Sequence[str], now: float, window_s: fl
         last[(row["cluster"], row["id"])] = row
     out = []
     for r in last.values():
-        if r["event"] == "resolved" or r.get("opened") is None:
+        if r["event"] in ("resolved", LOST) or r.get("opened") is None:
             continue
         out.append(IncidentRecord(
             cluster=r["cluster"], id=r["id"], kind=r["kind"], subject=r["subject"], severity=r["severity"],
@@ -46,13 +48,9 @@ def open_incidents(root: Path, clusters: Sequence[str], now: float, window_s: fl
     return sorted(out, key=lambda i: (i.cluster, i.opened, i.id))
 
 
-ALERT_EVENT_ORDER = {"open": 0, "restate": 1, "resolve": 2}
-"""Within one poll an alert's events happen in this order."""
-
-
 def open_alerts(root: Path, clusters: Sequence[str], now: float, window_s: float = WINDOW_S) -> list[AlertRecord]:
-    """The alerts of `clusters` whose last event since `window_s` before `now` is not ``resolve``: per (cluster,
-    rule, subject) the episode first seen last (an older one never resolved was lost by its collector)."""
+    """The alerts of `clusters` whose last event since `window_s` before `now` is not ``resolve`` or ``lost``: per
+    (cluster, rule, subject) the episode first seen last (an older one never resolved was lost by its collector)."""
     events = read_arrow(Path(root), "alert_events", start=now - window_s, clusters=list(clusters),
                         columns=["cluster", "time", "event", "rule", "severity", "subject", "summary", "first_seen",
                                  "last_seen", "value"])
@@ -63,18 +61,25 @@ def open_alerts(root: Path, clusters: Sequence[str], now: float, window_s: float
     out = [AlertRecord(rule=r["rule"], severity=r["severity"], cluster=r["cluster"], subject=r["subject"],
                        summary=r["summary"] or "", first_seen=r["first_seen"], last_seen=r["last_seen"] or r["time"],
                        value=r["value"])
-           for r in last.values() if r["event"] != "resolve"]
+           for r in last.values() if r["event"] not in ("resolve", LOST)]
     return sorted(out, key=lambda a: (a.cluster, a.first_seen, a.rule, a.subject))
 
 
-def last_cluster_ids(root: Path, clusters: Sequence[str], now: float, window_s: float = WINDOW_S) -> dict[str, str]:
-    """The cluster id each of `clusters` last reported in the history's polls since `window_s` before `now`: what
-    is carried on was of that cluster, and a collector now polling another one of the same name must not carry it
-    (`ClusterPoller.expect_cluster_id`)."""
+class LastPoll(NamedTuple):
+    """A cluster's last poll in a history: when, and the cluster id it reported (None: not recorded)."""
+
+    time: float
+    cluster_id: str | None
+
+
+def last_polls(root: Path, clusters: Sequence[str], now: float, window_s: float = WINDOW_S) -> dict[str, LastPoll]:
+    """Each of `clusters`' last poll in the history's polls since `window_s` before `now`. What is carried on was
+    of that cluster id, and a collector now polling another one of the same name must not carry it
+    (`ClusterPoller.expect_cluster_id`); what is not carried on was last seen open then (`ClusterPoller.lose`)."""
     polls = read_arrow(Path(root), "cluster", start=now - window_s, clusters=list(clusters),
                        columns=["cluster", "time", "cluster_id"])
-    out: dict[str, str] = {}
+    out: dict[str, LastPoll] = {}
     for r in sorted(polls.to_pylist(), key=lambda r: r["time"]):
-        if r["cluster_id"]:
-            out[r["cluster"]] = r["cluster_id"]
+        known = out.get(r["cluster"])
+        out[r["cluster"]] = LastPoll(float(r["time"]), r["cluster_id"] or (known.cluster_id if known else None))
     return out

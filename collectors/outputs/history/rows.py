@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from collectors.model.poll import IncidentEvent
 from collectors.model.records import AlertRecord, ClusterSnapshot, GroupPartitionRecord
-from collectors.model.vocabulary import PARTITION_STATUS_RANK
+from collectors.model.vocabulary import LOST, PARTITION_STATUS_RANK
 from collectors.outputs.history.schema import (
     ALERT_FIELDS,
     HISTORY_SCHEMA_VERSION,
@@ -43,7 +43,7 @@ def _schema_fields(table: str) -> list[str]:
 def snapshot_columns(snap: ClusterSnapshot, opened: Sequence[AlertRecord] = (),
                      resolved: Sequence[AlertRecord] = (), partition_detail: bool = False,
                      incident_events: Sequence[IncidentEvent] = (), thresholds: str | None = None,
-                     restated: Sequence[AlertRecord] = ()) -> dict[str, Columns]:
+                     restated: Sequence[AlertRecord] = (), lost: Sequence[AlertRecord] = ()) -> dict[str, Columns]:
     """One poll as columns per table (``cluster``/``time``/``schema_version`` are added by the writer).
 
     Tables without rows are left out. Exposed for tests and for the row-count documentation.
@@ -85,10 +85,13 @@ def snapshot_columns(snap: ClusterSnapshot, opened: Sequence[AlertRecord] = (),
                           "last_stable_offset": [p.last_stable_offset for p, _ in gaps]}
     if snap.zookeeper or snap.kraft_voters:
         out["consensus"] = _consensus(snap)
-    if opened or resolved or restated:
-        events = [("open", a) for a in opened] + [("restate", a) for a in restated] + [("resolve", a) for a in resolved]
+    if opened or resolved or restated or lost:
+        events = ([("open", a) for a in opened] + [("restate", a) for a in restated]
+                  + [("resolve", a) for a in resolved] + [(LOST, a) for a in lost])
         cols = {"event": [e for e, _ in events]}
         cols.update({n: [getattr(a, n) for _, a in events] for n in ALERT_FIELDS})
+        if lost:  # a lost alert's row is at its last poll seen open, not at this poll
+            cols["time"] = [a.last_seen if e == LOST else snap.time for e, a in events]
         out["alert_events"] = cols
     if incident_events:
         out["incident_events"] = _incident_events(incident_events)

@@ -148,14 +148,15 @@ class HistoryWriter:
 
     def add(self, result: PollResult) -> None:
         """Buffer one `PollResult` (snapshot + newly opened + newly resolved alerts + incident events)."""
-        self.add_snapshot(result.snapshot, result.opened, result.resolved, result.incident_events, result.restated)
+        self.add_snapshot(result.snapshot, result.opened, result.resolved, result.incident_events, result.restated,
+                          result.lost)
 
     def add_snapshot(self, snapshot: ClusterSnapshot, opened: Sequence[AlertRecord] = (),
                      resolved: Sequence[AlertRecord] = (), incident_events: Sequence[IncidentEvent] = (),
-                     restated: Sequence[AlertRecord] = ()) -> None:
+                     restated: Sequence[AlertRecord] = (), lost: Sequence[AlertRecord] = ()) -> None:
         try:
             tables = snapshot_columns(snapshot, opened, resolved, self.partition_detail, incident_events,
-                                      self.thresholds, restated)
+                                      self.thresholds, restated, lost)
             chunks = []
             for table, cols in tables.items():
                 batch = to_batch(table, cols, snapshot.cluster, snapshot.time)
