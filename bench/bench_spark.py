@@ -59,7 +59,7 @@ import psutil
 import pyarrow.parquet as pq
 
 from bench.synthetic_history import Shape, generate
-from collectors.model.vocabulary import CLUSTER_WIDE_INCIDENT_KINDS, CRITICAL, SEVERITY_RANK
+from collectors.model.vocabulary import CLUSTER_WIDE_INCIDENT_KINDS, CRITICAL, MONITOR_INCIDENT, SEVERITY_RANK
 from collectors.outputs.history.files import stores_timestamps
 from collectors.outputs.history.schema import SECONDS_TABLES, TIME_COLUMNS
 from spark_analytics import aggregations as A
@@ -273,12 +273,13 @@ def duckdb_incidents(con: Any, events: str, cluster: str, s: float, e: float) ->
                           END AS open_for
                    FROM x WHERE start < {e} AND coalesce(fin, lost, nxt, as_of) >= {s})"""
     head = con.execute(sql + f"""
+        , h AS (SELECT * FROM y WHERE kind <> '{MONITOR_INCIDENT}')  -- the monitor's own: by kind only
         SELECT count_if(start >= {s}) AS incidents_opened,
                count_if(start >= {s} AND worst = {SEVERITY_RANK[CRITICAL]}) AS critical_incidents,
                count_if(fin IS NULL AND lost IS NULL AND nxt IS NULL) AS incidents_open_at_end,
                avg(dur) FILTER (WHERE fin >= {s}) / 60 AS mttr_minutes,
                max(coalesce(dur, open_for)) / 60 AS longest_incident_minutes,
-               (SELECT count(*) FROM {events} WHERE time >= {s}) AS events FROM y""")
+               (SELECT count(*) FROM {events} WHERE time >= {s}) AS events FROM h""")
     names = [d[0] for d in head.description]
     figures = dict(zip(names, head.fetchone(), strict=True))
     kinds = dict(con.execute(sql + f" SELECT kind, count_if(start >= {s}) FROM y GROUP BY kind").fetchall())

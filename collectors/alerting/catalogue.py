@@ -124,10 +124,6 @@ def rules_of(family: str) -> frozenset[str]:
     return frozenset(r.name for r in CATALOGUE if r.family == family)
 
 
-INCIDENT_KINDS = ("broker", "consensus", "topic", "group", "transaction", "cluster", "monitor")
-"""Incident kinds (`collectors.alerting.correlation`), in the order on-call should read them when severities tie
-(causes before symptoms)."""
-
 BROKER_CAUSES = frozenset({"broker_down", "broker_unreachable"})
 """Rules that make a broker incident: the cause the partition symptoms below are grouped under."""
 PARTITION_SYMPTOMS = frozenset({"offline_partition", "under_min_isr", "at_min_isr", "under_replicated",

@@ -39,14 +39,13 @@ from collectors.alerting.catalogue import (
     BROKER_CAUSES,
     CLUSTER_RULES,
     CONSENSUS_RULES,
-    INCIDENT_KINDS,
     MONITOR_RULES,
     PARTITION_SYMPTOMS,
     RISK_RULES,
     RULES,
 )
 from collectors.model.records import AlertRecord, ClusterSnapshot, IncidentRecord, PartitionRecord
-from collectors.model.vocabulary import AT_MIN_ISR, OFFLINE, SEVERITY_RANK, UNDER_MIN_ISR
+from collectors.model.vocabulary import AT_MIN_ISR, INCIDENT_KINDS, OFFLINE, SEVERITY_RANK, UNDER_MIN_ISR
 
 BROKER, CONSENSUS, TOPIC, GROUP, TRANSACTION, CLUSTER, MONITOR = INCIDENT_KINDS
 

@@ -30,6 +30,12 @@ INCIDENT_EVENT_ORDER: Final = {"opened": 0, "reopened": 1, "updated": 2, "resolv
 update (2). Readers that want an incident's last state sort its events by (time, this)."""
 ALERT_EVENT_ORDER: Final = {"open": 0, "restate": 1, "resolve": 2, LOST: 3}
 """An alert episode's events (``alert_events``) in the order they apply within one poll."""
+INCIDENT_KINDS: Final = ("broker", "consensus", "topic", "group", "transaction", "cluster", "monitor")
+"""Incident kinds (`collectors.alerting.correlation`), in the order on-call should read them when severities tie
+(causes before symptoms)."""
+MONITOR_INCIDENT: Final = INCIDENT_KINDS[-1]
+"""The monitor's own incidents (its history or checkpoint not written): not the cluster's, so not in the weekly
+report's headline incident figures (listed by kind all the same)."""
 CLUSTER_WIDE_INCIDENT_KINDS: Final = ("broker", "consensus", "cluster", "monitor")
 """Incident kinds of which a cluster has at most one open at a time (every broker down is one ``broker``
 incident): their cause is the kind itself. Every other kind (topic, group, transaction) has one per subject."""

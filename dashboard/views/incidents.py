@@ -29,13 +29,12 @@ from collectors.alerting.catalogue import (
     BROKER_CAUSES,
     CLUSTER_RULES,
     CONSENSUS_RULES,
-    INCIDENT_KINDS,
     MONITOR_RULES,
     PARTITION_SYMPTOMS,
     RISK_RULES,
     RULES,
 )
-from collectors.model.vocabulary import SEVERITY_RANK
+from collectors.model.vocabulary import INCIDENT_KINDS, SEVERITY_RANK
 from dashboard.views.alerts import alert_target
 from dashboard.views.common import fmt_count, fmt_duration, fmt_utc, is_missing
 

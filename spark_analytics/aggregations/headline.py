@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from collectors.model.vocabulary import CRITICAL
+from collectors.model.vocabulary import CRITICAL, MONITOR_INCIDENT
 from spark_analytics.aggregations.incidents import FROM_INCIDENTS
 from spark_analytics.figures import HEADLINE, HEADLINE_NAMES
 
@@ -71,7 +71,8 @@ def headline(t: dict[str, pa.Table]) -> pa.Table:
 
     Families whose source has no row for the cluster stay null (no ZooKeeper -> ZooKeeper figures null);
     counts over event tables are 0 for a polled cluster. Incident figures count incidents (one per cause) where
-    the history recorded them, alert episodes where it did not (version 1: `aggregations.incidents`).
+    the history recorded them, but not the monitor's own (`MONITOR_INCIDENT`), alert episodes where it did not
+    (version 1: `aggregations.incidents`).
     """
     first = {name: {r["cluster"]: r for r in t[name].to_pylist()}
              for name in ("cluster_health", "cluster_replication", "lso_gap_cluster", "zk_quorum", "incident_source")}
@@ -103,7 +104,9 @@ def headline(t: dict[str, pa.Table]) -> pa.Table:
     behind = _one(t["zk_follower_behind"], "", "count_all", pc.field("polls") >= 2)
     voter = _one(t["kraft_voter_lag"], "lag_p99", "max")
     kraft_changes = _one(t["kraft_leader_changes"], "", "count_all")
-    inc, eps = _incident_figures(t["incidents"]), _incident_figures(t["alert_episodes"])
+    inc = _incident_figures(t["incidents"].filter(pc.field("kind") != MONITOR_INCIDENT) if t["incidents"].num_rows
+                            else t["incidents"])
+    eps = _incident_figures(t["alert_episodes"])
     out = []
     for p in sorted(t["polls"].to_pylist(), key=lambda r: r["cluster"]):
         c = p["cluster"]
