@@ -97,19 +97,38 @@ def incidents_by_severity(inc: pd.DataFrame) -> pd.DataFrame:
     return d.sort_values(["_rank", "_len", "start"], ascending=[True, False, True]).drop(columns=["_rank", "_len"])
 
 
+def _ending(end: float | None, status: str | None, drawn: float) -> str:
+    """How a time line bar ends, in words: its end; or why it has none (`incidents.incidents` statuses)."""
+    if not is_missing(end):
+        return fmt_time(end)
+    if status == "lost":
+        return f"lost: last seen open {fmt_time(drawn)}, end unseen (its collector stopped)"
+    if status == "superseded":
+        return f"end unknown (its collector lost it; counted until {fmt_time(drawn)})"
+    return "still open"
+
+
 def chart_incidents(ch: Charts, inc: pd.DataFrame, period_start: float, period_end: float, as_of: float,
                     title: str = "Alert episodes (alert open → resolve)",
                     empty: str = "no alert was open during the week") -> str:
-    """A time line of `inc` rows (``rule`` — or an incident's kind —, severity, subject, start, end)."""
+    """A time line of `inc` rows (``rule`` — or an incident's kind —, severity, subject, start, end, status,
+    minutes_in_period).
+
+    A bar runs as far as the row counts in the week (`minutes_in_period` from its start, or the week's): an open
+    one to `as_of`, a resolved one to its end, one ``lost`` or ``superseded`` (its collector lost it; no end) to
+    the last poll that saw it open or the next one's start. Before, those two ran to `as_of`, drawn as open."""
     if inc is None or inc.empty:
         return f'<p class="empty">{empty}</p>'
     d = incidents_by_severity(inc)
     d["_end"] = d["end"].where(d["end"].notna(), as_of)
+    if "minutes_in_period" in d.columns:
+        counted = d["start"].clip(lower=period_start) + d["minutes_in_period"].fillna(0.0) * 60.0
+        d["_end"] = d["_end"].where(d["end"].notna() | (d["status"] == "open"), counted)
     # One bar per rule and time span: a broker crash opens the same alert on dozens of partitions at once.
     d["_span"] = d["start"].round(0).astype(str) + "/" + d["_end"].round(0).astype(str)
     g = (d.groupby(["rule", "severity", "_span"], sort=False)
          .agg(start=("start", "first"), end=("end", "first"), _end=("_end", "first"), subject=("subject", "first"),
-              n=("subject", "size"))
+              status=("status", "first"), n=("subject", "size"))
          .reset_index().head(40))
     g["_label"] = g["rule"].astype(str) + " · " + g["subject"].astype(str) + g["n"].map(
         lambda n: f" (+{n - 1} more)" if n > 1 else "")
@@ -122,8 +141,9 @@ def chart_incidents(ch: Charts, inc: pd.DataFrame, period_start: float, period_e
             continue
         fig.add_trace(go.Bar(y=g.loc[m, "_label"], base=_dt(start[m]), x=((end[m] - start[m]).clip(lower=1) * 1000),
                              orientation="h", name=sev, marker_color=color,
-                             hovertext=[f"{fmt_time(a)} → {fmt_time(b) if not is_missing(b) else 'still open'}"
-                                        for a, b in zip(g.loc[m, "start"], g.loc[m, "end"], strict=True)]))
+                             hovertext=[f"{fmt_time(a)} → {_ending(b, s, e)}" for a, b, s, e in zip(
+                                 g.loc[m, "start"], g.loc[m, "end"], g.loc[m, "status"], g.loc[m, "_end"],
+                                 strict=True)]))
     fig.update_layout(title=title, xaxis={"type": "date"}, barmode="overlay",
                       yaxis={"autorange": "reversed"})
     return ch(fig, max(260, 110 + 26 * len(g)))
