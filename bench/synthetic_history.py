@@ -18,7 +18,9 @@ the first poll), three groups stalled for 2 h (lag seconds past any SLO, WARN th
 retention for 1 h, a stuck transaction (open 30 min with a 60 s timeout), a hanging transaction (2 h), ten
 producer epoch bumps. The collector's view of them as incidents (``incident_events``, one per cause: the outage
 of brokers 2 and 5 together is one incident; group-0017's stall resolves and comes back within the hold-down:
-reopened, same id; a topic incident is still open at the week's end) and the thresholds it ran with
+reopened, same id; a topic incident is still open at the week's end; another one was lost by its collector,
+``lost`` an hour after it opened; the monitor's own history write failure, 20 min, which the headline leaves
+out) and the thresholds it ran with
 (``cluster.thresholds``: `THRESHOLDS`, a lag SLO of 10 min instead of the default 5) are written as history
 version 2 does.
 
@@ -52,6 +54,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from collectors.alerting.thresholds import Thresholds
+from collectors.model.vocabulary import LOST
 from collectors.outputs.history import (
     COMPACT_ROW_GROUP,
     HISTORY_SCHEMA_VERSION,
@@ -247,6 +250,11 @@ class Week:
         add("transaction", "txn-topic-0-3", [(h0 + 2 * iv, "opened", "critical"),
                                              (h0 + hdur + iv, "resolved", "critical")])
         add("topic", "topic-199", [(self.start + 6 * DAY + 23 * h, "opened", "warning")])  # open at the week end
+        # its collector stopped; the next did not carry it on (started too late): ended unseen at the last poll
+        add("topic", "topic-150", [(self.start + 4 * DAY + 8 * h, "opened", "warning"),
+                                   (self.start + 4 * DAY + 9 * h, LOST, "warning")])
+        add("monitor", "monitor", [(self.start + 2 * DAY + 10 * h, "opened", "warning"),
+                                   (self.start + 2 * DAY + 10 * h + 1200, "resolved", "warning")])
         return out
 
     def incidents_open(self, t: np.ndarray) -> np.ndarray:
@@ -255,7 +263,7 @@ class Week:
         for inc in self.incidents():
             state = np.zeros(len(t), bool)
             for time_, event, _ in inc["events"]:
-                state = np.where(t >= time_, event != "resolved", state)
+                state = np.where(t >= time_, event not in ("resolved", LOST), state)
             n += state
         return n
 
