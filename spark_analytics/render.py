@@ -264,9 +264,16 @@ def _incidents_section(ch: Charts, t: dict[str, pd.DataFrame], doc: dict[str, An
                  f'{esc(fmt_value(h.get("mttr_minutes"), MINUTES))}, longest '
                  f'{esc(fmt_value(h.get("longest_incident_minutes"), MINUTES))}; '
                  f'{fmt_num(h.get("alert_episodes_opened"))} alert episode(s) behind them.</p>')
-    parts.append(table(t.get("incident_kinds"), [
+    kinds = t.get("incident_kinds")
+    lost = int(kinds["lost"].sum()) if kinds is not None and "lost" in kinds else 0
+    if lost:
+        parts.append(f'<p class="note">{fmt_num(lost)} incident(s) lost by their collector: it stopped with them '
+                     'open and the next one started too late (or on another cluster of the name) to carry them on. '
+                     'Each counts up to the last poll that saw it open; how it ended nobody saw.</p>')
+    parts.append(table(kinds, [
         ("kind", "kind", _txt), ("opened", "opened", fmt_num), ("critical", "critical", fmt_num),
-        ("resolved", "resolved", fmt_num), ("open_at_end", "open at end", fmt_num), ("mttr_s", "MTTR", fmt_duration),
+        ("resolved", "resolved", fmt_num), ("open_at_end", "open at end", fmt_num), ("lost", "lost", fmt_num),
+        ("mttr_s", "MTTR", fmt_duration),
         ("longest_s", "longest", fmt_duration), ("alerts", "alerts (most at once, summed)", fmt_num)],
         empty="no incident this week"))
     inc = t.get("incidents")

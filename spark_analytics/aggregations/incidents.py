@@ -90,11 +90,13 @@ def incidents(incident_events: DataFrame, polls: DataFrame, period: Period) -> D
 
 def incident_kinds(incident_rows: DataFrame) -> DataFrame:
     """Per cluster and kind, from `incidents`: incidents in the period, opened, critical (opened), resolved, open
-    at the end, MTTR (mean ``duration_s`` of those resolved in the period) and the longest (open ones so far)."""
+    at the end, lost (by their collector: end unseen), MTTR (mean ``duration_s`` of those resolved in the period)
+    and the longest (open ones so far)."""
     return incident_rows.groupBy("cluster", "kind").agg(
         F.count(F.lit(1)).alias("incidents"), F.count_if("opened_in_period").alias("opened"),
         F.count_if(F.col("opened_in_period") & (F.col("severity") == CRITICAL)).alias("critical"),
         F.count_if("resolved_in_period").alias("resolved"), F.count_if(F.col("status") == "open").alias("open_at_end"),
+        F.count_if(F.col("status") == LOST).alias("lost"),
         F.avg(F.when(F.col("resolved_in_period"), F.col("duration_s"))).alias("mttr_s"),
         F.max(F.coalesce(F.col("duration_s"), F.col("open_for_s"))).alias("longest_s"),
         F.sum("minutes_in_period").alias("minutes_in_period"), F.sum("alerts").alias("alerts"))

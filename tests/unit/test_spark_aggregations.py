@@ -280,9 +280,9 @@ def test_an_incident_recorded_lost_ends_where_it_was_last_seen_and_is_not_open(s
     assert (inc["M"]["open_for_s"], inc["M"]["duration_s"], inc["M"]["end"]) == (None, None, None)
     assert inc["M"]["minutes_in_period"] == pytest.approx(800 / 60)
     assert inc["Q"]["minutes_in_period"] == pytest.approx(200 / 60) and not inc["Q"]["opened_in_period"]
-    kinds = {r["kind"]: (r["opened"], r["resolved"], r["open_at_end"], r["longest_s"]) for r in rows(
+    kinds = {r["kind"]: (r["opened"], r["resolved"], r["open_at_end"], r["lost"], r["longest_s"]) for r in rows(
         A.incident_kinds(A.incidents(frame(spark, "incident_events", events), polls, W)))}
-    assert kinds == {"broker": (2, 1, 0, 600.0), "topic": (1, 0, 1, 5030.0), "group": (0, 0, 0, None)}
+    assert kinds == {"broker": (2, 1, 0, 1, 600.0), "topic": (1, 0, 1, 0, 5030.0), "group": (0, 0, 0, 1, None)}
 
     con = duckdb.connect()
     con.register("ev", pa.Table.from_pylist([{"cluster": "c1", **e} for e in events]))
