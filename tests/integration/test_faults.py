@@ -154,6 +154,15 @@ def _close(monitor: Any, sinks: list) -> None:  # type: ignore[type-arg]
     monitor.close()
 
 
+def _close_after_crash(sb: Sandbox, *collectors: tuple[Any, list] | None) -> None:  # type: ignore[type-arg]
+    """Close the collectors a broker-3 crash test started (None: not started yet) and bring 3 back (a no-op when it
+    is up), so the module's other tests find the cluster whole."""
+    for c in collectors:
+        if c is not None:
+            _close(*c)
+    sb.call(lambda c: c.restart_broker(3))
+
+
 def _broker_incident(r: Any) -> Any:
     return next((i for i in r.snapshot.incidents if i.kind == "broker"), None)
 
@@ -241,9 +250,7 @@ def test_a_takeover_carries_on_the_incident_the_first_collector_left_open(sb: Sa
         sb.call(lambda c: c.restart_broker(3))
         _until(sb, second, lambda r: _broker_incident(r) is None)
     finally:
-        _close(*first)
-        _close(*second)
-        sb.call(lambda c: c.restart_broker(3))  # a no-op when it is up
+        _close_after_crash(sb, first, second)
     _one_broker_incident(root, one.id)
 
 
@@ -265,10 +272,7 @@ def test_a_collector_started_after_the_last_one_stopped_carries_on_its_incident(
         sb.call(lambda c: c.restart_broker(3))
         _until(sb, second, lambda r: _broker_incident(r) is None)
     finally:
-        _close(*first)
-        if second is not None:
-            _close(*second)
-        sb.call(lambda c: c.restart_broker(3))  # a no-op when it is up
+        _close_after_crash(sb, first, second)
     _one_broker_incident(root, one.id)
 
 
@@ -296,10 +300,7 @@ def test_a_collector_started_too_late_to_carry_on_records_the_incident_as_lost(s
             ("lost", pytest.approx(last_poll, abs=1e-3))]
         _until(sb, second, lambda r: _broker_incident(r) is None)
     finally:
-        _close(*first)
-        if second is not None:
-            _close(*second)
-        sb.call(lambda c: c.restart_broker(3))  # a no-op when it is up
+        _close_after_crash(sb, first, second)
     events = read_table(root, "incident_events")
     mine = events[events.id == one.id].sort_values("time")
     assert list(mine.event) == ["opened", "lost"], mine[["time", "event"]].to_string()
