@@ -213,7 +213,8 @@ def _replication_section(ch: Charts, t: dict[str, pd.DataFrame], doc: dict[str, 
     parts.append(table(t.get("alert_summary"), [
         ("rule", "rule", _txt), ("severity", "severity", _txt), ("episodes", "episodes", fmt_num),
         ("opened", "opened", fmt_num), ("resolved", "resolved", fmt_num), ("open_at_end", "open at end", fmt_num),
-        ("mttr_s", "mean duration", fmt_duration), ("longest_s", "longest", fmt_duration)], empty="no alerts"))
+        ("lost", "lost", fmt_num), ("mttr_s", "mean duration", fmt_duration), ("longest_s", "longest", fmt_duration)],
+        empty="no alerts"))
     eps = t.get("alert_episodes")
     if eps is not None and not eps.empty:
         eps = incidents_by_severity(eps)

@@ -61,10 +61,12 @@ def alert_episodes(alert_events: DataFrame, polls: DataFrame, period: Period) ->
 
 
 def alert_summary(episode_rows: DataFrame) -> DataFrame:
-    """Per cluster and rule: alert episodes opened, resolved, open at the end, MTTR and longest (`alert_episodes`)."""
+    """Per cluster and rule: alert episodes opened, resolved, open at the end, lost (by their collector: end
+    unseen), MTTR and longest (`alert_episodes`)."""
     return episode_rows.groupBy("cluster", "rule").agg(
         F.count(F.lit(1)).alias("episodes"), F.count_if("opened_in_period").alias("opened"),
         F.count_if("resolved_in_period").alias("resolved"), F.count_if(F.col("status") == "open").alias("open_at_end"),
+        F.count_if(F.col("status") == LOST).alias("lost"),
         F.avg(F.when(F.col("resolved_in_period"), F.col("duration_s"))).alias("mttr_s"),
         F.max(F.coalesce(F.col("duration_s"), F.col("open_for_s"))).alias("longest_s"),
         F.sum("minutes_in_period").alias("minutes_in_period"), F.max_by("severity", "start").alias("severity"))

@@ -308,7 +308,7 @@ def test_an_alert_recorded_lost_ends_where_it_was_last_seen(spark: Any) -> None:
     assert (eps[1000]["end"], eps[1000]["open_for_s"]) == (None, None)
     assert eps[1000]["minutes_in_period"] == pytest.approx(800 / 60)
     (s,) = rows(A.alert_summary(A.alert_episodes(ev, polls, W)))
-    assert (s["episodes"], s["opened"], s["resolved"], s["open_at_end"]) == (2, 2, 1, 0)
+    assert (s["episodes"], s["opened"], s["resolved"], s["open_at_end"], s["lost"]) == (2, 2, 1, 0, 1)
 
 
 def _v2_polls(times: list[float], recorded: dict[str, Any] | None = None) -> list[dict[str, Any]]:
