@@ -152,7 +152,7 @@ def _listed(spark: SparkSession | None, root: str, table: str, start: float, end
 
     Empty (0-byte) files are left out; Spark would skip them without a word (a day of ``brokers`` whose only file
     was emptied read as no brokers at all): listed apart, the report's notes name them. So are files a failed read
-    of this process found damaged (`damaged_files`, `relisting`), in a local history only."""
+    of this process found damaged (`damaged_files`, `relisting`), local or remote."""
     last = end - 1e-3  # the day of the last instant inside the range (end itself is excluded)
     if use_hadoop is None:
         use_hadoop = is_remote(root)
@@ -166,7 +166,8 @@ def _listed(spark: SparkSession | None, root: str, table: str, start: float, end
         log.warning(REPEAT_WARNING, repeat, first)
     for f in empty:
         warn_empty(f)
-    return Listed(files, repeats, empty)
+    damaged = {f: why for f in files if (why := _REMOTE_DAMAGED.get(_uri_key(f))) is not None}
+    return Listed([f for f in files if f not in damaged], repeats, empty, damaged)
 
 
 def vanished(e: BaseException) -> bool:
@@ -185,10 +186,10 @@ def damaged_files(e: BaseException, root: str) -> dict[Path, str]:
     and that indeed do not read ({path: why}, `collectors.outputs.history.files.damage`): a file cut short or
     damaged past its footer by a copy or restore (the collectors never publish one). Spark names such a file
     (``[FAILED_READ_FILE.NO_HINT] Encountered error while reading file file:///…``) but only once it reads it;
-    `relisting` then leaves it out and runs again. Empty for a remote `root` (not checked here) and for any
-    failure that no file under `root` explains."""
+    `relisting` then leaves it out and runs again. Empty for any failure that no file under `root` explains. A
+    remote `root`'s files are checked by Spark itself (`remote_damage`), keyed by their URI (str)."""
     if is_remote(root):
-        return {}
+        return _remote_damaged_files(e, root)
     base = _local(root).resolve()
     out: dict[Path, str] = {}
     for uri in dict.fromkeys(_READ_FAILED.findall(str(e))):
@@ -201,6 +202,60 @@ def damaged_files(e: BaseException, root: str) -> dict[Path, str]:
     return out
 
 
+_REMOTE_DAMAGED: dict[tuple[str, str, str], str] = {}
+"""Remote files a read of this process found damaged (`_uri_key` -> why): the Hadoop listing leaves them out. Unlike
+a local file's mark (`collectors.outputs.history.files.mark_damaged`) it does not check size and mtime: a run reads
+a remote history once; the next run checks again."""
+
+
+def _uri_key(uri: str) -> tuple[str, str, str]:
+    """A file URI as (scheme, host, path): Spark's errors and Hadoop's listings spell the same file differently
+    (``file:/x`` and ``file:///x``; a namenode with and without its port; percent-encoding)."""
+    u = urlparse(str(uri))
+    return u.scheme.lower(), (u.hostname or "").lower(), unquote(u.path).rstrip("/")
+
+
+def _under(uri: str, root: str) -> bool:
+    (scheme, host, path), (r_scheme, r_host, r_path) = _uri_key(uri), _uri_key(root)
+    return scheme == r_scheme and (not host or not r_host or host == r_host) and path.startswith(r_path + "/")
+
+
+def _cause(e: BaseException) -> str:
+    """The innermost cause a JVM error names (its last ``Caused by:`` line), else its first line; short."""
+    causes = [ln.strip()[len("Caused by:"):].strip() for ln in str(e).splitlines()
+              if ln.strip().startswith("Caused by:")]
+    return (causes[-1] if causes else str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)[:300]
+
+
+def remote_damage(spark: SparkSession, uri: str) -> str | None:
+    """Why the (remote) history file `uri` cannot be read whole, by Spark decoding every page of it alone; None if
+    it reads (the failure was elsewhere, or passing) or is gone (`vanished`: a compaction's doing)."""
+    try:
+        spark.read.parquet(uri).write.format("noop").mode("overwrite").save()
+    except Exception as e:
+        return None if vanished(e) else _cause(e)
+    return None
+
+
+def _remote_damaged_files(e: BaseException, root: str) -> dict[Path, str]:
+    spark = SparkSession.getActiveSession()
+    if spark is None:
+        return {}
+    out: dict[Any, str] = {}
+    for uri in dict.fromkeys(_READ_FAILED.findall(str(e))):
+        if _under(uri, root) and (problem := remote_damage(spark, uri)) is not None:
+            out[uri] = problem
+    return out
+
+
+def _mark_damaged(path: Path | str, problem: str) -> None:
+    """`mark_damaged` for a local path; a remote URI is remembered for this process (`_REMOTE_DAMAGED`)."""
+    if isinstance(path, str):
+        _REMOTE_DAMAGED[_uri_key(path)] = problem
+    else:
+        mark_damaged(path, problem)
+
+
 def relisting(run: Callable[[], R], roots: Sequence[str], logger: logging.Logger, what: str, attempts: int = 3,
               damaged_limit: int = 5) -> R:
     """`run()` (a job that lists files under `roots` and reads them: a history, a roll-up store), run again when
@@ -208,7 +263,8 @@ def relisting(run: Callable[[], R], roots: Sequence[str], logger: logging.Logger
 
     A listed file vanished before Spark opened it (`vanished`: the collectors' compaction or retention deleted it;
     its rows are in the file that superseded it): up to `attempts` runs. A local file under `roots` cut short or
-    damaged inside (`damaged_files`: a copy or restore; the collectors never publish one): marked for the process
+    damaged inside (`damaged_files`: a copy or restore; the collectors never publish one), or such a file of a
+    remote history (checked by Spark: `remote_damage`): marked for the process
     (`collectors.outputs.history.files.mark_damaged`: every later listing of a history leaves it out, and a report's
     notes name it; a roll-up day with it reads as not rolled up), with a warning, for up to `damaged_limit` files.
     Anything else is raised. `what` names the job's object in the warnings ("the report of 2026-W47",
@@ -228,8 +284,9 @@ def relisting(run: Callable[[], R], roots: Sequence[str], logger: logging.Logger
                 raise
             for path, problem in bad.items():
                 damaged += 1
-                mark_damaged(path, problem)
-                logger.warning("%s does not read (%s); %s is computed again without it", path, problem, what)
+                _mark_damaged(path, problem)
+                logger.warning("%s does not read (%s); %s is computed again without it",
+                               _short(path) if isinstance(path, str) else path, problem, what)  # a URI: no root
 
 
 def damaged_file_sizes(root: str, table: str, start: float, end: float) -> list[tuple[str, int, str]]:

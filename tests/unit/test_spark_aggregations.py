@@ -14,6 +14,7 @@ import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -1085,6 +1086,42 @@ def test_a_damaged_history_file_is_left_out_of_the_report_and_named_in_its_notes
     assert len(notes) == 1 and notes[0].startswith(
         "1 history file(s) do not read (cut short or damaged: a copy or restore?) and were left out (cluster 1), "
         "e.g. cluster/date=2026-11-19/part-2-b.parquet (")
+
+
+def test_a_damaged_file_of_a_remote_history_is_left_out_and_named_too(
+        spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A remote history (HDFS, S3: listed and read through Hadoop's FileSystem API) with a file damaged past its
+    footer. Before, the report stopped there, every week, until someone moved the file: the local check
+    (`collectors.outputs.history.files.damage`) cannot open a remote file. Now Spark reads the file it named on its
+    own, and if that fails too the file is left out and named in the notes, as for a local history. The history is
+    on local disk under a ``file://`` URI taken as remote: the one boundary moved (no HDFS or object store here);
+    the listing and the reads go through the real Hadoop API."""
+    real = io.is_remote
+    monkeypatch.setattr(io, "is_remote", lambda p: str(p).startswith("file://") or real(p))
+
+    def polls(day: int) -> dict[str, list[Any]]:
+        times = [T0 + day * 86400 + i * 600 for i in range(144)]
+        return {"cluster": ["c1"] * 144, "schema_version": [1] * 144, "time": times, "reachable": [True] * 144,
+                "controller_id": [1] * 144}
+
+    _write(tmp_path, "cluster", "2026-11-18", "part-1-a.parquet", polls(2))
+    bad = _write(tmp_path, "cluster", "2026-11-19", "part-2-b.parquet", polls(3))
+    damage_pages(bad)
+    root = f"file://{tmp_path}"
+    with caplog.at_level(logging.WARNING, logger="spark_analytics.weekly_report"):
+        c = weekly_report.compute_with_retry(spark, root, W, A.Options(), None)
+    assert "cluster/date=2026-11-19/part-2-b.parquet does not read (" in caplog.text
+    assert str(tmp_path) not in caplog.text  # the file, not the root: a remote root may carry credentials
+    td = c.data["cluster"]
+    assert [Path(urlparse(f).path) for f in td.files] == [tmp_path / "cluster/date=2026-11-18/part-1-a.parquet"]
+    assert [Path(urlparse(f).path) for f in td.damaged] == [bad]
+    assert c.tables["polls"].to_pylist()[0]["polls"] == 144  # the good day's
+    notes = [n for n in io.table_notes(c.data, W.days()) if "do not read" in n]
+    assert len(notes) == 1 and "e.g. cluster/date=2026-11-19/part-2-b.parquet (" in notes[0]
+    # a failure that names a file which reads (a passing network error) leaves it in, and is raised
+    good_error = Exception("Encountered error while reading file " + (tmp_path / "cluster/date=2026-11-18/"
+                                                                      "part-1-a.parquet").as_uri())
+    assert io.damaged_files(good_error, root) == {}
 
 
 def test_damaged_files_are_those_spark_names_under_the_root_that_do_not_read(tmp_path: Path) -> None:
