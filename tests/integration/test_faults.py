@@ -344,3 +344,38 @@ def test_what_a_history_left_open_of_another_cluster_of_the_name_is_not_carried_
         _close(*c)
     events = read_table(root, "incident_events")
     assert list(events[events.id == "broker-of-the-old-one"].event) == ["opened", "lost"]
+
+
+def test_an_alert_open_for_a_day_is_recorded_again(sb: Sandbox, tmp_path: Path) -> None:
+    """Broker 3 stays down for a day. The collector records its `broker_down` again (`restate`) a day after the
+    alert's last event, so a week's report (reading two weeks of events) and a collector taking the history over
+    (reading two days) still find it open when its opening is older than that. The day passes on the collector's
+    clock only, jumping between two polls: a day of the sandbox's own would disturb this module's other tests; the
+    broker is really down throughout."""
+    from collectors.alerting.lifecycle import RESTATE_S
+    from collectors.outputs.history import read_table
+    from collectors.outputs.history.left_open import open_alerts
+
+    root = tmp_path / "history"
+    c = _collector(sb, tmp_path, root, "a")
+    try:
+        sb.call(lambda c: c.crash_broker(3))
+        first = alert(_until(sb, c, lambda r: alert(r, "broker_down", "broker-3") is not None), "broker_down",
+                      "broker-3")
+        later = sb.clock.now() + RESTATE_S + 60
+        (r,) = c[0].poll_once(later)
+        for sink in c[1]:
+            sink([r], later)
+        assert [(a.rule, a.first_seen) for a in r.restated if a.subject == "broker-3"] == [
+            ("broker_down", first.first_seen)]
+        (r2,) = c[0].poll_once(later + 30)
+        assert not [a for a in r2.restated if a.subject == "broker-3"]  # once a day, not every poll
+    finally:
+        _close_after_crash(sb, c)
+    alerts = read_table(root, "alert_events")
+    three = alerts[(alerts.rule == "broker_down") & (alerts.subject == "broker-3")].sort_values("time")
+    assert list(three.event) == ["open", "restate"] and three.first_seen.nunique() == 1, three.to_string()
+    # two days on, its opening is out of a taking-over collector's window; its restate is not
+    found = open_alerts(root, ["sandbox"], later + 2 * 86_400 - 120)
+    assert [(a.rule, a.first_seen) for a in found if a.subject == "broker-3"] == [
+        ("broker_down", pytest.approx(first.first_seen, abs=1e-3))]
