@@ -181,7 +181,7 @@ def vanished(e: BaseException) -> bool:
 _READ_FAILED = re.compile(r"while reading file (\S+?\.parquet)")
 
 
-def damaged_files(e: BaseException, root: str) -> dict[Path, str]:
+def damaged_files(e: BaseException, root: str) -> dict[Path | str, str]:
     """The files under the local `root` (a history, a roll-up store) that Spark's error `e` says it failed to read
     and that indeed do not read ({path: why}, `collectors.outputs.history.files.damage`): a file cut short or
     damaged past its footer by a copy or restore (the collectors never publish one). Spark names such a file
@@ -191,7 +191,7 @@ def damaged_files(e: BaseException, root: str) -> dict[Path, str]:
     if is_remote(root):
         return _remote_damaged_files(e, root)
     base = _local(root).resolve()
-    out: dict[Path, str] = {}
+    out: dict[Path | str, str] = {}
     for uri in dict.fromkeys(_READ_FAILED.findall(str(e))):
         path = Path(unquote(urlparse(uri).path)) if uri.startswith("file:") else Path(uri)
         if not path.resolve().is_relative_to(base):
@@ -237,11 +237,11 @@ def remote_damage(spark: SparkSession, uri: str) -> str | None:
     return None
 
 
-def _remote_damaged_files(e: BaseException, root: str) -> dict[Path, str]:
+def _remote_damaged_files(e: BaseException, root: str) -> dict[Path | str, str]:
     spark = SparkSession.getActiveSession()
     if spark is None:
         return {}
-    out: dict[Any, str] = {}
+    out: dict[Path | str, str] = {}
     for uri in dict.fromkeys(_READ_FAILED.findall(str(e))):
         if _under(uri, root) and (problem := remote_damage(spark, uri)) is not None:
             out[uri] = problem

@@ -1142,7 +1142,7 @@ def test_damaged_files_are_those_spark_names_under_the_root_that_do_not_read(tmp
     assert io.damaged_files(error(cut), f"file://{tmp_path / 'h'}") == got
     assert io.damaged_files(error(fine), str(tmp_path / "h")) == {}
     assert io.damaged_files(Exception("Connection refused"), str(tmp_path / "h")) == {}
-    assert io.damaged_files(error(cut), "hdfs://nn/history") == {}  # a remote history is not checked here
+    assert io.damaged_files(error(cut), "hdfs://nn/history") == {}  # not a file under that (remote) root
 
 
 def test_cli_rejects_bad_arguments_with_exit_code_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
