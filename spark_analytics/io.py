@@ -224,7 +224,10 @@ def _cause(e: BaseException) -> str:
     """The innermost cause a JVM error names (its last ``Caused by:`` line), else its first line; short."""
     causes = [ln.strip()[len("Caused by:"):].strip() for ln in str(e).splitlines()
               if ln.strip().startswith("Caused by:")]
-    return (causes[-1] if causes else str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)[:300]
+    if causes:
+        return causes[-1][:300]
+    text = str(e).strip()
+    return (text.splitlines()[0] if text else type(e).__name__)[:300]
 
 
 def remote_damage(spark: SparkSession, uri: str) -> str | None:

@@ -83,11 +83,13 @@ _WINDOWS = pa.schema([
 
 
 def unusable_age(age_s: float, max_age_s: float) -> str | None:
-    """Why a memory saved `age_s` seconds ago is not to be resumed: ``"old"`` past `max_age_s` (its alerts and
-    incidents would span the whole time nobody watched) and always when `max_age_s` is 0 (the documented "never
-    resume"), ``"ahead"`` more than `FUTURE_SLACK_S` in the future; None when it may be. One rule for a
-    checkpoint and for what a history's last collector left open (`collectors.runtime.sinks.HistorySink`)."""
-    if max_age_s <= 0 or age_s > max_age_s:
+    """Why a memory saved `age_s` seconds ago is not to be resumed: ``"never"`` when `max_age_s` is 0 (as
+    documented), ``"old"`` past `max_age_s` (its alerts and incidents would span the whole time nobody watched),
+    ``"ahead"`` more than `FUTURE_SLACK_S` in the future; None when it may be. One rule for a checkpoint and for
+    what a history's last collector left open (`collectors.runtime.sinks.HistorySink`)."""
+    if max_age_s <= 0:
+        return "never"
+    if age_s > max_age_s:
         return "old"
     if age_s < -FUTURE_SLACK_S:
         return "ahead"
@@ -354,7 +356,7 @@ def load_checkpoint(state_dir: Path, cluster: str, *, lag_points: int, window_si
                 raise CheckpointError("no save time")
             age = now - saved_at
             verdict = unusable_age(age, max_age_s)
-            if verdict == "old" and max_age_s <= 0:
+            if verdict == "never":
                 raise CheckpointError("checkpoint_max_age_s is 0 (never resumed)")
             if verdict == "old":
                 raise CheckpointError(f"saved {age:.0f}s ago, older than checkpoint_max_age_s "

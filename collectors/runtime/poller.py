@@ -147,9 +147,10 @@ class ClusterPoller:
         if expected is not None and expected != cluster_id:
             log.warning("cluster %s: cluster id is %s, the memory resumed (checkpoint, or what the history left "
                         "open) was of %s; it is dropped", self.name, cluster_id, expected)
-            incidents, alerts = self.incidents.open_for(self.name), self.alerts.open_for(self.name)
-            self.lose(incidents, alerts, until if until is not None else
-                      max([i.last_seen for i in incidents] + [a.last_seen for a in alerts], default=0.0))
+            # `until` is set by whatever set `expected` (a checkpoint's save, the history's last poll); each record
+            # is lost no earlier than its own last_seen anyway
+            self.lose(self.incidents.open_for(self.name), self.alerts.open_for(self.name),
+                      until if until is not None else 0.0)
             self.state = ClusterState(window_size=self.thresholds.lag_window_points)
             self.alerts.forget(self.name)
             self.incidents.forget(self.name)

@@ -127,7 +127,7 @@ class HistorySink:
             verdict = None if age is None else unusable_age(age, self.carry_max_age_s)
             if age is None:
                 why = "recorded no poll"
-            elif verdict == "old":
+            elif verdict in ("old", "never"):
                 why = f"last wrote {age:.0f}s ago (carry_max_age_s {self.carry_max_age_s:.0f}s)"
             elif verdict == "ahead":
                 why = f"wrote polls {-age:.0f}s ahead of this collector's clock (stepped back?)"

@@ -143,8 +143,9 @@ def alert_intervals(events: pd.DataFrame, ref_time: float | dict[str, float]) ->
                        "first_seen": events["first_seen"].astype("float64"),
                        "resolved_at": events["resolved_at"].astype("float64"),
                        "severity": events["severity"].astype(object), "summary": events["summary"].astype(object),
-                       "time": events["time"].astype("float64")}).sort_values("time", kind="stable")
-    ev["lost"] = ev["time"].where(events["event"].reindex(ev.index) == LOST)
+                       "time": events["time"].astype("float64"),
+                       "lost": events["time"].astype("float64").where(events["event"] == LOST),
+                       }).sort_values("time", kind="stable")
     ev = ev.dropna(subset=["first_seen"])
     g = ev.groupby(["cluster", "rule", "subject", "first_seen"], sort=False).agg(
         severity=("severity", "last"), summary=("summary", "last"), resolved=("resolved_at", "max"),
@@ -229,7 +230,7 @@ def intervals_display(intervals: pd.DataFrame, tz: str | None) -> pd.DataFrame:
     if intervals is None or intervals.empty:
         return pd.DataFrame(columns=cols)
     iv = intervals.sort_values("start", ascending=False)
-    lost = iv["lost"] if "lost" in iv else pd.Series(False, index=iv.index)
+    lost = iv["lost"]
     return pd.DataFrame({
         "severity": iv["severity"], "cluster": iv["cluster"], "rule": iv["rule"], "subject": iv["subject"],
         "opened": epoch_to_local(iv["start"], tz),
