@@ -11,7 +11,6 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,7 +27,6 @@ from collectors.model.poll import IncidentEvent, PollResult
 from collectors.model.records import AlertRecord, IncidentRecord
 from collectors.model.snapshot import build_snapshot
 from collectors.model.state import ClusterState
-from collectors.model.vocabulary import LOST
 from collectors.sources.client_settings import confluent_settings, kafka_python_settings, kazoo_settings
 from collectors.sources.kafka_adapter import KafkaAdapter
 from collectors.sources.limiter import RequestLimiter
@@ -104,10 +102,11 @@ class ClusterPoller:
         not carried on, ended at `until` (the last poll known to have seen them open; their own ``last_seen`` if
         later) in a way nobody saw: a ``lost`` event each (`collectors.model.vocabulary.LOST`). Without it the
         history keeps them open for good, and the weekly report counts them open at the week's end."""
-        for inc in incidents:
-            t = max(until, inc.last_seen)
-            self._lost[0].append(IncidentEvent(t, LOST, replace(inc, last_seen=t)))
-        self._lost[1].extend(replace(a, last_seen=max(until, a.last_seen)) for a in alerts)
+        from collectors.outputs.history.left_open import lost_ends
+
+        events, ended = lost_ends(incidents, alerts, until)
+        self._lost[0].extend(events)
+        self._lost[1].extend(ended)
 
     def checkpoint(self, now: float) -> Checkpoint:
         """What a restart should resume from (call between polls: the state must not change meanwhile)."""

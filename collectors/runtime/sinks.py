@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -19,7 +20,7 @@ from collectors.alerting.catalogue import RISK_RULES
 from collectors.alerting.rules import Candidate
 from collectors.config import HistoryConfig, MonitorConfig, Thresholds
 from collectors.model.poll import PollResult
-from collectors.model.records import snapshot_to_dict
+from collectors.model.records import AlertRecord, IncidentRecord, snapshot_to_dict
 from collectors.outputs.api import JsonApi
 from collectors.outputs.exporter import MetricsEndpoint, MetricsServer
 
@@ -70,6 +71,8 @@ class HistorySink:
         self.monitor = monitor
         self.carry_max_age_s = carry_max_age_s
         self.clock = clock
+        self._unpolled: dict[str, float] = {}
+        """Clusters of the history that no collector writing it polls now -> their last poll (`_lose_unpolled`)."""
         self.writer = HistoryWriter(Path(cfg.root), flush_interval_s=cfg.flush_interval_s,
                                     partition_detail=cfg.partition_detail, retention_days=cfg.retention_days,
                                     compact_min_files=cfg.compact_min_files,
@@ -79,6 +82,8 @@ class HistorySink:
     def __call__(self, results: list[PollResult], now: float) -> None:
         for r in results:
             self.writer.add(r)
+        if self._unpolled:
+            self._lose_unpolled(self.writer, now)
         self.writer.maybe_flush()  # the writer times flushes on the wall clock; `now` may be simulated
         error = self.writer.last_error
         if self.exporter is not None:
@@ -107,55 +112,95 @@ class HistorySink:
             log.error("history flush failed: %s (rows kept in memory, %d dropped)", error, self.writer.dropped_rows)
 
     def _take_over(self, writer: HistoryWriter, last: Holder, watched: bool) -> None:
-        """This collector now writes a history another one wrote: carry on the incidents and alerts it left open.
+        """This collector now writes a history another one wrote: carry on the incidents and alerts left open.
 
-        `watched`: we stood by while it wrote (what it left is as fresh as its last flush). Otherwise it had
-        stopped before we started (a restart that lost its checkpoint, a new pod), and we carry on only if it
-        wrote within `carry_max_age_s`. Our incidents and alerts of the same causes go on under the ids and
-        first-seen times the history holds (opened once, resolved once in the weekly report); our buffered events
-        of the ones given up are dropped. What is not carried on (too old, another cluster of the name, a cluster
-        the last holder did not poll) ends with a ``lost`` event at the last poll that saw it open: else the
-        history kept it open for good."""
+        Decided per cluster (`left_open.carry_verdicts`): what the history left open of a cluster we poll is carried
+        on if that cluster was polled within `carry_max_age_s` (any age when we stood by while the holder polled
+        it: `watched`), and was the cluster we poll (by id). Our incidents and alerts of the same causes go on
+        under the ids and first-seen times the history holds (opened once, resolved once in the weekly report); our
+        buffered events of the ones given up are dropped. What is not carried on (polled too long ago, another
+        cluster of the name) ends with a ``lost`` event at the last poll that saw it open: else the history kept it
+        open for good. So does what is left open of a cluster of the history nobody polls any more (taken out of
+        the configuration), when the lease's lock says no other collector writes the root."""
         if self.monitor is None:
             return
-        from collectors.outputs.checkpoint import unusable_age
+        from collectors.outputs.history.left_open import carry_verdicts, last_polls, open_alerts, open_incidents
 
         now = self.clock()
-        why = None
-        if not watched:
-            age = None if last.flushed_until is None else now - last.flushed_until
-            verdict = None if age is None else unusable_age(age, self.carry_max_age_s)
-            if age is None:
-                why = "recorded no poll"
-            elif verdict in ("old", "never"):
-                why = f"last wrote {age:.0f}s ago (carry_max_age_s {self.carry_max_age_s:.0f}s)"
-            elif verdict == "ahead":
-                why = f"wrote polls {-age:.0f}s ahead of this collector's clock (stepped back?)"
-        carried: list[str] = []
-        if why is not None:
-            log.info("history: the collector that wrote %s before (%s) %s; its open incidents and alerts are not "
-                     "carried on", writer.root, last.describe(), why)
-        else:
-            carried = self._carry_on(writer, last, now)
-        lost = [c for c in writer.clusters if c not in carried]
-        if lost:
-            self._lose(writer, lost, last.flushed_until if last.flushed_until is not None else now)
+        # The two days up to the history's last write: a holder that stopped days ago left it open there.
+        until = now if last.flushed_until is None else min(now, last.flushed_until)
+        polls = last_polls(writer.root, None, until)
+        why = carry_verdicts(writer.clusters, polls, last, watched, now, self.carry_max_age_s)
+        fresh = [c for c, w in why.items() if w is None]
+        same = self.monitor.expect_cluster_ids({c: polls[c] for c in fresh if c in polls})
+        for c in fresh:
+            if c not in same:
+                why[c] = f"its last poll was of another cluster (id {polls[c].cluster_id})"
+        for c, w in why.items():
+            if w is not None:
+                log.info("history: what %s left open of %s is not carried on: %s (the collector that wrote it "
+                         "last: %s)", writer.root, c, w, last.describe())
+        carried = [c for c, w in why.items() if w is None]
+        lost = [c for c, w in why.items() if w is not None]
+        if writer.sole_writer:  # else another collector may write them beside us
+            self._unpolled.update((c, p.time) for c, p in polls.items() if c not in why)
+        wanted = carried + lost
+        if not wanted:
+            self._lose_unpolled(writer, now)
+            return
+        incidents = open_incidents(writer.root, wanted, until)
+        alerts = open_alerts(writer.root, wanted, until)
 
-    def _carry_on(self, writer: HistoryWriter, last: Holder, now: float) -> list[str]:
-        """Adopt what the history left open of the clusters `last` wrote, if of the cluster we poll (by id);
-        returns those clusters."""
+        def of(clusters: list[str]) -> tuple[list[IncidentRecord], list[AlertRecord]]:
+            return [i for i in incidents if i.cluster in clusters], [a for a in alerts if a.cluster in clusters]
+
+        if carried:
+            self._carry_on(writer, last, *of(carried))
+        if lost:
+            n = self.monitor.lose(*of(lost), {c: p.time for c, p in polls.items()})
+            if n:
+                log.info("history: %d incident(s) and alert(s) left open in %s and not carried on are recorded as "
+                         "lost (ended unseen after the last poll that saw them open)", n, writer.root)
+        self._lose_unpolled(writer, now)
+
+    def _lose_unpolled(self, writer: HistoryWriter, now: float) -> None:
+        """End what the history left open of a cluster no collector writing it polls any more (taken out of the
+        configuration; the last holder's, not ours) once its last poll is `carry_max_age_s` old: a collector
+        polling it that took the root over before then would have carried it on. Until then it waits here (checked
+        after every poll), and a successor decides again if we stop first."""
+        from collectors.outputs.checkpoint import unusable_age
+        from collectors.outputs.history.left_open import lost_ends, open_alerts, open_incidents
+
+        due = [c for c, t in self._unpolled.items() if unusable_age(now - t, self.carry_max_age_s) is not None]
+        if not due or not writer.sole_writer:
+            return
+        root = writer.root
+        for c in due:
+            last = self._unpolled.pop(c)
+            try:
+                events, ended = lost_ends(open_incidents(root, [c], last), open_alerts(root, [c], last), last)
+            except Exception as e:  # a damaged file, say: the history goes on; nothing is marked
+                log.warning("history: what %s left open of %s (not polled any more) could not be read: %s", root, c,
+                            e)
+                continue
+            writer.add_events(c, events, ended)
+            if events or ended:
+                log.info("history: %d incident(s) and alert(s) left open in %s of %s, which no collector writing it "
+                         "polls now, are recorded as lost (ended unseen after its last poll, %s)",
+                         len(events) + len(ended), root, c,
+                         datetime.fromtimestamp(last, UTC).isoformat(timespec="seconds"))
+
+    def _carry_on(self, writer: HistoryWriter, last: Holder, incidents: list[IncidentRecord],
+                  alerts: list[AlertRecord]) -> None:
+        """Adopt what the history left open of the clusters carried on; drop our buffered events it replaces."""
         from collectors.alerting.lifecycle import SAME_TIME_S
-        from collectors.outputs.history.left_open import last_polls, open_alerts, open_incidents
 
         assert self.monitor is not None
-        clusters = [c for c in writer.clusters if last.clusters is None or c in last.clusters]
-        same = self.monitor.expect_cluster_ids(last_polls(writer.root, clusters, now))
-        clusters = [c for c in clusters if c in same]
-        incidents = self.monitor.adopt_incidents(open_incidents(writer.root, clusters, now))
-        given_up = {ours for ours in incidents.values() if ours}
+        adopted = self.monitor.adopt_incidents(incidents)
+        given_up = {ours for ours in adopted.values() if ours}
         dropped = writer.drop_buffered("incident_events", lambda r: r["id"] in given_up) if given_up else 0
-        alerts = self.monitor.adopt_alerts(open_alerts(writer.root, clusters, now))
-        replaced = {k: ours for k, ours in alerts.items() if ours is not None}
+        adopted_alerts = self.monitor.adopt_alerts(alerts)
+        replaced = {k: ours for k, ours in adopted_alerts.items() if ours is not None}
         if replaced:
             def ours_opened(r: dict[str, Any]) -> bool:
                 ours = replaced.get((r["cluster"], r["rule"], r["subject"]))
@@ -164,22 +209,8 @@ class HistorySink:
 
             dropped += writer.drop_buffered("alert_events", ours_opened)
         log.info("history: carrying on %d open incident(s) and %d open alert(s) of the collector that wrote %s "
-                 "before (%s; %d own event rows dropped)", len(incidents), len(alerts), writer.root, last.describe(),
-                 dropped)
-        return clusters
-
-    def _lose(self, writer: HistoryWriter, clusters: list[str], until: float) -> None:
-        """End what the history left open of `clusters`, up to `until` (the last holder's last poll), with a
-        ``lost`` event at each cluster's last poll (`Monitor.lose`: not what we track ourselves)."""
-        from collectors.outputs.history.left_open import last_polls, open_alerts, open_incidents
-
-        assert self.monitor is not None
-        polls = last_polls(writer.root, clusters, until)
-        n = self.monitor.lose(open_incidents(writer.root, clusters, until),
-                              open_alerts(writer.root, clusters, until), {c: p.time for c, p in polls.items()})
-        if n:
-            log.info("history: %d incident(s) and alert(s) left open in %s and not carried on are recorded as lost "
-                     "(ended unseen after the last poll that saw them open)", n, writer.root)
+                 "before (%s; %d own event rows dropped)", len(adopted), len(adopted_alerts), writer.root,
+                 last.describe(), dropped)
 
     def close(self) -> None:
         self.writer.close()

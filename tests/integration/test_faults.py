@@ -313,6 +313,52 @@ def test_a_collector_started_too_late_to_carry_on_records_the_incident_as_lost(s
     assert "lost" in ends and ends <= {"lost", "resolve"}, three[["time", "event", "rule", "first_seen"]].to_string()
 
 
+def test_what_a_cluster_taken_out_of_the_configuration_left_open_ends_lost(sb: Sandbox, tmp_path: Path) -> None:
+    """Broker 3 crashes while a collector polls the sandbox under two names, `sandbox` and `retired` (as a cluster
+    renamed, or moved to another collector's history). It stops; the next one on the history polls `sandbox` only.
+    It carries `sandbox`'s incident on and resolves it when broker 3 is back. Before, `retired`'s incident stayed
+    open in the history for good (every weekly report counted it open at the week's end); now it ends ``lost`` at
+    `retired`'s last poll, once that poll is `checkpoint_max_age_s` (10 s here) old and nobody came back for it."""
+    from collectors.outputs.history import read_table
+    from collectors.outputs.history.left_open import open_incidents
+
+    def cycle(c: tuple[Any, list]) -> list[Any]:  # type: ignore[type-arg]
+        now = sb.clock.now()
+        results = c[0].poll_once(now)
+        for sink in c[1]:
+            sink(results, now)
+        return results
+
+    root = tmp_path / "history"
+    both = [{"name": n, "bootstrap_servers": sb.bootstrap_servers} for n in ("sandbox", "retired")]
+    first, second = _collector(sb, tmp_path, root, "a", clusters=both), None
+    try:
+        sb.call(lambda c: c.crash_broker(3))
+        for _ in range(200):
+            results = cycle(first)
+            if all(_broker_incident(r) is not None for r in results):
+                break
+            time.sleep(0.2)
+        seen = {r.snapshot.cluster: _broker_incident(r).id for r in results}
+        last_poll = results[0].snapshot.time
+        _close(*first)
+        second = _collector(sb, tmp_path, root, "b", checkpoint_max_age_s=10)
+        assert _broker_incident(_cycle(sb, *second)).id == seen["sandbox"]  # carried on
+        assert {i.id for i in open_incidents(root, ["retired"], sb.clock.now())} == {seen["retired"]}  # not yet
+        sb.call(lambda c: c.restart_broker(3))
+        _until(sb, second, lambda r: _broker_incident(r) is None and sb.clock.now() > last_poll + 11)
+    finally:
+        _close_after_crash(sb, first, second)
+    events = read_table(root, "incident_events")
+    print(events[events.kind == "broker"].sort_values("time")[["time", "cluster", "event", "id"]].to_string())
+    retired = events[events.id == seen["retired"]].sort_values("time")
+    assert list(retired.event) == ["opened", "lost"], retired[["time", "event"]].to_string()
+    assert retired.time.iloc[-1] == pytest.approx(last_poll, abs=1e-3)
+    ours = list(events[events.id == seen["sandbox"]].sort_values("time").event)
+    assert (ours[0], ours[-1], ours.count("opened"), ours.count("resolved")) == ("opened", "resolved", 1, 1), ours
+    assert "lost" not in ours
+
+
 def test_what_a_history_left_open_of_another_cluster_of_the_name_is_not_carried_on(sb: Sandbox,
                                                                                     tmp_path: Path) -> None:
     """The history's last collector polled another cluster named `sandbox` (rebuilt under the name while no

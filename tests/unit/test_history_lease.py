@@ -286,8 +286,7 @@ def test_a_collector_started_long_after_the_last_one_stopped_records_what_it_lef
     try:
         sink = HistorySink(HistoryConfig(root=str(root)), exporter=None, monitor=m, clusters=["prod"])
         assert m.pollers[0].incidents.open_for("prod") == []
-        assert ("last wrote 7200s ago (carry_max_age_s 3600s); its open incidents and alerts are not carried on"
-                in caplog.text)
+        assert "left open of prod is not carried on: last polled 7200s ago (carry_max_age_s 3600s)" in caplog.text
         assert "3 incident(s) and alert(s) left open" in caplog.text
         (r,) = m.poll_once()
         assert (r.incident_events[0].event, r.incident_events[0].incident.id) == ("lost", "cluster-recorded")
@@ -408,3 +407,152 @@ def test_the_demo_starts_its_clock_after_an_earlier_run_on_its_data_dir(tmp_path
     _history_left_by_a_stopped_collector(root, now + 900)
     assert clock_start(root, now) == now + 960  # after the last run's last poll
     assert clock_start(root, now + 1000) == now + 1000  # a run behind us: now, as ever
+
+
+def _clusters_left_unreachable(root: Path, clusters: list[str], last_poll: float) -> None:
+    """A collector of `clusters` found each unreachable ten minutes before `last_poll` (an alert and its incident,
+    ``<cluster>-recorded``), polled them all up to `last_poll` and stopped cleanly."""
+    from collectors.model.poll import IncidentEvent, PollResult
+    from collectors.model.records import AlertRecord, IncidentRecord
+
+    old = HistoryWriter(root, exclusive=True, clusters=clusters)
+    opened = last_poll - 600
+    for c in clusters:
+        rec = IncidentRecord(c, f"{c}-recorded", "cluster", c, "critical", f"cluster {c} unreachable", opened, opened,
+                             alerts=1, members={"cluster_unreachable": 1})
+        alert = AlertRecord("cluster_unreachable", "critical", c, c, "unreachable", opened, opened)
+        old.add(PollResult(small_snapshot(opened, cluster=c), opened=[alert],
+                           incident_events=[IncidentEvent(opened, "opened", rec)]))
+        old.add(PollResult(small_snapshot(last_poll, cluster=c)))
+    old.close()
+
+
+def _monitor_of(tmp_path: Path, name: str, clusters: list[str]) -> Monitor:
+    from collectors.config import MonitorConfig
+
+    return Monitor(MonitorConfig.model_validate({
+        "clusters": [{"name": c, "bootstrap_servers": "127.0.0.1:1"} for c in clusters],
+        "state_dir": str(tmp_path / f"state-{name}"), "request_timeout_s": 1}))
+
+
+def test_whether_what_was_left_open_is_carried_on_is_decided_per_cluster() -> None:
+    """`carry_verdicts`: by each cluster's own last poll, whoever wrote it; a watched holder's clusters always."""
+    from collectors.outputs.history.lease import Holder
+    from collectors.outputs.history.left_open import LastPoll, carry_verdicts
+
+    now = 100_000.0
+    holder = Holder(1, "h", None, ("prod",), flushed_until=now - 10)
+    polls = {"prod": LastPoll(now - 10, "p"), "billing": LastPoll(now - 300, "b"), "old": LastPoll(now - 7200, "o"),
+             "future": LastPoll(now + 600, "f")}
+    every = ["prod", "billing", "old", "future", "never-polled"]
+    assert carry_verdicts(every, polls, holder, False, now, 3600) == {
+        "prod": None,
+        "billing": None,  # the holder did not poll it; its own last poll is five minutes old
+        "old": "last polled 7200s ago (carry_max_age_s 3600s)",
+        "future": "polled 600s ahead of this collector's clock (stepped back?)",
+        "never-polled": "no poll of it recorded"}
+    assert carry_verdicts(every, polls, holder, False, now, 0)["prod"] == "last polled 10s ago (carry_max_age_s 0s)"
+    watched = carry_verdicts(every, {}, holder, True, now, 0)  # polled until the holder stopped, a moment ago
+    assert watched["prod"] is None and watched["billing"] == "no poll of it recorded"
+    assert carry_verdicts(["prod"], {}, holder, False, now, 3600) == {"prod": None}  # its last write stands in
+    assert carry_verdicts(["prod"], {}, Holder(1, "h", None, None, flushed_until=now - 7200), False, now, 3600) == {
+        "prod": "last polled 7200s ago (carry_max_age_s 3600s)"}  # clusters unknown: any of ours
+
+
+def test_a_cluster_the_last_holder_did_not_poll_is_carried_on_by_its_own_last_poll(tmp_path: Path) -> None:
+    """A polls prod and billing; B takes the root over with prod only and stops a minute later; A comes back
+    without its checkpoint. Before, A carried on only what B polled: billing's incident, polled five minutes
+    earlier, ended ``lost`` and A opened it again (two incidents for one cause). Now billing is judged by its own
+    last poll, and B, which does not poll billing, leaves it open for whoever comes within carry_max_age_s."""
+    from collectors.outputs.history.left_open import open_incidents
+
+    root = tmp_path / "history"
+    now = time.time()
+    _clusters_left_unreachable(root, ["prod", "billing"], now - 300)
+    b = _monitor_of(tmp_path, "b", ["prod"])
+    try:
+        sink = HistorySink(HistoryConfig(root=str(root)), exporter=None, monitor=b, clusters=["prod"])
+        assert [i.id for i in b.pollers[0].incidents.open_for("prod")] == ["prod-recorded"]
+        (r,) = b.poll_once()
+        sink([r], r.snapshot.time)
+        sink.close()
+    finally:
+        b.close()
+    assert {i.id for i in open_incidents(root, ["billing"], time.time())} == {"billing-recorded"}  # B left it
+    a = _monitor_of(tmp_path, "a", ["prod", "billing"])
+    try:
+        sink = HistorySink(HistoryConfig(root=str(root)), exporter=None, monitor=a, clusters=["prod", "billing"])
+        assert {p.name: [i.id for i in p.incidents.open_for(p.name)] for p in a.pollers} == {
+            "prod": ["prod-recorded"], "billing": ["billing-recorded"]}
+        results = a.poll_once()
+        assert [e.event for r in results for e in r.incident_events] == []  # neither lost nor opened again
+        sink(results, time.time())
+        sink.close()
+    finally:
+        a.close()
+    events = read_table(root, "incident_events")
+    assert sorted(zip(events.id, events.event, strict=True)) == [("billing-recorded", "opened"),
+                                                                 ("prod-recorded", "opened")]
+
+
+@pytest.mark.parametrize("locks", [True, False])
+def test_what_a_cluster_nobody_polls_any_more_left_open_ends_lost(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  locks: bool) -> None:
+    """A polled prod and retired; B takes the root over with prod only (retired taken out of the configuration).
+    Before, retired's incident and alert stayed open in the history for good: every weekly report counted them open
+    at the week's end. Now B ends them ``lost`` at retired's last poll once that poll is carry_max_age_s old
+    (a collector of retired coming back before then carries them on), and only while its lease's lock says nobody
+    else writes the root: without the lock (some network mounts) a collector of retired may be writing beside it."""
+    from collectors.outputs.history.left_open import open_alerts, open_incidents
+
+    root = tmp_path / "history"
+    now = time.time()
+    last_poll = now - 60
+    _clusters_left_unreachable(root, ["prod", "retired"], last_poll)
+    if not locks:
+        def no_locks(fd: int, op: int) -> None:
+            raise OSError(errno.ENOLCK, "No locks available")
+
+        monkeypatch.setattr(fcntl, "flock", no_locks)
+    clock = [now]
+    b = _monitor_of(tmp_path, "b", ["prod"])
+    try:
+        sink = HistorySink(HistoryConfig(root=str(root)), exporter=None, monitor=b, clusters=["prod"],
+                           carry_max_age_s=3600, clock=lambda: clock[0])
+        sink([], now + 3000)  # 51 minutes after retired's last poll: it may still come back
+        assert sink.writer.flush()
+        assert {i.id for i in open_incidents(root, ["retired"], now)} == {"retired-recorded"}
+        sink([], now + 3600)  # an hour after it
+        sink.close()
+    finally:
+        b.close()
+    events = read_table(root, "incident_events")
+    retired = events[events.id == "retired-recorded"].sort_values("time")
+    alerts = read_table(root, "alert_events")
+    if not locks:
+        assert list(retired.event) == ["opened"] and set(alerts.event) == {"open"}
+        return
+    assert list(retired.event) == ["opened", "lost"]
+    assert retired.time.iloc[-1] == pytest.approx(last_poll, abs=1e-3)
+    assert list(events[events.id == "prod-recorded"].event) == ["opened"]  # carried on by B
+    lost = alerts[alerts.event == "lost"]
+    assert list(zip(lost.cluster, lost.rule, strict=True)) == [("retired", "cluster_unreachable")]
+    assert list(lost.time) == pytest.approx([last_poll], abs=1e-3)
+    assert open_incidents(root, ["retired"], now + 3600) == [] and open_alerts(root, ["retired"], now + 3600) == []
+
+
+def test_a_cluster_nobody_polls_that_was_last_polled_long_ago_is_ended_at_the_takeover(tmp_path: Path) -> None:
+    """Retired's last poll is already two hours old when B takes the root over: ended at once."""
+    root = tmp_path / "history"
+    last_poll = time.time() - 7200
+    _clusters_left_unreachable(root, ["prod", "retired"], last_poll)
+    b = _monitor_of(tmp_path, "b", ["prod"])
+    try:
+        sink = HistorySink(HistoryConfig(root=str(root)), exporter=None, monitor=b, clusters=["prod"])
+        assert sink.writer.flush()  # no poll yet: prod's own lost event comes with B's first poll
+    finally:
+        sink.close()
+        b.close()
+    events = read_table(root, "incident_events").sort_values(["time", "id"])
+    assert list(zip(events.id, events.event, strict=True)) == [
+        ("prod-recorded", "opened"), ("retired-recorded", "opened"), ("retired-recorded", "lost")]

@@ -90,6 +90,11 @@ class WriterLease:
     def held(self) -> bool:
         return self._fd is not None or self.unsupported
 
+    @property
+    def locked(self) -> bool:
+        """Held by the lock itself (not by going on without one): no other collector writes the root now."""
+        return self._fd is not None
+
     def acquire(self) -> bool:
         """Take the lease if it is free (or already ours). False: another live writer holds it.
 

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from collectors.model.poll import IncidentEvent
 from collectors.model.records import AlertRecord, IncidentRecord
 from collectors.model.vocabulary import ALERT_EVENT_ORDER, INCIDENT_EVENT_ORDER, LOST
+from collectors.outputs.history.lease import Holder
 from collectors.outputs.history.reader import read_arrow
 
 WINDOW_S = 2 * 86_400.0
@@ -72,14 +75,63 @@ class LastPoll(NamedTuple):
     cluster_id: str | None
 
 
-def last_polls(root: Path, clusters: Sequence[str], now: float, window_s: float = WINDOW_S) -> dict[str, LastPoll]:
-    """Each of `clusters`' last poll in the history's polls since `window_s` before `now`. What is carried on was
-    of that cluster id, and a collector now polling another one of the same name must not carry it
-    (`ClusterPoller.expect_cluster_id`); what is not carried on was last seen open then (`ClusterPoller.lose`)."""
-    polls = read_arrow(Path(root), "cluster", start=now - window_s, clusters=list(clusters),
+def last_polls(root: Path, clusters: Sequence[str] | None, now: float, window_s: float = WINDOW_S
+               ) -> dict[str, LastPoll]:
+    """Each of `clusters`' (None: every cluster's) last poll in the history's polls since `window_s` before `now`.
+    What is carried on was of that cluster id, and a collector now polling another one of the same name must not
+    carry it (`ClusterPoller.expect_cluster_id`); whether it is carried on at all depends on how long ago that was
+    (`carry_verdicts`); what is not carried on was last seen open then (`lost_ends`)."""
+    polls = read_arrow(Path(root), "cluster", start=now - window_s,
+                       clusters=None if clusters is None else list(clusters),
                        columns=["cluster", "time", "cluster_id"])
     out: dict[str, LastPoll] = {}
     for r in sorted(polls.to_pylist(), key=lambda r: r["time"]):
         known = out.get(r["cluster"])
         out[r["cluster"]] = LastPoll(float(r["time"]), r["cluster_id"] or (known.cluster_id if known else None))
     return out
+
+
+def carry_verdicts(clusters: Sequence[str], polls: dict[str, LastPoll], last: Holder, watched: bool, now: float,
+                   max_age_s: float) -> dict[str, str | None]:
+    """Per cluster we poll: None when what the history left open of it is carried on, else why not (for the log).
+
+    Decided per cluster, by the cluster's own last poll: a holder that did not poll it (a collector of other
+    clusters, or ours with a shorter list) says nothing of how fresh it is, and a cluster polled until a minute
+    ago by the collector before that one is as carried on as if it had been the last holder's. A standby that
+    watched the holder write (`watched`) carries on the clusters the holder polled whatever `max_age_s`: they were
+    polled until it stopped. Without a poll in the history, the holder's last write stands in for it if the holder
+    polled the cluster (older history, or one whose cluster table is damaged); otherwise nothing is known to carry."""
+    from collectors.outputs.checkpoint import unusable_age
+
+    out: dict[str, str | None] = {}
+    for c in clusters:
+        held = last.clusters is None or c in last.clusters
+        if watched and held:
+            out[c] = None
+            continue
+        p = polls.get(c)
+        t = p.time if p is not None else last.flushed_until if held else None
+        if t is None:
+            out[c] = "no poll of it recorded"
+            continue
+        age = now - t
+        verdict = unusable_age(age, max_age_s)
+        if verdict in ("old", "never"):
+            out[c] = f"last polled {age:.0f}s ago (carry_max_age_s {max_age_s:.0f}s)"
+        elif verdict == "ahead":
+            out[c] = f"polled {-age:.0f}s ahead of this collector's clock (stepped back?)"
+        else:
+            out[c] = None
+    return out
+
+
+def lost_ends(incidents: Sequence[IncidentRecord], alerts: Sequence[AlertRecord], until: float
+              ) -> tuple[list[IncidentEvent], list[AlertRecord]]:
+    """The ``lost`` events that end what a history left open and nobody carries on: at `until` (the last poll known
+    to have seen them open), or at their own ``last_seen`` if later. The alerts' rows are at their ``last_seen``
+    (`rows.event_columns`)."""
+    events = []
+    for i in incidents:
+        t = max(until, i.last_seen)
+        events.append(IncidentEvent(t, LOST, replace(i, last_seen=t)))
+    return events, [replace(a, last_seen=max(until, a.last_seen)) for a in alerts]

@@ -85,20 +85,31 @@ def snapshot_columns(snap: ClusterSnapshot, opened: Sequence[AlertRecord] = (),
                           "last_stable_offset": [p.last_stable_offset for p, _ in gaps]}
     if snap.zookeeper or snap.kraft_voters:
         out["consensus"] = _consensus(snap)
-    if opened or resolved or restated or lost:
-        events = ([("open", a) for a in opened] + [("restate", a) for a in restated]
-                  + [("resolve", a) for a in resolved] + [(LOST, a) for a in lost])
-        cols = {"event": [e for e, _ in events]}
-        cols.update({n: [getattr(a, n) for _, a in events] for n in ALERT_FIELDS})
-        if lost:  # a lost alert's row is at its last poll seen open, not at this poll
-            cols["time"] = [a.last_seen if e == LOST else snap.time for e, a in events]
-        out["alert_events"] = cols
-    if incident_events:
-        out["incident_events"] = _incident_events(incident_events)
+    out.update(event_columns(snap.time, opened, resolved, incident_events, restated, lost))
     if snap.losses:
         cols = _fields(snap.losses, ("time", *_schema_fields("loss_events")))
         cols["cluster"] = [x.cluster for x in snap.losses]  # events carry their own time
         out["loss_events"] = cols
+    return out
+
+
+def event_columns(t: float, opened: Sequence[AlertRecord] = (), resolved: Sequence[AlertRecord] = (),
+                  incident_events: Sequence[IncidentEvent] = (), restated: Sequence[AlertRecord] = (),
+                  lost: Sequence[AlertRecord] = ()) -> dict[str, Columns]:
+    """The ``alert_events`` and ``incident_events`` columns of what a poll at `t` saw happen (tables without rows
+    left out). Also the whole of what a collector records of a cluster it no longer polls: the ``lost`` ends of
+    what the history left open of it (`collectors.runtime.sinks.HistorySink`)."""
+    out: dict[str, Columns] = {}
+    if opened or resolved or restated or lost:
+        events = ([("open", a) for a in opened] + [("restate", a) for a in restated]
+                  + [("resolve", a) for a in resolved] + [(LOST, a) for a in lost])
+        cols: Columns = {"event": [e for e, _ in events]}
+        cols.update({n: [getattr(a, n) for _, a in events] for n in ALERT_FIELDS})
+        if lost:  # a lost alert's row is at its last poll seen open, not at this poll
+            cols["time"] = [a.last_seen if e == LOST else t for e, a in events]
+        out["alert_events"] = cols
+    if incident_events:
+        out["incident_events"] = _incident_events(incident_events)
     return out
 
 

@@ -41,7 +41,7 @@ from collectors.outputs.history.files import (
     utc_date,
 )
 from collectors.outputs.history.lease import Holder, WriterLease, read_holder
-from collectors.outputs.history.rows import snapshot_columns, split_by_date, to_batch
+from collectors.outputs.history.rows import event_columns, snapshot_columns, split_by_date, to_batch
 from collectors.outputs.history.schema import (
     COMPACT_ROW_GROUP,
     COMPRESSION,
@@ -143,6 +143,12 @@ class HistoryWriter:
     # ----- buffering
 
     @property
+    def sole_writer(self) -> bool:
+        """This writer holds the root's lease by its lock: no other collector writes the root meanwhile, so a
+        cluster of the history it does not poll is polled by nobody writing here."""
+        return self._lease is not None and self._lease.locked
+
+    @property
     def buffered_rows(self) -> int:
         return self._buffered
 
@@ -154,16 +160,30 @@ class HistoryWriter:
     def add_snapshot(self, snapshot: ClusterSnapshot, opened: Sequence[AlertRecord] = (),
                      resolved: Sequence[AlertRecord] = (), incident_events: Sequence[IncidentEvent] = (),
                      restated: Sequence[AlertRecord] = (), lost: Sequence[AlertRecord] = ()) -> None:
+        self._buffer(lambda: snapshot_columns(snapshot, opened, resolved, self.partition_detail, incident_events,
+                                              self.thresholds, restated, lost),
+                     getattr(snapshot, "cluster", "?"), snapshot.time, "snapshot")
+
+    def add_events(self, cluster: str, incident_events: Sequence[IncidentEvent] = (),
+                   lost: Sequence[AlertRecord] = ()) -> None:
+        """Buffer events of `cluster` that no poll of ours brings: the ``lost`` ends of what the history left open
+        of a cluster this collector does not poll (each row at its own time)."""
+        if incident_events or lost:
+            now = self.clock()
+            self._buffer(lambda: event_columns(now, incident_events=incident_events, lost=lost), cluster, now,
+                         "events")
+
+    def _buffer(self, columns: Callable[[], dict[str, dict[str, list[Any]]]], cluster: str, t: float,
+                what: str) -> None:
+        """Buffer the rows of one poll at `t` (or of events of `cluster` at their own times), split by date."""
         try:
-            tables = snapshot_columns(snapshot, opened, resolved, self.partition_detail, incident_events,
-                                      self.thresholds, restated, lost)
             chunks = []
-            for table, cols in tables.items():
-                batch = to_batch(table, cols, snapshot.cluster, snapshot.time)
-                chunks.extend(_Chunk(table, d, b, snapshot.time) for d, b in split_by_date(batch))
+            for table, cols in columns().items():
+                batch = to_batch(table, cols, cluster, t)
+                chunks.extend(_Chunk(table, d, b, t) for d, b in split_by_date(batch))
         except Exception as e:  # a record the schema cannot hold is a bug; it must not stop the poll loop
-            log.exception("history: cannot convert the snapshot of %s", getattr(snapshot, "cluster", "?"))
-            self._record_error(f"cannot convert snapshot: {type(e).__name__}: {e}")
+            log.exception("history: cannot convert the %s of %s", what, cluster)
+            self._record_error(f"cannot convert {what}: {type(e).__name__}: {e}")
             return
         with self._lock:
             self._chunks.extend(chunks)
