@@ -45,19 +45,19 @@ from pyspark.sql import types as T
 from collectors.outputs.history import (
     DATE_PREFIX,
     DETAIL_TABLES,
-    REPLACES_KEY,
     TABLES,
     list_files,
 )
 from collectors.outputs.history.files import (
     REPEAT_WARNING,
     damage,
+    known_damaged,
     mark_damaged,
-    repeats_among,
     stores_timestamps,
     warn_empty,
 )
 from collectors.outputs.history.schema import SECONDS_TABLES, TIME_COLUMNS
+from spark_analytics.hadoop_listing import HadoopLister
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -126,6 +126,24 @@ def history_exists(spark: SparkSession | None, root: str) -> bool:
 # ----------------------------------------------------------------------------------------------- listing
 
 
+def table_days(root: str, table: str, spark: SparkSession | None = None) -> list[str]:
+    """The UTC days (YYYY-MM-DD) with a ``date=`` directory of `table` in a history, sorted; a remote history is
+    listed through `spark` (else the active session)."""
+    if not is_remote(root):
+        names = [p.name for p in (_local(root) / table).glob(f"{DATE_PREFIX}*") if p.is_dir()]
+    else:
+        jvm_spark = _session(spark)
+        path = jvm_spark._jvm.org.apache.hadoop.fs.Path(root.rstrip("/") + "/" + table)  # type: ignore[attr-defined]
+        fs = path.getFileSystem(jvm_spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
+        names = [st.getPath().getName() for st in fs.listStatus(path) if st.isDirectory()] if fs.exists(path) else []
+    days = []
+    for name in names:
+        with contextlib.suppress(ValueError):
+            if name.startswith(DATE_PREFIX):
+                days.append(date.fromisoformat(name[len(DATE_PREFIX):]).isoformat())
+    return sorted(days)
+
+
 def _day(t: float) -> date:
     return datetime.fromtimestamp(t, UTC).date()
 
@@ -144,6 +162,7 @@ class Listed:
     repeats: dict[str, str] = field(default_factory=dict)  # {file left out as a repeat: the file read instead}
     empty: list[str] = field(default_factory=list)  # live files left out as empty (0 bytes)
     damaged: dict[str, str] = field(default_factory=dict)  # {live file left out as damaged: why it does not read}
+    sizes: dict[str, int] = field(default_factory=dict)  # {remote file listed: its size} (the listing has them)
 
 
 def _listed(spark: SparkSession | None, root: str, table: str, start: float, end: float,
@@ -160,14 +179,26 @@ def _listed(spark: SparkSession | None, root: str, table: str, start: float, end
         listed = list_files(_local(root), table, start, last)  # one agreed walk for all of them
         return Listed([str(p) for p in listed.live], {str(r): str(k) for r, k in listed.repeats.items()},
                       [str(p) for p in listed.empty], {str(p): why for p, why in listed.damaged.items()})
-    assert spark is not None, "listing remote history needs a Spark session"
-    files, repeats, empty = _HadoopLister(spark).live_files(str(root), table, _day(start), _day(last))
+    lister = HadoopLister(_session(spark))
+    files, repeats, empty = lister.live_files(str(root), table, _day(start), _day(last))
     for repeat, first in repeats.items():  # once, not in each of the listings that must agree
         log.warning(REPEAT_WARNING, repeat, first)
     for f in empty:
         warn_empty(f)
     damaged = {f: why for f in files if (why := _REMOTE_DAMAGED.get(_uri_key(f))) is not None}
-    return Listed([f for f in files if f not in damaged], repeats, empty, damaged)
+    return Listed([f for f in files if f not in damaged], repeats, empty, damaged, lister.sizes)
+
+
+def _session(spark: SparkSession | None) -> SparkSession:
+    """`spark`, else the active (or default) session: listing a remote history goes through the JVM's Hadoop
+    FileSystem API. Raises when there is none."""
+    return spark if spark is not None else SparkSession.active()
+
+
+def _relative(f: str) -> str:
+    """A history file as ``table/date=YYYY-MM-DD/name``: how a derived file records it, the same for a local path and
+    a URI (whose spelling may change: ``hdfs:///x`` is listed as ``hdfs://namenode:8020/x``)."""
+    return "/".join(str(f).rstrip("/").split("/")[-3:])
 
 
 def vanished(e: BaseException) -> bool:
@@ -292,151 +323,70 @@ def relisting(run: Callable[[], R], roots: Sequence[str], logger: logging.Logger
                                _short(path) if isinstance(path, str) else path, problem, what)  # a URI: no root
 
 
-def damaged_file_sizes(root: str, table: str, start: float, end: float) -> list[tuple[str, int, str]]:
-    """The files of `table` for ``[start, end)`` in a local history that a read of this process found damaged and
-    left out (`relisting`), as (name, size, why): what a day's roll-up records of the files it was made without.
-    Sorted; a file removed meanwhile is left out."""
+def recheck_damaged(root: str, rel: str, size: int, why: str, spark: SparkSession | None = None) -> bool:
+    """Mark for this process, as `relisting` does, the history file `rel` (``table/date=…/name``) that an earlier
+    process found damaged (`why`), if it is still there, as big, and still does not read: decoded once more, so a
+    whole file put back under its name is read again. True when marked now (False: marked already, gone, another
+    size, or it reads). A remote file is checked by Spark reading it (`remote_damage`), through `spark` (else the
+    active session)."""
+    if not is_remote(root):
+        path = _local(root) / rel
+        if known_damaged(path) is not None:
+            return False
+        try:
+            if path.stat().st_size != size:
+                return False
+        except OSError:
+            return False
+        if damage(path) is None:
+            return False
+        mark_damaged(path, why)
+        return True
+    spark = _session(spark)
+    hp = spark._jvm.org.apache.hadoop.fs.Path(root.rstrip("/") + "/" + rel)  # type: ignore[attr-defined]
+    try:
+        fs = hp.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
+        uri = str(fs.makeQualified(hp).toString())  # as a listing spells it (`_uri_key` then matches)
+        if _uri_key(uri) in _REMOTE_DAMAGED or int(fs.getFileStatus(hp).getLen()) != size:
+            return False
+    except Exception:  # gone (py4j wraps the FileNotFoundException), or the store cannot be reached: not marked
+        return False
+    if remote_damage(spark, uri) is None:
+        return False
+    _REMOTE_DAMAGED[_uri_key(uri)] = why
+    return True
+
+
+def damaged_file_sizes(root: str, table: str, start: float, end: float,
+                       spark: SparkSession | None = None) -> list[tuple[str, int, str]]:
+    """The files of `table` for ``[start, end)`` that a read of this process found damaged and left out
+    (`relisting`), as (name, size, why): what a day's roll-up records of the files it was made without. Sorted; a
+    file removed meanwhile is left out. A remote history is listed through `spark` (else the active session)."""
+    listed = _listed(spark if is_remote(root) else None, root, table, start, end)
     out = []
-    for f, why in _listed(None, root, table, start, end).damaged.items():
+    for f, why in listed.damaged.items():
+        if f in listed.sizes:
+            out.append((_relative(f).rsplit("/", 1)[-1], listed.sizes[f], why))
+            continue
         with contextlib.suppress(FileNotFoundError):
             out.append((os.path.basename(f), os.path.getsize(f), why))
     return sorted(out)
 
 
-def live_file_sizes(root: str, table: str, start: float, end: float) -> list[tuple[str, int]]:
-    """The live files of `table` for ``[start, end)`` in a local history, as (path relative to `root`, size):
-    what a derived file (a day's roll-up, a week's report) records of its inputs, to tell later whether they
-    changed. Sorted; a file removed while listing is left out."""
-    base = _local(root)
+def live_file_sizes(root: str, table: str, start: float, end: float,
+                    spark: SparkSession | None = None) -> list[tuple[str, int]]:
+    """The live files of `table` for ``[start, end)``, as (``table/date=…/name``, size): what a derived file (a
+    day's roll-up, a week's report) records of its inputs, to tell later whether they changed. Sorted; a file
+    removed while listing is left out. A remote history is listed through `spark` (else the active session), with
+    the sizes its listing gives."""
+    listed = _listed(spark if is_remote(root) else None, root, table, start, end)
+    if is_remote(root):
+        return sorted((_relative(f), listed.sizes[f]) for f in listed.files)
     out = []
-    for f in list_live_files(None, root, table, start, end):
+    for f in listed.files:
         with contextlib.suppress(FileNotFoundError):
-            out.append((os.path.relpath(f, base), os.path.getsize(f)))
+            out.append((_relative(f), os.path.getsize(f)))
     return sorted(out)
-
-
-class _HadoopLister:
-    """`collectors.outputs.history.live_files` over the Hadoop FileSystem API (HDFS, object stores, file://)."""
-
-    def __init__(self, spark: SparkSession) -> None:
-        self.jvm = spark._jvm  # type: ignore[attr-defined]
-        self.conf = spark._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
-        self._same: dict[tuple[str, str], bool] = {}  # compared already, in an earlier listing of this read
-
-    def live_files(self, root: str, table: str, lo: date, hi: date) -> tuple[list[str], dict[str, str], list[str]]:
-        """(live files, {repeat left out: the file read instead}, empty live files left out) of `table`'s ``date=``
-        directories `lo`..`hi`."""
-        table_path = self.jvm.org.apache.hadoop.fs.Path(root.rstrip("/") + "/" + table)
-        fs = table_path.getFileSystem(self.conf)
-        if not fs.exists(table_path):
-            return [], {}, []
-        previous = self._listing(fs, table_path, lo, hi)
-        for _ in range(10):  # until two listings agree (a compaction may finish in between)
-            current = self._listing(fs, table_path, lo, hi)
-            if current == previous:
-                return current
-            previous = current
-        return previous
-
-    def _listing(self, fs: Any, table_path: Any, lo: date, hi: date) -> tuple[list[str], dict[str, str], list[str]]:
-        out: list[str] = []
-        repeated: dict[str, str] = {}
-        empty: list[str] = []
-        for st in sorted(fs.listStatus(table_path), key=lambda s: s.getPath().getName()):
-            name = st.getPath().getName()
-            if not st.isDirectory() or not name.startswith(DATE_PREFIX):
-                continue
-            try:
-                day = date.fromisoformat(name[len(DATE_PREFIX):])
-            except ValueError:
-                continue
-            if day < lo or day > hi:
-                continue
-            try:
-                entries = fs.listStatus(st.getPath())
-            except Exception:  # the day was removed by retention after the first listing
-                continue
-            kept = [e for e in entries if e.isFile() and e.getPath().getName().endswith(".parquet")
-                    and not e.getPath().getName().startswith((".", "_"))]
-            files = {e.getPath().getName(): e.getPath().toString() for e in kept}
-            sizes = {e.getPath().getName(): int(e.getLen()) for e in kept}
-            superseded: set[str] = set()
-            for n, p in files.items():
-                if n.startswith("compact-"):
-                    superseded |= self._replaces(p)
-            live = [n for n in sorted(files) if n not in superseded]
-            repeats = self._repeats(fs, [(files[n], sizes[n]) for n in live])
-            repeated.update(repeats)
-            empty.extend(files[n] for n in live if sizes[n] == 0)
-            out.extend(files[n] for n in live if files[n] not in repeats and sizes[n] > 0)
-        return out, repeated, empty
-
-    def _repeats(self, fs: Any, files: list[tuple[str, int]]) -> dict[str, str]:
-        """`collectors.outputs.history.files.repeats_among` over the Hadoop API: {repeat: the file it repeats}."""
-        sizes = dict(files)
-
-        def same(a: str, b: str) -> bool:
-            if (a, b) not in self._same:
-                self._same[(a, b)] = self._same_rows(fs, a, b, sizes[a])
-            return self._same[(a, b)]
-
-        return repeats_among(files, same)
-
-    def _same_rows(self, fs: Any, a: str, b: str, size: int) -> bool:
-        """`collectors.outputs.history.files.same_rows` for two files of `size` bytes, compared in the JVM
-        (Py4J passes byte arrays by value, so no buffer crosses to Python: commons-io compares the streams)."""
-        jvm = self.jvm
-        try:
-            footers = [self._footer(fs, p, size) for p in (a, b)]
-            if footers[0][:3] != footers[1][:3] or not footers[0][3].equals(footers[1][3]):
-                return False
-            data = size - 8 - footers[0][0]
-            streams = [fs.open(jvm.org.apache.hadoop.fs.Path(p)) for p in (a, b)]
-            try:
-                bounded = [jvm.org.apache.commons.io.input.BoundedInputStream(s, data) for s in streams]
-                return bool(jvm.org.apache.commons.io.IOUtils.contentEquals(*bounded))
-            finally:
-                for s in streams:
-                    s.close()
-        except Exception as e:  # unreadable: not a repeat (both are read, as before this rule)
-            log.warning("history: cannot compare %s with %s: %s", a, b, e)
-            return False
-
-    def _footer(self, fs: Any, path: str, size: int) -> tuple[int, int, int, Any]:
-        """(footer length in bytes, rows, row groups, schema) of a Parquet file of `size` bytes."""
-        jvm = self.jvm
-        hp = jvm.org.apache.hadoop.fs.Path(path)
-        stream = fs.open(hp)
-        try:
-            stream.seek(size - 8)
-            trailer = bytes(stream.readNBytes(8))  # a byte[] returned crosses Py4J as bytes
-        finally:
-            stream.close()
-        if len(trailer) != 8 or trailer[4:] != b"PAR1":
-            raise ValueError("not a Parquet file (no PAR1 trailer)")
-        reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(
-            jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(hp, self.conf))
-        try:
-            return (int.from_bytes(trailer[:4], "little"), int(reader.getRecordCount()),
-                    int(reader.getRowGroups().size()), reader.getFooter().getFileMetaData().getSchema())
-        finally:
-            reader.close()
-
-    def _replaces(self, path: str) -> set[str]:
-        jvm = self.jvm
-        try:
-            hp = jvm.org.apache.hadoop.fs.Path(path)
-            infile = jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(hp, self.conf)
-            reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(infile)
-            try:
-                meta = reader.getFooter().getFileMetaData().getKeyValueMetaData()
-                raw = meta.get(REPLACES_KEY.decode())
-            finally:
-                reader.close()
-            return set(json.loads(raw)) if raw else set()
-        except Exception as e:  # unreadable footer: treat as superseding nothing (as collectors.outputs.history does)
-            log.warning("cannot read the footer of %s: %s", path, e)
-            return set()
 
 
 # ----------------------------------------------------------------------------------------------- reading

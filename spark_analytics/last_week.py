@@ -25,12 +25,11 @@ twenty-third session): the incident figures leave out the monitor's own incident
 ``lost`` is neither open at the end nor the longest."""
 
 
-def inputs_of(history: str, period: A.Period, opts: A.Options) -> dict[str, Any] | None:
+def inputs_of(history: str, period: A.Period, opts: A.Options) -> dict[str, Any]:
     """What a week's figures are made from: the live history files read for it (that week and the one before, the
-    context of episodes and changes; path and size) and the options that change figures. None for a remote history
-    (not listed: its reports are never reused)."""
-    if io.is_remote(history):
-        return None
+    context of episodes and changes; path and size) and the options that change figures. A remote history is
+    listed through the active Spark session (before the twenty-fourth session it was not, and its reports were
+    never reused)."""
     files = {t: [list(f) for f in io.live_file_sizes(history, t, period.previous().start, period.end)]
              for t in io.REPORT_TABLES}
     return {"version": FIGURES_VERSION, "week": period.label,
@@ -49,7 +48,7 @@ def stored_previous(reports: Path, history: str, previous: A.Period, opts: A.Opt
     A weekly run thus computes one week, not two; and "last week" in the week over week is what last week's report
     said (computed then with the week before it as context, which a computation now would not read)."""
     want = inputs_of(history, previous, opts)
-    if want is None or not clusters:
+    if not clusters:
         return None
     heads, sources = [], []
     for cluster in clusters:

@@ -64,7 +64,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from collectors.outputs.history.files import damage, known_damaged, mark_damaged
+from collectors.outputs.history.files import known_damaged
 from spark_analytics import io
 from spark_analytics.aggregations import consumers as C
 from spark_analytics.aggregations import replication as R
@@ -333,11 +333,11 @@ def _unreadable(path: str, problem: str) -> None:
 
 
 def history_files(history: str, day: str) -> dict[str, list[list[Any]]]:
-    """The live history files of a day for `SOURCES`: name and size, what staleness is judged on (none listed
-    for a remote history: its roll-ups are judged by their manifest alone)."""
+    """The live history files of a day for `SOURCES`: name and size, what staleness is judged on. A remote history
+    (HDFS, S3...) is listed through the active Spark session's Hadoop FileSystem API (before the twenty-fourth
+    session it was not listed, and its roll-ups were judged by their manifest alone: a late file never made its
+    day stale)."""
     out: dict[str, list[list[Any]]] = {}
-    if io.is_remote(history):
-        return out
     start = day_start(day)
     for table in SOURCES:
         out[table] = sorted([Path(f).name, size] for f, size in io.live_file_sizes(history, table, start,
@@ -348,8 +348,6 @@ def history_files(history: str, day: str) -> dict[str, list[list[Any]]]:
 def left_out_files(history: str, day: str) -> dict[str, list[list[Any]]]:
     """The history files of a day for `SOURCES` that this process found damaged and left out (`io.relisting`):
     {table: [[name, size, why]]}, recorded in the day's manifest (`left_out`) beside the files it was made from."""
-    if io.is_remote(history):
-        return {}
     start = day_start(day)
     left_out = {table: [list(f) for f in io.damaged_file_sizes(history, table, start, start + DAY_S)]
                 for table in SOURCES}
@@ -361,22 +359,14 @@ def recall_left_out(store: Store, history: str, days: Sequence[str]) -> int:
     not read (their manifests' `left_out`), where such a file is still there, as big, and still does not read
     (each is decoded once more: a whole file put back under its name is read again). Without this, every run
     after the roll-up's found the day stale (its files are not those recorded) and met the damaged file again: the
-    roll-up job re-rolled the day every night, the report ran twice. Returns how many files it marked."""
-    if io.is_remote(history):
-        return 0
-    root = Path(history.removeprefix("file://"))
+    roll-up job re-rolled the day every night, the report ran twice. Returns how many files it marked. A remote
+    history's file is checked by Spark reading it (`io.recheck_damaged`)."""
     marked = 0
     for d in days:
         m = store.manifest(d)
         for table, files in ((m or {}).get("left_out") or {}).items():
             for name, size, why in files:
-                path = root / table / f"date={d}" / name
-                if known_damaged(path) is not None:
-                    continue
-                with contextlib.suppress(OSError):
-                    if path.stat().st_size == size and damage(path) is not None:
-                        mark_damaged(path, why)
-                        marked += 1
+                marked += io.recheck_damaged(history, f"{table}/date={d}/{name}", size, why)
     return marked
 
 
@@ -410,8 +400,6 @@ def fresh_days(store: Store, history: str, days: Sequence[str],
                listed: dict[str, dict[str, list[list[Any]]]] | None = None) -> list[str]:
     """The `days` whose roll-up exists and was made from the history files there now (`listed`: their
     `history_files`, when the caller has them already), or from files since removed (`made_from`)."""
-    if io.is_remote(history):
-        return [d for d in days if store.manifest(d) is not None]
     return [d for d in days if (m := store.manifest(d)) is not None
             and made_from(m["history_files"], listed[d] if listed is not None else history_files(history, d))]
 
@@ -452,9 +440,9 @@ def footer_schema(path: str) -> Any:
 
 
 def history_days(history: str) -> list[str]:
-    """Every UTC day with ``cluster`` files in a local history."""
-    root = Path(history.removeprefix("file://")) / "cluster"
-    return sorted(p.name[len("date="):] for p in root.glob("date=*") if p.is_dir())
+    """Every UTC day with a ``cluster`` directory in the history (a remote one listed through the active Spark
+    session)."""
+    return io.table_days(history, "cluster")
 
 
 def day_frames(spark: Any, history: str, day: str, tables: Sequence[str],
@@ -497,7 +485,9 @@ def rollup_day(spark: Any, history: str, store: Store, day: str) -> dict[str, in
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rollup", description="Daily roll-ups of the monitor's history (PySpark).")
-    p.add_argument("--history", default="data/history", help="history root (local directory); default data/history")
+    p.add_argument("--history", default="data/history",
+                   help="history root: a directory, or a URI Spark's Hadoop filesystems read (hdfs://, s3a://...); "
+                        "default data/history")
     p.add_argument("--rollups", default="data/rollups", help="roll-up directory (local); default data/rollups")
     p.add_argument("--day", action="append", default=None,
                    help="a UTC day YYYY-MM-DD (repeatable); default: every complete day not rolled up or stale")
@@ -518,8 +508,9 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, now: float | None
     except ValueError as e:
         print(f"rollup: error: {e}", file=sys.stderr)
         return 2
-    if io.is_remote(a.history) or not Path(a.history.removeprefix("file://")).is_dir():
-        print(f"rollup: error: argument --history: {a.history!r} is not a local directory", file=sys.stderr)
+    remote = io.is_remote(a.history)  # listed through Spark's Hadoop FileSystem API: the session comes first
+    if not remote and not Path(a.history.removeprefix("file://")).is_dir():
+        print(f"rollup: error: argument --history: {a.history!r} is not a directory", file=sys.stderr)
         return 2
     if io.is_remote(a.rollups):
         print(f"rollup: error: argument --rollups: {a.rollups!r}: a local (or mounted) directory", file=sys.stderr)
@@ -532,9 +523,6 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, now: float | None
             except ValueError:
                 print(f"rollup: error: argument --day: {d!r} is not a date like 2026-11-23", file=sys.stderr)
                 return 2
-        days = sorted(set(a.day))
-    else:
-        days = [d for d in history_days(a.history) if d < today]
     store = Store.at(a.rollups)
     try:
         store.root.mkdir(parents=True, exist_ok=True)  # so a report can name it from the first day on
@@ -542,23 +530,29 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, now: float | None
         print(f"rollup: error: argument --rollups: {a.rollups!r}: cannot be a directory here "
               f"({e.strerror or e})", file=sys.stderr)
         return 2
-    recall_left_out(store, a.history, days)  # files a roll-up was made without: not a reason to redo the day
-    todo = days if a.force or a.day else [d for d in days if d not in set(fresh_days(store, a.history, days))]
-    kept = [d for d in todo if store.manifest(d) is not None and not any(history_files(a.history, d).values())]
-    for d in kept:  # rolling up no rows over the only record of the day would lose it (`made_from`)
-        print(f"rollup: {d}: no history files left (removed by retention?); its roll-up is kept", file=sys.stderr)
-    todo = [d for d in todo if d not in kept]
-    if not todo:
-        print(f"rollup: nothing to do ({len(days) - len(kept)} day(s) up to date"
-              + (f", {len(kept)} kept from their roll-ups alone" if kept else "") + f" under {store.root})")
-        return 0
-    started = time.monotonic()
     own = spark is None
-    written = dict.fromkeys(TABLES, 0)
     done: list[str] = []
     failed: list[str] = []
     try:
-        if own:
+        if own and remote:
+            spark = build_session(a.master, app_name="kmon-rollup", verbose=a.verbose, class_archive=archive)
+        if remote and not io.history_exists(spark, a.history):
+            print(f"rollup: error: argument --history: {a.history!r} does not exist", file=sys.stderr)
+            return 2
+        days = sorted(set(a.day)) if a.day else [d for d in history_days(a.history) if d < today]
+        recall_left_out(store, a.history, days)  # files a roll-up was made without: not a reason to redo the day
+        todo = days if a.force or a.day else [d for d in days if d not in set(fresh_days(store, a.history, days))]
+        kept = [d for d in todo if store.manifest(d) is not None and not any(history_files(a.history, d).values())]
+        for d in kept:  # rolling up no rows over the only record of the day would lose it (`made_from`)
+            print(f"rollup: {d}: no history files left (removed by retention?); its roll-up is kept", file=sys.stderr)
+        todo = [d for d in todo if d not in kept]
+        if not todo:
+            print(f"rollup: nothing to do ({len(days) - len(kept)} day(s) up to date"
+                  + (f", {len(kept)} kept from their roll-ups alone" if kept else "") + f" under {store.root})")
+            return 0
+        started = time.monotonic()
+        written = dict.fromkeys(TABLES, 0)
+        if own and spark is None:
             spark = build_session(a.master, app_name="kmon-rollup", verbose=a.verbose,
                                   small_job=reads_little(a.history, todo),  # e.g. a night's day of a small fleet
                                   class_archive=archive)

@@ -393,6 +393,61 @@ def test_a_day_that_fails_is_named_and_does_not_hold_back_the_days_after_it(
     assert rollup.fresh_days(s, str(hist), W.days()) == [d0, d1]
 
 
+def test_a_remote_history_is_rolled_up_and_its_files_judged_as_a_local_ones_are(
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A history on HDFS or S3 could be reported on but not rolled up ("is not a local directory", exit 2), and a
+    report from roll-ups judged a remote history's days by their manifests alone: a late file never made its day
+    stale. Now the job lists a remote history through Spark's Hadoop FileSystem API: the manifests record the same
+    files and sizes as for the same history read locally, a file left out as damaged is recalled by the next run
+    (Spark reads it again), and a late file makes its day stale. The history is on local disk under a ``file://``
+    URI taken as remote: the one boundary moved (no HDFS or object store here); listing and reads go through the
+    real Hadoop API."""
+    from collectors.outputs.history import files as history_files
+    from spark_analytics.last_week import inputs_of
+
+    real = io.is_remote
+    monkeypatch.setattr(io, "is_remote", lambda p: str(p).startswith("file://") or real(p))
+    hist, store = tmp_path / "history", tmp_path / "rollups"
+    _history(hist)
+    d0, d1, d3 = (W.days()[i] for i in (0, 1, 3))
+    damaged = hist / "topic_health" / f"date={d3}" / "part-0.parquet"
+    _write(hist, "topic_health", d3, [r for r in _health_rows() if r["time"] >= T0 + 3 * DAY][:4],
+           name="part-9.parquet")
+    damage_pages(damaged)
+    uri = hist.as_uri()
+    assert io.table_days(uri, "cluster") == io.table_days(str(hist), "cluster") == [d0, d1, d3]
+    assert io.live_file_sizes(uri, "topic_health", T0, W.end) == io.live_file_sizes(str(hist), "topic_health", T0,
+                                                                                        W.end)
+    assert rollup.main(["--history", uri, "--rollups", str(store)], spark=spark, now=W.end + 3600) == 0
+    assert f"rolled up 3 day(s) ({d0}..{d3})" in capsys.readouterr().out
+    s = rollup.Store(store)
+    for d in (d0, d1, d3):  # as listed locally (but the damaged file, left out)
+        by_path = {t: [f for f in files if f[0] != "part-0.parquet" or t != "topic_health" or d != d3]
+                   for t, files in rollup.history_files(str(hist), d).items()}
+        assert s.manifest(d)["history_files"] == by_path, d
+    [(name, size, why)] = s.manifest(d3)["left_out"]["topic_health"]
+    assert (name, size) == ("part-0.parquet", damaged.stat().st_size) and why
+    # the next run is another process: it has not met the damaged file, and finds it again by the manifest
+    io._REMOTE_DAMAGED.clear()
+    history_files._DAMAGED.clear()
+    assert rollup.main(["--history", uri, "--rollups", str(store)], spark=spark, now=W.end + 3600) == 0
+    assert "nothing to do (3 day(s) up to date" in capsys.readouterr().out
+    # a late file: its day only is rolled up again
+    late = [dict(r, time=T0 + DAY + 300.0, group_id="late") for r in _lag_rows()[:1]]
+    _write(hist, "group_lag", d1, late, name="part-late.parquet")
+    assert rollup.fresh_days(s, uri, W.days()) == [d0, d3]
+    assert rollup.main(["--history", uri, "--rollups", str(store)], spark=spark, now=W.end + 3600) == 0
+    assert f"rolled up 1 day(s) ({d1}..{d1})" in capsys.readouterr().out
+    c = compute(spark, uri, W, A.Options(rollups=str(store)))
+    assert c.rollup_days == [d0, d1, d3]
+    # what a week's report records of its inputs (to reuse it as next week's "last week") is listed too
+    remote_inputs, local_inputs = (inputs_of(h, W, A.Options())["history_files"] for h in (uri, str(hist)))
+    assert remote_inputs["cluster"] == local_inputs["cluster"] and len(remote_inputs["cluster"]) == 3
+    assert c.headline.to_pylist()[0]["retention_loss_episodes"] == 1
+    assert rollup.main(["--history", (tmp_path / "nowhere").as_uri(), "--rollups", str(store)], spark=spark) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
 def test_a_day_compacted_while_it_is_rolled_up_is_listed_again(spark: Any, tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch,
                                                                 caplog: pytest.LogCaptureFixture) -> None:

@@ -1,0 +1,147 @@
+"""Listing a remote history (HDFS, S3A, ABFS, GCS...) through the driver JVM's Hadoop FileSystem API.
+
+The same rules as the collector's own listing of a local history (`collectors.outputs.history.live_files`): a
+compaction's output supersedes the files it names, a file that repeats another byte for byte is read once, empty
+files are left out. `spark_analytics.io` lists local histories with Python and remote ones with this.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import date
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from collectors.outputs.history import DATE_PREFIX, REPLACES_KEY
+from collectors.outputs.history.files import repeats_among
+
+log = logging.getLogger("spark_analytics.io")
+
+
+class HadoopLister:
+    """`collectors.outputs.history.live_files` over the Hadoop FileSystem API (HDFS, object stores, file://)."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.jvm = spark._jvm  # type: ignore[attr-defined]
+        self.conf = spark._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
+        self._same: dict[tuple[str, str], bool] = {}  # compared already, in an earlier listing of this read
+        self.sizes: dict[str, int] = {}
+        """Every file listed (live or not): its size, as the last listing gave it."""
+
+    def live_files(self, root: str, table: str, lo: date, hi: date) -> tuple[list[str], dict[str, str], list[str]]:
+        """(live files, {repeat left out: the file read instead}, empty live files left out) of `table`'s ``date=``
+        directories `lo`..`hi`."""
+        table_path = self.jvm.org.apache.hadoop.fs.Path(root.rstrip("/") + "/" + table)
+        fs = table_path.getFileSystem(self.conf)
+        if not fs.exists(table_path):
+            return [], {}, []
+        previous = self._listing(fs, table_path, lo, hi)
+        for _ in range(10):  # until two listings agree (a compaction may finish in between)
+            current = self._listing(fs, table_path, lo, hi)
+            if current == previous:
+                return current
+            previous = current
+        return previous
+
+    def _listing(self, fs: Any, table_path: Any, lo: date, hi: date) -> tuple[list[str], dict[str, str], list[str]]:
+        out: list[str] = []
+        repeated: dict[str, str] = {}
+        empty: list[str] = []
+        for st in sorted(fs.listStatus(table_path), key=lambda s: s.getPath().getName()):
+            name = st.getPath().getName()
+            if not st.isDirectory() or not name.startswith(DATE_PREFIX):
+                continue
+            try:
+                day = date.fromisoformat(name[len(DATE_PREFIX):])
+            except ValueError:
+                continue
+            if day < lo or day > hi:
+                continue
+            try:
+                entries = fs.listStatus(st.getPath())
+            except Exception:  # the day was removed by retention after the first listing
+                continue
+            kept = [e for e in entries if e.isFile() and e.getPath().getName().endswith(".parquet")
+                    and not e.getPath().getName().startswith((".", "_"))]
+            files = {e.getPath().getName(): e.getPath().toString() for e in kept}
+            sizes = {e.getPath().getName(): int(e.getLen()) for e in kept}
+            self.sizes.update((files[n], size) for n, size in sizes.items())
+            superseded: set[str] = set()
+            for n, p in files.items():
+                if n.startswith("compact-"):
+                    superseded |= self._replaces(p)
+            live = [n for n in sorted(files) if n not in superseded]
+            repeats = self._repeats(fs, [(files[n], sizes[n]) for n in live])
+            repeated.update(repeats)
+            empty.extend(files[n] for n in live if sizes[n] == 0)
+            out.extend(files[n] for n in live if files[n] not in repeats and sizes[n] > 0)
+        return out, repeated, empty
+
+    def _repeats(self, fs: Any, files: list[tuple[str, int]]) -> dict[str, str]:
+        """`collectors.outputs.history.files.repeats_among` over the Hadoop API: {repeat: the file it repeats}."""
+        sizes = dict(files)
+
+        def same(a: str, b: str) -> bool:
+            if (a, b) not in self._same:
+                self._same[(a, b)] = self._same_rows(fs, a, b, sizes[a])
+            return self._same[(a, b)]
+
+        return repeats_among(files, same)
+
+    def _same_rows(self, fs: Any, a: str, b: str, size: int) -> bool:
+        """`collectors.outputs.history.files.same_rows` for two files of `size` bytes, compared in the JVM
+        (Py4J passes byte arrays by value, so no buffer crosses to Python: commons-io compares the streams)."""
+        jvm = self.jvm
+        try:
+            footers = [self._footer(fs, p, size) for p in (a, b)]
+            if footers[0][:3] != footers[1][:3] or not footers[0][3].equals(footers[1][3]):
+                return False
+            data = size - 8 - footers[0][0]
+            streams = [fs.open(jvm.org.apache.hadoop.fs.Path(p)) for p in (a, b)]
+            try:
+                bounded = [jvm.org.apache.commons.io.input.BoundedInputStream(s, data) for s in streams]
+                return bool(jvm.org.apache.commons.io.IOUtils.contentEquals(*bounded))
+            finally:
+                for s in streams:
+                    s.close()
+        except Exception as e:  # unreadable: not a repeat (both are read, as before this rule)
+            log.warning("history: cannot compare %s with %s: %s", a, b, e)
+            return False
+
+    def _footer(self, fs: Any, path: str, size: int) -> tuple[int, int, int, Any]:
+        """(footer length in bytes, rows, row groups, schema) of a Parquet file of `size` bytes."""
+        jvm = self.jvm
+        hp = jvm.org.apache.hadoop.fs.Path(path)
+        stream = fs.open(hp)
+        try:
+            stream.seek(size - 8)
+            trailer = bytes(stream.readNBytes(8))  # a byte[] returned crosses Py4J as bytes
+        finally:
+            stream.close()
+        if len(trailer) != 8 or trailer[4:] != b"PAR1":
+            raise ValueError("not a Parquet file (no PAR1 trailer)")
+        reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(
+            jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(hp, self.conf))
+        try:
+            return (int.from_bytes(trailer[:4], "little"), int(reader.getRecordCount()),
+                    int(reader.getRowGroups().size()), reader.getFooter().getFileMetaData().getSchema())
+        finally:
+            reader.close()
+
+    def _replaces(self, path: str) -> set[str]:
+        jvm = self.jvm
+        try:
+            hp = jvm.org.apache.hadoop.fs.Path(path)
+            infile = jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(hp, self.conf)
+            reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(infile)
+            try:
+                meta = reader.getFooter().getFileMetaData().getKeyValueMetaData()
+                raw = meta.get(REPLACES_KEY.decode())
+            finally:
+                reader.close()
+            return set(json.loads(raw)) if raw else set()
+        except Exception as e:  # unreadable footer: treat as superseding nothing (as collectors.outputs.history does)
+            log.warning("cannot read the footer of %s: %s", path, e)
+            return set()
