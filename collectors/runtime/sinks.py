@@ -143,7 +143,8 @@ class HistorySink:
         carried = [c for c, w in why.items() if w is None]
         lost = [c for c, w in why.items() if w is not None]
         if writer.sole_writer:  # else another collector may write them beside us
-            self._unpolled.update((c, p.time) for c, p in polls.items() if c not in why)
+            ours = set(why) | {p.name for p in self.monitor.pollers}  # the lease's list may be empty (older callers)
+            self._unpolled.update((c, p.time) for c, p in polls.items() if c not in ours)
         wanted = carried + lost
         if not wanted:
             self._lose_unpolled(writer, now)

@@ -556,3 +556,18 @@ def test_a_cluster_nobody_polls_that_was_last_polled_long_ago_is_ended_at_the_ta
     events = read_table(root, "incident_events").sort_values(["time", "id"])
     assert list(zip(events.id, events.event, strict=True)) == [
         ("prod-recorded", "opened"), ("retired-recorded", "opened"), ("retired-recorded", "lost")]
+
+
+def test_a_sink_given_no_cluster_list_takes_the_monitors_clusters_as_polled(tmp_path: Path) -> None:
+    """`HistorySink` without `clusters` (its lease then names none): the clusters its monitor polls are not
+    "nobody's" and their incidents are not ended as such."""
+    root = tmp_path / "history"
+    _clusters_left_unreachable(root, ["prod"], time.time() - 7200)
+    m = _monitor_of(tmp_path, "b", ["prod"])
+    try:
+        sink = HistorySink(HistoryConfig(root=str(root)), exporter=None, monitor=m)
+        assert sink.writer.flush()
+        sink.close()
+    finally:
+        m.close()
+    assert list(read_table(root, "incident_events").event) == ["opened"]
