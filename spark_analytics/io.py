@@ -366,7 +366,7 @@ def damaged_file_sizes(root: str, table: str, start: float, end: float,
     out = []
     for f, why in listed.damaged.items():
         if f in listed.sizes:
-            out.append((_relative(f).rsplit("/", 1)[-1], listed.sizes[f], why))
+            out.append((f.rstrip("/").rsplit("/", 1)[-1], listed.sizes[f], why))
             continue
         with contextlib.suppress(FileNotFoundError):
             out.append((os.path.basename(f), os.path.getsize(f), why))
