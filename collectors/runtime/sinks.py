@@ -145,23 +145,20 @@ class HistorySink:
         if writer.sole_writer:  # else another collector may write them beside us
             ours = set(why) | {p.name for p in self.monitor.pollers}  # the lease's list may be empty (older callers)
             self._unpolled.update((c, p.time) for c, p in polls.items() if c not in ours)
-        wanted = carried + lost
-        if not wanted:
-            self._lose_unpolled(writer, now)
-            return
-        incidents = open_incidents(writer.root, wanted, until)
-        alerts = open_alerts(writer.root, wanted, until)
+        if why:  # one read of the event tables for the clusters carried on and those lost
+            incidents = open_incidents(writer.root, list(why), until)
+            alerts = open_alerts(writer.root, list(why), until)
 
-        def of(clusters: list[str]) -> tuple[list[IncidentRecord], list[AlertRecord]]:
-            return [i for i in incidents if i.cluster in clusters], [a for a in alerts if a.cluster in clusters]
+            def of(clusters: list[str]) -> tuple[list[IncidentRecord], list[AlertRecord]]:
+                return [i for i in incidents if i.cluster in clusters], [a for a in alerts if a.cluster in clusters]
 
-        if carried:
-            self._carry_on(writer, last, *of(carried))
-        if lost:
-            n = self.monitor.lose(*of(lost), {c: p.time for c, p in polls.items()})
-            if n:
-                log.info("history: %d incident(s) and alert(s) left open in %s and not carried on are recorded as "
-                         "lost (ended unseen after the last poll that saw them open)", n, writer.root)
+            if carried:
+                self._carry_on(writer, last, *of(carried))
+            if lost:
+                n = self.monitor.lose(*of(lost), {c: p.time for c, p in polls.items()})
+                if n:
+                    log.info("history: %d incident(s) and alert(s) left open in %s and not carried on are recorded "
+                             "as lost (ended unseen after the last poll that saw them open)", n, writer.root)
         self._lose_unpolled(writer, now)
 
     def _lose_unpolled(self, writer: HistoryWriter, now: float) -> None:
