@@ -30,11 +30,35 @@ class HadoopLister:
         self.sizes: dict[str, int] = {}
         """Every file listed (live or not): its size, as the last listing gave it."""
 
+    def _table(self, root: str, table: str) -> tuple[Any, Any]:
+        """(the filesystem, the path) of `table` under `root`."""
+        table_path = self.jvm.org.apache.hadoop.fs.Path(root.rstrip("/") + "/" + table)
+        return table_path.getFileSystem(self.conf), table_path
+
+    @staticmethod
+    def _date_dirs(fs: Any, table_path: Any) -> list[tuple[date, Any]]:
+        """`collectors.outputs.history.files.date_dirs` over the Hadoop API: (day, status) of each ``date=``
+        directory, sorted."""
+        out = []
+        for st in fs.listStatus(table_path):
+            name = st.getPath().getName()
+            if not st.isDirectory() or not name.startswith(DATE_PREFIX):
+                continue
+            try:
+                out.append((date.fromisoformat(name[len(DATE_PREFIX):]), st))
+            except ValueError:
+                continue
+        return sorted(out, key=lambda d: d[0])
+
+    def days(self, root: str, table: str) -> list[date]:
+        """The days with a ``date=`` directory of `table`, sorted."""
+        fs, table_path = self._table(root, table)
+        return [d for d, _ in self._date_dirs(fs, table_path)] if fs.exists(table_path) else []
+
     def live_files(self, root: str, table: str, lo: date, hi: date) -> tuple[list[str], dict[str, str], list[str]]:
         """(live files, {repeat left out: the file read instead}, empty live files left out) of `table`'s ``date=``
         directories `lo`..`hi`."""
-        table_path = self.jvm.org.apache.hadoop.fs.Path(root.rstrip("/") + "/" + table)
-        fs = table_path.getFileSystem(self.conf)
+        fs, table_path = self._table(root, table)
         if not fs.exists(table_path):
             return [], {}, []
         previous = self._listing(fs, table_path, lo, hi)
@@ -49,14 +73,7 @@ class HadoopLister:
         out: list[str] = []
         repeated: dict[str, str] = {}
         empty: list[str] = []
-        for st in sorted(fs.listStatus(table_path), key=lambda s: s.getPath().getName()):
-            name = st.getPath().getName()
-            if not st.isDirectory() or not name.startswith(DATE_PREFIX):
-                continue
-            try:
-                day = date.fromisoformat(name[len(DATE_PREFIX):])
-            except ValueError:
-                continue
+        for day, st in self._date_dirs(fs, table_path):
             if day < lo or day > hi:
                 continue
             try:

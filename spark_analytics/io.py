@@ -51,6 +51,7 @@ from collectors.outputs.history import (
 from collectors.outputs.history.files import (
     REPEAT_WARNING,
     damage,
+    date_dirs,
     known_damaged,
     mark_damaged,
     stores_timestamps,
@@ -129,19 +130,9 @@ def history_exists(spark: SparkSession | None, root: str) -> bool:
 def table_days(root: str, table: str, spark: SparkSession | None = None) -> list[str]:
     """The UTC days (YYYY-MM-DD) with a ``date=`` directory of `table` in a history, sorted; a remote history is
     listed through `spark` (else the active session)."""
-    if not is_remote(root):
-        names = [p.name for p in (_local(root) / table).glob(f"{DATE_PREFIX}*") if p.is_dir()]
-    else:
-        jvm_spark = _session(spark)
-        path = jvm_spark._jvm.org.apache.hadoop.fs.Path(root.rstrip("/") + "/" + table)  # type: ignore[attr-defined]
-        fs = path.getFileSystem(jvm_spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
-        names = [st.getPath().getName() for st in fs.listStatus(path) if st.isDirectory()] if fs.exists(path) else []
-    days = []
-    for name in names:
-        with contextlib.suppress(ValueError):
-            if name.startswith(DATE_PREFIX):
-                days.append(date.fromisoformat(name[len(DATE_PREFIX):]).isoformat())
-    return sorted(days)
+    days = HadoopLister(_session(spark)).days(root, table) if is_remote(root) else \
+        [d for d, _ in date_dirs(_local(root) / table)]
+    return [d.isoformat() for d in days]
 
 
 def _day(t: float) -> date:
@@ -340,7 +331,7 @@ def recheck_damaged(root: str, rel: str, size: int, why: str, spark: SparkSessio
             return False
         if damage(path) is None:
             return False
-        mark_damaged(path, why)
+        _mark_damaged(path, why)
         return True
     spark = _session(spark)
     hp = spark._jvm.org.apache.hadoop.fs.Path(root.rstrip("/") + "/" + rel)  # type: ignore[attr-defined]
@@ -353,7 +344,7 @@ def recheck_damaged(root: str, rel: str, size: int, why: str, spark: SparkSessio
         return False
     if remote_damage(spark, uri) is None:
         return False
-    _REMOTE_DAMAGED[_uri_key(uri)] = why
+    _mark_damaged(uri, why)
     return True
 
 

@@ -47,9 +47,9 @@ def stored_previous(reports: Path, history: str, previous: A.Period, opts: A.Opt
 
     A weekly run thus computes one week, not two; and "last week" in the week over week is what last week's report
     said (computed then with the week before it as context, which a computation now would not read)."""
-    want = inputs_of(history, previous, opts)
     if not clusters:
         return None
+    want = inputs_of(history, previous, opts)
     heads, sources = [], []
     for cluster in clusters:
         d = layout.report_dir(reports, cluster, previous.label)
