@@ -269,8 +269,9 @@ def _incidents_section(ch: Charts, t: dict[str, pd.DataFrame], doc: dict[str, An
     lost = int(kinds["lost"].sum()) if kinds is not None and "lost" in kinds else 0
     if lost:
         parts.append(f'<p class="note">{fmt_num(lost)} incident(s) lost by their collector: it stopped with them '
-                     'open and the next one started too late (or on another cluster of the name) to carry them on. '
-                     'Each counts up to the last poll that saw it open; how it ended nobody saw.</p>')
+                     'open and the next one started too late, on another cluster of the name, or without that '
+                     'cluster in its configuration, to carry them on. Each counts up to the last poll that saw it '
+                     'open; how it ended nobody saw.</p>')
     parts.append(table(kinds, [
         ("kind", "kind", _txt), ("opened", "opened", fmt_num), ("critical", "critical", fmt_num),
         ("resolved", "resolved", fmt_num), ("open_at_end", "open at end", fmt_num), ("lost", "lost", fmt_num),

@@ -23,8 +23,9 @@ SEVERITY_RANK: Final = {s: i for i, s in enumerate(SEVERITIES)}
 LOST: Final = "lost"
 """The event that ends an incident or alert episode no collector carried on (``incident_events`` and
 ``alert_events``): the collector that tracked it stopped, and the next one could not take it over (started too
-long after, another cluster of the name, a clock that stepped back). Its time is the last poll that saw it open;
-how it ended is unknown, so it is neither resolved nor open in the weekly report."""
+long after, another cluster of the name, a clock that stepped back, or it does not poll that cluster at all). Its
+time is the last poll that saw it open; how it ended is unknown, so it is neither resolved nor open in the weekly
+report."""
 INCIDENT_EVENT_ORDER: Final = {"opened": 0, "reopened": 1, "updated": 2, "resolved": 3, LOST: 4}
 """An incident's events in the order they apply within one poll (a resolution last); an unknown event counts as an
 update (2). Readers that want an incident's last state sort its events by (time, this)."""
