@@ -38,6 +38,7 @@ from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyspark.errors import PySparkRuntimeError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -263,8 +264,11 @@ def remote_damage(spark: SparkSession, uri: str) -> str | None:
 
 
 def _remote_damaged_files(e: BaseException, root: str) -> dict[Path | str, str]:
-    spark = SparkSession.getActiveSession()
-    if spark is None:
+    """`damaged_files` of a remote `root`, read again by the session `_session` finds, as the listing found them: a
+    report's thread pools (or a caller's thread) have no active session of their own, only the default one."""
+    try:
+        spark = _session(None)
+    except PySparkRuntimeError:  # no session at all: nothing to read the files again with; the error stands
         return {}
     out: dict[Path | str, str] = {}
     for uri in dict.fromkeys(_READ_FAILED.findall(str(e))):

@@ -11,6 +11,7 @@ import json
 import logging
 import math
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -1118,6 +1119,11 @@ def test_a_damaged_file_of_a_remote_history_is_left_out_and_named_too(
     assert c.tables["polls"].to_pylist()[0]["polls"] == 144  # the good day's
     notes = [n for n in io.table_notes(c.data, W.days()) if "do not read" in n]
     assert len(notes) == 1 and "e.g. cluster/date=2026-11-19/part-2-b.parquet (" in notes[0]
+    # judged the same from a thread without an active session of its own (a caller's thread or pool): the default
+    # session reads the file again; before, nothing was found there and the report stopped on the first error
+    named = Exception(f"Encountered error while reading file file://{bad}")  # as Spark spells it: '=' unquoted
+    with ThreadPoolExecutor(1) as pool:
+        assert [Path(urlparse(f).path) for f in pool.submit(io.damaged_files, named, root).result()] == [bad]
     # a failure that names a file which reads (a passing network error) leaves it in, and is raised
     good_error = Exception("Encountered error while reading file " + (tmp_path / "cluster/date=2026-11-18/"
                                                                       "part-1-a.parquet").as_uri())
