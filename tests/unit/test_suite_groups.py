@@ -3,6 +3,7 @@ suite's shared SparkSession one unit together, collected first."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -33,17 +34,35 @@ def test_work_units_of_real_modules() -> None:
 
 
 def test_every_module_that_starts_spark_is_in_the_spark_unit() -> None:
-    """From the source text: a test module that built a session some other way would start a second driver JVM on
-    the other worker."""
+    """From the source: a test module that built a session in its own process some other way would start a second
+    driver JVM on the other worker. A module whose JVMs are all subprocesses of their own (the class archive's
+    runs: a script in a string) is not one: it runs beside the Spark unit, on the other worker."""
     spark = []
     for path in sorted((ROOT / "tests").rglob("test_*.py")):
         if path.name == Path(__file__).name:
             continue  # its text names both
-        text = path.read_text()
-        if "spark_session(" in text or "build_session(" in text:
+        if calls_a_session_builder(path.read_text()):
             spark.append(path.name)
             assert work_unit(f"{path.relative_to(ROOT)}::t") == SPARK_GROUP, path
     assert {"test_spark_report.py", "test_rollup.py", "test_spark_session.py", "test_histogram.py"} <= set(spark)
+    assert "test_class_archive.py" not in spark
+    assert work_unit("tests/unit/test_class_archive.py::t") == "tests/unit/test_class_archive.py"
+
+
+def calls_a_session_builder(source: str) -> bool:
+    """Whether the module's code (not its strings) calls ``spark_session(…)`` or ``build_session(…)``."""
+    return any(isinstance(node, ast.Call) and (getattr(node.func, "id", None) or getattr(node.func, "attr", None))
+               in ("spark_session", "build_session") for node in ast.walk(ast.parse(source)))
+
+
+@pytest.mark.parametrize(("source", "calls"), [
+    ("spark = spark_session()\n", True),
+    ("def f():\n    return session.build_session('local[1]')\n", True),
+    ("RUN = \"\"\"\nspark = build_session('local[1]')\n\"\"\"\n", False),  # a subprocess's script
+    ("from tests.support.spark_history import spark_session\n", False),
+])
+def test_a_module_starts_a_session_in_its_process_when_its_code_calls_a_builder(source: str, calls: bool) -> None:
+    assert calls_a_session_builder(source) is calls
 
 
 def test_this_runs_collection_has_the_spark_unit_first(request: pytest.FixtureRequest) -> None:
