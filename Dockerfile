@@ -7,7 +7,8 @@
 # collector  the core dependencies of pyproject.toml (no pyspark, streamlit, plotly or pandas) and collectors/ only;
 #            HEALTHCHECK on /healthz (cheap, never renders /metrics).
 # dashboard  the wheel with the `dashboard` extra (streamlit, plotly, pandas); `kafka-monitor-dashboard`.
-# spark      the wheel with the `report` extra (pyspark, plotly, pandas) and Java 17; `kafka-monitor-report`.
+# spark      the wheel with the `report` extra (pyspark, plotly, pandas) and Java 17; `kafka-monitor-report` (the
+#            entrypoint) and `kafka-monitor-rollup` (the daily roll-ups).
 #
 # Every image runs as the non-root user `monitor` (uid 10001) and keeps its data under the /data volume. The
 # collector listens on 0.0.0.0:9308 inside the container only because the config mounted at
