@@ -39,7 +39,7 @@ from spark_analytics import aggregations as A
 from spark_analytics import io, layout, render, rollup
 from spark_analytics.aggregations.thresholds import USED as A_THRESHOLDS
 from spark_analytics.figures import HEADLINE_NAMES, UNITS
-from spark_analytics.formatting import PER_SECOND, SHARE, fmt_value
+from spark_analytics.formatting import PER_SECOND, SHARE, fmt_duration, fmt_value
 from spark_analytics.last_week import inputs_of, stored_previous
 from spark_analytics.report_args import Args, ArgumentError, parse_args, parser
 from spark_analytics.session import build_session, describe_failure, stop
@@ -414,7 +414,30 @@ def thresholds_doc(cluster: str, c: Computed, opts: A.Options) -> dict[str, Any]
     return out
 
 
-def incidents_doc(cluster: str, c: Computed) -> dict[str, Any]:
+STOPPED_POLLS = 3
+"""Poll intervals without a poll before the week's end (or the report, for a week not over) after which a
+cluster's polls are said to stop (`stopped_polls_note`): the dashboard calls a cluster STALE after as many."""
+
+
+def stopped_polls_note(open_now: int, polls: dict[str, Any] | None, period_end: float, now: float) -> str | None:
+    """The note for incidents counted open at the end of a week whose polls of the cluster stopped before it: their
+    collector stopped with them open and none followed it on the history (a collector that follows records them
+    ``lost`` or carries them on). Nothing says whether or when they ended, so they stay open, counted up to the last
+    poll; the note says the count is as of that poll. None when nothing is open or the polls reach the end."""
+    last, interval = (polls or {}).get("last_poll"), (polls or {}).get("poll_interval_s")
+    if not open_now or last is None or not interval:
+        return None
+    until = min(period_end, now)
+    if until - last <= STOPPED_POLLS * interval:
+        return None
+    end = "the week's end" if until == period_end else "this report"
+    return (f"The polls of this cluster stop at {_iso(last)}, {fmt_duration(until - last)} before {end}: the "
+            f"{open_now} incident(s) open then are listed open, each up to that poll. No collector "
+            "polled the cluster after it, so whether and when they ended was not recorded.")
+
+
+def incidents_doc(cluster: str, c: Computed, polls: dict[str, Any] | None = None,
+                  now: float | None = None) -> dict[str, Any]:
     """Where the incident figures came from, the incidents still open, the worst ones and the count per kind."""
     src = next(iter(_rows(_get(c, "incident_source", cluster))), None)
     source = src["source"] if src else A.FROM_ALERT_EPISODES
@@ -437,6 +460,11 @@ def incidents_doc(cluster: str, c: Computed) -> dict[str, Any]:
     if prev and prev["source"] != source:
         notes.append(f"Last week's incident figures count {prev['source']}, this week's {source}: "
                      "the week-over-week change of those figures compares different things.")
+
+    stopped = stopped_polls_note(sum(r["status"] == "open" for r in rows), polls, c.period.end,
+                                 time.time() if now is None else now)
+    if stopped is not None:
+        notes.append(stopped)
 
     def order(r: dict[str, Any]) -> tuple[Any, ...]:
         return (SEVERITY_RANK.get(r["severity"], 9), -(r["duration_s"] or r["open_for_s"] or 0.0), r["start"])
@@ -497,7 +525,7 @@ def cluster_doc(cluster: str, c: Computed, opts: A.Options, global_notes: list[s
                                              na_position="last").head(WORST_N)
                         [["group_id", "topic", "lag_seconds_p99", "lag_p99", "slo_share", "warn_minutes",
                           "err_minutes"]].to_dict("records"))
-    inc = incidents_doc(cluster, c)
+    inc = incidents_doc(cluster, c, polls)
     limits = thresholds_doc(cluster, c, opts)
     lost = sorted(_of(c.tables["data_lost"], cluster).to_pylist(), key=lambda r: (-(r["messages"] or 0), r["kind"]))
     gaps = _of(c.tables["poll_gaps"], cluster).to_pylist()

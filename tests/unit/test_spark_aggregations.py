@@ -463,6 +463,34 @@ def test_headline_equals_the_duckdb_reference_with_incidents_and_recorded_thresh
     assert h["worst_lag_seconds_p99"] != duck["worst_lag_seconds_p99"]  # really the histogram's (88.37 vs 89.1)
     assert {r["kind"]: r["opened"] for r in tables["incident_kinds"].to_pylist()} == duck["incidents_by_kind"]
     assert duck["incidents_by_kind"]["monitor"] == 1
+    # the polls stop 2.6 hours into the week, with incidents open: the report counts them open at the end, as of the
+    # last poll, and says so (before, only "open at the end", as if they had been seen open all week)
+    c = weekly_report.Computed(W, PREV, tables, *[pa.table({})] * 3, {}, {})
+    [polls] = tables["polls"].to_pylist()
+    notes = weekly_report.incidents_doc("c1", c, polls, now=W.end + 3600)["incident_notes"]
+    assert notes == [f"The polls of this cluster stop at {datetime.fromtimestamp(T0 + 9270, UTC):%Y-%m-%dT%H:%M:%SZ}, "
+                     "6 d 21 h before the week's end: the 3 incident(s) open then are listed open, each up "
+                     "to that poll. No collector polled the cluster after it, so whether and when they ended was not "
+                     "recorded."]
+    assert h["incidents_open_at_end"] == 3
+
+
+@pytest.mark.parametrize(("open_now", "polls", "now", "said"), [
+    (2, {"last_poll": W.end - 90, "poll_interval_s": 30.0}, W.end + 3600, None),  # three polls before the end: fine
+    (2, {"last_poll": W.end - 91, "poll_interval_s": 30.0}, W.end + 3600, "1 min 31 s before the week's end: the 2"),
+    (0, {"last_poll": W.start, "poll_interval_s": 30.0}, W.end + 3600, None),  # nothing open: nothing to say
+    (1, None, W.end + 3600, None),  # no polls this week: the missing days' note says it
+    (1, {"last_poll": W.start, "poll_interval_s": None}, W.end + 3600, None),  # one poll: no interval to judge by
+    (1, {"last_poll": W.start + 3600, "poll_interval_s": 60.0}, W.start + 3600 + 600, "10 min 00 s before this report"),
+    (1, {"last_poll": W.start + 3600, "poll_interval_s": 60.0}, W.start + 3500, None),  # a clock ahead of ours
+])
+def test_incidents_open_when_the_polls_stop_are_said_to_be_as_of_the_last_poll(
+        open_now: int, polls: dict[str, Any] | None, now: float, said: str | None) -> None:
+    """A collector that stops with incidents open and is followed by none leaves them open: counted open at the
+    end, each up to its last poll (nothing recorded whether they ended). The report says so when that poll is more
+    than `STOPPED_POLLS` intervals before the week's end, or before the report for a week not over yet."""
+    note = weekly_report.stopped_polls_note(open_now, polls, W.end, now)
+    assert (note is None) == (said is None) and (said is None or said in note), note
 
 
 # ----------------------------------------------------------------------------------------------- alert episodes
