@@ -415,25 +415,32 @@ def thresholds_doc(cluster: str, c: Computed, opts: A.Options) -> dict[str, Any]
 
 
 STOPPED_POLLS = 3
-"""Poll intervals without a poll before the week's end (or the report, for a week not over) after which a
-cluster's polls are said to stop (`stopped_polls_note`): the dashboard calls a cluster STALE after as many."""
+"""Poll intervals without a poll before the week's end after which a cluster's polls are said to stop
+(`stopped_polls_note`): the dashboard calls a cluster STALE after as many."""
+
+HISTORY_LAG_S = 3600.0
+"""How far behind the report's own clock a live collector's history may be: it flushes its polls every
+``history.flush_interval_s`` (60 s by default). Polls newer than this before the report are not expected to be
+there yet, so a report made during the week, or just after it, does not take a running collector for a stopped
+one."""
 
 
 def stopped_polls_note(open_now: int, polls: dict[str, Any] | None, period_end: float, now: float) -> str | None:
     """The note for incidents counted open at the end of a week whose polls of the cluster stopped before it: their
     collector stopped with them open and none followed it on the history (a collector that follows records them
     ``lost`` or carries them on). Nothing says whether or when they ended, so they stay open, counted up to the last
-    poll; the note says the count is as of that poll. None when nothing is open or the polls reach the end."""
+    poll; the note says the count is as of that poll. None when nothing is open, or the polls reach to within
+    `STOPPED_POLLS` intervals of the week's end or to within `HISTORY_LAG_S` of the report."""
     last, interval = (polls or {}).get("last_poll"), (polls or {}).get("poll_interval_s")
     if not open_now or last is None or not interval:
         return None
-    until = min(period_end, now)
-    if until - last <= STOPPED_POLLS * interval:
+    if last >= min(period_end - STOPPED_POLLS * interval, now - HISTORY_LAG_S):
         return None
-    end = "the week's end" if until == period_end else "this report"
-    return (f"The polls of this cluster stop at {_iso(last)}, {fmt_duration(until - last)} before {end}: the "
-            f"{open_now} incident(s) open then are listed open, each up to that poll. No collector "
-            "polled the cluster after it, so whether and when they ended was not recorded.")
+    over = now >= period_end
+    ago, end = (period_end - last, "the week's end") if over else (now - last, "this report")
+    return (f"The polls of this cluster stop at {_iso(last)}, {fmt_duration(ago)} before {end}: the {open_now} "
+            "incident(s) open then are listed open, each up to that poll. No collector polled the cluster after it, "
+            "so whether and when they ended was not recorded.")
 
 
 def incidents_doc(cluster: str, c: Computed, polls: dict[str, Any] | None = None,

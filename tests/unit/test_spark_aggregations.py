@@ -475,20 +475,29 @@ def test_headline_equals_the_duckdb_reference_with_incidents_and_recorded_thresh
     assert h["incidents_open_at_end"] == 3
 
 
-@pytest.mark.parametrize(("open_now", "polls", "now", "said"), [
-    (2, {"last_poll": W.end - 90, "poll_interval_s": 30.0}, W.end + 3600, None),  # three polls before the end: fine
-    (2, {"last_poll": W.end - 91, "poll_interval_s": 30.0}, W.end + 3600, "1 min 31 s before the week's end: the 2"),
-    (0, {"last_poll": W.start, "poll_interval_s": 30.0}, W.end + 3600, None),  # nothing open: nothing to say
-    (1, None, W.end + 3600, None),  # no polls this week: the missing days' note says it
-    (1, {"last_poll": W.start, "poll_interval_s": None}, W.end + 3600, None),  # one poll: no interval to judge by
-    (1, {"last_poll": W.start + 3600, "poll_interval_s": 60.0}, W.start + 3600 + 600, "10 min 00 s before this report"),
-    (1, {"last_poll": W.start + 3600, "poll_interval_s": 60.0}, W.start + 3500, None),  # a clock ahead of ours
+DAY_AFTER = W.end + 86400  # a weekly run's time: every poll of the week is in the history by then
+
+
+@pytest.mark.parametrize(("open_now", "last", "interval", "now", "said"), [
+    (2, W.end - 90, 30.0, DAY_AFTER, None),  # three polls before the end: fine
+    (2, W.end - 91, 30.0, DAY_AFTER, "1 min 31 s before the week's end: the 2 incident(s)"),
+    (0, W.start, 30.0, DAY_AFTER, None),  # nothing open: nothing to say
+    (1, None, None, DAY_AFTER, None),  # no polls this week: the missing days' note says it
+    (1, W.start, None, DAY_AFTER, None),  # one poll: no interval to judge by
+    # made during the week: a running collector's newest polls may not be flushed yet (HISTORY_LAG_S)
+    (1, W.start + 7200, 30.0, W.start + 7200 + 600, None),
+    (1, W.start + 7200, 30.0, W.start + 7200 + 3601, "1 h 00 min before this report"),
+    (1, W.start + 7200, 30.0, W.start + 3600, None),  # a last poll ahead of the report's clock
+    # made just after the week: the same allowance; two hours without a poll is a stop
+    (1, W.end - 600, 30.0, W.end + 300, None),
+    (1, W.end - 7200, 30.0, W.end + 300, "2 h 00 min before the week's end"),
 ])
 def test_incidents_open_when_the_polls_stop_are_said_to_be_as_of_the_last_poll(
-        open_now: int, polls: dict[str, Any] | None, now: float, said: str | None) -> None:
+        open_now: int, last: float | None, interval: float | None, now: float, said: str | None) -> None:
     """A collector that stops with incidents open and is followed by none leaves them open: counted open at the
     end, each up to its last poll (nothing recorded whether they ended). The report says so when that poll is more
-    than `STOPPED_POLLS` intervals before the week's end, or before the report for a week not over yet."""
+    than `STOPPED_POLLS` intervals before the week's end, and more than `HISTORY_LAG_S` before the report."""
+    polls = None if last is None else {"last_poll": last, "poll_interval_s": interval}
     note = weekly_report.stopped_polls_note(open_now, polls, W.end, now)
     assert (note is None) == (said is None) and (said is None or said in note), note
 
