@@ -318,7 +318,9 @@ def test_what_a_cluster_taken_out_of_the_configuration_left_open_ends_lost(sb: S
     renamed, or moved to another collector's history). It stops; the next one on the history polls `sandbox` only.
     It carries `sandbox`'s incident on and resolves it when broker 3 is back. Before, `retired`'s incident stayed
     open in the history for good (every weekly report counted it open at the week's end); now it ends ``lost`` at
-    `retired`'s last poll, once that poll is `checkpoint_max_age_s` (10 s here) old and nobody came back for it."""
+    `retired`'s last poll, once that poll is `checkpoint_max_age_s` old and nobody came back for it. That is 60 s
+    here, 6 s of real time at the sandbox's 10x: with 10 s (1 real second) a loaded machine took longer to close
+    the first collector and start the second, and `sandbox`'s incident was too old to carry on."""
     from collectors.outputs.history import read_table
     from collectors.outputs.history.left_open import open_incidents
 
@@ -342,13 +344,13 @@ def test_what_a_cluster_taken_out_of_the_configuration_left_open_ends_lost(sb: S
         seen = {r.snapshot.cluster: _broker_incident(r).id for r in results}
         last_poll = results[0].snapshot.time
         _close(*first)
-        second = _collector(sb, tmp_path, root, "b", checkpoint_max_age_s=10)
+        second = _collector(sb, tmp_path, root, "b", checkpoint_max_age_s=60)
         assert _broker_incident(_cycle(sb, *second)).id == seen["sandbox"]  # carried on
         assert {i.id for i in open_incidents(root, ["retired"], sb.clock.now())} == {seen["retired"]}  # not yet
         sb.call(lambda c: c.restart_broker(3))
         # judged on the time the sinks were given (the poll's), not on the clock after the poll: a slow poll begun
         # before the window passed ended the loop with nothing due yet
-        _until(sb, second, lambda r: _broker_incident(r) is None and r.snapshot.time > last_poll + 11)
+        _until(sb, second, lambda r: _broker_incident(r) is None and r.snapshot.time > last_poll + 61)
     finally:
         _close_after_crash(sb, first, second)
     events = read_table(root, "incident_events")
