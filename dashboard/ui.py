@@ -22,10 +22,11 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from collectors.model.vocabulary import STALE_POLLS
 from dashboard import data
 from dashboard.access import require_access
 from dashboard.views.alerts import target_url
-from dashboard.views.common import STALE_POLLS, Freshness, fmt_duration, fmt_ts, fmt_utc, freshness
+from dashboard.views.common import Freshness, fmt_duration, fmt_ts, fmt_utc, freshness
 from dashboard.views.common import epoch_to_local as epoch_local
 from dashboard.views.incidents import data_age_text
 

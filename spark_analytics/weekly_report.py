@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from collectors.model.vocabulary import MESSAGES_GONE_KINDS, SEVERITY_RANK
+from collectors.model.vocabulary import MESSAGES_GONE_KINDS, SEVERITY_RANK, STALE_POLLS
 from spark_analytics import aggregations as A
 from spark_analytics import io, layout, render, rollup
 from spark_analytics.aggregations.thresholds import USED as A_THRESHOLDS
@@ -414,10 +414,6 @@ def thresholds_doc(cluster: str, c: Computed, opts: A.Options) -> dict[str, Any]
     return out
 
 
-STOPPED_POLLS = 3
-"""Poll intervals without a poll before the week's end after which a cluster's polls are said to stop
-(`stopped_polls_note`): the dashboard calls a cluster STALE after as many."""
-
 HISTORY_LAG_S = 3600.0
 """How far behind the report's own clock a live collector's history may be: it flushes its polls every
 ``history.flush_interval_s`` (60 s by default). Polls newer than this before the report are not expected to be
@@ -430,11 +426,11 @@ def stopped_polls_note(open_now: int, polls: dict[str, Any] | None, period_end: 
     collector stopped with them open and none followed it on the history (a collector that follows records them
     ``lost`` or carries them on). Nothing says whether or when they ended, so they stay open, counted up to the last
     poll; the note says the count is as of that poll. None when nothing is open, or the polls reach to within
-    `STOPPED_POLLS` intervals of the week's end or to within `HISTORY_LAG_S` of the report."""
+    `STALE_POLLS` intervals of the week's end or to within `HISTORY_LAG_S` of the report."""
     last, interval = (polls or {}).get("last_poll"), (polls or {}).get("poll_interval_s")
     if not open_now or last is None or not interval:
         return None
-    if last >= min(period_end - STOPPED_POLLS * interval, now - HISTORY_LAG_S):
+    if last >= min(period_end - STALE_POLLS * interval, now - HISTORY_LAG_S):
         return None
     over = now >= period_end
     ago, end = (period_end - last, "the week's end") if over else (now - last, "this report")

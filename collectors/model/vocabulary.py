@@ -121,6 +121,9 @@ STALE_SECTIONS: Final = ("cluster", "partitions", "offsets", "groups", "transact
                          "znodes", "zookeeper", "quorum")
 """Parts of a poll that can fail on their own; a failed one is listed in the snapshot's ``stale_sections``
 (``cluster``: nothing answered at all)."""
+STALE_POLLS: Final = 3
+"""Poll intervals without a new poll after which a cluster's data is stale: the dashboard marks it STALE, and the
+weekly report says its polls stopped (`spark_analytics.weekly_report.stopped_polls_note`)."""
 
 # ----------------------------------------------------------------------------- partition classes
 

@@ -40,8 +40,6 @@ STATUS_STYLE = {"ERR": SEVERITY_STYLE["critical"], "WARN": SEVERITY_STYLE["warni
                 "UNREACHABLE": SEVERITY_STYLE["critical"], "NOT REGISTERED": SEVERITY_STYLE["critical"],
                 "INACTIVE": SEVERITY_STYLE["info"], "ABANDONED": SEVERITY_STYLE["info"]}
 
-STALE_POLLS = 3  # data older than this many poll intervals is stale
-
 
 def tzinfo(tz: str | None) -> ZoneInfo:
     try:

@@ -496,7 +496,7 @@ def test_incidents_open_when_the_polls_stop_are_said_to_be_as_of_the_last_poll(
         open_now: int, last: float | None, interval: float | None, now: float, said: str | None) -> None:
     """A collector that stops with incidents open and is followed by none leaves them open: counted open at the
     end, each up to its last poll (nothing recorded whether they ended). The report says so when that poll is more
-    than `STOPPED_POLLS` intervals before the week's end, and more than `HISTORY_LAG_S` before the report."""
+    than `STALE_POLLS` intervals before the week's end, and more than `HISTORY_LAG_S` before the report."""
     polls = None if last is None else {"last_poll": last, "poll_interval_s": interval}
     note = weekly_report.stopped_polls_note(open_now, polls, W.end, now)
     assert (note is None) == (said is None) and (said is None or said in note), note
