@@ -37,7 +37,8 @@ Layout: ``DIR/<table>/date=YYYY-MM-DD/rollup.parquet`` and ``DIR/_days/YYYY-MM-D
 written last, each file atomically: a killed run leaves a day without a manifest, which the report treats as not
 rolled up (and computes from the history), never a half-written day. A damaged day (a file missing, unreadable or
 with other rows than its manifest says) reads the same way, with a warning naming the file (`Store.manifest`).
-``DIR`` is a local (or mounted) directory.
+``DIR`` is a local (or mounted) directory. One run writes it at a time (`take_store`: a second run waits, then
+does what the first left).
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from collectors.outputs.history.files import known_damaged
+from collectors.outputs.history.lease import WriterLease, read_holder
 from spark_analytics import io
 from spark_analytics.aggregations import consumers as C
 from spark_analytics.aggregations import replication as R
@@ -85,6 +87,9 @@ SOURCES = (*INPUTS, "cluster")
 """The history tables a roll-up is made from (a change to their files makes the day stale)."""
 log = logging.getLogger("spark_analytics.rollup")
 COLLECT_THREADS = 4
+WAIT_S = 3600.0
+"""How long a run waits for another run writing the same store (``--wait``): a first run over a month of a big
+fleet's history takes tens of minutes."""
 TABLES = ("group_lag_days", "group_lag_hist", "group_lag_flags", "group_lag_series", "topic_health_days",
           "topic_health_polls", "transaction_epochs", "producers_hanging", "lso_gap_values", "lso_gap_partitions")
 
@@ -492,12 +497,50 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--day", action="append", default=None,
                    help="a UTC day YYYY-MM-DD (repeatable); default: every complete day not rolled up or stale")
     p.add_argument("--force", action="store_true", help="roll up the days even when their roll-up is fresh")
+    p.add_argument("--wait", type=_seconds, default=WAIT_S, metavar="SECONDS",
+                   help="how long to wait for another roll-up run writing the same --rollups directory (it holds "
+                        f"DIR/_writer.lock); then exit 1; default {WAIT_S:g}")
     p.add_argument("--master", default=None, help="Spark master; default local[*]")
     p.add_argument("--class-archive", default=os.environ.get(CLASS_ARCHIVE_ENV) or None, metavar="PATH",
                    help="the driver JVM's class-data sharing archive, as weekly_report's (one file serves both: the "
                         f"job that runs first makes it); default ${CLASS_ARCHIVE_ENV}, else none")
     p.add_argument("--verbose", action="store_true")
     return p
+
+
+def take_store(store: Store, wait_s: float, sleep: Any = time.sleep, clock: Any = time.monotonic
+               ) -> WriterLease | None:
+    """The store's lease (`WriterLease`: an exclusive ``flock`` on ``DIR/_writer.lock``, released by the kernel
+    however the process ends), waiting up to `wait_s` for another run that holds it; None when it still does.
+
+    Two runs at once — the daily cron job and the weekly report's own roll-up step, or a cron job slower than its
+    interval — would each find the same days missing and roll them up twice, and each day's files would be
+    written by whichever run renamed last. After the wait, the days that are still to do are judged again, so
+    the run that waited does only what the other left. Raises OSError when the lock file cannot be created
+    (a read-only store)."""
+    lease = WriterLease(store.root, writer="roll-up run")
+    deadline = clock() + wait_s
+    told = False
+    while not lease.acquire():
+        left = deadline - clock()
+        if left <= 0:
+            return None
+        if not told:
+            print(f"rollup: another roll-up run ({read_holder(store.root).describe()}) is writing {store.root}; "
+                  f"waiting for it (up to {wait_s:g} s)", file=sys.stderr, flush=True)
+            told = True
+        sleep(min(1.0, left))
+    return lease
+
+
+def _seconds(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = -1.0
+    if not 0 <= v < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds >= 0")
+    return v
 
 
 def main(argv: Sequence[str] | None = None, spark: Any = None, now: float | None = None) -> int:
@@ -530,6 +573,17 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, now: float | None
         print(f"rollup: error: argument --rollups: {a.rollups!r}: cannot be a directory here "
               f"({e.strerror or e})", file=sys.stderr)
         return 2
+    try:
+        lease = take_store(store, a.wait)
+    except OSError as e:
+        print(f"rollup: error: argument --rollups: {a.rollups!r}: cannot be written ({e.strerror or e})",
+              file=sys.stderr)
+        return 2
+    if lease is None:
+        print(f"rollup: failed: another roll-up run ({read_holder(store.root).describe()}) is still writing "
+              f"{store.root} after {a.wait:g} s; its days are left to it, the next run does what is still missing",
+              file=sys.stderr)
+        return 1
     own = spark is None
     done: list[str] = []
     failed: list[str] = []
@@ -575,6 +629,7 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, now: float | None
     finally:
         if own and spark is not None:
             stop(spark, succeeded=bool(done) and not failed)
+        lease.release()
     if done:
         print(f"rolled up {len(done)} day(s) ({done[0]}..{done[-1]}) into {store.root} in "
               f"{time.monotonic() - started:.1f}s: " + ", ".join(f"{k} {v:,}" for k, v in written.items()))

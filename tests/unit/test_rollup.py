@@ -283,7 +283,7 @@ def test_a_killed_rollup_leaves_a_day_the_report_does_not_read(spark: Any, tmp_p
     # nothing complete to roll up yet (a fresh collector): the directory exists all the same, for --rollups
     fresh = tmp_path / "fresh"
     assert rollup.main(["--history", str(hist), "--rollups", str(fresh)], spark=spark, now=T0) == 0
-    assert fresh.is_dir() and not any(fresh.iterdir())
+    assert [p.name for p in fresh.iterdir()] == ["_writer.lock"]  # the lease's file only (`take_store`)
 
 
 def test_a_damaged_rollup_day_is_computed_from_the_history_named_and_rolled_up_again(
@@ -391,6 +391,60 @@ def test_a_day_that_fails_is_named_and_does_not_hold_back_the_days_after_it(
     damaged.write_bytes(whole)
     assert rollup.recall_left_out(s, str(hist), W.days()) == 0
     assert rollup.fresh_days(s, str(hist), W.days()) == [d0, d1]
+
+
+def test_a_run_that_finds_the_store_taken_waits_and_then_does_only_what_is_left(
+        spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two roll-up runs at once (the daily cron job and the weekly report's own roll-up step) each rolled up every
+    missing day, and each day's files were whichever run renamed last. Now a run takes the store's lease
+    (``DIR/_writer.lock``, a real ``flock``) and judges the days only once it holds it: while another run holds
+    it, it waits, and then finds that run's days done. Past ``--wait`` it gives up (exit 1) and writes nothing."""
+    import os
+    import threading
+
+    from collectors.outputs.history.lease import WriterLease
+
+    hist, store = tmp_path / "history", tmp_path / "rollups"
+    _history(hist)
+    s, days, now = rollup.Store(store), [W.days()[i] for i in (0, 1, 3)], W.end + 3600
+    other = WriterLease(store, writer="roll-up run")  # the other run: this process, another open file
+    assert other.acquire()
+    result: list[int] = []
+    waiting = threading.Thread(target=lambda: result.append(rollup.main(
+        ["--history", str(hist), "--rollups", str(store), "--wait", "120"], spark=spark, now=now)))
+    waiting.start()
+    err = ""
+    for _ in range(600):
+        err += capsys.readouterr().err
+        if "waiting for it" in err or not waiting.is_alive():
+            break
+        threading.Event().wait(0.05)
+    assert f"another roll-up run (pid {os.getpid()} on " in err and "waiting for it (up to 120 s)" in err, err
+    for d in days:  # the other run's work, done while this one waits
+        rollup.rollup_day(spark, str(hist), s, d)
+    when = {d: s.manifest(d)["rolled_up_at"] for d in days}
+    other.release()
+    waiting.join(timeout=120)
+    assert result == [0]
+    assert "nothing to do (3 day(s) up to date" in capsys.readouterr().out
+    assert {d: s.manifest(d)["rolled_up_at"] for d in days} == when  # not rolled up a second time
+    # held past the wait: exit 1, the holder named, nothing written; then the lease is free again
+    (store / "_days" / f"{days[1]}.json").unlink()
+    assert other.acquire()
+    try:
+        assert rollup.main(["--history", str(hist), "--rollups", str(store), "--wait", "0"], spark=spark,
+                           now=now) == 1
+    finally:
+        other.release()
+    out = capsys.readouterr()
+    assert f"is still writing {store} after 0 s" in out.err and f"pid {os.getpid()}" in out.err, out.err
+    assert "rolled up" not in out.out and rollup.fresh_days(s, str(hist), days) == [days[0], days[2]]
+    assert rollup.main(["--history", str(hist), "--rollups", str(store), "--wait", "0"], spark=spark, now=now) == 0
+    assert f"rolled up 1 day(s) ({days[1]}..{days[1]})" in capsys.readouterr().out
+    for bad in ("-1", "soon", "nan"):
+        with pytest.raises(SystemExit) as exit_:
+            rollup.parser().parse_args(["--wait", bad])
+        assert exit_.value.code == 2 and f"{bad!r} is not a number of seconds >= 0" in capsys.readouterr().err
 
 
 def test_a_remote_history_is_rolled_up_and_its_files_judged_as_a_local_ones_are(

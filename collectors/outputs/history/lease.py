@@ -77,8 +77,10 @@ def read_holder(root: Path) -> Holder:
 class WriterLease:
     """The exclusive right to write `root`, taken with `acquire` and kept until `release` or the process ends."""
 
-    def __init__(self, root: Path, clusters: Sequence[str] = ()) -> None:
+    def __init__(self, root: Path, clusters: Sequence[str] = (), writer: str = "collector") -> None:
         self.root = Path(root)
+        self.writer = writer
+        """Who writes the root, for the warning when it cannot be locked (the roll-up job's store takes it too)."""
         self.path = self.root / LEASE_FILE
         self.clusters = tuple(clusters)
         self.unsupported = False
@@ -115,8 +117,8 @@ class WriterLease:
             if e.errno not in UNSUPPORTED:
                 raise
             self.unsupported = True
-            log.warning("history: %s cannot be locked (%s); writing without a lease: a second collector on this "
-                        "root would write beside this one", self.path, e.strerror or e)
+            log.warning("%s cannot be locked (%s); writing without a lease: a second %s on this root would write "
+                        "beside this one", self.path, e.strerror or e, self.writer)
             return True
         self._fd = fd
         self._record = {"pid": os.getpid(), "host": socket.gethostname(), "clusters": list(self.clusters),
