@@ -29,6 +29,7 @@ import logging
 import math
 import os
 import re
+import uuid
 from collections.abc import Callable, Iterable, Sequence, Sized
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -43,6 +44,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from collectors.outputs.atomic import publish, remove_stale_temps
 from collectors.outputs.history import (
     DATE_PREFIX,
     DETAIL_TABLES,
@@ -58,7 +60,7 @@ from collectors.outputs.history.files import (
     stores_timestamps,
     warn_empty,
 )
-from collectors.outputs.history.schema import SECONDS_TABLES, TIME_COLUMNS
+from collectors.outputs.history.schema import SECONDS_TABLES, TEMP_PREFIX, TIME_COLUMNS
 from spark_analytics.hadoop_listing import HadoopLister
 
 log = logging.getLogger(__name__)
@@ -580,24 +582,29 @@ def _clean(v: Any) -> Any:
     return str(v)
 
 
+STALE_TEMP_S = 3600.0
+"""A temp file of the same name this old was left by a killed writer (no write of ours takes an hour)."""
+
+
 def write_json(path: Path, doc: dict[str, Any]) -> None:
-    _atomic_write(path, (json.dumps(_clean(doc), indent=2, allow_nan=False, sort_keys=False) + "\n").encode())
+    _atomic_write(path, lambda f: f.write((json.dumps(_clean(doc), indent=2, allow_nan=False, sort_keys=False)
+                                           + "\n").encode()))
 
 
 def write_parquet(path: Path, table: pa.Table) -> None:
-    tmp = path.with_name(f".tmp-{path.name}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, tmp, compression="zstd")
-    os.replace(tmp, path)
+    _atomic_write(path, lambda f: pq.write_table(table, f, compression="zstd"))
 
 
 def write_text(path: Path, text: str) -> None:
-    _atomic_write(path, text.encode())
+    _atomic_write(path, lambda f: f.write(text.encode()))
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def _atomic_write(path: Path, write: Callable[[Any], None]) -> None:
+    """`path` whole or not at all, through the collectors' `publish` (temp file, fsync, rename, fsync of the
+    directory), with a temp file of this write's own: two writers of one name at once (two reports of a week into
+    one ``--out``) each publish a whole version. With one shared temp name, their bytes ended up in one file
+    and the second rename failed. Temps of the same name a killed writer left are removed once old."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{path.name}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    prefix = f"{TEMP_PREFIX}{path.name}."
+    publish(path, write, path.with_name(f"{prefix}{uuid.uuid4().hex}"))
+    remove_stale_temps(path.parent, prefix, "", STALE_TEMP_S)
