@@ -409,6 +409,27 @@ def fresh_days(store: Store, history: str, days: Sequence[str],
             and made_from(m["history_files"], listed[d] if listed is not None else history_files(history, d))]
 
 
+def coverage(week: str, days: Sequence[str], stored: Iterable[str], with_rows: Iterable[str], store: Path,
+             today: str) -> tuple[str, bool]:
+    """The weekly report's line on where its consumer and replication figures of `days` (the week's) came from,
+    given ``--rollups``, and whether it is a warning: a complete day with history rows and no fresh roll-up means
+    the daily job did not run, failed, or has not yet picked up a late file. The figures are the same either way
+    (the day is computed from the history), so only the run's log says so: a weekly job that has silently read
+    every day from the raw history for months is slow for no reason anyone sees."""
+    stored, rows = set(stored), set(with_rows)
+    counted = [d for d in days if d in rows or d in stored]
+    read = [d for d in counted if d in stored]
+    line = f"{week}: {len(read)} of {len(counted)} day(s) with rows read from the roll-ups under {store}"
+    missing = [d for d in counted if d not in stored and d < today]
+    running = [d for d in counted if d not in stored and d >= today]
+    if missing:
+        line += (f"; from the history: {', '.join(missing)} (not rolled up, or stale since a late file: "
+                 "`kafka-monitor-rollup` rolls them up; same figures, read slower)")
+    if running:
+        line += f"; not over yet, from the history: {', '.join(running)}"
+    return line, bool(missing)
+
+
 def made_from(recorded: dict[str, list[list[Any]]], now: dict[str, list[list[Any]]]) -> bool:
     """Whether a roll-up that recorded `recorded` (its manifest's `history_files`) still stands for the history
     files listed `now`: each table's files are those it was made from, or none at all.

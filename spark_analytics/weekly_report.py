@@ -627,6 +627,12 @@ def run(args: Args, spark: Any) -> int:
             ("min_broker_availability", "worst broker availability"), ("lag_slo_share", "lag SLO"),
             ("zk_elections", "ZooKeeper elections")))
         print(f"{cluster} {args.period.label}: {target / layout.PAGE_FILE} — {brief}")
+    if args.opts.rollups:
+        line, warn = rollup.coverage(args.period.label, args.period.days(), c.rollup_days,
+                                     {d for name in rollup.INPUTS for d in c.data[name].days},
+                                     rollup.Store.at(args.opts.rollups).root,
+                                     datetime.now(UTC).date().isoformat())
+        print(f"weekly_report: {line}", file=sys.stderr if warn else sys.stdout)
     print(f"computed in {c.seconds:.1f}s")
     return 0
 

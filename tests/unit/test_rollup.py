@@ -559,6 +559,28 @@ def test_a_rollup_stands_for_the_files_it_was_made_from_or_for_none(now: dict[st
     assert rollup.made_from(recorded, now) is stands
 
 
+def test_the_reports_line_says_which_days_the_rollups_gave_and_warns_of_complete_days_they_did_not() -> None:
+    """`rollup.coverage`: a complete day with rows and no fresh roll-up is a warning (the daily job is not
+    keeping up; the figures are the same, only slower); today's is not; a day without rows is not counted; a day
+    whose raw files retention removed counts as read from its roll-up."""
+    days, store = W.days(), Path("/r")
+    d0, d1, d2, d3 = days[:4]
+    everything = rollup.coverage(W.label, days, days, days, store, "2026-12-01")
+    assert everything == (f"{W.label}: 7 of 7 day(s) with rows read from the roll-ups under /r", False)
+    line, warn = rollup.coverage(W.label, days, [d0, d3], [d0, d1, d3], store, "2026-12-01")
+    assert warn and line.startswith(f"{W.label}: 2 of 3 day(s) with rows read") and f"from the history: {d1} (" in line
+    assert "not over yet" not in line
+    line, warn = rollup.coverage(W.label, days, [d0], [d0, d1, d2], store, d2)  # a report during the week
+    assert warn and f"from the history: {d1} (" in line and line.endswith(f"; not over yet, from the history: {d2}")
+    line, warn = rollup.coverage(W.label, days, [d0], [d0, d1], store, d1)
+    assert not warn and line.endswith(f"1 of 2 day(s) with rows read from the roll-ups under /r; not over yet, "
+                                      f"from the history: {d1}")
+    assert rollup.coverage(W.label, days, [d0], [], store, "2026-12-01") == (  # d0's history removed, rolled up
+        f"{W.label}: 1 of 1 day(s) with rows read from the roll-ups under /r", False)
+    assert rollup.coverage(W.label, days, [], [], store, "2026-12-01") == (
+        f"{W.label}: 0 of 0 day(s) with rows read from the roll-ups under /r", False)
+
+
 def test_four_week_trend_reads_the_rollups_of_older_weeks(spark: Any, tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     """The trend reads the weeks before last from their roll-ups only, also once the history's retention removed
@@ -598,7 +620,7 @@ def test_four_week_trend_reads_the_rollups_of_older_weeks(spark: Any, tmp_path: 
 
 
 def test_next_weeks_report_takes_last_weeks_headline_from_its_report_while_that_holds(
-        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """A weekly run computes one week: last week's headline is read from last week's report when that was made from
     the history files there now, with the same options; any change to either and last week is computed again."""
     from spark_analytics import layout, weekly_report
@@ -607,7 +629,15 @@ def test_next_weeks_report_takes_last_weeks_headline_from_its_report_while_that_
     _history(hist)
     following = A.Period.iso_week("2026-W48")
     _history_again(hist, following)
-    assert weekly_report.main(["--history", str(hist), "--week", W.label, "--out", str(out)], spark=spark) == 0
+    store = tmp_path / "rollups"  # one day of three rolled up: the run says which, and warns of the others
+    assert rollup.main(["--history", str(hist), "--rollups", str(store), "--day", W.days()[0]], spark=spark) == 0
+    capsys.readouterr()
+    assert weekly_report.main(["--history", str(hist), "--week", W.label, "--out", str(out), "--rollups",
+                               str(store)], spark=spark) == 0
+    said = capsys.readouterr()
+    assert (f"weekly_report: {W.label}: 1 of 3 day(s) with rows read from the roll-ups under {store}; from the "
+            f"history: {W.days()[1]}, {W.days()[3]} (not rolled up") in said.err
+    assert "computed in " in said.out and "roll-ups under" not in said.out
     last = layout.report_dir(out, "c1", W.label)
     stored = pq.read_table(last / layout.TABLES_DIR / "headline.parquet").to_pylist()
     assert json.loads((last / layout.INPUTS_FILE).read_text())["history_files"]["group_lag"] == [
