@@ -529,8 +529,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def take_store(store: Store, wait_s: float, sleep: Any = time.sleep, clock: Any = time.monotonic
-               ) -> WriterLease | None:
+def take_store(store: Store, wait_s: float) -> WriterLease | None:
     """The store's lease (`WriterLease`: an exclusive ``flock`` on ``DIR/_writer.lock``, released by the kernel
     however the process ends), waiting up to `wait_s` for another run that holds it; None when it still does.
 
@@ -540,17 +539,17 @@ def take_store(store: Store, wait_s: float, sleep: Any = time.sleep, clock: Any 
     the run that waited does only what the other left. Raises OSError when the lock file cannot be created
     (a read-only store)."""
     lease = WriterLease(store.root, writer="roll-up run")
-    deadline = clock() + wait_s
+    deadline = time.monotonic() + wait_s
     told = False
     while not lease.acquire():
-        left = deadline - clock()
+        left = deadline - time.monotonic()
         if left <= 0:
             return None
         if not told:
             print(f"rollup: another roll-up run ({read_holder(store.root).describe()}) is writing {store.root}; "
                   f"waiting for it (up to {wait_s:g} s)", file=sys.stderr, flush=True)
             told = True
-        sleep(min(1.0, left))
+        time.sleep(min(1.0, left))
     return lease
 
 
