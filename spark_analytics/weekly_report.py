@@ -151,6 +151,12 @@ def first_jobs(cluster: Any, period: A.Period, opts: A.Options,
         return {p: f.result() for p, f in limits.items()}, polls.result(), other
 
 
+def days_with_rollup_input(data: dict[str, io.TableData]) -> set[str]:
+    """The days with history files of the tables the roll-ups replace (`rollup.INPUTS`): the days a roll-up or the
+    history has rows of for the consumer and replication figures (`load_partials`, and the run's line on them)."""
+    return {d for name in rollup.INPUTS for d in data[name].days}
+
+
 def load_partials(spark: Any, history: str, data: dict[str, io.TableData], periods: Sequence[A.Period],
                   limits: dict[A.Period, pa.Table], opts: A.Options, clusters: Sequence[str] | None,
                   scratch: Path) -> tuple[dict[str, Any], list[str]]:
@@ -160,7 +166,7 @@ def load_partials(spark: Any, history: str, data: dict[str, io.TableData], perio
     days = [d for p in periods for d in p.days()]
     store = rollup.Store.at(opts.rollups) if opts.rollups else None
     fresh = rollup.fresh_days(store, history, days) if store else []
-    with_files = {d for name in rollup.INPUTS for d in data[name].days}
+    with_files = days_with_rollup_input(data)
     missing = [d for d in days if d not in fresh and d in with_files]  # a day without files has no rows to add
     frames_of: dict[str, Any] = {}
     if missing:
@@ -629,7 +635,7 @@ def run(args: Args, spark: Any) -> int:
         print(f"{cluster} {args.period.label}: {target / layout.PAGE_FILE} — {brief}")
     if args.opts.rollups:
         line, warn = rollup.coverage(args.period.label, args.period.days(), c.rollup_days,
-                                     {d for name in rollup.INPUTS for d in c.data[name].days},
+                                     days_with_rollup_input(c.data),
                                      rollup.Store.at(args.opts.rollups).root,
                                      datetime.now(UTC).date().isoformat())
         print(f"weekly_report: {line}", file=sys.stderr if warn else sys.stdout)

@@ -29,6 +29,7 @@ from spark_analytics import io
 target, go, me = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
 table = pa.table({"writer": np.full(400_000, me), "v": np.random.default_rng(me).integers(0, 2**62, 400_000)})
 doc = {"writer": me, "pad": "x" * 2_000_000}
+(go.parent / f"ready-{me}").touch()
 while not go.exists():
     time.sleep(0.001)
 for _ in range(6):
@@ -47,7 +48,10 @@ def test_two_writers_of_one_file_at_once_leave_one_whole_version(tmp_path: Path)
     procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(target), str(go), str(me)], cwd=REPO,
                               env=dict(os.environ, PYTHONPATH=str(REPO)), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for me in (1, 2)]
-    time.sleep(0.5)  # both at their start line
+    for _ in range(6000):  # both imported and at their start line, so that their writes overlap
+        if all((tmp_path / f"ready-{me}").exists() for me in (1, 2)) or any(p.poll() is not None for p in procs):
+            break
+        time.sleep(0.01)
     go.touch()
     results = [p.communicate(timeout=120) for p in procs]
     for p, (out, err) in zip(procs, results, strict=True):
