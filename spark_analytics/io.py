@@ -587,19 +587,19 @@ STALE_TEMP_S = 3600.0
 
 
 def write_json(path: Path, doc: dict[str, Any]) -> None:
-    _atomic_write(path, lambda f: f.write((json.dumps(_clean(doc), indent=2, allow_nan=False, sort_keys=False)
+    atomic_write(path, lambda f: f.write((json.dumps(_clean(doc), indent=2, allow_nan=False, sort_keys=False)
                                            + "\n").encode()))
 
 
 def write_parquet(path: Path, table: pa.Table) -> None:
-    _atomic_write(path, lambda f: pq.write_table(table, f, compression="zstd"))
+    atomic_write(path, lambda f: pq.write_table(table, f, compression="zstd"))
 
 
 def write_text(path: Path, text: str) -> None:
-    _atomic_write(path, lambda f: f.write(text.encode()))
+    atomic_write(path, lambda f: f.write(text.encode()))
 
 
-def _atomic_write(path: Path, write: Callable[[Any], None]) -> None:
+def atomic_write(path: Path, write: Callable[[Any], None]) -> None:
     """`path` whole or not at all, through the collectors' `publish` (temp file, fsync, rename, fsync of the
     directory), with a temp file of this write's own: two writers of one name at once (two reports of a week into
     one ``--out``) each publish a whole version. With one shared temp name, their bytes ended up in one file

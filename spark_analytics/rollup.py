@@ -37,7 +37,8 @@ Layout: ``DIR/<table>/date=YYYY-MM-DD/rollup.parquet`` and ``DIR/_days/YYYY-MM-D
 written last, each file atomically: a killed run leaves a day without a manifest, which the report treats as not
 rolled up (and computes from the history), never a half-written day. A damaged day (a file missing, unreadable or
 with other rows than its manifest says) reads the same way, with a warning naming the file (`Store.manifest`).
-``DIR`` is a local (or mounted) directory. One run writes it at a time (`take_store`: a second run waits, then
+``DIR`` is a local (or mounted) directory, which Spark's tasks write (`table_files`: no table passes through the
+driver, whatever the fleet). One run writes it at a time (`take_store`: a second run waits, then
 does what the first left).
 """
 
@@ -60,14 +61,13 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from collectors.outputs.history.files import known_damaged
 from collectors.outputs.history.lease import WriterLease, read_holder
-from spark_analytics import io
+from spark_analytics import io, table_files
 from spark_analytics.aggregations import consumers as C
 from spark_analytics.aggregations import replication as R
 from spark_analytics.aggregations import transactions as T
@@ -125,13 +125,23 @@ def _of_days(frames: dict[str, Any], days: Sequence[str]) -> tuple[dict[str, Any
 def partials(spark: Any, frames: dict[str, Any], days: Sequence[str], slo: Any) -> dict[str, pa.Table]:
     """The roll-up tables of `days` computed from history frames, collected: `lazy_partials` of the days, one Spark
     job per table for all of them (rows carry their day), over the consumer cells computed once and cached.
-    Everything is collected to the driver: give it one day of a big fleet at a time (25,000 partitions: ~1.5 M
-    rows a day)."""
+    Everything is collected to the driver: for small frames (the tests' figures); a day of a fleet is written by
+    `write_partials` instead."""
     if not days:
         return {}
     only, start, end = _of_days(frames, days)
     with cached(C.lag_cells(only["group_lag"], start, end, slo)) as cells:
         return collect(lazy_partials(only, start, end, slo, cells))
+
+
+def write_partials(frames: dict[str, Any], store: Store, day: str, slo: Any, **manifest: Any) -> dict[str, int]:
+    """`day`'s roll-up tables computed from history frames and written into `store` (`Store.write_day`: by Spark's
+    tasks, never collected to the driver's JVM), over the consumer cells computed once and cached; the rows of
+    each. Collected, one day of a 100,000-partition fleet (~5 M rows) killed a 1 GB driver (docs/weekly-report.md,
+    "Step 18"). `manifest`: `Store.write_day`'s."""
+    only, start, end = _of_days(frames, [day])
+    with cached(C.lag_cells(only["group_lag"], start, end, slo)) as cells:
+        return store.write_day(day, lazy_partials(only, start, end, slo, cells), **manifest)
 
 
 def lag_partials(frames: dict[str, Any], days: Sequence[str], slo: Any) -> tuple[dict[str, Any], Any]:
@@ -200,9 +210,7 @@ def in_key_order(table: pa.Table) -> pa.Table:
 
 def empty_like(df: Any) -> pa.Table:
     """The table `df.toArrow()` would give if it had no rows, without running it (its schema is analysed only)."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    return to_arrow_schema(df.schema, error_on_duplicated_field_names_in_struct=True, timezone="UTC").empty_table()
+    return table_files.arrow_schema(df).empty_table()
 
 
 def slo_frame(spark: Any, by_day: dict[str, pa.Table]) -> Any:
@@ -212,11 +220,11 @@ def slo_frame(spark: Any, by_day: dict[str, pa.Table]) -> Any:
     return spark.createDataFrame(rows, "cluster string, lag_slo_s double, day int")
 
 
-def _day_rows(t: pa.Table, day: str) -> pa.Table:
-    if "day" in t.column_names:
-        return t.filter(pc.equal(t["day"], epoch_day(day)))
+def _day_rows(df: Any, day: str) -> Any:
+    if "day" in df.columns:
+        return df.filter(F.col("day") == epoch_day(day))
     lo = day_start(day)
-    return t.filter(pc.and_(pc.greater_equal(t["time"], lo), pc.less(t["time"], lo + DAY_S)))
+    return df.filter((F.col("time") >= lo) & (F.col("time") < lo + DAY_S))
 
 
 # ----------------------------------------------------------------------------------------------- the store
@@ -267,17 +275,19 @@ class Store:
                 return None
         return doc
 
-    def write_day(self, day: str, tables: dict[str, pa.Table], sources: dict[str, list[list[Any]]],
-                  slo: dict[str, float], left_out: dict[str, list[list[Any]]] | None = None) -> None:
+    def write_day(self, day: str, tables: dict[str, Any], sources: dict[str, list[list[Any]]] | None = None,
+                  lag_slo_s: dict[str, float] | None = None, left_out: dict[str, list[list[Any]]] | None = None
+                  ) -> dict[str, int]:
+        """`day`'s `tables` (lazy frames: `lazy_partials`), each written by Spark's tasks and published as one
+        file (`table_files`), then the manifest; the rows of each table."""
         self.manifest_path(day).unlink(missing_ok=True)  # from here until the end the day reads as not rolled up
-        rows = {}
-        for name in TABLES:
-            t = _day_rows(tables[name], day)
-            io.write_parquet(self.file(name, day), t)
-            rows[name] = t.num_rows
+        with table_files.work_dir(self.root) as work:
+            rows = table_files.write_tables({name: _day_rows(tables[name], day) for name in TABLES},
+                                            {name: self.file(name, day) for name in TABLES}, work)
         io.write_json(self.manifest_path(day), {"version": VERSION, "day": day, "rolled_up_at": time.time(),
-                                                "history_files": sources, "left_out": left_out or {},
-                                                "lag_slo_s": slo, "rows": rows})
+                                                "history_files": sources or {}, "left_out": left_out or {},
+                                                "lag_slo_s": lag_slo_s or {}, "rows": rows})
+        return rows
 
 
 def file_problem(path: Path, day: str, rows: int | None) -> str | None:
@@ -488,11 +498,11 @@ def rollup(spark: Any, history: str, store: Store, days: Sequence[str]) -> dict[
         frames = day_frames(spark, history, d, SOURCES)
         limits = thresholds(frames["cluster"], Period(day_start(d), day_start(d) + DAY_S, d)).select(
             "cluster", "lag_slo_s").toArrow()  # as the day's collector recorded it
-        got = partials(spark, frames, [d], slo_frame(spark, {d: limits}))
         slo = dict(zip(limits["cluster"].to_pylist(), limits["lag_slo_s"].to_pylist(), strict=True))
-        store.write_day(d, got, history_files(history, d), slo, left_out_files(history, d))
+        got = write_partials(frames, store, d, slo_frame(spark, {d: limits}), sources=history_files(history, d),
+                             lag_slo_s=slo, left_out=left_out_files(history, d))
         for name in TABLES:
-            written[name] += got[name].num_rows
+            written[name] += got[name]
     return written
 
 

@@ -17,10 +17,10 @@ the job failed, 2 bad arguments (named in the message). docs/weekly-report.md ex
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
-import tempfile
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 
 from collectors.model.vocabulary import MESSAGES_GONE_KINDS, SEVERITY_RANK, STALE_POLLS
 from spark_analytics import aggregations as A
-from spark_analytics import io, layout, render, rollup
+from spark_analytics import io, layout, render, rollup, table_files
 from spark_analytics.aggregations.thresholds import USED as A_THRESHOLDS
 from spark_analytics.figures import HEADLINE_NAMES, UNITS
 from spark_analytics.formatting import PER_SECOND, SHARE, fmt_duration, fmt_value
@@ -117,11 +117,12 @@ def compute(spark: Any, history: str, period: A.Period, opts: A.Options | None =
                                          meanwhile=lambda: read([t for t in io.REPORT_TABLES if t != "cluster"]))
         read_now = first | rest
         data = {name: read_now[name] for name in io.REPORT_TABLES}  # in the tables' order, as notes list them
-        with tempfile.TemporaryDirectory(prefix="kmon-partials-") as scratch:
+        with contextlib.ExitStack() as held:
             parts, stored = None, []
             if opts.percentiles == A.HISTOGRAM and opts.rollups:
-                parts, stored = load_partials(spark, history, data, (previous, period), limits, opts,
-                                                        clusters, Path(scratch))
+                scratch = held.enter_context(table_files.scratch(rollup.Store.at(opts.rollups).root))
+                parts, stored = load_partials(spark, history, data, (previous, period), limits, opts, clusters,
+                                              scratch)
             c = _compute(spark, history, frames, data, period, opts, clusters, use_hadoop, charts, limits, polls,
                          parts, reports)
             # the four-week trend reads roll-ups: empty without --rollups
@@ -174,8 +175,7 @@ def load_partials(spark: Any, history: str, data: dict[str, io.TableData], perio
         tmp = rollup.Store(scratch)
         for d in missing:  # a day at a time, like the roll-up job (bounded driver memory)
             slo = rollup.slo_frame(spark, {d: limits[week_of[d]].select(["cluster", "lag_slo_s"])})
-            tmp.write_day(d, rollup.partials(spark, rollup.day_frames(spark, history, d, rollup.INPUTS, clusters), [d],
-                                             slo), {}, {})
+            rollup.write_partials(rollup.day_frames(spark, history, d, rollup.INPUTS, clusters), tmp, d, slo)
         frames_of = rollup.read(spark, tmp, missing)
     if fresh:
         assert store is not None

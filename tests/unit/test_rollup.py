@@ -266,6 +266,53 @@ def test_stored_days_are_read_with_the_schema_spark_would_infer_without_a_job_fo
     assert rollup.read(spark, s, days[:1], tables=("topic_health_polls",)).keys() == {"topic_health_polls"}
 
 
+def test_a_days_tables_are_written_by_spark_not_collected_to_the_driver(spark: Any, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """One day of a 100,000-partition fleet (~7 M roll-up rows) collected to the driver killed its 1 GB heap
+    (docs/weekly-report.md, "Step 18"). Now Spark's tasks write each table and the driver streams the part files
+    into the store's file a batch at a time (`table_files`): the driver collects the day's thresholds only (a row
+    per cluster), and the files hold what collecting gave (same schema, same rows), in row groups of `BATCH_ROWS`.
+    Work directories of killed runs go once a day old; a live run's stays."""
+    import os
+    import time
+
+    from spark_analytics import table_files
+
+    hist, store = tmp_path / "history", tmp_path / "rollups"
+    _history(hist)
+    d0 = W.days()[0]
+    expected = rollup.partials(spark, rollup.day_frames(spark, str(hist), d0, rollup.SOURCES), [d0], 90.0)
+    old, live = (store / f"{table_files.WORK_PREFIX}{name}" for name in ("killed", "live"))
+    for d in (old, live):
+        (d / "group_lag_hist").mkdir(parents=True)
+    os.utime(old, (time.time() - 2 * 86400,) * 2)
+    collected: list[int] = []
+
+    def counting(real: Any) -> Any:
+        def counted(self: Any, *a: Any, **k: Any) -> Any:
+            got = real(self, *a, **k)
+            collected.append(len(got))
+            return got
+        return counted
+
+    frames = type(spark.range(1))  # PySpark's classic DataFrame: the methods a collect runs
+    for method in ("toArrow", "collect", "toPandas"):
+        monkeypatch.setattr(frames, method, counting(getattr(frames, method)))
+    monkeypatch.setattr(table_files, "BATCH_ROWS", 64)
+    assert rollup.main(["--history", str(hist), "--rollups", str(store), "--day", d0], spark=spark) == 0
+    monkeypatch.undo()
+    s = rollup.Store(store)
+    rows = s.manifest(d0)["rows"]
+    assert sum(rows.values()) > 300 and sum(collected) == 1, collected  # the one cluster's thresholds
+    for name in rollup.TABLES:
+        got = pq.read_table(s.file(name, d0))
+        assert got.schema == expected[name].schema and rows[name] == got.num_rows, name
+        assert sorted(map(str, got.to_pylist())) == sorted(map(str, expected[name].to_pylist())), name
+    assert pq.read_metadata(s.file("group_lag_hist", d0)).num_row_groups == -(-rows["group_lag_hist"] // 64) > 1
+    assert not old.exists() and live.is_dir()
+    assert [p.name for p in store.iterdir() if p.name.startswith(".")] == [live.name]
+
+
 def test_a_killed_rollup_leaves_a_day_the_report_does_not_read(spark: Any, tmp_path: Path) -> None:
     hist, store = tmp_path / "history", tmp_path / "rollups"
     _history(hist)
