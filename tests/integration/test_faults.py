@@ -356,8 +356,13 @@ def test_what_a_cluster_taken_out_of_the_configuration_left_open_ends_lost(sb: S
     events = read_table(root, "incident_events")
     print(events[events.kind == "broker"].sort_values("time")[["time", "cluster", "event", "id"]].to_string())
     retired = events[events.id == seen["retired"]].sort_values("time")
-    assert list(retired.event) == ["opened", "lost"], retired[["time", "event"]].to_string()
-    assert retired.time.iloc[-1] == pytest.approx(last_poll, abs=1e-3)
+    # opened, then lost at its last poll; `updated` between them when its blast radius changed while the first
+    # collector still polled (a loaded machine: broker 3's partitions seen going leaderless over more than one poll),
+    # at the last poll's time too, so the order of events of one time is not asserted
+    opened, lost = (retired[retired.event == e] for e in ("opened", "lost"))
+    assert len(opened) == 1 and len(lost) == 1 and set(retired.event) <= {"opened", "updated", "lost"} and \
+        opened.time.iloc[0] <= lost.time.iloc[0] == retired.time.max(), retired[["time", "event"]].to_string()
+    assert lost.time.iloc[0] == pytest.approx(last_poll, abs=1e-3)
     ours = list(events[events.id == seen["sandbox"]].sort_values("time").event)
     assert (ours[0], ours[-1], ours.count("opened"), ours.count("resolved")) == ("opened", "resolved", 1, 1), ours
     assert "lost" not in ours
