@@ -588,7 +588,7 @@ STALE_TEMP_S = 3600.0
 
 def write_json(path: Path, doc: dict[str, Any]) -> None:
     atomic_write(path, lambda f: f.write((json.dumps(_clean(doc), indent=2, allow_nan=False, sort_keys=False)
-                                           + "\n").encode()))
+                                          + "\n").encode()))
 
 
 def write_parquet(path: Path, table: pa.Table) -> None:
