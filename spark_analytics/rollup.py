@@ -129,9 +129,8 @@ def partials(spark: Any, frames: dict[str, Any], days: Sequence[str], slo: Any) 
     `write_partials` instead."""
     if not days:
         return {}
-    only, start, end = _of_days(frames, days)
-    with cached(C.lag_cells(only["group_lag"], start, end, slo)) as cells:
-        return collect(lazy_partials(only, start, end, slo, cells))
+    with _partials_of(frames, days, slo) as lazy:
+        return collect(lazy)
 
 
 def write_partials(frames: dict[str, Any], store: Store, day: str, slo: Any, **manifest: Any) -> dict[str, int]:
@@ -139,9 +138,16 @@ def write_partials(frames: dict[str, Any], store: Store, day: str, slo: Any, **m
     tasks, never collected to the driver's JVM), over the consumer cells computed once and cached; the rows of
     each. Collected, one day of a 100,000-partition fleet (~5 M rows) killed a 1 GB driver (docs/weekly-report.md,
     "Step 18"). `manifest`: `Store.write_day`'s."""
-    only, start, end = _of_days(frames, [day])
+    with _partials_of(frames, [day], slo) as lazy:
+        return store.write_day(day, lazy, **manifest)
+
+
+@contextlib.contextmanager
+def _partials_of(frames: dict[str, Any], days: Sequence[str], slo: Any) -> Iterator[dict[str, Any]]:
+    """`lazy_partials` of `days`, over the consumer cells computed once and cached while the context lasts."""
+    only, start, end = _of_days(frames, days)
     with cached(C.lag_cells(only["group_lag"], start, end, slo)) as cells:
-        return store.write_day(day, lazy_partials(only, start, end, slo, cells), **manifest)
+        yield lazy_partials(only, start, end, slo, cells)
 
 
 def lag_partials(frames: dict[str, Any], days: Sequence[str], slo: Any) -> tuple[dict[str, Any], Any]:

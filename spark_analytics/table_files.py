@@ -54,33 +54,29 @@ def arrow_schema(df: Any) -> pa.Schema:
     return to_arrow_schema(df.schema, error_on_duplicated_field_names_in_struct=True, timezone="UTC")
 
 
-@contextmanager
-def work_dir(parent: Path) -> Iterator[Path]:
+def work_dir(parent: Path) -> contextlib.AbstractContextManager[Path]:
     """A directory of this run's own under `parent`, for Spark's part files; removed after, and with it the work
     directories of runs killed more than `STALE_S` ago."""
-    work = _new_work_dir(parent)
-    try:
-        yield work
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    return _removed_after(_new_work_dir(parent))
 
 
-@contextmanager
-def scratch(parent: Path) -> Iterator[Path]:
+def scratch(parent: Path) -> contextlib.AbstractContextManager[Path]:
     """A `work_dir` under `parent` (a roll-up store: a path every executor shares), or a local temporary directory
     where `parent` cannot be written (a read-only mount; enough for a local master): where a report keeps the
     days it computes from the history (`weekly_report.load_partials`). Before, it was always a local temporary
     directory, which the executors of a cluster could not read."""
     try:
-        work = _new_work_dir(parent)
+        return work_dir(parent)
     except OSError:
-        with tempfile.TemporaryDirectory(prefix="kmon-partials-") as local:
-            yield Path(local)
-        return
+        return _removed_after(Path(tempfile.mkdtemp(prefix="kmon-partials-")))
+
+
+@contextmanager
+def _removed_after(path: Path) -> Iterator[Path]:
     try:
-        yield work
+        yield path
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _new_work_dir(parent: Path) -> Path:
