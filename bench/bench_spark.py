@@ -1,7 +1,7 @@
 """The weekly report's aggregations at scale: PySpark local[2] against DuckDB on the same Parquet files.
 
     .venv/bin/python -m bench.bench_spark [--dir DIR] [--week 2026-W40] [--runs 3] [--cores 2]
-        [--partitions 25000] [--exact] [--last-week] [--month] [--no-cli]
+        [--partitions 25000] [--interval 30] [--exact] [--last-week] [--month] [--no-cli]
 
 A synthetic week (bench/synthetic_history.py: 5,000 partitions in 200 topics, 1,000 group-topics, polled
 every 30 s, with incidents; ~26 M rows) is generated into DIR unless it is already there. Then, median of
@@ -12,7 +12,8 @@ every 30 s, with incidents; ~26 M rows) is generated into DIR unless it is alrea
   history; for a like-for-like ratio, only the tables the headline needs, for this week; with ``--exact`` the
   whole report with exact percentiles too; then the daily roll-ups (`spark_analytics.rollup`: one day timed,
   the other days rolled up untimed) and the whole report from them (its headline compared with the one from the
-  history). ``--partitions N`` generates a bigger fleet (`Shape.scaled`: 25,000 gives ~122 M rows).
+  history). ``--partitions N`` generates a bigger fleet (`Shape.scaled`: 25,000 gives ~122 M rows);
+  ``--interval S`` polls it every S seconds (100,000 partitions at 120 s: ~122 M rows, the size issue 17 names).
   ``--last-week`` is a weekly run's steady state: the history holds the week before too (every stage then reads
   it), and the whole report is timed again, from the history and from the roll-ups, with last week's report
   present (`weekly_report.stored_previous`: its headline read instead of computed); ``--month`` (implies
@@ -321,6 +322,9 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=5000,
                     help="partitions of the synthetic fleet when DIR has to be generated (a multiple of 25, "
                          ">= 5,000; group-topics scale with them); default 5,000")
+    ap.add_argument("--interval", type=float, default=30.0,
+                    help="seconds between the synthetic fleet's polls when DIR has to be generated; default 30 "
+                         "(--partitions 100000 --interval 120: a 100,000-partition week of ~122 M rows)")
     ap.add_argument("--exact", action="store_true", help="also time the whole report with --exact-percentiles")
     ap.add_argument("--no-cli", dest="cli", action="store_false",
                     help="skip the last Spark timing (the report from the roll-ups by the CLI, a new process each "
@@ -339,8 +343,9 @@ def main() -> None:
     earlier = [period.previous().previous().previous(), period.previous().previous()] if a.month else []
     if not (a.dir / "group_lag").is_dir():
         for week in [w.label for w in earlier] + ([period.previous().label] if a.last_week else []) + [a.week]:
-            print(f"generating a synthetic week ({week}) of {a.partitions:,} partitions into {a.dir} ...", flush=True)
-            w = generate(a.dir, week, Shape.scaled(a.partitions))
+            print(f"generating a synthetic week ({week}) of {a.partitions:,} partitions polled every "
+                  f"{a.interval:g} s into {a.dir} ...", flush=True)
+            w = generate(a.dir, week, Shape.scaled(a.partitions, interval_s=a.interval))
             print(f"generated {sum(w.rows.values()):,} rows in {w.files} files, {w.bytes / 1e6:.0f} MB, "
                   f"{w.seconds:.0f}s")
     elif a.last_week and not any((a.dir / "cluster").glob(f"date={period.previous().days()[0]}")):
