@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.bench_spark import duckdb_files, duckdb_headline
+from bench.bench_spark import duckdb_files, duckdb_headline, duckdb_reference
 from spark_analytics import aggregations as A
 from spark_analytics import io
 from spark_analytics.aggregations import histogram as hist
@@ -147,14 +147,12 @@ def main(argv: list[str] | None = None) -> int:
     period = A.Period.iso_week(a.week)
     slo_s = A.DEFAULT_LAG_SLO_S
 
-    import duckdb
-
-    con = duckdb.connect()
-    con.execute(f"SET threads = {a.cores}")
     duck: dict[str, tuple[float, list[float], Any]] = {}
-    for step, sql in duckdb_steps(a.dir, period, slo_s).items():
-        duck[step] = timed(lambda sql=sql: con.execute(sql).fetchall(), a.runs)
-    head = timed(lambda: duckdb_headline(con, a.dir, period), a.runs)
+    with duckdb_reference(a.cores) as con:
+        for step, sql in duckdb_steps(a.dir, period, slo_s).items():
+            duck[step] = timed(lambda sql=sql: con.execute(sql).fetchall(), a.runs)
+        head = timed(lambda: duckdb_headline(con, a.dir, period), a.runs)
+        rows = con.execute(f"SELECT count(*) FROM {duckdb_source(a.dir, period)}").fetchone()[0]
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from spark_analytics.session import build_session
@@ -166,8 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     sp[STEPS[4]] = (*sp[STEPS[4]][:2], spark_cells(spark, a.dir, period, slo_s).count())  # counted untimed
     spark.stop()
 
-    rows = con.execute(f"SELECT count(*) FROM {duckdb_source(a.dir, period)}")
-    print(f"{a.dir}, {a.week}: {rows.fetchone()[0]:,} group_lag polls with a topic; {a.cores} cores; median of "
+    print(f"{a.dir}, {a.week}: {rows:,} group_lag polls with a topic; {a.cores} cores; median of "
           f"{a.runs} warm runs")
     print(f"DuckDB's whole headline (every cross-checked figure): {head[0]:.2f} s "
           f"(runs {', '.join(f'{x:.2f}' for x in head[1])})")

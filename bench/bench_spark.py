@@ -52,7 +52,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +141,26 @@ def week_rows(root: Path, period: A.Period) -> dict[str, int]:
 
 
 # ----------------------------------------------------------------------------------------------- DuckDB
+
+
+@contextlib.contextmanager
+def duckdb_reference(cores: int) -> Iterator[Any]:
+    """A DuckDB connection for the reference, `cores` threads, spilling to a temporary directory of its own of at
+    most half its disk's free space. DuckDB's default is `.tmp` under the working directory (the repository) and
+    up to 90 % of the free space: at 485 M rows (100,000 partitions polled every 30 s) the reference filled the
+    disk that way. Capped, a reference too big for the machine fails with DuckDB's own error naming the setting
+    and leaves the disk usable."""
+    import duckdb
+
+    with tempfile.TemporaryDirectory(prefix="kmon-bench-duckdb-") as spill:
+        con = duckdb.connect()
+        try:
+            con.execute(f"SET threads = {cores}")
+            con.execute(f"SET temp_directory = '{spill}'")
+            con.execute(f"SET max_temp_directory_size = '{shutil.disk_usage(spill).free // 2 // 2**20}MiB'")
+            yield con
+        finally:
+            con.close()
 
 
 def duckdb_headline(con: Any, root: Path, period: A.Period) -> dict[str, Any]:
@@ -359,8 +379,7 @@ def main() -> None:
           + ", ".join(f"{k} {v:,}" for k, v in rows.items() if v))
 
     with (Sampler() as sampler, tempfile.TemporaryDirectory(prefix="kmon-bench-rollups-") as up,
-          tempfile.TemporaryDirectory(prefix="kmon-bench-cli-out-") as cli_out,
-          tempfile.TemporaryDirectory(prefix="kmon-bench-duckdb-") as spill):
+          tempfile.TemporaryDirectory(prefix="kmon-bench-cli-out-") as cli_out):
         # ---- Spark
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         from spark_analytics import rollup
@@ -452,19 +471,11 @@ def main() -> None:
         for f in (archive, archive.with_name(archive.name + ".json")):
             f.unlink(missing_ok=True)
         # ---- DuckDB
-        import duckdb
-
-        con = duckdb.connect()
-        con.execute(f"SET threads = {a.cores}")
-        # DuckDB spills to `.tmp` under the working directory (the repository) up to 90 % of its disk's free space:
-        # at 485 M rows (100,000 partitions, 30 s polls) the reference filled the disk. Spill to a temp dir of the
-        # bench's own, at most half the free space, so that it fails with its own error and leaves the disk usable.
-        con.execute(f"SET temp_directory = '{spill}'")
-        con.execute(f"SET max_temp_directory_size = '{shutil.disk_usage(spill).free // 2 // 2**20}MiB'")
-        sampler.reset()
-        base = sampler.me.memory_info().rss
-        duck_times, duck_head = timed(lambda: duckdb_headline(con, a.dir, period), a.runs, "duckdb")
-        duck_rss = sampler.peak_self - base
+        with duckdb_reference(a.cores) as con:
+            sampler.reset()
+            base = sampler.me.memory_info().rss
+            duck_times, duck_head = timed(lambda: duckdb_headline(con, a.dir, period), a.runs, "duckdb")
+            duck_rss = sampler.peak_self - base
 
     sm, dm = statistics.median(spark_times), statistics.median(duck_times)
     mb = 1e6
