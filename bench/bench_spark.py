@@ -30,11 +30,15 @@ every 30 s, with incidents; ~26 M rows) is generated into DIR unless it is alrea
   availability, lag percentiles + SLO share + WARN/ERR minutes per group-topic, retention-loss episodes,
   transactions seen / stuck, LSO gap p99, ZooKeeper elections, incidents (distinct ids of ``incident_events``:
   opened, critical, open at the end, MTTR, longest, per kind; alert episodes where the history has no incident
-  records) and the thresholds applied (the collector's, from ``cluster.thresholds``, else its defaults).
+  records) and the thresholds applied (the collector's, from ``cluster.thresholds``, else its defaults). The
+  exact lag percentiles hold every value of a group-topic: above `LAG_SLICE_ROWS` rows of ``group_lag`` they are
+  computed a slice of the group-topics at a time (the same figures; each slice a scan).
 
 It prints both times, their ratio, the rows in the week's files, peak memory (driver Python RSS, JVM RSS
 sampled every 0.2 s, the JVM's own peak from getrusage(RUSAGE_CHILDREN) once it has exited, DuckDB's RSS
 increase) and a cross-check of headline figures between the two engines. Timings are printed, never asserted.
+`bench/check_report.py` runs the DuckDB reference and the cross-check alone, against a report the CLI wrote: for
+weeks too big to compute the report here several times over.
 """
 
 from __future__ import annotations
@@ -163,11 +167,28 @@ def duckdb_reference(cores: int) -> Iterator[Any]:
             con.close()
 
 
-def duckdb_headline(con: Any, root: Path, period: A.Period) -> dict[str, Any]:
+LAG_SLICE_ROWS = 200_000_000
+"""The most ``group_lag`` rows DuckDB's exact lag percentiles take in one query. Its `quantile_cont` per
+group-topic keeps every value of the group. On 2 threads, the 403 M rows of 100,000 partitions polled every 30 s
+in one query had spilled 15 GB to disk after 73 s with 8 GB resident, and was stopped (43 GB in an earlier run);
+in three slices of ~134 M rows, each took 14-15 s and 3.0 GB, and nothing spilled. Below it (every bench week up
+to 100,000 partitions at 120 s, ~101 M rows) the query runs as one, as before; above it, in slices of the
+group-topics, each a scan of the week's ``group_lag``."""
+
+
+def lag_slices(files: list[str], slice_rows: int = LAG_SLICE_ROWS) -> int:
+    """How many slices of the group-topics keep each within `slice_rows` rows of `files` (all their rows: the
+    week's files may hold a few outside it), at least 1."""
+    rows = sum(pq.read_metadata(f).num_rows for f in files)
+    return max(1, -(-rows // slice_rows))
+
+
+def duckdb_headline(con: Any, root: Path, period: A.Period, slice_rows: int = LAG_SLICE_ROWS) -> dict[str, Any]:
     """The headline figures in DuckDB SQL over the same live files (one cluster per row, first cluster kept).
 
     Times are epoch seconds (DOUBLE) as in the Spark job: files of schema version 4 and later (TIMESTAMP WITH
-    TIME ZONE columns) are read apart from older ones (DOUBLE) and their time columns converted."""
+    TIME ZONE columns) are read apart from older ones (DOUBLE) and their time columns converted. The lag
+    percentiles are computed a slice of the group-topics at a time above `slice_rows` rows (`LAG_SLICE_ROWS`)."""
     s, e = period.start, period.end
 
     def src(table: str, since: float = s) -> str:
@@ -213,15 +234,22 @@ def duckdb_headline(con: Any, root: Path, period: A.Period) -> dict[str, Any]:
         WITH b AS (SELECT * FROM {src('brokers')}), n AS (SELECT count(DISTINCT time) n FROM b)
         SELECT min(alive_polls / n) AS min_broker_availability FROM
             (SELECT broker_id, count_if(alive) alive_polls FROM b GROUP BY ALL), n"""))
+    # per group-topic, in slices of the group-topics small enough for memory (`lag_slices`), then over them all
+    n = lag_slices(io.list_live_files(None, str(root), "group_lag", s, e), slice_rows)
+    for k in range(n):
+        con.execute(f"""
+            {'CREATE OR REPLACE TEMP TABLE kmon_lag_groups AS' if k == 0 else 'INSERT INTO kmon_lag_groups'}
+            SELECT group_id, topic,
+                   quantile_cont(lag_seconds_max, 0.99) p99s, quantile_cont(lag_max, 0.99) p99m,
+                   count_if(lag_seconds_max <= {slo_s}) ok, count(lag_seconds_max) known,
+                   count_if(status = 'WARN') warn, count_if(status = 'ERR') err
+            FROM {src('group_lag')} WHERE topic IS NOT NULL {f'AND hash(group_id, topic) % {n} = {k}' if n > 1 else ''}
+            GROUP BY ALL""")
     out.update(one(f"""
-        WITH g AS (SELECT group_id, topic,
-                          quantile_cont(lag_seconds_max, 0.99) p99s, quantile_cont(lag_max, 0.99) p99m,
-                          count_if(lag_seconds_max <= {slo_s}) ok, count(lag_seconds_max) known,
-                          count_if(status = 'WARN') warn, count_if(status = 'ERR') err
-                   FROM {src('group_lag')} WHERE topic IS NOT NULL GROUP BY ALL)
         SELECT sum(ok) / sum(known) AS lag_slo_share, max(p99s) AS worst_lag_seconds_p99,
                max(p99m) AS worst_lag_messages_p99, count_if(ok < known) AS groups_breaching_slo,
-               sum(warn) * {iv} / 60 AS warn_minutes, sum(err) * {iv} / 60 AS err_minutes FROM g"""))
+               sum(warn) * {iv} / 60 AS warn_minutes, sum(err) * {iv} / 60 AS err_minutes FROM kmon_lag_groups"""))
+    con.execute("DROP TABLE kmon_lag_groups")
     out.update(one(f"""
         WITH f AS (SELECT group_id, topic, time FROM {src('group_lag')} WHERE below_log_start > 0),
              p AS (SELECT time, row_number() OVER (ORDER BY time) idx
@@ -477,6 +505,7 @@ def main() -> None:
             duck_times, duck_head = timed(lambda: duckdb_headline(con, a.dir, period), a.runs, "duckdb")
             duck_rss = sampler.peak_self - base
 
+    slices = lag_slices(io.list_live_files(None, str(a.dir), "group_lag", period.start, period.end))
     sm, dm = statistics.median(spark_times), statistics.median(duck_times)
     mb = 1e6
     print()
@@ -487,7 +516,8 @@ def main() -> None:
           f"{startup:.1f}s not included)"
           f" -> {total / sm / 1e6:.2f} M rows/s")
     print(f"DuckDB {a.cores} threads headline aggregations: median {dm:.1f}s  "
-          f"(runs {', '.join(f'{x:.1f}' for x in duck_times)}) -> {total / dm / 1e6:.2f} M rows/s")
+          f"(runs {', '.join(f'{x:.1f}' for x in duck_times)}) -> {total / dm / 1e6:.2f} M rows/s"
+          + (f"; its lag percentiles in {slices} slices of the group-topics (LAG_SLICE_ROWS)" if slices > 1 else ""))
     print(f"ratio Spark / DuckDB: {sm / dm:.1f}x (whole report: both weeks, every table, chart series)")
     if head_times:
         hm = statistics.median(head_times)
@@ -537,20 +567,31 @@ def main() -> None:
           f"{heap_max / mb:.0f} MB at the end; DuckDB RSS increase {duck_rss / mb:.0f} MB")
     print()
     print("cross-check of headline figures (Spark report vs DuckDB SQL):")
-    limits = (c.tables["thresholds"].to_pylist() or [{}])[0]
-    kinds = {r["kind"]: r["opened"] for r in c.tables["incident_kinds"].to_pylist()}
-    spark_all = {**spark_head, "lag_slo_s": limits.get("lag_slo_s"), "txn_grace_s": limits.get("txn_grace_s")}
+    cross_check(spark_head, c.tables["thresholds"].to_pylist(), c.tables["incident_kinds"].to_pylist(), duck_head)
+
+
+def cross_check(headline: dict[str, Any], thresholds: list[dict[str, Any]], kinds: list[dict[str, Any]],
+                duck_head: dict[str, Any]) -> int:
+    """Print the report's figures beside DuckDB's, each "ok" or "DIFFERS", from the report's `headline` row and its
+    ``thresholds`` and ``incident_kinds`` tables' rows; returns how many differ."""
+    limits = (thresholds or [{}])[0]
+    by_kind = {r["kind"]: r["opened"] for r in kinds}
+    spark_all = {**headline, "lag_slo_s": limits.get("lag_slo_s"), "txn_grace_s": limits.get("txn_grace_s")}
+    differing = 0
     for k in (*CROSS_CHECKED, "lag_slo_s", "txn_grace_s"):
         if k not in duck_head:
             continue
         sv, dv = spark_all.get(k), duck_head.get(k)
         ok = same(sv, dv, HISTOGRAM_ALPHA if k in HISTOGRAM_FIGURES else 1e-6)
+        differing += not ok
         note = " (histogram: within 1 %)" if k in HISTOGRAM_FIGURES else ""
         print(f"  {k:28s} spark {_fmt(sv):>16s}  duckdb {_fmt(dv):>16s}  {'ok' if ok else 'DIFFERS'}{note}")
-    for kind in sorted(set(kinds) | set(duck_head["incidents_by_kind"])):
-        sv, dv = kinds.get(kind), duck_head["incidents_by_kind"].get(kind)
+    for kind in sorted(set(by_kind) | set(duck_head["incidents_by_kind"])):
+        sv, dv = by_kind.get(kind), duck_head["incidents_by_kind"].get(kind)
+        differing += not same(sv, dv)
         print(f"  {'incidents opened: ' + kind:28s} spark {_fmt(sv):>16s}  duckdb {_fmt(dv):>16s}  "
               f"{'ok' if same(sv, dv) else 'DIFFERS'}")
+    return differing
 
 
 CLI_JVM: dict[str, tuple[str | None, bool]] = {

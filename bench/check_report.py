@@ -1,0 +1,74 @@
+"""A weekly report already written, its headline figures checked against the DuckDB reference over its history.
+
+    .venv/bin/python -m bench.check_report --history DIR --report OUT [--week 2026-W40] [--cores 2]
+
+`bench_spark` computes the report itself before it cross-checks it: from the raw history twice (the whole report,
+then the headline's inputs alone), then every day's roll-up and the report from them. At the fleet issue 17 names
+(100,000 partitions polled every 30 s: ~486 M rows) that is more than an hour of a 2-core machine. This checks a
+report the CLI wrote instead (``python -m spark_analytics.weekly_report --history DIR [--rollups R] --out OUT``,
+the week as a weekly job computes it): it reads the report's ``headline``, ``thresholds`` and ``incident_kinds``
+tables and runs only DuckDB's reference over the same history (`bench_spark.duckdb_headline`, its exact lag
+percentiles a slice of the group-topics at a time above `bench_spark.LAG_SLICE_ROWS` rows). It prints each figure
+beside DuckDB's, "ok" or "DIFFERS" (`bench_spark.cross_check`), DuckDB's time and peak memory; it exits 1 if a
+figure differs, 2 if the report is not there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from bench.bench_spark import cross_check, duckdb_headline, duckdb_reference, lag_slices
+from spark_analytics import aggregations as A
+from spark_analytics import io
+
+
+def report_tables(out: Path, week: str) -> Path:
+    """The ``tables`` directory of the one cluster with a report of `week` under `out` (the reference reads one
+    cluster's history: the synthetic fleet's, or a single-cluster history)."""
+    found = sorted(p.parent for p in out.glob(f"*/{week}/tables/headline.parquet"))
+    if len(found) != 1:
+        raise SystemExit(f"check_report: {out} holds {len(found)} reports of {week} "
+                         f"({', '.join(str(p) for p in found) or 'none'}); one cluster's report is checked")
+    return found[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--history", type=Path, required=True, help="the history the report was computed from")
+    ap.add_argument("--report", type=Path, required=True, help="the report's --out directory")
+    ap.add_argument("--week", default="2026-W40")
+    ap.add_argument("--cores", type=int, default=2, help="DuckDB's threads; default 2")
+    a = ap.parse_args(argv)
+    period = A.Period.iso_week(a.week)
+    try:
+        tables = report_tables(a.report, a.week)
+    except SystemExit as e:
+        print(e, file=sys.stderr)
+        return 2
+    read = {name: pq.read_table(tables / f"{name}.parquet").to_pylist()
+            for name in ("headline", "thresholds", "incident_kinds")}
+    slices = lag_slices(io.list_live_files(None, str(a.history), "group_lag", period.start, period.end))
+    print(f"report {tables.parent}; DuckDB over {a.history}, {a.cores} threads, the lag percentiles in "
+          f"{slices} slice(s) of the group-topics", flush=True)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    with duckdb_reference(a.cores) as con:
+        duck = duckdb_headline(con, a.history, period)
+    took = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(f"DuckDB headline in {took:.1f}s, peak RSS {peak / 1024:.0f} MB (+{(peak - before) / 1024:.0f} MB)")
+    print("cross-check of headline figures (the report vs DuckDB SQL):")
+    differing = cross_check(read["headline"][0] if read["headline"] else {}, read["thresholds"],
+                            read["incident_kinds"], duck)
+    print(f"{'every figure equal' if not differing else f'{differing} figure(s) DIFFER'}")
+    return 1 if differing else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
