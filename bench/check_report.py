@@ -28,14 +28,9 @@ from spark_analytics import aggregations as A
 from spark_analytics import io
 
 
-def report_tables(out: Path, week: str) -> Path:
-    """The ``tables`` directory of the one cluster with a report of `week` under `out` (the reference reads one
-    cluster's history: the synthetic fleet's, or a single-cluster history)."""
-    found = sorted(p.parent for p in out.glob(f"*/{week}/tables/headline.parquet"))
-    if len(found) != 1:
-        raise SystemExit(f"check_report: {out} holds {len(found)} reports of {week} "
-                         f"({', '.join(str(p) for p in found) or 'none'}); one cluster's report is checked")
-    return found[0]
+def report_tables(out: Path, week: str) -> list[Path]:
+    """The ``tables`` directories of the reports of `week` under `out`, one a cluster."""
+    return sorted(p.parent for p in out.glob(f"*/{week}/tables/headline.parquet"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,11 +41,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cores", type=int, default=2, help="DuckDB's threads; default 2")
     a = ap.parse_args(argv)
     period = A.Period.iso_week(a.week)
-    try:
-        tables = report_tables(a.report, a.week)
-    except SystemExit as e:
-        print(e, file=sys.stderr)
+    found = report_tables(a.report, a.week)
+    if len(found) != 1:  # the reference reads one cluster's history: the synthetic fleet's, or a single cluster's
+        print(f"check_report: {a.report} holds {len(found)} reports of {a.week} "
+              f"({', '.join(str(p) for p in found) or 'none'}); one cluster's report is checked", file=sys.stderr)
         return 2
+    tables = found[0]
     read = {name: pq.read_table(tables / f"{name}.parquet").to_pylist()
             for name in ("headline", "thresholds", "incident_kinds")}
     slices = lag_slices(io.list_live_files(None, str(a.history), "group_lag", period.start, period.end))

@@ -130,3 +130,7 @@ def test_check_report_says_ok_only_when_every_figure_is_duckdbs(tmp_path: Path,
         "worst_lag_messages_p99", "incidents"]
 
     assert check_report.main([*args, "--report", str(tmp_path / "none")]) == 2
+    # two clusters' reports: the reference reads one cluster's history, so it says which and checks none
+    (tmp_path / "off" / "c2").symlink_to(tmp_path / "off" / "c1")
+    assert check_report.main([*args, "--report", str(tmp_path / "off")]) == 2
+    assert "holds 2 reports of 2026-W47" in capsys.readouterr().err
