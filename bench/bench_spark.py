@@ -86,13 +86,16 @@ HISTOGRAM_ALPHA = 0.01
 
 
 class Sampler:
-    """Peak RSS of this process and of its child processes (the Spark JVM), sampled in a thread."""
+    """Peak RSS of this process and of its child processes, sampled in a thread: all of them together
+    (`peak_children`: a CLI process and its JVM) and the largest one alone (`peak_child`: the Spark JVM, apart
+    from any other process under the bench)."""
 
     def __init__(self, every: float = 0.2) -> None:
         self.every = every
         self.me = psutil.Process()
         self.peak_self = 0
         self.peak_children = 0
+        self.peak_child = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -104,18 +107,19 @@ class Sampler:
     def sample(self) -> None:
         try:
             self.peak_self = max(self.peak_self, self.me.memory_info().rss)
-            kids = 0
+            kids = []
             for c in self.me.children(recursive=True):
                 with contextlib.suppress(psutil.Error):
-                    kids += c.memory_info().rss
-            self.peak_children = max(self.peak_children, kids)
+                    kids.append(c.memory_info().rss)
+            self.peak_children = max(self.peak_children, sum(kids))
+            self.peak_child = max(self.peak_child, *kids, 0)
         except psutil.Error:
             pass
 
     def reset(self) -> None:
         self.sample()
         self.peak_self = self.me.memory_info().rss
-        self.peak_children = 0
+        self.peak_children = self.peak_child = 0
 
     def __enter__(self) -> Sampler:
         self._thread.start()
@@ -468,7 +472,7 @@ def main() -> None:
                     month_trend = c_month.tables["trend"].to_pylist()
                     month_same[label] = (c_month.headline.to_pylist() == c_up.headline.to_pylist()
                                          and c_month.previous_from_report == (at is not None))
-        jvm_rss = sampler.peak_children
+        jvm_rss, under_rss = sampler.peak_child, sampler.peak_children
         driver_rss = sampler.peak_self
         rt = spark._jvm.java.lang.Runtime.getRuntime()  # type: ignore[attr-defined]
         heap_used, heap_max = rt.totalMemory() - rt.freeMemory(), rt.maxMemory()
@@ -563,7 +567,8 @@ def main() -> None:
     if cli_times:
         print(f"  (peak RSS of a CLI process and its JVM: {cli_rss / 1e6:.0f} MB)")
     print(f"peak memory: Spark driver (Python) RSS {driver_rss / mb:.0f} MB, JVM RSS {jvm_rss / mb:.0f} MB sampled "
-          f"({jvm_rusage / mb:.0f} MB getrusage children), JVM heap used {heap_used / mb:.0f} of "
+          f"({jvm_rusage / mb:.0f} MB getrusage children; every process under the bench together "
+          f"{under_rss / mb:.0f} MB), JVM heap used {heap_used / mb:.0f} of "
           f"{heap_max / mb:.0f} MB at the end; DuckDB RSS increase {duck_rss / mb:.0f} MB")
     print()
     print("cross-check of headline figures (Spark report vs DuckDB SQL):")
