@@ -140,12 +140,15 @@ def timed(fn: Callable[[], Any], runs: int, label: str) -> tuple[list[float], An
     return times, result
 
 
+def table_rows(root: Path, period: A.Period, table: str) -> int:
+    """The rows of `table`'s live files for `period`, from their footers (all their rows: the week's files may hold
+    a few outside it)."""
+    return sum(pq.read_metadata(f).num_rows for f in io.list_live_files(None, str(root), table, period.start,
+                                                                        period.end))
+
+
 def week_rows(root: Path, period: A.Period) -> dict[str, int]:
-    out = {}
-    for t in io.REPORT_TABLES:
-        files = io.list_live_files(None, str(root), t, period.start, period.end)
-        out[t] = sum(pq.read_metadata(f).num_rows for f in files)
-    return out
+    return {t: table_rows(root, period, t) for t in io.REPORT_TABLES}
 
 
 # ----------------------------------------------------------------------------------------------- DuckDB
@@ -180,10 +183,9 @@ to 100,000 partitions at 120 s, ~101 M rows) the query runs as one, as before; a
 group-topics, each a scan of the week's ``group_lag``."""
 
 
-def lag_slices(files: list[str], slice_rows: int = LAG_SLICE_ROWS) -> int:
-    """How many slices of the group-topics keep each within `slice_rows` rows of `files` (all their rows: the
-    week's files may hold a few outside it), at least 1."""
-    rows = sum(pq.read_metadata(f).num_rows for f in files)
+def lag_slices(rows: int, slice_rows: int = LAG_SLICE_ROWS) -> int:
+    """How many slices of the group-topics keep each within `slice_rows` of the week's `rows` of ``group_lag``
+    (`table_rows`), at least 1."""
     return max(1, -(-rows // slice_rows))
 
 
@@ -239,7 +241,7 @@ def duckdb_headline(con: Any, root: Path, period: A.Period, slice_rows: int = LA
         SELECT min(alive_polls / n) AS min_broker_availability FROM
             (SELECT broker_id, count_if(alive) alive_polls FROM b GROUP BY ALL), n"""))
     # per group-topic, in slices of the group-topics small enough for memory (`lag_slices`), then over them all
-    n = lag_slices(io.list_live_files(None, str(root), "group_lag", s, e), slice_rows)
+    n = lag_slices(table_rows(root, period, "group_lag"), slice_rows)
     for k in range(n):
         con.execute(f"""
             {'CREATE OR REPLACE TEMP TABLE kmon_lag_groups AS' if k == 0 else 'INSERT INTO kmon_lag_groups'}
@@ -509,7 +511,7 @@ def main() -> None:
             duck_times, duck_head = timed(lambda: duckdb_headline(con, a.dir, period), a.runs, "duckdb")
             duck_rss = sampler.peak_self - base
 
-    slices = lag_slices(io.list_live_files(None, str(a.dir), "group_lag", period.start, period.end))
+    slices = lag_slices(rows["group_lag"])
     sm, dm = statistics.median(spark_times), statistics.median(duck_times)
     mb = 1e6
     print()

@@ -23,9 +23,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from bench.bench_spark import cross_check, duckdb_headline, duckdb_reference, lag_slices
+from bench.bench_spark import cross_check, duckdb_headline, duckdb_reference, lag_slices, table_rows
 from spark_analytics import aggregations as A
-from spark_analytics import io
 
 
 def report_tables(out: Path, week: str) -> list[Path]:
@@ -49,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     tables = found[0]
     read = {name: pq.read_table(tables / f"{name}.parquet").to_pylist()
             for name in ("headline", "thresholds", "incident_kinds")}
-    slices = lag_slices(io.list_live_files(None, str(a.history), "group_lag", period.start, period.end))
+    slices = lag_slices(table_rows(a.history, period, "group_lag"))
     print(f"report {tables.parent}; DuckDB over {a.history}, {a.cores} threads, the lag percentiles in "
           f"{slices} slice(s) of the group-topics", flush=True)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

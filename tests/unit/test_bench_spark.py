@@ -63,10 +63,10 @@ class Recorded:
 def test_the_lag_figures_are_the_same_in_slices_and_equal_to_python(tmp_path: Path) -> None:
     lag = _history(tmp_path)
     rows = len(lag)
-    files = [str(p) for p in (tmp_path / "group_lag").rglob("*.parquet")]
-    assert bench_spark.lag_slices(files) == 1
-    assert bench_spark.lag_slices(files, rows) == 1 and bench_spark.lag_slices(files, rows - 1) == 2
-    assert bench_spark.lag_slices(files, 10) == -(-rows // 10) == 29  # more slices than group-topics: some empty
+    assert bench_spark.table_rows(tmp_path, W, "group_lag") == rows
+    assert bench_spark.lag_slices(rows) == 1 and bench_spark.lag_slices(0) == 1
+    assert bench_spark.lag_slices(rows, rows) == 1 and bench_spark.lag_slices(rows, rows - 1) == 2
+    assert bench_spark.lag_slices(rows, 10) == -(-rows // 10) == 29  # more slices than group-topics: some empty
 
     whole = Recorded(duckdb.connect())
     one = bench_spark.duckdb_headline(whole, tmp_path, W)
