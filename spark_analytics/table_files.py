@@ -19,10 +19,8 @@ run left is removed by a later run once a day old.
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -33,6 +31,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from collectors.outputs.atomic import remove_stale_temps
 from collectors.outputs.history.schema import TEMP_PREFIX
 from spark_analytics import io
 
@@ -81,19 +80,10 @@ def _removed_after(path: Path) -> Iterator[Path]:
 
 def _new_work_dir(parent: Path) -> Path:
     parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale(parent)
+    remove_stale_temps(parent, WORK_PREFIX, "", STALE_S, directories=True)
     work = parent / f"{WORK_PREFIX}{uuid.uuid4().hex}"
     work.mkdir()  # here, not in Spark's first write: a directory that cannot be written fails before any job
     return work
-
-
-def _remove_stale(parent: Path) -> None:
-    cutoff = time.time() - STALE_S
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(parent):
-            with contextlib.suppress(OSError):
-                if entry.name.startswith(WORK_PREFIX) and entry.is_dir() and entry.stat().st_mtime < cutoff:
-                    shutil.rmtree(entry.path, ignore_errors=True)
 
 
 def write_tables(frames: dict[str, Any], targets: dict[str, Path], work: Path) -> dict[str, int]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -51,13 +52,18 @@ def publish(target: Path, write: Callable[[Any], None], tmp: Path) -> int:
     return size
 
 
-def remove_stale_temps(directory: Path, prefix: str, suffix: str, older_than_s: float) -> None:
-    """Temp files ``prefix*suffix`` a killed writer left in `directory`; only old ones, which no live
-    writer can still be filling. Failures are ignored: a leftover temp file is harmless, readers skip it."""
+def remove_stale_temps(directory: Path, prefix: str, suffix: str, older_than_s: float, *,
+                       directories: bool = False) -> None:
+    """Temp files ``prefix*suffix`` a killed writer left in `directory` (with `directories`, temp directories
+    instead, removed with what they hold: the work directories Spark's tasks write into); only old ones, which
+    no live writer can still be filling. Failures are ignored: a leftover temp is harmless, readers skip it."""
     cutoff = time.time() - older_than_s
     with contextlib.suppress(OSError):
         for entry in os.scandir(directory):
             if entry.name.startswith(prefix) and entry.name.endswith(suffix):
                 with contextlib.suppress(OSError):
-                    if entry.stat().st_mtime < cutoff:
-                        os.unlink(entry.path)
+                    if entry.is_dir(follow_symlinks=False) == directories and entry.stat().st_mtime < cutoff:
+                        if directories:
+                            shutil.rmtree(entry.path, ignore_errors=True)
+                        else:
+                            os.unlink(entry.path)
