@@ -28,9 +28,10 @@ Written directly with pyarrow using `collectors.outputs.history.TABLES` (not thr
 one zstd file per table and day named ``compact-*`` as a compacted day would be, row groups of 128 k rows,
 rows in poll order, times as TIMESTAMP (schema version 4). ``--old-days N`` writes the first N days as a collector
 before version 4 did (float64 epoch seconds, names without a version), for a history upgraded mid-week.
-Numpy-vectorised per day: ~10 s and ~0.8 GB peak RSS for the defaults (~110 MB on disk), ~50 s and ~3 GB for
-25,000 partitions (~120 M rows, ~520 MB on disk), on 2 cores; ~170 s for 100,000 partitions polled every 120 s
-(the same ~120 M rows) and ~12 min and ~17 GB peak RSS for them polled every 30 s (~486 M rows, ~2.2 GB on disk).
+Numpy-vectorised, a day at a time, and `group_lag` and `topic_health` a slice of polls at a time (`CHUNK_ROWS`):
+on 2 cores ~14 s and ~0.45 GB peak RSS for the defaults (~110 MB on disk), ~32 s and ~0.5 GB for 25,000 partitions
+polled every 60 s (~61 M rows), ~4 min and ~0.6 GB for 100,000 partitions polled every 30 s (~486 M rows, ~2.2 GB
+on disk). Built a whole day at a time, that last week took ~17 GB (docs/weekly-report.md, "Step 21").
 
 ``--partitions N`` (`Shape.scaled`) scales the topics (25 partitions each) and the groups with N: 25,000 partitions
 are 1,000 topics and 2,500 groups (5,000 group-topics), 5x the rows of topic_health and group_lag; brokers,
@@ -44,7 +45,7 @@ import argparse
 import json
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -154,22 +155,57 @@ def table(name: str, n: int, cols: dict[str, Any]) -> pa.Table:
     return pa.Table.from_arrays([_array(cols.get(f.name), f.type, n) for f in schema], schema=schema)
 
 
-def write(root: Path, name: str, day: str, t: pa.Table, out: Written) -> None:
+CHUNK_ROWS = 4 * COMPACT_ROW_GROUP
+"""Rows of `group_lag` and `topic_health` built in memory at once: a day of them is written a slice of polls at a
+time (`write` takes the slices). Built whole, a day of 100,000 partitions polled every 30 s (~58 M `group_lag`
+rows) took ~17 GB."""
+
+
+def write(root: Path, name: str, day: str, tables: pa.Table | Iterable[pa.Table], out: Written) -> None:
+    """`tables` (one, or the slices of one in order) as one compacted file of `name` for `day`: row groups of
+    `COMPACT_ROW_GROUP` rows each, as a compaction writes them, in the table's row-group order; a slice's rows
+    that do not fill a row group are carried into the next."""
     d = root / name / f"date={day}"
     d.mkdir(parents=True, exist_ok=True)
     version, file_name = HISTORY_SCHEMA_VERSION, new_name("compact")
-    if day < out.old_before:  # as a collector before version 4 wrote it
+    old = day < out.old_before
+    if old:  # as a collector before version 4 wrote it
         version, file_name = 3, f"compact-{time.time_ns()}-{uuid.uuid4().hex[:8]}.parquet"
-        t = to_seconds(t).set_column(t.schema.get_field_index("schema_version"), "schema_version",
-                                     pa.array(np.full(t.num_rows, version, np.int32)))
     meta = {"kmon.table": name, "kmon.history_schema_version": str(version),
             REPLACES_KEY.decode(): json.dumps([f"part-synthetic-{uuid.uuid4().hex[:8]}.parquet"])}
     path = d / file_name
-    # row groups as a compaction writes them: COMPACT_ROW_GROUP rows each, in the table's row-group order
-    t = pa.concat_tables([in_row_group_order(name, t.slice(i, COMPACT_ROW_GROUP))
-                          for i in range(0, t.num_rows, COMPACT_ROW_GROUP)] or [t])
-    pq.write_table(t.replace_schema_metadata(meta), path, compression="zstd", row_group_size=COMPACT_ROW_GROUP)
-    out.rows[name] = out.rows.get(name, 0) + t.num_rows
+    rows = 0
+    writer: pq.ParquetWriter | None = None
+
+    def put(t: pa.Table) -> None:
+        nonlocal writer, rows
+        if old:
+            t = to_seconds(t).set_column(t.schema.get_field_index("schema_version"), "schema_version",
+                                         pa.array(np.full(t.num_rows, version, np.int32)))
+        t = in_row_group_order(name, t).replace_schema_metadata(meta)
+        if writer is None:
+            writer = pq.ParquetWriter(path, t.schema, compression="zstd")
+        writer.write_table(t, row_group_size=COMPACT_ROW_GROUP)
+        rows += t.num_rows
+
+    carried: list[pa.Table] = []
+    try:
+        for t in [tables] if isinstance(tables, pa.Table) else tables:
+            carried.append(t)
+            if sum(c.num_rows for c in carried) < COMPACT_ROW_GROUP:
+                continue
+            whole = pa.concat_tables(carried)
+            full = whole.num_rows - whole.num_rows % COMPACT_ROW_GROUP
+            for i in range(0, full, COMPACT_ROW_GROUP):
+                put(whole.slice(i, COMPACT_ROW_GROUP))
+            carried = [whole.slice(full)]
+        last = pa.concat_tables(carried) if carried else None
+        if last is not None and (last.num_rows or writer is None):  # an empty table too: a file with its schema
+            put(last)
+    finally:
+        if writer is not None:
+            writer.close()
+    out.rows[name] = out.rows.get(name, 0) + rows
     out.files += 1
     out.bytes += path.stat().st_size
 
@@ -293,6 +329,63 @@ def _events(times: np.ndarray, t0: float, t1: float) -> np.ndarray:
     return (times >= t0) & (times < t1)
 
 
+def _poll_slices(n: int, rows_per_poll: int) -> Iterator[slice]:
+    """The day's `n` polls in slices of about `CHUNK_ROWS` rows (at least one poll each)."""
+    step = max(1, CHUNK_ROWS // max(1, rows_per_poll))
+    return (slice(i, i + step) for i in range(0, n, step)) if n else iter([slice(0, 0)])
+
+
+def _topic_health(m: Week, t: np.ndarray, ur: np.ndarray, umi: np.ndarray, off: np.ndarray) -> pa.Table:
+    """`topic_health`'s rows of the polls at `t`, with each poll's per-topic counts (polls x topics)."""
+    nt, k = m.s.topics, len(t) * m.s.topics
+    return table("topic_health", k, {
+        "time": np.repeat(t, nt), "topic": (np.tile(np.arange(nt), len(t)), m.topic_names.tolist()),
+        "internal": False, "partitions": np.full(k, m.s.partitions_per_topic, np.int32),
+        "replication_factor": np.full(k, 3, np.int32), "min_insync_replicas": np.full(k, 2, np.int32),
+        "unclean_leader_election": False, "retention_ms": np.full(k, 604_800_000, np.int64),
+        "cleanup_policy": "delete", "under_replicated": ur.ravel(), "under_min_isr": umi.ravel(),
+        "offline": off.ravel(), "preferred_leader_imbalance": np.zeros(k, np.int32),
+        "failures_before_write_stop": np.ones(k, np.int32), "failures_before_data_loss": np.full(k, 2, np.int32)})
+
+
+def _group_lag(m: Week, t: np.ndarray) -> pa.Table:
+    """`group_lag`'s rows of the polls at `t`. The lags are drawn from the week's generators in poll order, so a
+    day drawn a slice of polls at a time draws what it drew whole."""
+    n, shape = len(t), m.s
+    ng = len(m.gt_group)
+    lag = np.empty((n, ng))
+    lag[:, :m.ng_base] = m.rng.uniform(0.2, 1.8, (n, m.ng_base))
+    lag[:, m.ng_base:] = m.rng_more.uniform(0.2, 1.8, (n, ng - m.ng_base))
+    lag *= m.gt_base_lag[None, :]
+    lag_s = lag / m.gt_rate[None, :]
+    status = np.zeros((n, ng), np.int8)  # 0 OK 1 WARN 2 ERR
+    below = np.zeros((n, ng), np.int32)
+    for g, s0, dur in m.stalls:
+        cols = np.nonzero(m.gt_group == g)[0]
+        inside = _events(t, s0, s0 + dur)
+        age = np.clip(t - s0, 0, None)[:, None]
+        lag[np.ix_(inside, cols)] = (m.gt_base_lag[cols] + age[inside] * m.gt_rate[cols])
+        lag_s[np.ix_(inside, cols)] = age[inside] + 1.0
+        status[np.ix_(inside, cols)] = np.where(age[inside] > 300, 2, 1)
+    g, s0, dur = m.retention_loss
+    cols = np.nonzero(m.gt_group == g)[0]
+    inside = _events(t, s0, s0 + dur)
+    below[np.ix_(inside, cols)] = 3
+    status[np.ix_(inside, cols)] = 1
+    gl_status = (status.ravel(), ["OK", "WARN", "ERR"])
+    return table("group_lag", n * ng, {
+        "time": np.repeat(t, ng),
+        "group_id": (np.tile(m.gt_group, n), [f"group-{i:04d}" for i in range(shape.groups)]),
+        "topic": (np.tile(m.gt_topic, n), m.topic_names.tolist()),
+        "state": "Stable", "members": np.full(n * ng, 3, np.int32), "status": gl_status,
+        "worst_partition_status": (status.ravel(), ["OK", "WARN", "STALL"]),
+        "lag_sum": (lag.ravel() * 4).astype(np.int64), "lag_max": lag.ravel().astype(np.int64),
+        "lag_seconds_max": np.round(lag_s.ravel(), 3),
+        "partitions": np.full(n * ng, shape.partitions_per_topic, np.int32), "below_log_start": below.ravel(),
+        "min_seconds_to_retention": None,
+        "last_commit_time": np.repeat(t, ng) - np.round(lag_s.ravel(), 0)})
+
+
 def generate(root: Path, week: str = "2026-W40", shape: Shape | None = None,
              progress: Callable[[str], None] | None = None, old_days: int = 0) -> Written:
     """`old_days`: the first days written with float64 epoch seconds, as before schema version 4."""
@@ -334,16 +427,9 @@ def generate(root: Path, week: str = "2026-W40", shape: Shape | None = None,
         umi = np.stack([c[1] for c in counts])
         off = np.stack([c[2] for c in counts])
         nt = shape.topics
-        tt = np.repeat(t, nt)
-        write(root, "topic_health", label, table("topic_health", n * nt, {
-            "time": tt, "topic": (np.tile(np.arange(nt), n), m.topic_names.tolist()), "internal": False,
-            "partitions": np.full(n * nt, shape.partitions_per_topic, np.int32),
-            "replication_factor": np.full(n * nt, 3, np.int32), "min_insync_replicas": np.full(n * nt, 2, np.int32),
-            "unclean_leader_election": False, "retention_ms": np.full(n * nt, 604_800_000, np.int64),
-            "cleanup_policy": "delete", "under_replicated": ur.ravel(), "under_min_isr": umi.ravel(),
-            "offline": off.ravel(), "preferred_leader_imbalance": np.zeros(n * nt, np.int32),
-            "failures_before_write_stop": np.ones(n * nt, np.int32),
-            "failures_before_data_loss": np.full(n * nt, 2, np.int32)}), out)
+
+        write(root, "topic_health", label, (_topic_health(m, t[sl], ur[sl], umi[sl], off[sl])
+                                            for sl in _poll_slices(n, nt)), out)
         controller = np.where(t >= m.controller_failover, 4, 1).astype(np.int32)
         write(root, "cluster", label, table("cluster", n, {
             "time": t, "cluster_id": "synthetic-0001", "reachable": True, "stale": False, "stale_sections": "",
@@ -392,39 +478,7 @@ def generate(root: Path, week: str = "2026-W40", shape: Shape | None = None,
         if pc["time"]:
             write(root, "partition_changes", label, table("partition_changes", len(pc["time"]), pc), out)
         # --- group_lag
-        ng = len(m.gt_group)
-        lag = np.empty((n, ng))
-        lag[:, :m.ng_base] = m.rng.uniform(0.2, 1.8, (n, m.ng_base))
-        lag[:, m.ng_base:] = m.rng_more.uniform(0.2, 1.8, (n, ng - m.ng_base))
-        lag *= m.gt_base_lag[None, :]
-        lag_s = lag / m.gt_rate[None, :]
-        status = np.zeros((n, ng), np.int8)  # 0 OK 1 WARN 2 ERR
-        below = np.zeros((n, ng), np.int32)
-        for g, s0, dur in m.stalls:
-            cols = np.nonzero(m.gt_group == g)[0]
-            inside = _events(t, s0, s0 + dur)
-            age = np.clip(t - s0, 0, None)[:, None]
-            lag[np.ix_(inside, cols)] = (m.gt_base_lag[cols] + age[inside] * m.gt_rate[cols])
-            lag_s[np.ix_(inside, cols)] = age[inside] + 1.0
-            status[np.ix_(inside, cols)] = np.where(age[inside] > 300, 2, 1)
-        g, s0, dur = m.retention_loss
-        cols = np.nonzero(m.gt_group == g)[0]
-        inside = _events(t, s0, s0 + dur)
-        below[np.ix_(inside, cols)] = 3
-        status[np.ix_(inside, cols)] = 1
-        gl_status = (status.ravel(), ["OK", "WARN", "ERR"])
-        write(root, "group_lag", label, table("group_lag", n * ng, {
-            "time": np.repeat(t, ng),
-            "group_id": (np.tile(m.gt_group, n), [f"group-{i:04d}" for i in range(shape.groups)]),
-            "topic": (np.tile(m.gt_topic, n), m.topic_names.tolist()),
-            "state": "Stable", "members": np.full(n * ng, 3, np.int32), "status": gl_status,
-            "worst_partition_status": (status.ravel(), ["OK", "WARN", "STALL"]),
-            "lag_sum": (lag.ravel() * 4).astype(np.int64), "lag_max": lag.ravel().astype(np.int64),
-            "lag_seconds_max": np.round(lag_s.ravel(), 3),
-            "partitions": np.full(n * ng, shape.partitions_per_topic, np.int32), "below_log_start": below.ravel(),
-            "min_seconds_to_retention": None,
-            "last_commit_time": np.repeat(t, ng) - np.round(lag_s.ravel(), 0)}), out)
-        del lag, lag_s, status, below
+        write(root, "group_lag", label, (_group_lag(m, t[sl]) for sl in _poll_slices(n, len(m.gt_group))), out)
         # --- transactions, producers, lso_gap
         npd = shape.txn_producers
         rng = np.random.default_rng(shape.seed * 1000 + day)
