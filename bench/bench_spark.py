@@ -54,15 +54,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pyarrow.parquet as pq
 
+from bench.memory import Sampler
 from bench.synthetic_history import Shape, generate
 from collectors.model.vocabulary import CLUSTER_WIDE_INCIDENT_KINDS, CRITICAL, MONITOR_INCIDENT, SEVERITY_RANK
 from collectors.outputs.history.files import stores_timestamps
@@ -83,51 +82,6 @@ CROSS_CHECKED = (
 HISTOGRAM_FIGURES = frozenset({"worst_lag_seconds_p99", "worst_lag_messages_p99"})
 """Figures the report takes from the fixed log-scale histograms by default (DuckDB's are exact)."""
 HISTOGRAM_ALPHA = 0.01
-
-
-class Sampler:
-    """Peak RSS of this process and of its child processes, sampled in a thread: all of them together
-    (`peak_children`: a CLI process and its JVM) and the largest one alone (`peak_child`: the Spark JVM, apart
-    from any other process under the bench)."""
-
-    def __init__(self, every: float = 0.2) -> None:
-        self.every = every
-        self.me = psutil.Process()
-        self.peak_self = 0
-        self.peak_children = 0
-        self.peak_child = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.sample()
-            time.sleep(self.every)
-
-    def sample(self) -> None:
-        try:
-            self.peak_self = max(self.peak_self, self.me.memory_info().rss)
-            kids = []
-            for c in self.me.children(recursive=True):
-                with contextlib.suppress(psutil.Error):
-                    kids.append(c.memory_info().rss)
-            self.peak_children = max(self.peak_children, sum(kids))
-            self.peak_child = max(self.peak_child, *kids, 0)
-        except psutil.Error:
-            pass
-
-    def reset(self) -> None:
-        self.sample()
-        self.peak_self = self.me.memory_info().rss
-        self.peak_children = self.peak_child = 0
-
-    def __enter__(self) -> Sampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 def timed(fn: Callable[[], Any], runs: int, label: str) -> tuple[list[float], Any]:
@@ -474,7 +428,7 @@ def main() -> None:
                     month_trend = c_month.tables["trend"].to_pylist()
                     month_same[label] = (c_month.headline.to_pylist() == c_up.headline.to_pylist()
                                          and c_month.previous_from_report == (at is not None))
-        jvm_rss, under_rss = sampler.peak_child, sampler.peak_children
+        jvm_rss, under_rss, under_parts = sampler.peak_child, sampler.peak_children, sampler.parts()
         driver_rss = sampler.peak_self
         rt = spark._jvm.java.lang.Runtime.getRuntime()  # type: ignore[attr-defined]
         heap_used, heap_max = rt.totalMemory() - rt.freeMemory(), rt.maxMemory()
@@ -501,7 +455,7 @@ def main() -> None:
             day_cli.append(cli_rollup(a.dir, up, period.days()[0], a.cores, archive))  # idempotent: the same day
             print(f"  CLI rolling up one day (with the class archive) run {i + 1}: {day_cli[-1][0]:.1f}s, process "
                   f"{day_cli[-1][1]:.1f}s", flush=True)
-        cli_rss = sampler.peak_children
+        cli_rss, cli_parts = sampler.peak_children, sampler.parts()
         for f in (archive, archive.with_name(archive.name + ".json")):
             f.unlink(missing_ok=True)
         # ---- DuckDB
@@ -567,10 +521,10 @@ def main() -> None:
               f"weekly report's process from the {'month of ' if earlier else ''}roll-ups with the archive "
               f"({rp:.1f}s) is {rp / dp:.1f}x the daily job's")
     if cli_times:
-        print(f"  (peak RSS of a CLI process and its JVM: {cli_rss / 1e6:.0f} MB)")
+        print(f"  (peak RSS of a CLI process and its JVM: {cli_rss / 1e6:.0f} MB: {cli_parts})")
     print(f"peak memory: Spark driver (Python) RSS {driver_rss / mb:.0f} MB, JVM RSS {jvm_rss / mb:.0f} MB sampled "
           f"({jvm_rusage / mb:.0f} MB getrusage children; every process under the bench together "
-          f"{under_rss / mb:.0f} MB), JVM heap used {heap_used / mb:.0f} of "
+          f"{under_rss / mb:.0f} MB: {under_parts}), JVM heap used {heap_used / mb:.0f} of "
           f"{heap_max / mb:.0f} MB at the end; DuckDB RSS increase {duck_rss / mb:.0f} MB")
     print()
     print("cross-check of headline figures (Spark report vs DuckDB SQL):")

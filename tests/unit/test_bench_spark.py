@@ -134,36 +134,3 @@ def test_check_report_says_ok_only_when_every_figure_is_duckdbs(tmp_path: Path,
     (tmp_path / "off" / "c2").symlink_to(tmp_path / "off" / "c1")
     assert check_report.main([*args, "--report", str(tmp_path / "off")]) == 2
     assert "holds 2 reports of 2026-W47" in capsys.readouterr().err
-
-
-def test_the_sampler_keeps_the_largest_child_apart_from_all_of_them() -> None:
-    """The bench's "JVM RSS" is the largest process under it; the sum of them all is printed apart. A process of
-    this test's own (so that no other child of the test's worker counts) holds two children, ~60 MB and ~160 MB
-    resident: the largest is the bigger one, the sum both."""
-    import subprocess
-    import sys
-
-    import psutil
-
-    hold = ("import sys, time; b = bytearray(int(sys.argv[1]) * 2**20); b[::4096] = b'x' * len(b[::4096]); "
-            "print('ready', flush=True); time.sleep(60)")
-    parent = ("import subprocess, sys, time\n"
-              f"kids = [subprocess.Popen([sys.executable, '-c', {hold!r}, mb], stdout=subprocess.PIPE, text=True)\n"
-              "        for mb in ('60', '160')]\n"
-              "assert all(k.stdout.readline().strip() == 'ready' for k in kids)\n"
-              "print('ready', flush=True)\n"
-              "time.sleep(60)\n")
-    holder = subprocess.Popen([sys.executable, "-c", parent], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
-        sampler = bench_spark.Sampler()
-        sampler.me = psutil.Process(holder.pid)
-        sampler.reset()
-        sampler.sample()
-        assert 160 * 2**20 < sampler.peak_child < 220 * 2**20
-        assert sampler.peak_children >= sampler.peak_child + 60 * 2**20
-    finally:
-        for p in psutil.Process(holder.pid).children(recursive=True):
-            p.kill()
-        holder.kill()
-        holder.wait()
