@@ -55,6 +55,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from collectors.alerting.incidents import incident_id
 from collectors.alerting.thresholds import Thresholds
 from collectors.model.vocabulary import LOST
 from collectors.outputs.history import (
@@ -69,6 +70,8 @@ from collectors.outputs.history.schema import seconds_to_timestamps, to_seconds
 
 DAY = 86400.0
 CLUSTER = "prod-eu-1"
+FIRST_WEEK = "2020-W01"
+"""Weeks from this one on continue the state of the week before (ZooKeeper's epochs, producer epochs)."""
 THRESHOLDS = Thresholds(lag_seconds_slo=600.0)
 
 
@@ -258,13 +261,32 @@ class Week:
         self.hanging = (start + 6 * DAY + 8 * h, 2 * h)
         self.bumps = [start + (i + 0.5) * DAY * 0.7 for i in range(10)]  # producer 5's epoch bumps
 
+    def weeks_since_2020(self) -> int:
+        """The week's index from 2020-W01 on (0 before it): what each week continues from."""
+        return max(0, round((self.start - week_start(FIRST_WEEK)) / (7 * DAY)))
+
+    def zk_start(self) -> tuple[int, int, int]:
+        """ZooKeeper's zxid epoch, zxid counter and leader (server index) at the week's start: where the week
+        before left them, so that weeks generated one by one read as one history (an election is an epoch above every
+        earlier one; before, each week started again at epoch 5, and a month's report saw no election at all). Two
+        elections a week; the counter starts above any the week before reached after its last election (Sat 18:00,
+        30 h before the week's end, at most 79 writes a poll), so it never goes back within an epoch."""
+        k = self.weeks_since_2020()
+        return 5 + 2 * k, 1000 + 80 * int(np.ceil(30 * 3600.0 / self.s.interval_s)) + 10, (2 * k) % self.s.zk_servers
+
+    def producer_epoch_start(self) -> int:
+        """Producer 5's epoch at the week's start: ten bumps a week, continued from the week before."""
+        return len(self.bumps) * self.weeks_since_2020()
+
     def incidents(self) -> list[dict[str, Any]]:
         """The incidents (one per cause) with their events: (time, event, severity), in time order."""
         iv, h = self.s.interval_s, 3600.0
         out: list[dict[str, Any]] = []
 
         def add(kind: str, subject: str, events: list[tuple[float, str, str]], **extra: Any) -> None:
-            out.append({"id": f"{kind}-{len(out):03d}", "kind": kind, "subject": subject, "events": events, **extra})
+            # as the collector names them (one id per occurrence): the same cause in next week's history is another
+            out.append({"id": incident_id(CLUSTER, kind, subject, events[0][0]), "kind": kind, "subject": subject,
+                        "events": events, **extra})
 
         for crash, back, brokers in ((self.outages[0][1], self.outages[0][2], [7]),
                                      (self.outages[1][1], self.outages[1][2], [3]),
@@ -413,7 +435,7 @@ def generate(root: Path, week: str = "2026-W40", shape: Shape | None = None,
         return state_cache[key]
 
     last_isr: dict[int, np.ndarray] = {}
-    zk_epoch, zk_counter, leader = 5, 1000, 0
+    zk_epoch, zk_counter, leader = m.zk_start()
     prev_fenced = np.zeros(shape.brokers, bool)
     for day in range(days):
         t = m.poll_times(day)
@@ -492,7 +514,7 @@ def generate(root: Path, week: str = "2026-W40", shape: Shape | None = None,
         start[inside, sp] = s0
         state[inside, sp] = np.where(t[inside] - s0 > 60, 2, 0)
         epoch = np.zeros((n, npd), np.int32)
-        epoch[:, 5] = np.searchsorted(np.array(m.bumps), t)
+        epoch[:, 5] = m.producer_epoch_start() + np.searchsorted(np.array(m.bumps), t)
         rows_i, rows_p = np.nonzero(is_open)
         k = len(rows_i)
         write(root, "transactions", label, table("transactions", k, {
