@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.memory import Sampler, kind_of
+from bench.memory import Sampler, jvm_forks, kind_of
 
 
 @pytest.mark.parametrize(("cmdline", "name", "kind"), [
@@ -58,3 +58,15 @@ def test_the_sampler_keeps_the_largest_child_apart_from_all_of_them() -> None:
             p.kill()
         holder.kill()
         holder.wait()
+
+
+def test_a_jvms_fork_in_flight_is_told_apart_from_processes_of_its_own() -> None:
+    """Seen in a roll-up (docs/weekly-report.md, "Step 21"): the JVM (pid 10, under the bench's Python) forks
+    itself to run ``chmod``; for a moment pid 30 is a second ``java SparkSubmit`` under it, with the same pages."""
+    procs = [(10, 1, "java SparkSubmit"), (11, 10, "bash"), (12, 11, "python -m pyspark.daemon"),
+             (13, 12, "python -m pyspark.daemon"),  # a worker the daemon forked: a process of its own, counted
+             (20, 10, "jspawnhelper"), (21, 10, "chmod"), (30, 10, "java SparkSubmit"),
+             (40, 1, "python -m spark_analytics.weekly_report"), (41, 40, "java SparkSubmit"),  # a CLI's own JVM
+             (50, 41, "java Main")]  # another JVM the JVM started (Spark's launcher): not a fork of it
+    assert jvm_forks(procs) == {30}
+    assert jvm_forks([]) == set() and jvm_forks([(30, 10, "java SparkSubmit")]) == set()  # its parent unseen
