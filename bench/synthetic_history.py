@@ -72,6 +72,10 @@ DAY = 86400.0
 CLUSTER = "prod-eu-1"
 FIRST_WEEK = "2020-W01"
 """Weeks from this one on continue the state of the week before (ZooKeeper's epochs, producer epochs)."""
+ZK_WRITES_PER_POLL = (40, 80)
+"""ZooKeeper writes between two polls: drawn from ``[low, high)``."""
+ZK_COUNTER_AFTER_ELECTION = (1, 10)
+"""The zxid counter at the first poll after an election: drawn from ``[low, high)``."""
 THRESHOLDS = Thresholds(lag_seconds_slo=600.0)
 
 
@@ -261,22 +265,25 @@ class Week:
         self.hanging = (start + 6 * DAY + 8 * h, 2 * h)
         self.bumps = [start + (i + 0.5) * DAY * 0.7 for i in range(10)]  # producer 5's epoch bumps
 
-    def weeks_since_2020(self) -> int:
-        """The week's index from 2020-W01 on (0 before it): what each week continues from."""
+    def week_index(self) -> int:
+        """The week's index from `FIRST_WEEK` on (0 before it): what each week continues from."""
         return max(0, round((self.start - week_start(FIRST_WEEK)) / (7 * DAY)))
 
     def zk_start(self) -> tuple[int, int, int]:
         """ZooKeeper's zxid epoch, zxid counter and leader (server index) at the week's start: where the week
         before left them, so that weeks generated one by one read as one history (an election is an epoch above every
-        earlier one; before, each week started again at epoch 5, and a month's report saw no election at all). Two
-        elections a week; the counter starts above any the week before reached after its last election (Sat 18:00,
-        30 h before the week's end, at most 79 writes a poll), so it never goes back within an epoch."""
-        k = self.weeks_since_2020()
-        return 5 + 2 * k, 1000 + 80 * int(np.ceil(30 * 3600.0 / self.s.interval_s)) + 10, (2 * k) % self.s.zk_servers
+        earlier one; before, each week started again at epoch 5, and a month's report saw no election at all). One
+        epoch a week's election; the counter starts above any the week before reached after its last election (its
+        polls from then to the week's end, each at most `ZK_WRITES_PER_POLL` writes, from at most
+        `ZK_COUNTER_AFTER_ELECTION`), so it never goes back within an epoch."""
+        k = self.week_index()
+        polls_after_last = int(np.ceil((self.start + 7 * DAY - max(self.zk_elections)) / self.s.interval_s))
+        counter = 1000 + ZK_WRITES_PER_POLL[1] * polls_after_last + ZK_COUNTER_AFTER_ELECTION[1]  # 1,000 to spare
+        return 5 + len(self.zk_elections) * k, counter, (len(self.zk_elections) * k) % self.s.zk_servers
 
     def producer_epoch_start(self) -> int:
         """Producer 5's epoch at the week's start: ten bumps a week, continued from the week before."""
-        return len(self.bumps) * self.weeks_since_2020()
+        return len(self.bumps) * self.week_index()
 
     def incidents(self) -> list[dict[str, Any]]:
         """The incidents (one per cause) with their events: (time, event, severity), in time order."""
@@ -449,7 +456,6 @@ def generate(root: Path, week: str = "2026-W40", shape: Shape | None = None,
         umi = np.stack([c[1] for c in counts])
         off = np.stack([c[2] for c in counts])
         nt = shape.topics
-
         write(root, "topic_health", label, (_topic_health(m, t[sl], ur[sl], umi[sl], off[sl])
                                             for sl in _poll_slices(n, nt)), out)
         controller = np.where(t >= m.controller_failover, 4, 1).astype(np.int32)
@@ -560,11 +566,11 @@ def generate(root: Path, week: str = "2026-W40", shape: Shape | None = None,
         first_after = False
         for i in range(n):
             ti = float(t[i])
-            zk_counter += int(rng.integers(40, 80))  # ~2 writes/s at a 30 s poll
+            zk_counter += int(rng.integers(*ZK_WRITES_PER_POLL))  # ~2 writes/s at a 30 s poll
             if pending and ti >= pending[0]:
                 pending.pop(0)
                 zk_epoch += 1
-                zk_counter = int(rng.integers(1, 10))
+                zk_counter = int(rng.integers(*ZK_COUNTER_AFTER_ELECTION))
                 leader = (leader + 1) % nz
                 first_after = True
             for z in range(nz):
