@@ -14,6 +14,11 @@ library as before.
 
 The file name is `collectors.outputs.paths.safe_name` of the cluster name; it is not decoded back:
 the document itself carries ``cluster``.
+
+A cluster removed from the configuration is polled no more, but its file stayed, and the dashboard showed it STALE
+("Is the collector running?") for as long as the file lived. `retire_unconfigured` moves such a file into
+``<state_dir>/retired/`` once nobody has written it for `RETIRE_AFTER_S`: the dashboard reads only the top level,
+and the last state is kept for whoever wants to look.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import logging
 import os
 import time
 import uuid
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +42,12 @@ log = logging.getLogger(__name__)
 
 SUFFIX = ".json"
 TEMP_SUFFIX = ".tmp"
+RETIRED_DIR = "retired"
+RETIRE_AFTER_S = 900.0
+"""How long a cluster's file must have gone unwritten (wall clock, its mtime) before `retire_unconfigured` moves it:
+any collector still polling the cluster rewrites it every poll, so only an abandoned file gets this old. The
+same wait protects a second collector's clusters where two configurations share a directory (not a setup the
+docs recommend: give each collector its own `state_dir`)."""
 
 
 def latest_path(state_dir: Path, cluster: str) -> Path:
@@ -100,3 +112,48 @@ def read_latest(state_dir: Path) -> dict[str, dict[str, Any]]:
             continue
         out[doc["cluster"]] = doc
     return out
+
+
+def retire_unconfigured(state_dir: Path, configured: Collection[str], now: float | None = None,
+                        after_s: float = RETIRE_AFTER_S, judged: dict[str, float] | None = None) -> list[str]:
+    """Move the latest-state files of clusters not in `configured`, and not written for `after_s` seconds before
+    `now` (wall clock), into ``<state_dir>/retired/`` (replacing an older copy there); returns their clusters.
+
+    The files of configured clusters and recent files are not opened (a big cluster's file is ~95 MB); a candidate
+    is read once, to make sure it is a latest-state document of an unconfigured cluster (another component's JSON,
+    or a file holding another cluster's name, stays where it is). A file that cannot be read or moved stays too,
+    with a warning: retiring is housekeeping, never a reason for the poll loop to fail. `judged` (kept by a caller
+    that calls again) remembers the files read and left, by their mtime, so that they are not read again unchanged."""
+    state_dir = Path(state_dir)
+    now = time.time() if now is None else now
+    keep = {f"{safe_name(c)}{SUFFIX}" for c in configured}
+    retired: list[str] = []
+    try:
+        entries = list(os.scandir(state_dir))
+    except (FileNotFoundError, NotADirectoryError):
+        return retired
+    for entry in entries:
+        if entry.name.startswith(".") or not entry.name.endswith(SUFFIX) or entry.name in keep:
+            continue
+        try:
+            mtime = entry.stat().st_mtime
+            age = now - mtime
+            if not entry.is_file() or age < after_s or (judged is not None and judged.get(entry.name) == mtime):
+                continue
+            with open(entry.path, "rb") as f:
+                doc = loads(f.read())
+            if not (isinstance(doc, dict) and isinstance(doc.get("cluster"), str) and "written_at" in doc
+                    and entry.name == f"{safe_name(doc['cluster'])}{SUFFIX}" and doc["cluster"] not in configured):
+                if judged is not None:
+                    judged[entry.name] = mtime
+                continue
+            target = state_dir / RETIRED_DIR / entry.name
+            target.parent.mkdir(exist_ok=True)
+            os.replace(entry.path, target)
+        except (OSError, ValueError) as e:
+            log.warning("latest state: %s not retired: %s", entry.path, e)
+            continue
+        log.info("latest state: cluster %r is not in the configuration and its file was last written %.0f s ago; "
+                 "moved to %s (the dashboard no longer shows it)", doc["cluster"], age, target)
+        retired.append(doc["cluster"])
+    return retired

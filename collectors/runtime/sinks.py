@@ -215,17 +215,29 @@ class HistorySink:
 
 
 class LatestStateSink:
-    def __init__(self, state_dir: Path) -> None:
+    """Writes each polled cluster's latest-state file; given the `configured` clusters, it also retires the files of
+    clusters no longer configured (`latest_state.retire_unconfigured`) at its first call and every
+    `RETIRE_CHECK_S` after (wall clock), so that a cluster removed from the configuration leaves the dashboard."""
+
+    RETIRE_CHECK_S = 60.0
+
+    def __init__(self, state_dir: Path, configured: Sequence[str] | None = None) -> None:
         self.state_dir = state_dir
+        self.configured = None if configured is None else frozenset(configured)
+        self._next_check = 0.0  # monotonic
+        self._judged: dict[str, float] = {}
 
     def __call__(self, results: list[PollResult], now: float) -> None:
-        from collectors.outputs.latest_state import write_latest
+        from collectors.outputs.latest_state import retire_unconfigured, write_latest
 
         for r in results:
             try:
                 write_latest(self.state_dir, snapshot_to_dict(r.snapshot), now=r.snapshot.time)
             except OSError as e:  # one cluster's file failing must not starve the others
                 log.error("latest state for %s not written: %s", r.snapshot.cluster, e)
+        if self.configured is not None and time.monotonic() >= self._next_check:
+            self._next_check = time.monotonic() + self.RETIRE_CHECK_S
+            retire_unconfigured(self.state_dir, self.configured, judged=self._judged)
 
 
 class CheckpointSink:
@@ -275,7 +287,7 @@ def build_sinks(config: MonitorConfig, monitor: Monitor | None = None,
     if config.history.enabled:
         sinks.append(HistorySink(config.history, exporter, monitor, config.thresholds,
                                  [c.name for c in config.clusters], config.checkpoint_max_age_s, clock))
-    sinks.append(LatestStateSink(Path(config.state_dir)))
+    sinks.append(LatestStateSink(Path(config.state_dir), [c.name for c in config.clusters]))
     if monitor is not None:
         sinks.append(CheckpointSink(Path(config.state_dir), config.checkpoint_interval_s, monitor))
     return sinks
