@@ -121,9 +121,10 @@ def retire_unconfigured(state_dir: Path, configured: Collection[str], now: float
 
     The files of configured clusters and recent files are not opened (a big cluster's file is ~95 MB); a candidate
     is read once, to make sure it is a latest-state document of an unconfigured cluster (another component's JSON,
-    or a file holding another cluster's name, stays where it is). A file that cannot be read or moved stays too,
-    with a warning: retiring is housekeeping, never a reason for the poll loop to fail. `judged` (kept by a caller
-    that calls again) remembers the files read and left, by their mtime, so that they are not read again unchanged."""
+    or a file holding another cluster's name, or no JSON, stays where it is). A file that cannot be read or moved
+    stays too, with a warning: retiring is housekeeping, never a reason for the poll loop to fail. `judged` (kept
+    by a caller that calls again) remembers the files read and left, by their mtime, so that they are not read
+    again unchanged."""
     state_dir = Path(state_dir)
     now = time.time() if now is None else now
     keep = {f"{safe_name(c)}{SUFFIX}" for c in configured}
@@ -141,7 +142,11 @@ def retire_unconfigured(state_dir: Path, configured: Collection[str], now: float
             if not entry.is_file() or age < after_s or (judged is not None and judged.get(entry.name) == mtime):
                 continue
             with open(entry.path, "rb") as f:
-                doc = loads(f.read())
+                data = f.read()
+            try:
+                doc = loads(data)
+            except ValueError:  # not JSON at all: another component's, or damaged; not ours to move
+                doc = None
             if not (isinstance(doc, dict) and isinstance(doc.get("cluster"), str) and "written_at" in doc
                     and entry.name == f"{safe_name(doc['cluster'])}{SUFFIX}" and doc["cluster"] not in configured):
                 if judged is not None:
@@ -150,7 +155,7 @@ def retire_unconfigured(state_dir: Path, configured: Collection[str], now: float
             target = state_dir / RETIRED_DIR / entry.name
             target.parent.mkdir(exist_ok=True)
             os.replace(entry.path, target)
-        except (OSError, ValueError) as e:
+        except OSError as e:
             log.warning("latest state: %s not retired: %s", entry.path, e)
             continue
         log.info("latest state: cluster %r is not in the configuration and its file was last written %.0f s ago; "

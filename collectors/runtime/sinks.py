@@ -217,7 +217,7 @@ class HistorySink:
 class LatestStateSink:
     """Writes each polled cluster's latest-state file; given the `configured` clusters, it also retires the files of
     clusters no longer configured (`latest_state.retire_unconfigured`) at its first call and every
-    `RETIRE_CHECK_S` after (wall clock), so that a cluster removed from the configuration leaves the dashboard."""
+    `RETIRE_CHECK_S` seconds after, so that a cluster removed from the configuration leaves the dashboard."""
 
     RETIRE_CHECK_S = 60.0
 

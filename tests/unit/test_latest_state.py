@@ -70,9 +70,13 @@ def test_files_read_and_left_are_not_read_again_until_they_change(tmp_path: Path
     foreign = tmp_path / "other.json"
     foreign.write_text("[1, 2]")
     aged(foreign, OLD)
+    damaged = tmp_path / "damaged.json"
+    damaged.write_bytes(b'{"cluster": "dam')
+    aged(damaged, OLD)
     judged: dict[str, float] = {}
     assert retire_unconfigured(tmp_path, [], now=NOW, judged=judged) == []
-    assert judged == {"other.json": OLD}
+    assert judged == {"other.json": OLD, "damaged.json": OLD}
+    assert damaged.exists()
     # changed into a latest-state document of an unconfigured cluster: read again, and moved
     foreign.write_bytes((state(tmp_path / "src", "other", OLD)).read_bytes())
     aged(foreign, OLD - 1)
