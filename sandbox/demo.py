@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         except ConfigError as e:
             say(f"error: {e}")
             return 2
-        monitor = Monitor(cfg)
+        monitor = Monitor(cfg, clock)
         sinks = build_sinks(cfg, monitor, clock)
         say(f"collector: polling every {cfg.poll_interval_s:g}s; metrics on "
             f"http://{cfg.exporter.host}:{cfg.exporter.port}/metrics, JSON API on "

@@ -252,8 +252,15 @@ class TxnWatch:
 
 
 def transaction_evidence(cluster: str, transactions: Iterable[TransactionRecord], watches: dict[str, TxnWatch],
-                         now: float) -> list[LossRecord]:
-    """Coordinator timeout aborts and the producers' returns, seen this poll; updates `watches` in place."""
+                         now: float, answered_by: float | None = None) -> list[LossRecord]:
+    """Coordinator timeout aborts and the producers' returns, seen this poll; updates `watches` in place.
+
+    An abort counts as the coordinator's timeout when the transaction had been open for its whole timeout by the
+    time the abort was seen: by `answered_by` (`KafkaObservation.answered_by`, when the poll's answers were in),
+    not `now` (when the poll began). Measured from `now`, an abort that came while the poll ran was missed for
+    good, the next poll seeing nothing open any more: a poll that takes 1 s of the sandbox's 10-times-fast clock
+    missed every one (tests/integration/test_loss_evidence.py)."""
+    seen_by = now if answered_by is None else max(now, answered_by)
     out: list[LossRecord] = []
     for t in transactions:
         w = watches.get(t.transactional_id)
@@ -263,15 +270,15 @@ def transaction_evidence(cluster: str, transactions: Iterable[TransactionRecord]
             continue
         still_open = t.state == "Ongoing" and t.start_time == w.start_time
         if w.state == "Ongoing" and w.start_time is not None and not still_open:
-            open_for = now - w.start_time
+            open_for = seen_by - w.start_time
             if (t.producer_id == w.producer_id and t.producer_epoch > w.epoch and t.state in ABORT_STATES
                     and open_for >= w.timeout_ms / 1000.0):
                 out.append(LossRecord(
                     cluster, now, TXN_TIMEOUT_ABORT, None, None, None,
-                    f"transaction {t.transactional_id} (producer {w.producer_id}, epoch {w.epoch}) open since "
-                    f"{open_for:.0f}s ago on {', '.join(w.partitions) or 'no partition yet'} was aborted by the "
-                    f"coordinator at its {w.timeout_ms / 1000:.0f}s timeout; the producer is fenced (epoch "
-                    f"{t.producer_epoch})", epoch_before=w.epoch, epoch_after=t.producer_epoch,
+                    f"transaction {t.transactional_id} (producer {w.producer_id}, epoch {w.epoch}) on "
+                    f"{', '.join(w.partitions) or 'no partition yet'} was aborted by the coordinator at its "
+                    f"{w.timeout_ms / 1000:.0f}s timeout (open for {open_for:.0f}s when seen aborted); the producer "
+                    f"is fenced (epoch {t.producer_epoch})", epoch_before=w.epoch, epoch_after=t.producer_epoch,
                     transactional_id=t.transactional_id))
                 w.aborted_at, w.aborted_epoch = now, t.producer_epoch
         elif w.aborted_at is not None and w.aborted_epoch is not None and t.producer_epoch > w.aborted_epoch:

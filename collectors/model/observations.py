@@ -101,6 +101,10 @@ class KafkaObservation:
     reachable: bool = True
     cluster_id: str | None = None
     controller_id: int | None = None
+    answered_by: float | None = None
+    """The poll clock once every answer was in (`time` is the poll's start): an upper bound on when any answer was
+    given. A poll takes seconds on a big cluster, and a state can change between its start and the request that
+    sees it; None where the poller does not own the clock `time` came from."""
     brokers: list[tuple[int, str, int, str | None]] = field(default_factory=list)
     partitions: list[PartitionMeta] = field(default_factory=list)
     internal_topics: set[str] = field(default_factory=set)

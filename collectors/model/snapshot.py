@@ -128,7 +128,7 @@ def _losses(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, n
     snap.losses += group_evidence(snap.cluster, [gp for gp in snap.group_partitions if gp.group_id in running],
                                   state.group_marks, now)
     if "transactions" not in snap.stale_sections:
-        snap.losses += transaction_evidence(snap.cluster, snap.transactions, state.txn_watch, now)
+        snap.losses += transaction_evidence(snap.cluster, snap.transactions, state.txn_watch, now, obs.answered_by)
         listed = {t.transactional_id for t in snap.transactions}
         for tid in [tid for tid in state.txn_watch if tid not in listed]:
             del state.txn_watch[tid]

@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("kazoo").setLevel(logging.CRITICAL)
     from collectors.runtime.poller import Monitor
 
-    monitor = Monitor(config)
+    monitor = Monitor(config, clock=time.time)
     try:
         if args.once:
             now = time.time()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,10 +40,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 class ClusterPoller:
-    def __init__(self, cluster: ClusterConfig, config: MonitorConfig, limiter: RequestLimiter | None = None) -> None:
+    def __init__(self, cluster: ClusterConfig, config: MonitorConfig, limiter: RequestLimiter | None = None,
+                 clock: Callable[[], float] | None = None) -> None:
         """`limiter` bounds requests in flight across every cluster of a Monitor (`max_concurrent_requests`);
-        a poller on its own gets a limiter of its own."""
+        a poller on its own gets a limiter of its own. `clock`: the clock the polls' `now` is read from (the
+        sandbox's in the demo), read again once the answers are in (`KafkaObservation.answered_by`); without it a
+        poll given its `now` knows only that."""
         self.name: str = cluster.name
+        self.clock = clock
         self.config = config
         self.thresholds = config.thresholds
         self.kafka = KafkaAdapter(cluster.name, confluent_settings(cluster, config.request_timeout_s),
@@ -77,10 +82,14 @@ class ClusterPoller:
     def poll(self, now: float | None = None, extra: list[Candidate] | None = None) -> PollResult:
         """One poll; `extra` are monitor-level conditions (e.g. history not writable) shown on every cluster."""
         started = time.monotonic()
-        now = time.time() if now is None else now
+        clock = self.clock or time.time
+        owned = now is None or self.clock is not None  # a `now` from elsewhere may be on another clock
+        now = clock() if now is None else now
         kafka_f = self._pool.submit(self._observe_kafka, now)
         zk_f = self._pool.submit(self.zk.observe) if self.zk is not None else None
         obs = kafka_f.result()
+        if owned:
+            obs.answered_by = max(now, clock())
         zk_obs = zk_f.result() if zk_f is not None else None
         if obs.cluster_id:
             self._check_resumed_identity(obs.cluster_id)
@@ -167,10 +176,11 @@ class ClusterPoller:
 class Monitor:
     """All configured clusters; `poll_once` polls them concurrently."""
 
-    def __init__(self, config: MonitorConfig) -> None:
+    def __init__(self, config: MonitorConfig, clock: Callable[[], float] | None = None) -> None:
+        """`clock`: the one `poll_once`'s `now` is read from (`ClusterPoller`)."""
         self.config = config
         self.limiter = RequestLimiter(config.max_concurrent_requests)
-        self.pollers = [ClusterPoller(c, config, self.limiter) for c in config.clusters]
+        self.pollers = [ClusterPoller(c, config, self.limiter, clock) for c in config.clusters]
         # conditions of the monitor itself, raised as alerts on every cluster while they hold
         self.conditions: dict[str, Candidate] = {}
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(self.pollers)),

@@ -11,6 +11,7 @@ must be equal, not close. The new leader answers OffsetForLeaderEpoch (KIP-320) 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -187,3 +188,20 @@ def test_a_producer_dead_mid_transaction_is_aborted_at_the_timeout_and_its_retur
     assert back.transactional_id == "tx" and back.epoch_before == abort.epoch_after
     assert back.epoch_after == restarted[-1]
     assert [x.kind for x in found].count("txn_timeout_abort") == 1  # one abort, one record
+
+
+
+def test_a_timeout_abort_that_comes_while_a_poll_runs_is_recorded(sb: Sandbox, poller: ClusterPoller) -> None:
+    """A poll takes seconds on a big cluster, and the coordinator's abort can come between the poll's start (its
+    `now`) and the request that sees it. Here every poll's answers come 1 s after its start, 10 s of the sandbox's
+    clock: the transaction is seen open, then aborted, by polls that began before its 20 s timeout ran out. The
+    abort is still recorded, as the test above records it from fast polls (measured from the poll's start, it was
+    missed for good: the next poll sees nothing open)."""
+    observe = poller.kafka.observe
+
+    def slow(now: float, watch: Any) -> Any:
+        time.sleep(1.0)
+        return observe(now, watch)
+
+    poller.kafka.observe = slow  # type: ignore[method-assign]
+    test_a_producer_dead_mid_transaction_is_aborted_at_the_timeout_and_its_return_is_linked(sb, poller)

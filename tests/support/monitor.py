@@ -33,7 +33,7 @@ def monitor_config(sb: Sandbox, name: str = "sandbox", **thresholds: Any) -> Mon
 
 def make_poller(sb: Sandbox, **thresholds: Any) -> ClusterPoller:
     cfg = monitor_config(sb, **thresholds)
-    return ClusterPoller(cfg.clusters[0], cfg)
+    return ClusterPoller(cfg.clusters[0], cfg, clock=sb.clock.now)
 
 
 def poll(poller: ClusterPoller, sb: Sandbox) -> PollResult:

@@ -207,6 +207,20 @@ def test_a_transaction_aborted_at_its_timeout_and_the_producer_coming_back() -> 
     assert "20s after" in back[0].evidence
 
 
+def test_an_abort_that_came_while_the_poll_ran_is_judged_by_when_the_answers_were_in() -> None:
+    """The poll began 5 s before the 60 s timeout ran out and its answers were in 2 s after: the abort it saw may be
+    the coordinator's, and is recorded. Judged by the poll's start it would not be, and the next poll would see
+    nothing open any more."""
+    from collectors.model.loss import transaction_evidence
+
+    for answered_by, kinds in ((None, []), (T + 12, ["txn_timeout_abort"]), (T + 9, [])):
+        w: dict = {}
+        transaction_evidence("c", [txn("Ongoing", 3, T - 50)], w, T)
+        out = transaction_evidence("c", [txn("CompleteAbort", 4, None, parts=())], w, T + 5, answered_by)
+        assert [x.kind for x in out] == kinds, answered_by
+        assert all(x.time == T + 5 and "open for 62s when seen aborted" in x.evidence for x in out)
+
+
 def test_ordinary_ends_of_transactions_are_not_timeouts() -> None:
     from collectors.model.loss import transaction_evidence
 
