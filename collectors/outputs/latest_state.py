@@ -16,7 +16,7 @@ The file name is `collectors.outputs.paths.safe_name` of the cluster name; it is
 the document itself carries ``cluster``.
 
 A cluster removed from the configuration is polled no more, but its file stayed, and the dashboard showed it STALE
-("Is the collector running?") for as long as the file lived. `retire_unconfigured` moves such a file into
+("Is the collector running?") for as long as the file lived. `retire` moves such a file into
 ``<state_dir>/retired/`` once nobody has written it for `RETIRE_AFTER_S`: the dashboard reads only the top level,
 and the last state is kept for whoever wants to look.
 """
@@ -44,10 +44,8 @@ SUFFIX = ".json"
 TEMP_SUFFIX = ".tmp"
 RETIRED_DIR = "retired"
 RETIRE_AFTER_S = 900.0
-"""How long a cluster's file must have gone unwritten (wall clock, its mtime) before `retire_unconfigured` moves it:
-any collector still polling the cluster rewrites it every poll, so only an abandoned file gets this old. The
-same wait protects a second collector's clusters where two configurations share a directory (not a setup the
-docs recommend: give each collector its own `state_dir`)."""
+"""How long a removed cluster's file must have gone unwritten (wall clock, its mtime) before `retire` moves it: a
+collector still polling it (an HA peer not yet on the new configuration) rewrites it every poll."""
 
 
 def latest_path(state_dir: Path, cluster: str) -> Path:
@@ -114,51 +112,30 @@ def read_latest(state_dir: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-def retire_unconfigured(state_dir: Path, configured: Collection[str], now: float | None = None,
-                        after_s: float = RETIRE_AFTER_S, judged: dict[str, float] | None = None) -> list[str]:
-    """Move the latest-state files of clusters not in `configured`, and not written for `after_s` seconds before
-    `now` (wall clock), into ``<state_dir>/retired/`` (replacing an older copy there); returns their clusters.
-
-    The files of configured clusters and recent files are not opened (a big cluster's file is ~95 MB); a candidate
-    is read once, to make sure it is a latest-state document of an unconfigured cluster (another component's JSON,
-    or a file holding another cluster's name, or no JSON, stays where it is). A file that cannot be read or moved
-    stays too, with a warning: retiring is housekeeping, never a reason for the poll loop to fail. `judged` (kept
-    by a caller that calls again) remembers the files read and left, by their mtime, so that they are not read
-    again unchanged."""
-    state_dir = Path(state_dir)
+def retire(state_dir: Path, clusters: Collection[str], now: float | None = None,
+           after_s: float = RETIRE_AFTER_S) -> list[str]:
+    """Move the latest-state files of `clusters` (taken out of the configuration) that nobody has written for
+    `after_s` seconds before `now` (wall clock, their mtime) into ``<state_dir>/retired/``, replacing an older copy
+    there; returns the clusters moved. A file that cannot be moved stays, with a warning: retiring is housekeeping,
+    never a reason for the poll loop to fail. The files are not read (a big cluster's is ~95 MB): the path is the
+    cluster's (`latest_path`)."""
     now = time.time() if now is None else now
-    keep = {f"{safe_name(c)}{SUFFIX}" for c in configured}
     retired: list[str] = []
-    try:
-        entries = list(os.scandir(state_dir))
-    except (FileNotFoundError, NotADirectoryError):
-        return retired
-    for entry in entries:
-        if entry.name.startswith(".") or not entry.name.endswith(SUFFIX) or entry.name in keep:
-            continue
+    for cluster in sorted(clusters):
+        path = latest_path(state_dir, cluster)
         try:
-            mtime = entry.stat().st_mtime
-            age = now - mtime
-            if not entry.is_file() or age < after_s or (judged is not None and judged.get(entry.name) == mtime):
+            age = now - path.stat().st_mtime
+            if age < after_s:
                 continue
-            with open(entry.path, "rb") as f:
-                data = f.read()
-            try:
-                doc = loads(data)
-            except ValueError:  # not JSON at all: another component's, or damaged; not ours to move
-                doc = None
-            if not (isinstance(doc, dict) and isinstance(doc.get("cluster"), str) and "written_at" in doc
-                    and entry.name == f"{safe_name(doc['cluster'])}{SUFFIX}" and doc["cluster"] not in configured):
-                if judged is not None:
-                    judged[entry.name] = mtime
-                continue
-            target = state_dir / RETIRED_DIR / entry.name
+            target = path.parent / RETIRED_DIR / path.name
             target.parent.mkdir(exist_ok=True)
-            os.replace(entry.path, target)
-        except OSError as e:
-            log.warning("latest state: %s not retired: %s", entry.path, e)
+            os.replace(path, target)
+        except FileNotFoundError:
             continue
-        log.info("latest state: cluster %r is not in the configuration and its file was last written %.0f s ago; "
-                 "moved to %s (the dashboard no longer shows it)", doc["cluster"], age, target)
-        retired.append(doc["cluster"])
+        except OSError as e:
+            log.warning("latest state: %s not retired: %s", path, e)
+            continue
+        log.info("latest state: cluster %r is not in the configuration any more and its file was last written %.0f s "
+                 "ago; moved to %s (the dashboard no longer shows it)", cluster, age, target)
+        retired.append(cluster)
     return retired

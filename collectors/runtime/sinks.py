@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -73,6 +73,10 @@ class HistorySink:
         self.clock = clock
         self._unpolled: dict[str, float] = {}
         """Clusters of the history that no collector writing it polls now -> their last poll (`_lose_unpolled`)."""
+        self.removed: set[str] = set()
+        """Clusters of the history that no collector writing it polls now (taken out of the configuration), as found
+        when the root was taken over: their latest-state files are retired (`LatestStateSink`). Only this root's:
+        collectors of other clusters, whose files may share the state directory, write roots of their own."""
         self.writer = HistoryWriter(Path(cfg.root), flush_interval_s=cfg.flush_interval_s,
                                     partition_detail=cfg.partition_detail, retention_days=cfg.retention_days,
                                     compact_min_files=cfg.compact_min_files,
@@ -145,6 +149,7 @@ class HistorySink:
         if writer.sole_writer:  # else another collector may write them beside us
             ours = set(why) | {p.name for p in self.monitor.pollers}  # the lease's list may be empty (older callers)
             self._unpolled.update((c, p.time) for c, p in polls.items() if c not in ours)
+            self.removed.update(c for c in polls if c not in ours)
         if why:  # one read of the event tables for the clusters carried on and those lost
             incidents = open_incidents(writer.root, list(why), until)
             alerts = open_alerts(writer.root, list(why), until)
@@ -215,29 +220,33 @@ class HistorySink:
 
 
 class LatestStateSink:
-    """Writes each polled cluster's latest-state file; given the `configured` clusters, it also retires the files of
-    clusters no longer configured (`latest_state.retire_unconfigured`) at its first call and every
-    `RETIRE_CHECK_S` seconds after, so that a cluster removed from the configuration leaves the dashboard."""
+    """Writes each polled cluster's latest-state file. Given `removed` (the history sink's: clusters its root holds
+    that no collector writing it polls any more), it retires their files (`latest_state.retire`) at its first call
+    and every `RETIRE_CHECK_S` seconds after, so that a cluster taken out of the configuration leaves the dashboard.
+    Without a history nothing says which files were this configuration's, and none is touched: another collector's
+    clusters may share the directory, and their files going STALE is how on-call sees that collector down."""
 
     RETIRE_CHECK_S = 60.0
 
-    def __init__(self, state_dir: Path, configured: Sequence[str] | None = None) -> None:
+    def __init__(self, state_dir: Path, configured: Sequence[str] = (),
+                 removed: Callable[[], Collection[str]] | None = None) -> None:
         self.state_dir = state_dir
-        self.configured = None if configured is None else frozenset(configured)
+        self.configured = frozenset(configured)
+        self.removed = removed
         self._next_check = 0.0  # monotonic
-        self._judged: dict[str, float] = {}
 
     def __call__(self, results: list[PollResult], now: float) -> None:
-        from collectors.outputs.latest_state import retire_unconfigured, write_latest
+        from collectors.outputs.latest_state import retire, write_latest
 
         for r in results:
             try:
                 write_latest(self.state_dir, snapshot_to_dict(r.snapshot), now=r.snapshot.time)
             except OSError as e:  # one cluster's file failing must not starve the others
                 log.error("latest state for %s not written: %s", r.snapshot.cluster, e)
-        if self.configured is not None and time.monotonic() >= self._next_check:
+        if self.removed is not None and time.monotonic() >= self._next_check:
             self._next_check = time.monotonic() + self.RETIRE_CHECK_S
-            retire_unconfigured(self.state_dir, self.configured, judged=self._judged)
+            if gone := set(self.removed()) - self.configured:
+                retire(self.state_dir, gone)
 
 
 class CheckpointSink:
@@ -284,10 +293,13 @@ def build_sinks(config: MonitorConfig, monitor: Monitor | None = None,
         exporter = ExporterSink(config.exporter.host, config.exporter.port, config.exporter.granularity,
                                 config.exporter.owner_labels)
         sinks.append(exporter)
+    history = None
     if config.history.enabled:
-        sinks.append(HistorySink(config.history, exporter, monitor, config.thresholds,
-                                 [c.name for c in config.clusters], config.checkpoint_max_age_s, clock))
-    sinks.append(LatestStateSink(Path(config.state_dir), [c.name for c in config.clusters]))
+        history = HistorySink(config.history, exporter, monitor, config.thresholds,
+                              [c.name for c in config.clusters], config.checkpoint_max_age_s, clock)
+        sinks.append(history)
+    sinks.append(LatestStateSink(Path(config.state_dir), [c.name for c in config.clusters],
+                                 (lambda: history.removed) if history is not None else None))
     if monitor is not None:
         sinks.append(CheckpointSink(Path(config.state_dir), config.checkpoint_interval_s, monitor))
     return sinks

@@ -1,21 +1,24 @@
-"""A cluster removed from the configuration leaves the dashboard: `latest_state.retire_unconfigured` and the
-`LatestStateSink` that calls it, on real files."""
+"""A cluster taken out of the configuration leaves the dashboard: `latest_state.retire`, and the collector's sinks
+that decide which clusters those are (the ones its history root holds and nobody writing it polls any more), on
+real files, a real history root and its lease."""
 
 from __future__ import annotations
 
-import json
+import logging
 import os
 import time
 from pathlib import Path
 
 import pytest
 
-from collectors.config import parse_config
+from collectors.config import MonitorConfig
 from collectors.model.poll import PollResult
 from collectors.model.records import ClusterSnapshot, snapshot_to_dict
-from collectors.outputs import latest_state
-from collectors.outputs.latest_state import RETIRE_AFTER_S, RETIRED_DIR, read_latest, retire_unconfigured, write_latest
-from collectors.runtime.sinks import LatestStateSink, build_sinks
+from collectors.outputs.history import HistoryWriter
+from collectors.outputs.latest_state import RETIRE_AFTER_S, RETIRED_DIR, read_latest, retire, write_latest
+from collectors.runtime.poller import Monitor
+from collectors.runtime.sinks import HistorySink, LatestStateSink, build_sinks
+from tests.unit.test_history import small_snapshot
 
 NOW = 1_790_000_000.0
 OLD = NOW - RETIRE_AFTER_S - 60  # written before the retiring wait
@@ -29,94 +32,96 @@ def state(state_dir: Path, cluster: str, written: float) -> Path:
     return path
 
 
-def aged(path: Path, written: float) -> Path:
-    os.utime(path, (written, written))
-    return path
-
-
-def test_only_old_files_of_clusters_not_configured_are_moved(tmp_path: Path) -> None:
-    state(tmp_path, "kept-configured", OLD)  # configured: stays however old (its collector may be down)
-    gone = state(tmp_path, "prod eu/old", OLD)  # removed from the configuration, abandoned
-    state(tmp_path, "recent", RECENT)  # not ours, but written lately: another collector may poll it
-    foreign = tmp_path / "other-component.json"
-    foreign.write_text(json.dumps({"something": "else"}))
-    aged(foreign, OLD)
-    misnamed = tmp_path / "x.json"  # holds cluster "y": not this file's cluster, left alone
-    misnamed.write_bytes(state(tmp_path / "elsewhere", "y", OLD).read_bytes())
-    aged(misnamed, OLD)
-
-    assert retire_unconfigured(tmp_path, ["kept-configured"], now=NOW) == ["prod eu/old"]
-
-    assert sorted(read_latest(tmp_path)) == ["kept-configured", "recent"]  # (x.json is skipped as misnamed)
+def test_old_files_of_the_clusters_named_are_moved_and_nothing_else(tmp_path: Path) -> None:
+    gone = state(tmp_path, "prod eu/old", OLD)
+    state(tmp_path, "recent", RECENT)  # removed too, but an HA peer on the old configuration may still poll it
+    state(tmp_path, "other", OLD)  # not named: another collector's, maybe down; it must stay STALE
+    assert retire(tmp_path, ["prod eu/old", "recent", "never-written"], now=NOW) == ["prod eu/old"]
+    assert sorted(read_latest(tmp_path)) == ["other", "recent"]  # what the dashboard reads
     assert not gone.exists()
-    moved = tmp_path / RETIRED_DIR / gone.name
     assert read_latest(tmp_path / RETIRED_DIR)["prod eu/old"]["time"] == OLD  # the last state, kept whole
-    assert moved.exists() and foreign.exists() and misnamed.exists()
-    # the dashboard reads the top level only
-    assert "prod eu/old" not in read_latest(tmp_path)
+    assert retire(tmp_path, ["prod eu/old"], now=NOW) == []  # once
 
 
-def test_a_second_pass_moves_nothing_more_and_a_newer_retired_copy_replaces_the_older(tmp_path: Path) -> None:
+def test_a_newer_retired_copy_replaces_the_older(tmp_path: Path) -> None:
     state(tmp_path, "gone", OLD - 86_400)
-    assert retire_unconfigured(tmp_path, [], now=NOW) == ["gone"]
-    assert retire_unconfigured(tmp_path, [], now=NOW) == []
+    assert retire(tmp_path, ["gone"], now=NOW) == ["gone"]
     state(tmp_path, "gone", OLD)  # polled again for a while, then removed again
-    assert retire_unconfigured(tmp_path, [], now=NOW) == ["gone"]
+    assert retire(tmp_path, ["gone"], now=NOW) == ["gone"]
     assert read_latest(tmp_path / RETIRED_DIR)["gone"]["time"] == OLD
     assert read_latest(tmp_path) == {}
-
-
-def test_files_read_and_left_are_not_read_again_until_they_change(tmp_path: Path) -> None:
-    foreign = tmp_path / "other.json"
-    foreign.write_text("[1, 2]")
-    aged(foreign, OLD)
-    damaged = tmp_path / "damaged.json"
-    damaged.write_bytes(b'{"cluster": "dam')
-    aged(damaged, OLD)
-    judged: dict[str, float] = {}
-    assert retire_unconfigured(tmp_path, [], now=NOW, judged=judged) == []
-    assert judged == {"other.json": OLD, "damaged.json": OLD}
-    assert damaged.exists()
-    # changed into a latest-state document of an unconfigured cluster: read again, and moved
-    foreign.write_bytes((state(tmp_path / "src", "other", OLD)).read_bytes())
-    aged(foreign, OLD - 1)
-    assert retire_unconfigured(tmp_path, [], now=NOW, judged=judged) == ["other"]
 
 
 def test_a_file_that_cannot_be_moved_stays_with_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = state(tmp_path, "gone", OLD)
     (tmp_path / RETIRED_DIR).write_text("a file where the directory should be")
-    assert retire_unconfigured(tmp_path, [], now=NOW) == []
+    with caplog.at_level(logging.WARNING):
+        assert retire(tmp_path, ["gone"], now=NOW) == []
     assert path.exists()
     assert "not retired" in caplog.text
-    assert retire_unconfigured(tmp_path / "missing", [], now=NOW) == []  # no directory yet: nothing to do
+    assert retire(tmp_path / "missing", ["gone"], now=NOW) == []  # no directory yet: nothing to do
 
 
-def test_the_collectors_sink_retires_what_its_configuration_no_longer_polls(tmp_path: Path) -> None:
-    config = parse_config(f"""
-state_dir: {tmp_path}
-history: {{enabled: false}}
-exporter: {{enabled: false}}
-clusters:
-  - name: prod
-    bootstrap_servers: ["127.0.0.1:9092"]
-""", environ={})
-    removed = state(tmp_path, "decommissioned", time.time() - RETIRE_AFTER_S - 5)
-    sink = next(s for s in build_sinks(config) if isinstance(s, LatestStateSink))
+def config(tmp_path: Path, clusters: list[str], history: bool = True) -> MonitorConfig:
+    return MonitorConfig.model_validate({
+        "clusters": [{"name": c, "bootstrap_servers": "127.0.0.1:1"} for c in clusters],
+        "state_dir": str(tmp_path / "state"), "request_timeout_s": 1, "exporter": {"enabled": False},
+        "history": {"root": str(tmp_path / "history"), "enabled": history}})
+
+
+def written_before(tmp_path: Path, clusters: list[str], last_poll: float) -> None:
+    """The collector before this one polled `clusters` into the history root up to `last_poll`, and stopped."""
+    old = HistoryWriter(tmp_path / "history", exclusive=True, clusters=clusters)
+    for c in clusters:
+        old.add(PollResult(small_snapshot(last_poll, cluster=c)))
+    old.close()
+
+
+def test_the_collector_retires_what_its_history_held_and_its_configuration_dropped(tmp_path: Path) -> None:
+    """The collector before polled prod and decommissioned; this one polls prod only. decommissioned's file goes to
+    retired/ at the first poll. other-shard's file, as old, stays: its cluster is not in this collector's history
+    (another collector's, sharing the state directory, and down: STALE is the news)."""
+    now = time.time()
+    written_before(tmp_path, ["prod", "decommissioned"], now - 60)
+    cfg = config(tmp_path, ["prod"])
+    removed = state(tmp_path / "state", "decommissioned", now - RETIRE_AFTER_S - 5)
+    other = state(tmp_path / "state", "other-shard", now - 10 * RETIRE_AFTER_S)
+    monitor = Monitor(cfg)
+    sinks = build_sinks(cfg, monitor)
+    try:
+        history = next(s for s in sinks if isinstance(s, HistorySink))
+        assert history.removed == {"decommissioned"}
+        latest = next(s for s in sinks if isinstance(s, LatestStateSink))
+        latest([PollResult(ClusterSnapshot(cluster="prod", time=now))], now)
+        assert sorted(read_latest(tmp_path / "state")) == ["other-shard", "prod"]
+        assert (tmp_path / "state" / RETIRED_DIR / removed.name).exists() and other.exists()
+    finally:
+        for s in sinks:
+            close = getattr(s, "close", None)
+            if close is not None:
+                close()
+        monitor.close()
+
+
+def test_recent_files_wait_for_the_next_check(tmp_path: Path) -> None:
+    """decommissioned's file was written a minute ago (an HA peer still on the old configuration): it stays until
+    a check finds it 15 minutes old; the checks come a minute apart, not every poll."""
+    sink = LatestStateSink(tmp_path, ["prod"], lambda: {"decommissioned", "prod"})
+    path = state(tmp_path, "decommissioned", time.time() - 60)
     sink([PollResult(ClusterSnapshot(cluster="prod", time=time.time()))], time.time())
-    assert sorted(read_latest(tmp_path)) == ["prod"]
-    assert (tmp_path / RETIRED_DIR / removed.name).exists()
-    # a file abandoned later is retired at the next check, not at every poll
-    later = state(tmp_path, "also-gone", time.time() - RETIRE_AFTER_S - 5)
+    assert path.exists()
+    os.utime(path, (time.time() - RETIRE_AFTER_S - 5,) * 2)  # the peer stopped long ago
     sink([PollResult(ClusterSnapshot(cluster="prod", time=time.time()))], time.time())
-    assert later.exists()
-    sink._next_check = 0.0  # the check's minute has passed
+    assert path.exists()  # within the minute
+    sink._next_check = 0.0  # the minute has passed
     sink([PollResult(ClusterSnapshot(cluster="prod", time=time.time()))], time.time())
-    assert not later.exists() and sorted(read_latest(tmp_path)) == ["prod"]
+    assert not path.exists() and sorted(read_latest(tmp_path)) == ["prod"]
 
 
-def test_without_a_configuration_the_sink_retires_nothing(tmp_path: Path) -> None:
-    old = state(tmp_path, "gone", time.time() - 10 * RETIRE_AFTER_S)
-    LatestStateSink(tmp_path)([PollResult(ClusterSnapshot(cluster="c", time=time.time()))], time.time())
-    assert old.exists()
-    assert latest_state.RETIRED_DIR not in os.listdir(tmp_path)
+def test_without_a_history_no_file_is_retired(tmp_path: Path) -> None:
+    cfg = config(tmp_path, ["prod"], history=False)
+    old = state(tmp_path / "state", "gone", time.time() - 10 * RETIRE_AFTER_S)
+    sinks = build_sinks(cfg, None)
+    (latest,) = [s for s in sinks if isinstance(s, LatestStateSink)]
+    latest([PollResult(ClusterSnapshot(cluster="prod", time=time.time()))], time.time())
+    assert old.exists() and not (tmp_path / "state" / RETIRED_DIR).exists()
