@@ -148,8 +148,9 @@ class HistorySink:
         lost = [c for c, w in why.items() if w is not None]
         if writer.sole_writer:  # else another collector may write them beside us
             ours = set(why) | {p.name for p in self.monitor.pollers}  # the lease's list may be empty (older callers)
-            self._unpolled.update((c, p.time) for c, p in polls.items() if c not in ours)
-            self.removed.update(c for c in polls if c not in ours)
+            gone = {c: p.time for c, p in polls.items() if c not in ours}
+            self._unpolled.update(gone)
+            self.removed.update(gone)
         if why:  # one read of the event tables for the clusters carried on and those lost
             incidents = open_incidents(writer.root, list(why), until)
             alerts = open_alerts(writer.root, list(why), until)
@@ -228,10 +229,8 @@ class LatestStateSink:
 
     RETIRE_CHECK_S = 60.0
 
-    def __init__(self, state_dir: Path, configured: Sequence[str] = (),
-                 removed: Callable[[], Collection[str]] | None = None) -> None:
+    def __init__(self, state_dir: Path, removed: Callable[[], Collection[str]] | None = None) -> None:
         self.state_dir = state_dir
-        self.configured = frozenset(configured)
         self.removed = removed
         self._next_check = 0.0  # monotonic
 
@@ -245,7 +244,7 @@ class LatestStateSink:
                 log.error("latest state for %s not written: %s", r.snapshot.cluster, e)
         if self.removed is not None and time.monotonic() >= self._next_check:
             self._next_check = time.monotonic() + self.RETIRE_CHECK_S
-            if gone := set(self.removed()) - self.configured:
+            if gone := self.removed():  # none of them configured: the history sink counts ours out
                 retire(self.state_dir, gone)
 
 
@@ -298,8 +297,7 @@ def build_sinks(config: MonitorConfig, monitor: Monitor | None = None,
         history = HistorySink(config.history, exporter, monitor, config.thresholds,
                               [c.name for c in config.clusters], config.checkpoint_max_age_s, clock)
         sinks.append(history)
-    sinks.append(LatestStateSink(Path(config.state_dir), [c.name for c in config.clusters],
-                                 (lambda: history.removed) if history is not None else None))
+    sinks.append(LatestStateSink(Path(config.state_dir), (lambda: history.removed) if history is not None else None))
     if monitor is not None:
         sinks.append(CheckpointSink(Path(config.state_dir), config.checkpoint_interval_s, monitor))
     return sinks

@@ -190,7 +190,6 @@ def test_a_producer_dead_mid_transaction_is_aborted_at_the_timeout_and_its_retur
     assert [x.kind for x in found].count("txn_timeout_abort") == 1  # one abort, one record
 
 
-
 def test_a_timeout_abort_that_comes_while_a_poll_runs_is_recorded(sb: Sandbox, poller: ClusterPoller) -> None:
     """A poll takes seconds on a big cluster, and the coordinator's abort can come between the poll's start (its
     `now`) and the request that sees it. Here every poll's answers come 1 s after its start, 10 s of the sandbox's

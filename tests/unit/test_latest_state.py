@@ -106,7 +106,7 @@ def test_the_collector_retires_what_its_history_held_and_its_configuration_dropp
 def test_recent_files_wait_for_the_next_check(tmp_path: Path) -> None:
     """decommissioned's file was written a minute ago (an HA peer still on the old configuration): it stays until
     a check finds it 15 minutes old; the checks come a minute apart, not every poll."""
-    sink = LatestStateSink(tmp_path, ["prod"], lambda: {"decommissioned", "prod"})
+    sink = LatestStateSink(tmp_path, lambda: {"decommissioned"})
     path = state(tmp_path, "decommissioned", time.time() - 60)
     sink([PollResult(ClusterSnapshot(cluster="prod", time=time.time()))], time.time())
     assert path.exists()
