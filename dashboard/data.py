@@ -34,7 +34,7 @@ import pandas as pd
 import streamlit as st
 
 from collectors.outputs import history as hist
-from collectors.outputs.latest_state import read_latest
+from collectors.outputs.latest_state import read_latest, retired
 from spark_analytics import layout
 
 log = logging.getLogger(__name__)
@@ -138,6 +138,11 @@ def load_latest(state_dir: Path) -> dict[str, dict[str, Any]]:
     """``{cluster: snapshot dict + written_at}``, sorted by cluster name (read-only: shared by the cache)."""
     docs = _latest_cached(str(state_dir), state_signature(state_dir))
     return dict(sorted(docs.items()))
+
+
+def retired_clusters(state_dir: Path) -> list[tuple[str, float]]:
+    """``[(cluster, last written)]`` of the clusters the collector retired (`latest_state.retired`), newest first."""
+    return retired(Path(state_dir))
 
 
 # ----- history

@@ -63,6 +63,7 @@ class Ctx:
     start: float | None
     fresh: dict[str, Freshness] = field(default_factory=dict)
     pages: dict[str, Any] | None = None
+    retired: list[tuple[str, float]] = field(default_factory=list)  # (cluster, last written): `data.retired_clusters`
 
     @property
     def doc(self) -> dict[str, Any]:
@@ -178,10 +179,22 @@ def build_context(pages: dict[str, Any] | None) -> Ctx:
     for c, d in docs.items():
         interval = data.poll_interval(settings, c, ref)
         fresh[c] = freshness(d, now, max(STALE_POLLS * interval, 15.0), tz)
-    ctx = Ctx(settings, docs, cluster, tz, now, ref, range_label, start, fresh, pages)
+    ctx = Ctx(settings, docs, cluster, tz, now, ref, range_label, start, fresh, pages,
+              data.retired_clusters(settings.state_dir))
+    if ctx.retired:
+        sb.caption(retired_note(ctx))
     sb.caption(f"Times in **{tz}** (your browser's zone); chart hovers and the alert list also give UTC.")
     _auto_refresh(settings, signature, tz)
     return ctx
+
+
+def retired_note(ctx: Ctx, shown: int = 5) -> str:
+    """Which clusters left the dashboard because their collector stopped polling them (taken out of its
+    configuration: `collectors.outputs.latest_state.retire`), so a cluster that vanishes is explained, not missed."""
+    named = ", ".join(f"**{name}** (last polled {ctx.ts(t)})" for name, t in ctx.retired[:shown])
+    more = f" and {len(ctx.retired) - shown} more" if len(ctx.retired) > shown else ""
+    return (f"No longer polled (removed from the collector's configuration): {named}{more}. Their last state is "
+            f"kept in `{ctx.settings.state_dir / 'retired'}`.")
 
 
 def _viewer_tz() -> str:
@@ -233,7 +246,8 @@ def header(ctx: Ctx, title: str, caption: str | None = None) -> None:
     if not ctx.docs:
         st.warning(f"No latest state found in `{ctx.settings.state_dir}`. The collector writes one "
                    "`<cluster>.json` there after every poll — is it running, and with this `state_dir`? "
-                   "(`streamlit run dashboard/app.py -- --state-dir DIR --history DIR`)", icon=":material/info:")
+                   "(`streamlit run dashboard/app.py -- --state-dir DIR --history DIR`)"
+                   + (f" {retired_note(ctx)}" if ctx.retired else ""), icon=":material/info:")
 
 
 def banners(ctx: Ctx, all_clusters: bool = False) -> None:

@@ -36,7 +36,7 @@ import orjson
 
 from collectors.model.records import ClusterSnapshot, snapshot_to_dict
 from collectors.outputs.atomic import publish, remove_stale_temps
-from collectors.outputs.paths import safe_name
+from collectors.outputs.paths import name_of, safe_name
 
 log = logging.getLogger(__name__)
 
@@ -139,3 +139,23 @@ def retire(state_dir: Path, clusters: Collection[str], now: float | None = None,
                  "ago; moved to %s (the dashboard no longer shows it)", cluster, age, target)
         retired.append(cluster)
     return retired
+
+
+def retired(state_dir: Path) -> list[tuple[str, float]]:
+    """``[(cluster, last written)]`` of the files `retire` moved into ``<state_dir>/retired/``, newest first: so the
+    dashboard can say which clusters left it and when, rather than have them vanish without a word. Names come from
+    the file names (`paths.name_of`); the files are not read."""
+    try:
+        entries = list(os.scandir(Path(state_dir) / RETIRED_DIR))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    out: list[tuple[str, float]] = []
+    for e in entries:
+        if e.name.startswith(".") or not e.name.endswith(SUFFIX):
+            continue
+        try:
+            if e.is_file():
+                out.append((name_of(e.name[: -len(SUFFIX)]), e.stat().st_mtime))
+        except OSError:
+            continue
+    return sorted(out, key=lambda x: (-x[1], x[0]))

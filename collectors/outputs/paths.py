@@ -14,7 +14,7 @@ collide. Names whose encoding would be too long for a file system are cut and su
 from __future__ import annotations
 
 import hashlib
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 MAX_STEM = 180  # well under the usual 255-byte limit for a file name
 
@@ -30,3 +30,10 @@ def safe_name(cluster: str) -> str:
         digest = hashlib.sha256(cluster.encode("utf-8", "surrogatepass")).hexdigest()[:16]
         stem = f"{stem[: MAX_STEM - 18]}~~{digest}"
     return stem
+
+
+def name_of(stem: str) -> str:
+    """The cluster name a `safe_name` stem stands for, for display where only the file is at hand (a retired
+    cluster's file is not read: it can be ~95 MB). A name cut and hashed cannot be recovered: its stem is returned
+    decoded as far as it goes, ending in ``~~<hash>``."""
+    return "" if stem == "~empty" else unquote(stem, errors="surrogatepass")

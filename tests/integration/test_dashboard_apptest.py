@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import shutil
 import time
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ from streamlit.testing.v1 import AppTest
 from streamlit.util import calc_hash
 
 from collectors.model.records import BrokerRecord, ClusterSnapshot, PartitionRecord, TopicRecord, snapshot_to_dict
-from collectors.outputs.latest_state import write_latest
+from collectors.outputs.latest_state import retire, write_latest
 from dashboard.views.replication import STATE_CODE, partition_state
 
 pytestmark = pytest.mark.integration
@@ -340,6 +341,24 @@ def test_no_state_at_all_is_explained(tmp_path: Path, monkeypatch: pytest.Monkey
     for page in PAGES:
         at = run_page(page)
         assert "No latest state found" in texts(at)
+
+
+def test_a_retired_cluster_is_named_not_shown(env: Any, copied_state: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cluster taken out of the collector's configuration leaves the cluster list, and the sidebar says so."""
+    monkeypatch.setenv("KMON_POLL_INTERVAL", "3600")
+    quiet_cluster(copied_state)
+    last = time.time() - 7_200
+    os.utime(copied_state / "quiet.json", (last, last))
+    assert retire(copied_state, ["quiet"]) == ["quiet"]
+    at = run_page("overview")
+    assert not at.selectbox or at.selectbox[0].label != "Cluster"  # one cluster left: no choice to make
+    note = next(str(c.value) for c in at.sidebar.caption if "No longer polled" in str(c.value))
+    assert "**quiet** (last polled" in note and str(copied_state / "retired") in note
+    assert "quiet" not in {str(m.label) for m in at.metric} and "Brokers up" in {m.label for m in at.metric}
+    shutil.move(copied_state / "sandbox.json", copied_state / "retired" / "sandbox.json")  # every cluster retired
+    at = run_page("overview")
+    warning = next(str(w.value) for w in at.warning if "No latest state found" in str(w.value))
+    assert "**sandbox**" in warning and "**quiet**" in warning
 
 
 def test_two_clusters_and_a_cluster_link(env: Any, copied_state: Path, monkeypatch: pytest.MonkeyPatch) -> None:

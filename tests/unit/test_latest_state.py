@@ -15,7 +15,8 @@ from collectors.config import MonitorConfig
 from collectors.model.poll import PollResult
 from collectors.model.records import ClusterSnapshot, snapshot_to_dict
 from collectors.outputs.history import HistoryWriter
-from collectors.outputs.latest_state import RETIRE_AFTER_S, RETIRED_DIR, read_latest, retire, write_latest
+from collectors.outputs.latest_state import RETIRE_AFTER_S, RETIRED_DIR, read_latest, retire, retired, write_latest
+from collectors.outputs.paths import name_of, safe_name
 from collectors.runtime.poller import Monitor
 from collectors.runtime.sinks import HistorySink, LatestStateSink, build_sinks
 from tests.unit.test_history import small_snapshot
@@ -41,6 +42,27 @@ def test_old_files_of_the_clusters_named_are_moved_and_nothing_else(tmp_path: Pa
     assert not gone.exists()
     assert read_latest(tmp_path / RETIRED_DIR)["prod eu/old"]["time"] == OLD  # the last state, kept whole
     assert retire(tmp_path, ["prod eu/old"], now=NOW) == []  # once
+
+
+def test_the_retired_clusters_are_named_from_their_files_newest_first(tmp_path: Path) -> None:
+    assert retired(tmp_path) == []  # nothing retired yet: no directory
+    state(tmp_path, "prod eu/old", OLD - 3_600)
+    state(tmp_path, "ümlaut~1", OLD)
+    state(tmp_path, "kept", OLD)  # not removed: stays where the dashboard reads it
+    retire(tmp_path, ["prod eu/old", "ümlaut~1"], now=NOW)
+    (tmp_path / RETIRED_DIR / ".hidden.json").write_text("{}")  # a hidden file is not a cluster
+    assert retired(tmp_path) == [("ümlaut~1", OLD), ("prod eu/old", OLD - 3_600)]
+
+
+@pytest.mark.parametrize("name", ["prod", "prod eu/old", ".hidden", "", "a%b", "ü~x", "a..b"])
+def test_a_file_stem_gives_back_its_cluster_name(name: str) -> None:
+    assert name_of(safe_name(name)) == name
+
+
+def test_a_cut_name_stays_recognisable() -> None:
+    name = "c" * 300
+    shown = name_of(safe_name(name))
+    assert shown.startswith("c" * 100) and "~~" in shown and shown != name
 
 
 def test_a_newer_retired_copy_replaces_the_older(tmp_path: Path) -> None:
