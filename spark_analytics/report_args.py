@@ -52,6 +52,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--rollups", default=None,
                    help="daily roll-up directory (python -m spark_analytics.rollup): days rolled up from the "
                         "history files there now are read from it, the others computed from the history")
+    p.add_argument("--update-rollups", action="store_true",
+                   help="first roll up into --rollups (created if missing) the complete days of the four weeks the "
+                        "report reads that are not rolled up or stale there, in this run's Spark session, as "
+                        "kafka-monitor-rollup would: a weekly job then starts one JVM, not two. Never waits for "
+                        "another roll-up run: the days it holds are computed from the history (same figures)")
     p.add_argument("--bucket-seconds", type=int, default=None,
                    help="time bucket of the charts; default: ~400 points over the data's time span")
     p.add_argument("--class-archive", default=os.environ.get(CLASS_ARCHIVE_ENV) or None, metavar="PATH",
@@ -71,6 +76,7 @@ class Args:
     opts: A.Options
     verbose: bool
     class_archive: Path | None = None
+    update_rollups: bool = False
 
 
 def parse_args(argv: Sequence[str] | None, now: float | None = None) -> Args:
@@ -98,11 +104,15 @@ def parse_args(argv: Sequence[str] | None, now: float | None = None) -> Args:
     out = Path(a.out.removeprefix("file://"))
     if out.exists() and not out.is_dir():
         raise ArgumentError(f"argument --out: {a.out!r} exists and is not a directory")
-    if a.rollups is not None and (io.is_remote(a.rollups) or not Path(a.rollups.removeprefix("file://")).is_dir()):
+    if a.update_rollups and a.rollups is None:
+        raise ArgumentError("argument --update-rollups: needs --rollups DIR, the store to update")
+    store = None if a.rollups is None else Path(a.rollups.removeprefix("file://"))
+    made_later = a.update_rollups and store is not None and not store.exists()  # the update makes the directory
+    if store is not None and (io.is_remote(a.rollups) or not (store.is_dir() or made_later)):
         raise ArgumentError(f"argument --rollups: {a.rollups!r} is not a local directory")
     mode = A.EXACT if a.exact_percentiles else A.APPROX if a.approx_percentiles else A.HISTOGRAM
     opts = A.Options(lag_slo_s=a.lag_slo_seconds, percentiles=mode,
                      txn_grace_s=a.txn_grace_seconds, poll_interval_s=a.poll_interval_seconds,
                      bucket_s=a.bucket_seconds, rollups=a.rollups)
     return Args(a.history, period, out, a.master, a.cluster, opts, a.verbose,
-                class_archive_arg(a.class_archive, ArgumentError))
+                class_archive_arg(a.class_archive, ArgumentError), a.update_rollups)

@@ -38,21 +38,18 @@ written last, each file atomically: a killed run leaves a day without a manifest
 rolled up (and computes from the history), never a half-written day. A damaged day (a file missing, unreadable or
 with other rows than its manifest says) reads the same way, with a warning naming the file (`Store.manifest`).
 ``DIR`` is a local (or mounted) directory, which Spark's tasks write (`table_files`: no table passes through the
-driver, whatever the fleet). One run writes it at a time (`take_store`: a second run waits, then
-does what the first left).
+driver, whatever the fleet). One run writes it at a time (`rollup_job.take_store`: a second run waits, then
+does what the first left). Which days a run rolls up, and its command line: `rollup_job`.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import functools
 import json
 import logging
-import os
 import sys
 import time
-import traceback
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -66,7 +63,6 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from collectors.outputs.history.files import known_damaged
-from collectors.outputs.history.lease import WriterLease, read_holder
 from spark_analytics import io, table_files
 from spark_analytics.aggregations import consumers as C
 from spark_analytics.aggregations import replication as R
@@ -74,7 +70,7 @@ from spark_analytics.aggregations import transactions as T
 from spark_analytics.aggregations.common import day_of
 from spark_analytics.aggregations.thresholds import thresholds
 from spark_analytics.period import DAY_S, Period, day_start, epoch_day
-from spark_analytics.session import CLASS_ARCHIVE_ENV, build_session, class_archive_arg, describe_failure, stop
+from spark_analytics.session import describe_failure
 
 VERSION = 2
 """1: the consumer and replication tables only; 2: the transactional ones too (a version-1 day reads as not rolled
@@ -87,9 +83,6 @@ SOURCES = (*INPUTS, "cluster")
 """The history tables a roll-up is made from (a change to their files makes the day stale)."""
 log = logging.getLogger("spark_analytics.rollup")
 COLLECT_THREADS = 4
-WAIT_S = 3600.0
-"""How long a run waits for another run writing the same store (``--wait``): a first run over a month of a big
-fleet's history takes tens of minutes."""
 TABLES = ("group_lag_days", "group_lag_hist", "group_lag_flags", "group_lag_series", "topic_health_days",
           "topic_health_polls", "transaction_epochs", "producers_hanging", "lso_gap_values", "lso_gap_partitions")
 
@@ -522,159 +515,7 @@ def rollup_day(spark: Any, history: str, store: Store, day: str) -> dict[str, in
     return io.relisting(lambda: rollup(spark, history, store, [day]), [history], log, day)
 
 
-# ----------------------------------------------------------------------------------------------- command line
+if __name__ == "__main__":  # python -m spark_analytics.rollup, spark-submit spark_analytics/rollup.py
+    from spark_analytics.rollup_job import main
 
-
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="rollup", description="Daily roll-ups of the monitor's history (PySpark).")
-    p.add_argument("--history", default="data/history",
-                   help="history root: a directory, or a URI Spark's Hadoop filesystems read (hdfs://, s3a://...); "
-                        "default data/history")
-    p.add_argument("--rollups", default="data/rollups", help="roll-up directory (local); default data/rollups")
-    p.add_argument("--day", action="append", default=None,
-                   help="a UTC day YYYY-MM-DD (repeatable); default: every complete day not rolled up or stale")
-    p.add_argument("--force", action="store_true", help="roll up the days even when their roll-up is fresh")
-    p.add_argument("--wait", type=_seconds, default=WAIT_S, metavar="SECONDS",
-                   help="how long to wait for another roll-up run writing the same --rollups directory (it holds "
-                        f"DIR/_writer.lock); then exit 1; default {WAIT_S:g}")
-    p.add_argument("--master", default=None, help="Spark master; default local[*]")
-    p.add_argument("--class-archive", default=os.environ.get(CLASS_ARCHIVE_ENV) or None, metavar="PATH",
-                   help="the driver JVM's class-data sharing archive, as weekly_report's (one file serves both: the "
-                        f"job that runs first makes it); default ${CLASS_ARCHIVE_ENV}, else none")
-    p.add_argument("--verbose", action="store_true")
-    return p
-
-
-def take_store(store: Store, wait_s: float) -> WriterLease | None:
-    """The store's lease (`WriterLease`: an exclusive ``flock`` on ``DIR/_writer.lock``, released by the kernel
-    however the process ends), waiting up to `wait_s` for another run that holds it; None when it still does.
-
-    Two runs at once — the daily cron job and the weekly report's own roll-up step, or a cron job slower than its
-    interval — would each find the same days missing and roll them up twice, and each day's files would be
-    written by whichever run renamed last. After the wait, the days that are still to do are judged again, so
-    the run that waited does only what the other left. Raises OSError when the lock file cannot be created
-    (a read-only store)."""
-    lease = WriterLease(store.root, writer="roll-up run")
-    deadline = time.monotonic() + wait_s
-    told = False
-    while not lease.acquire():
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return None
-        if not told:
-            print(f"rollup: another roll-up run ({read_holder(store.root).describe()}) is writing {store.root}; "
-                  f"waiting for it (up to {wait_s:g} s)", file=sys.stderr, flush=True)
-            told = True
-        time.sleep(min(1.0, left))
-    return lease
-
-
-def _seconds(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        v = -1.0
-    if not 0 <= v < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds >= 0")
-    return v
-
-
-def main(argv: Sequence[str] | None = None, spark: Any = None, now: float | None = None) -> int:
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    a = parser().parse_args(argv)
-    try:
-        archive = class_archive_arg(a.class_archive, ValueError)
-    except ValueError as e:
-        print(f"rollup: error: {e}", file=sys.stderr)
-        return 2
-    remote = io.is_remote(a.history)  # listed through Spark's Hadoop FileSystem API: the session comes first
-    if not remote and not Path(a.history.removeprefix("file://")).is_dir():
-        print(f"rollup: error: argument --history: {a.history!r} is not a directory", file=sys.stderr)
-        return 2
-    if io.is_remote(a.rollups):
-        print(f"rollup: error: argument --rollups: {a.rollups!r}: a local (or mounted) directory", file=sys.stderr)
-        return 2
-    today = datetime.fromtimestamp(time.time() if now is None else now, UTC).date().isoformat()
-    if a.day:
-        for d in a.day:
-            try:
-                date.fromisoformat(d)
-            except ValueError:
-                print(f"rollup: error: argument --day: {d!r} is not a date like 2026-11-23", file=sys.stderr)
-                return 2
-    store = Store.at(a.rollups)
-    try:
-        store.root.mkdir(parents=True, exist_ok=True)  # so a report can name it from the first day on
-    except OSError as e:  # a file in the way, no permission, a read-only mount
-        print(f"rollup: error: argument --rollups: {a.rollups!r}: cannot be a directory here "
-              f"({e.strerror or e})", file=sys.stderr)
-        return 2
-    try:
-        lease = take_store(store, a.wait)
-    except OSError as e:
-        print(f"rollup: error: argument --rollups: {a.rollups!r}: cannot be written ({e.strerror or e})",
-              file=sys.stderr)
-        return 2
-    if lease is None:
-        print(f"rollup: failed: another roll-up run ({read_holder(store.root).describe()}) is still writing "
-              f"{store.root} after {a.wait:g} s; its days are left to it, the next run does what is still missing",
-              file=sys.stderr)
-        return 1
-    own = spark is None
-    done: list[str] = []
-    failed: list[str] = []
-    try:
-        if own and remote:
-            spark = build_session(a.master, app_name="kmon-rollup", verbose=a.verbose, class_archive=archive)
-        if remote and not io.history_exists(spark, a.history):
-            print(f"rollup: error: argument --history: {a.history!r} does not exist", file=sys.stderr)
-            return 2
-        days = sorted(set(a.day)) if a.day else [d for d in history_days(a.history) if d < today]
-        recall_left_out(store, a.history, days)  # files a roll-up was made without: not a reason to redo the day
-        todo = days if a.force or a.day else [d for d in days if d not in set(fresh_days(store, a.history, days))]
-        kept = [d for d in todo if store.manifest(d) is not None and not any(history_files(a.history, d).values())]
-        for d in kept:  # rolling up no rows over the only record of the day would lose it (`made_from`)
-            print(f"rollup: {d}: no history files left (removed by retention?); its roll-up is kept", file=sys.stderr)
-        todo = [d for d in todo if d not in kept]
-        if not todo:
-            print(f"rollup: nothing to do ({len(days) - len(kept)} day(s) up to date"
-                  + (f", {len(kept)} kept from their roll-ups alone" if kept else "") + f" under {store.root})")
-            return 0
-        started = time.monotonic()
-        written = dict.fromkeys(TABLES, 0)
-        if own and spark is None:
-            spark = build_session(a.master, app_name="kmon-rollup", verbose=a.verbose,
-                                  small_job=reads_little(a.history, todo),  # e.g. a night's day of a small fleet
-                                  class_archive=archive)
-        for d in todo:  # a day that fails (a file Spark cannot read) does not hold back the days after it
-            try:
-                got = rollup_day(spark, a.history, store, d)
-            except Exception as e:
-                if a.verbose:
-                    traceback.print_exc()
-                print(f"rollup: {d} failed: {describe_failure(e)}", file=sys.stderr)
-                failed.append(d)
-                continue
-            done.append(d)
-            written = {k: written[k] + got[k] for k in TABLES}
-    except Exception as e:
-        if a.verbose:
-            traceback.print_exc()
-        print(f"rollup: failed: {describe_failure(e)}", file=sys.stderr)
-        return 1
-    finally:
-        if own and spark is not None:
-            stop(spark, succeeded=bool(done) and not failed)
-        lease.release()
-    if done:
-        print(f"rolled up {len(done)} day(s) ({done[0]}..{done[-1]}) into {store.root} in "
-              f"{time.monotonic() - started:.1f}s: " + ", ".join(f"{k} {v:,}" for k, v in written.items()))
-    if failed:
-        print(f"rollup: failed: {len(failed)} of {len(todo)} day(s) ({', '.join(failed)}); the next run tries them "
-              "again", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
     sys.exit(main())

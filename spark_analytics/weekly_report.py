@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 
 from collectors.model.vocabulary import MESSAGES_GONE_KINDS, SEVERITY_RANK, STALE_POLLS
 from spark_analytics import aggregations as A
-from spark_analytics import io, layout, render, rollup, table_files
+from spark_analytics import io, layout, render, rollup, rollup_job, table_files
 from spark_analytics.aggregations.thresholds import USED as A_THRESHOLDS
 from spark_analytics.figures import HEADLINE_NAMES, UNITS
 from spark_analytics.formatting import PER_SECOND, SHARE, fmt_duration, fmt_value
@@ -671,6 +671,10 @@ def main(argv: Sequence[str] | None = None, spark: Any = None) -> int:
         if io.is_remote(args.history) and not io.history_exists(spark, args.history):
             print(f"weekly_report: error: argument --history: {args.history!r} does not exist", file=sys.stderr)
             return 2
+        if args.update_rollups:  # the report's days the daily job left, in this session: one JVM for the two jobs
+            rollup_job.update_for_report(spark, args.history, args.opts.rollups or "", [
+                d for w in trend_weeks(args.period) for d in w.days()], datetime.now(UTC).date().isoformat(),
+                args.verbose)
         code = run(args, spark)
         return code
     except KeyboardInterrupt:

@@ -20,7 +20,7 @@ import pytest
 
 from collectors.outputs.history.schema import SECONDS_TABLES
 from spark_analytics import aggregations as A
-from spark_analytics import io, rollup
+from spark_analytics import io, rollup, rollup_job
 from spark_analytics.aggregations import consumers as C
 from spark_analytics.aggregations import histogram as H
 from spark_analytics.aggregations import replication as R
@@ -212,18 +212,18 @@ def test_rollup_job_is_idempotent_notices_late_files_and_the_report_reads_it(spa
     hist, store = tmp_path / "history", tmp_path / "rollups"
     _history(hist)
     now = W.end + 3600
-    assert rollup.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=now) == 0
+    assert rollup_job.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=now) == 0
     assert "rolled up 3 day(s)" in capsys.readouterr().out
     first = {p: p.read_bytes() for p in sorted(store.glob("group_lag_*/*/*.parquet"))}
     assert len(first) == 4 * 3
     manifest = json.loads((store / "_days" / f"{W.days()[0]}.json").read_text())
     assert manifest["lag_slo_s"] == {"c1": 90.0} and manifest["rows"]["group_lag_days"] == 2
-    assert rollup.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=now) == 0
+    assert rollup_job.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=now) == 0
     assert "nothing to do (3 day(s) up to date" in capsys.readouterr().out
     # a late file for day 1: that day only is rolled up again, and its figures change
     late = [dict(r, time=T0 + DAY + 300.0, group_id="late") for r in _lag_rows()[:1]]
     _write(hist, "group_lag", W.days()[1], late, name="part-late.parquet")
-    assert rollup.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=now) == 0
+    assert rollup_job.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=now) == 0
     assert f"rolled up 1 day(s) ({W.days()[1]}..{W.days()[1]})" in capsys.readouterr().out
     assert pq.read_table(store / "group_lag_days" / f"date={W.days()[1]}" / "rollup.parquet").num_rows == 3
     # the report from the roll-ups equals the report from the history
@@ -248,7 +248,7 @@ def test_stored_days_are_read_with_the_schema_spark_would_infer_without_a_job_fo
     inference (which runs a Spark job per table to read that footer), and no job until a plan is run."""
     hist, store = tmp_path / "history", tmp_path / "rollups"
     _history(hist)
-    assert rollup.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=W.end + 3600) == 0
+    assert rollup_job.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=W.end + 3600) == 0
     s, days = rollup.Store(store), [W.days()[i] for i in (0, 1, 3)]
     tracker = spark.sparkContext.statusTracker()
 
@@ -299,7 +299,7 @@ def test_a_days_tables_are_written_by_spark_not_collected_to_the_driver(spark: A
     for method in ("toArrow", "collect", "toPandas"):
         monkeypatch.setattr(frames, method, counting(getattr(frames, method)))
     monkeypatch.setattr(table_files, "BATCH_ROWS", 64)
-    assert rollup.main(["--history", str(hist), "--rollups", str(store), "--day", d0], spark=spark) == 0
+    assert rollup_job.main(["--history", str(hist), "--rollups", str(store), "--day", d0], spark=spark) == 0
     monkeypatch.undo()
     s = rollup.Store(store)
     rows = s.manifest(d0)["rows"]
@@ -316,20 +316,20 @@ def test_a_days_tables_are_written_by_spark_not_collected_to_the_driver(spark: A
 def test_a_killed_rollup_leaves_a_day_the_report_does_not_read(spark: Any, tmp_path: Path) -> None:
     hist, store = tmp_path / "history", tmp_path / "rollups"
     _history(hist)
-    assert rollup.main(["--history", str(hist), "--rollups", str(store), "--day", W.days()[0]], spark=spark) == 0
+    assert rollup_job.main(["--history", str(hist), "--rollups", str(store), "--day", W.days()[0]], spark=spark) == 0
     s = rollup.Store(store)
     assert rollup.fresh_days(s, str(hist), W.days()) == [W.days()[0]]
     manifest = json.loads(s.manifest_path(W.days()[0]).read_text())
     s.manifest_path(W.days()[0]).write_text(json.dumps({**manifest, "version": 1}))  # an older roll-up's day
     assert rollup.fresh_days(s, str(hist), W.days()) == []  # computed from the history, re-rolled by the next run
-    assert rollup.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=T0 + DAY) == 0
+    assert rollup_job.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=T0 + DAY) == 0
     assert rollup.fresh_days(s, str(hist), W.days()) == [W.days()[0]]
     s.manifest_path(W.days()[0]).unlink()  # what a run killed after its first file leaves
     assert rollup.fresh_days(s, str(hist), W.days()) == []
-    assert rollup.main(["--history", str(hist), "--rollups", str(store), "--day", "2026-13-01"], spark=spark) == 2
+    assert rollup_job.main(["--history", str(hist), "--rollups", str(store), "--day", "2026-13-01"], spark=spark) == 2
     # nothing complete to roll up yet (a fresh collector): the directory exists all the same, for --rollups
     fresh = tmp_path / "fresh"
-    assert rollup.main(["--history", str(hist), "--rollups", str(fresh)], spark=spark, now=T0) == 0
+    assert rollup_job.main(["--history", str(hist), "--rollups", str(fresh)], spark=spark, now=T0) == 0
     assert [p.name for p in fresh.iterdir()] == ["_writer.lock"]  # the lease's file only (`take_store`)
 
 
@@ -340,7 +340,8 @@ def test_a_damaged_rollup_day_is_computed_from_the_history_named_and_rolled_up_a
     hist, store = tmp_path / "history", tmp_path / "rollups"
     _history(hist)
     d0, d1 = W.days()[:2]
-    assert rollup.main(["--history", str(hist), "--rollups", str(store), "--day", d0, "--day", d1], spark=spark) == 0
+    assert rollup_job.main(["--history", str(hist), "--rollups", str(store), "--day", d0, "--day", d1],
+                           spark=spark) == 0
     s = rollup.Store(store)
     assert rollup.fresh_days(s, str(hist), W.days()) == [d0, d1]
     manifest, days, hists = s.manifest_path(d0), s.file("group_lag_days", d0), s.file("group_lag_hist", d0)
@@ -379,7 +380,7 @@ def test_a_damaged_rollup_day_is_computed_from_the_history_named_and_rolled_up_a
     assert f"roll-up file {hists}: does not read (" in caplog.text
     # and the next roll-up run writes it again (the history's only complete day at `now`)
     capsys.readouterr()
-    assert rollup.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=T0 + DAY) == 0
+    assert rollup_job.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=T0 + DAY) == 0
     assert f"rolled up 1 day(s) ({d0}..{d0})" in capsys.readouterr().out
     assert rollup.fresh_days(s, str(hist), W.days()) == [d0, d1]
     s.file("topic_health_polls", d1).unlink()
@@ -410,7 +411,7 @@ def test_a_day_that_fails_is_named_and_does_not_hold_back_the_days_after_it(
     _write(hist, "topic_health", d3, kept, name="part-9.parquet")
     damage_pages(damaged)
     with caplog.at_level(logging.WARNING, logger="spark_analytics.rollup"):
-        assert rollup.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=W.end + 3600) == 1
+        assert rollup_job.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=W.end + 3600) == 1
     out = capsys.readouterr()
     assert f"rolled up 2 day(s) ({d0}..{d3})" in out.out
     assert f"rollup: {d1} failed: " in out.err and f"{foreign}" in out.err, out.err
@@ -428,10 +429,10 @@ def test_a_day_that_fails_is_named_and_does_not_hold_back_the_days_after_it(
     assert rollup.fresh_days(s, str(hist), W.days()) == [d0]
     history_files._DAMAGED.clear()
     foreign.unlink()
-    assert rollup.main(["--history", str(hist), "--rollups", str(store), "--day", d1], spark=spark) == 0
+    assert rollup_job.main(["--history", str(hist), "--rollups", str(store), "--day", d1], spark=spark) == 0
     capsys.readouterr()
     history_files._DAMAGED.clear()
-    assert rollup.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=W.end + 3600) == 0
+    assert rollup_job.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=W.end + 3600) == 0
     assert "nothing to do (3 day(s) up to date" in capsys.readouterr().out
     # put back whole (the same size): read again, so the day is stale and rolled up with it
     history_files._DAMAGED.clear()
@@ -457,7 +458,7 @@ def test_a_run_that_finds_the_store_taken_waits_and_then_does_only_what_is_left(
     other = WriterLease(store, writer="roll-up run")  # the other run: this process, another open file
     assert other.acquire()
     result: list[int] = []
-    waiting = threading.Thread(target=lambda: result.append(rollup.main(
+    waiting = threading.Thread(target=lambda: result.append(rollup_job.main(
         ["--history", str(hist), "--rollups", str(store), "--wait", "120"], spark=spark, now=now)))
     waiting.start()
     err = ""
@@ -479,18 +480,18 @@ def test_a_run_that_finds_the_store_taken_waits_and_then_does_only_what_is_left(
     (store / "_days" / f"{days[1]}.json").unlink()
     assert other.acquire()
     try:
-        assert rollup.main(["--history", str(hist), "--rollups", str(store), "--wait", "0"], spark=spark,
+        assert rollup_job.main(["--history", str(hist), "--rollups", str(store), "--wait", "0"], spark=spark,
                            now=now) == 1
     finally:
         other.release()
     out = capsys.readouterr()
     assert f"is still writing {store} after 0 s" in out.err and f"pid {os.getpid()}" in out.err, out.err
     assert "rolled up" not in out.out and rollup.fresh_days(s, str(hist), days) == [days[0], days[2]]
-    assert rollup.main(["--history", str(hist), "--rollups", str(store), "--wait", "0"], spark=spark, now=now) == 0
+    assert rollup_job.main(["--history", str(hist), "--rollups", str(store), "--wait", "0"], spark=spark, now=now) == 0
     assert f"rolled up 1 day(s) ({days[1]}..{days[1]})" in capsys.readouterr().out
     for bad in ("-1", "soon", "nan"):
         with pytest.raises(SystemExit) as exit_:
-            rollup.parser().parse_args(["--wait", bad])
+            rollup_job.parser().parse_args(["--wait", bad])
         assert exit_.value.code == 2 and f"{bad!r} is not a number of seconds >= 0" in capsys.readouterr().err
 
 
@@ -519,7 +520,7 @@ def test_a_remote_history_is_rolled_up_and_its_files_judged_as_a_local_ones_are(
     assert io.table_days(uri, "cluster") == io.table_days(str(hist), "cluster") == [d0, d1, d3]
     assert io.live_file_sizes(uri, "topic_health", T0, W.end) == io.live_file_sizes(str(hist), "topic_health", T0,
                                                                                         W.end)
-    assert rollup.main(["--history", uri, "--rollups", str(store)], spark=spark, now=W.end + 3600) == 0
+    assert rollup_job.main(["--history", uri, "--rollups", str(store)], spark=spark, now=W.end + 3600) == 0
     assert f"rolled up 3 day(s) ({d0}..{d3})" in capsys.readouterr().out
     s = rollup.Store(store)
     for d in (d0, d1, d3):  # as listed locally (but the damaged file, left out)
@@ -531,13 +532,13 @@ def test_a_remote_history_is_rolled_up_and_its_files_judged_as_a_local_ones_are(
     # the next run is another process: it has not met the damaged file, and finds it again by the manifest
     io._REMOTE_DAMAGED.clear()
     history_files._DAMAGED.clear()
-    assert rollup.main(["--history", uri, "--rollups", str(store)], spark=spark, now=W.end + 3600) == 0
+    assert rollup_job.main(["--history", uri, "--rollups", str(store)], spark=spark, now=W.end + 3600) == 0
     assert "nothing to do (3 day(s) up to date" in capsys.readouterr().out
     # a late file: its day only is rolled up again
     late = [dict(r, time=T0 + DAY + 300.0, group_id="late") for r in _lag_rows()[:1]]
     _write(hist, "group_lag", d1, late, name="part-late.parquet")
     assert rollup.fresh_days(s, uri, W.days()) == [d0, d3]
-    assert rollup.main(["--history", uri, "--rollups", str(store)], spark=spark, now=W.end + 3600) == 0
+    assert rollup_job.main(["--history", uri, "--rollups", str(store)], spark=spark, now=W.end + 3600) == 0
     assert f"rolled up 1 day(s) ({d1}..{d1})" in capsys.readouterr().out
     c = compute(spark, uri, W, A.Options(rollups=str(store)))
     assert c.rollup_days == [d0, d1, d3]
@@ -545,7 +546,7 @@ def test_a_remote_history_is_rolled_up_and_its_files_judged_as_a_local_ones_are(
     remote_inputs, local_inputs = (inputs_of(h, W, A.Options())["history_files"] for h in (uri, str(hist)))
     assert remote_inputs["cluster"] == local_inputs["cluster"] and len(remote_inputs["cluster"]) == 3
     assert c.headline.to_pylist()[0]["retention_loss_episodes"] == 1
-    assert rollup.main(["--history", (tmp_path / "nowhere").as_uri(), "--rollups", str(store)], spark=spark) == 2
+    assert rollup_job.main(["--history", (tmp_path / "nowhere").as_uri(), "--rollups", str(store)], spark=spark) == 2
     assert "does not exist" in capsys.readouterr().err
 
 
@@ -565,7 +566,7 @@ def test_a_day_compacted_while_it_is_rolled_up_is_listed_again(spark: Any, tmp_p
     half = rows.num_rows // 2
     pq.write_table(rows.slice(0, half), day_dir / "part-0.parquet")  # two flushes, as the collector writes them
     pq.write_table(rows.slice(half), day_dir / "part-1.parquet")
-    assert rollup.main(["--history", str(hist), "--rollups", str(clean), "--day", d1], spark=spark) == 0
+    assert rollup_job.main(["--history", str(hist), "--rollups", str(clean), "--day", d1], spark=spark) == 0
     listed = rollup.day_frames
     compacted: list[str] = []
 
@@ -578,7 +579,7 @@ def test_a_day_compacted_while_it_is_rolled_up_is_listed_again(spark: Any, tmp_p
 
     monkeypatch.setattr(rollup, "day_frames", compacted_after_listing)
     with caplog.at_level(logging.WARNING, logger="spark_analytics.rollup"):
-        assert rollup.main(["--history", str(hist), "--rollups", str(store), "--day", d1], spark=spark) == 0
+        assert rollup_job.main(["--history", str(hist), "--rollups", str(store), "--day", d1], spark=spark) == 0
     assert compacted == [d1] and not (day_dir / "part-0.parquet").exists()
     assert f"a history file vanished while reading {d1} (compaction?); listing again" in caplog.text
     def rows_of(root: Path, table: str) -> list[str]:  # row order within a file is not part of the format
@@ -641,7 +642,7 @@ def test_four_week_trend_reads_the_rollups_of_older_weeks(spark: Any, tmp_path: 
     # the same three days again two weeks earlier: the trend reads that week from its roll-ups only
     early = A.Period.iso_week("2026-W45")
     _history_again(hist, early)
-    assert rollup.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=W.end + 3600) == 0
+    assert rollup_job.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=W.end + 3600) == 0
     # retention of 10 days removes W45's raw days
     assert HistoryWriter(hist, retention_days=10).apply_retention(now=W.end + 3600) == 3 * 3
     assert not list(hist.glob(f"*/date={early.days()[0]}"))
@@ -649,7 +650,7 @@ def test_four_week_trend_reads_the_rollups_of_older_weeks(spark: Any, tmp_path: 
     assert rollup.fresh_days(rollup.Store(store), str(hist), early.days()) == gone
     kept = rollup.Store(store).file("group_lag_days", gone[0]).read_bytes()
     capsys.readouterr()
-    assert rollup.main(["--history", str(hist), "--rollups", str(store), "--day", gone[0]], spark=spark) == 0
+    assert rollup_job.main(["--history", str(hist), "--rollups", str(store), "--day", gone[0]], spark=spark) == 0
     out = capsys.readouterr()
     assert f"rollup: {gone[0]}: no history files left (removed by retention?); its roll-up is kept" in out.err
     assert "rollup: nothing to do (0 day(s) up to date, 1 kept from their roll-ups alone under" in out.out
@@ -677,7 +678,7 @@ def test_next_weeks_report_takes_last_weeks_headline_from_its_report_while_that_
     following = A.Period.iso_week("2026-W48")
     _history_again(hist, following)
     store = tmp_path / "rollups"  # one day of three rolled up: the run says which, and warns of the others
-    assert rollup.main(["--history", str(hist), "--rollups", str(store), "--day", W.days()[0]], spark=spark) == 0
+    assert rollup_job.main(["--history", str(hist), "--rollups", str(store), "--day", W.days()[0]], spark=spark) == 0
     capsys.readouterr()
     assert weekly_report.main(["--history", str(hist), "--week", W.label, "--out", str(out), "--rollups",
                                str(store)], spark=spark) == 0
@@ -733,7 +734,7 @@ def test_a_report_that_reads_little_starts_as_a_small_job(spark: Any, tmp_path: 
            for d in days}
     assert all(raw.values())
     assert rollup.input_bytes(str(hist), W.days()) == sum(raw.values())
-    assert rollup.main(["--history", str(hist), "--rollups", str(store), "--day", days[0]], spark=spark) == 0
+    assert rollup_job.main(["--history", str(hist), "--rollups", str(store), "--day", days[0]], spark=spark) == 0
     s = rollup.Store(store)
     rolled = sum(s.file(t, days[0]).stat().st_size for t in rollup.TABLES)
     assert rollup.input_bytes(str(hist), W.days(), s) == rolled + raw[days[1]] + raw[days[2]]
@@ -750,7 +751,7 @@ def test_a_report_that_reads_little_starts_as_a_small_job(spark: Any, tmp_path: 
         assert small_job(args()) is from_history and small_job(args("--rollups", str(store))) is (part <= limit)
         # exact percentiles read every poll: the history's size decides
         assert small_job(args("--rollups", str(store), "--exact-percentiles")) is from_history
-    assert rollup.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=W.end + 3600) == 0
+    assert rollup_job.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=W.end + 3600) == 0
     every = sum(s.file(t, d).stat().st_size for t in rollup.TABLES for d in days)
     assert rollup.input_bytes(str(hist), W.days(), s) == every
     monkeypatch.setattr(rollup, "SMALL_JOB_BYTES", every - 1)
@@ -820,7 +821,7 @@ def test_the_transactional_rollups_give_the_figures_of_the_rows(spark: Any, tmp_
     hist, store = tmp_path / "history", tmp_path / "rollups"
     _history(hist)
     want = _transactional(hist)
-    assert rollup.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=W.end + 3600) == 0
+    assert rollup_job.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=W.end + 3600) == 0
     s = rollup.Store(store)
     assert rollup.fresh_days(s, str(hist), W.days()) == [W.days()[i] for i in (0, 1, 3)]
     day0 = pq.read_table(s.file("transaction_epochs", W.days()[0])).to_pylist()

@@ -24,7 +24,7 @@ import pytest
 from collectors.outputs.history import REPLACES_KEY, TABLES
 from collectors.outputs.history.schema import SECONDS_TABLES
 from spark_analytics import aggregations as A
-from spark_analytics import io, rollup, weekly_report
+from spark_analytics import io, rollup, rollup_job, weekly_report
 from spark_analytics.session import CLASS_ARCHIVE_ENV
 from spark_analytics.weekly_report import compute, main
 from tests.support.damage import cut_short, damage_pages
@@ -904,7 +904,6 @@ def test_a_week_without_polls_is_not_run_and_gives_what_running_it_would(spark: 
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """A week nobody polled (last week of a new history) is not computed: its tables are empty with the schemas the
     computation would give, so the headline, the week over week and the written tables read them the same way."""
-    from spark_analytics import rollup
 
     t = empty_tables(spark)
     t["cluster"] = polls_df(spark, every(4))  # polls this week only
@@ -1211,16 +1210,16 @@ def test_cli_rejects_bad_arguments_with_exit_code_2(tmp_path: Path, capsys: pyte
     assert exact.opts.percentiles == A.EXACT and exact.opts.rollups == str(tmp_path)
     assert main(["--history", str(tmp_path), "--class-archive", str(tmp_path)]) == 2
     assert "--class-archive" in capsys.readouterr().err
-    assert rollup.main(["--history", str(tmp_path), "--class-archive", "hdfs:///x.jsa"]) == 2
+    assert rollup_job.main(["--history", str(tmp_path), "--class-archive", "hdfs:///x.jsa"]) == 2
     assert "--class-archive" in capsys.readouterr().err
     (tmp_path / "a-file").write_text("")  # --rollups in the way of a file: named, not a traceback
     for where in ("a-file", "a-file/sub"):
-        assert rollup.main(["--history", str(tmp_path), "--rollups", str(tmp_path / where)]) == 2
+        assert rollup_job.main(["--history", str(tmp_path), "--rollups", str(tmp_path / where)]) == 2
         assert "argument --rollups" in capsys.readouterr().err
     assert weekly_report.parse_args(["--history", str(tmp_path)]).class_archive is None
     monkeypatch.setenv(CLASS_ARCHIVE_ENV, str(tmp_path / "c.jsa"))  # the default (an image sets it)
     assert weekly_report.parse_args(["--history", str(tmp_path)]).class_archive == tmp_path / "c.jsa"
-    assert rollup.parser().parse_args([]).class_archive == str(tmp_path / "c.jsa")
+    assert rollup_job.parser().parse_args([]).class_archive == str(tmp_path / "c.jsa")
 
 
 def test_each_cluster_is_written_where_the_dashboard_looks(tmp_path: Path) -> None:
