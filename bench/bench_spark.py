@@ -55,7 +55,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +67,7 @@ from collectors.model.vocabulary import CLUSTER_WIDE_INCIDENT_KINDS, CRITICAL, M
 from collectors.outputs.history.files import stores_timestamps
 from collectors.outputs.history.schema import SECONDS_TABLES, TIME_COLUMNS
 from spark_analytics import aggregations as A
-from spark_analytics import io
+from spark_analytics import io, rollup
 from spark_analytics.session import CLASS_ARCHIVE_ENV, JAVA_ENV, end_jvm
 
 CROSS_CHECKED = (
@@ -370,7 +370,6 @@ def main() -> None:
           tempfile.TemporaryDirectory(prefix="kmon-bench-cli-out-") as cli_out):
         # ---- Spark
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        from spark_analytics import rollup
         from spark_analytics.session import build_session
         from spark_analytics.weekly_report import collect_week, compute, headline_table, write_cluster
 
@@ -439,6 +438,7 @@ def main() -> None:
         # ---- the report from the roll-ups as a weekly job runs it: the CLI, a new process (a cold JVM) each run
         cli_times: dict[str, list[tuple[float, float]]] = {mode: [] for mode in CLI_JVM} if a.cli else {}
         day_cli: list[tuple[float, float]] = []  # the daily job as cron runs it, beside the weekly one
+        monday: list[tuple[float, float]] = []  # the weekly job that rolls up the week's last day first, both ways
         sampler.reset()
         archive = Path(up).parent / f"kmon-bench-classes-{os.getpid()}.jsa"
         if a.cli:  # the first run with an archive writes it: not timed with the others
@@ -455,6 +455,9 @@ def main() -> None:
             day_cli.append(cli_rollup(a.dir, up, period.days()[0], a.cores, archive))  # idempotent: the same day
             print(f"  CLI rolling up one day (with the class archive) run {i + 1}: {day_cli[-1][0]:.1f}s, process "
                   f"{day_cli[-1][1]:.1f}s", flush=True)
+            monday.append(cli_monday(a.dir, up, a.week, period.days()[-1], a.cores, archive))
+            print(f"  CLI the weekly job with its last day to roll up, run {i + 1}: two processes "
+                  f"{monday[-1][0]:.1f}s, one (--update-rollups) {monday[-1][1]:.1f}s", flush=True)
         cli_rss, cli_parts = sampler.peak_children, sampler.parts()
         for f in (archive, archive.with_name(archive.name + ".json")):
             f.unlink(missing_ok=True)
@@ -520,6 +523,12 @@ def main() -> None:
               f"and stop included); the process {dp:.1f}s (runs {', '.join(f'{x:.1f}' for _, x in day_cli)}) -> the "
               f"weekly report's process from the {'month of ' if earlier else ''}roll-ups with the archive "
               f"({rp:.1f}s) is {rp / dp:.1f}x the daily job's")
+    if monday:
+        two, one = (statistics.median(x) for x in zip(*monday, strict=True))
+        print(f"Spark  local[{a.cores}] the weekly job when the week's last day is not rolled up yet, with the class "
+              f"archive, the processes: roll-up then report {two:.1f}s (runs "
+              f"{', '.join(f'{x:.1f}' for x, _ in monday)}), the report with --update-rollups {one:.1f}s (runs "
+              f"{', '.join(f'{x:.1f}' for _, x in monday)}) -> {one / two:.2f}x")
     if cli_times:
         print(f"  (peak RSS of a CLI process and its JVM: {cli_rss / 1e6:.0f} MB: {cli_parts})")
     print(f"peak memory: Spark driver (Python) RSS {driver_rss / mb:.0f} MB, JVM RSS {jvm_rss / mb:.0f} MB sampled "
@@ -565,7 +574,7 @@ sharing archive (``--class-archive``, trained by a first run), and with the JVM'
 
 
 def cli_report(history: Path, rollups: str, week: str, cores: int, java: str | None = None,
-               archive: Path | None = None, out: Path | None = None) -> tuple[float, float]:
+               archive: Path | None = None, out: Path | None = None, more: Sequence[str] = ()) -> tuple[float, float]:
     """`python -m spark_analytics.weekly_report --rollups` in a new process (with `java` as ``JAVA_TOOL_OPTIONS``,
     `archive` as ``--class-archive``): its "computed in" seconds (what the in-process stages time, from a cold JVM)
     and the whole process's (imports and session start too). With `out` (holding last week's report, as a weekly
@@ -573,7 +582,7 @@ def cli_report(history: Path, rollups: str, week: str, cores: int, java: str | N
     with tempfile.TemporaryDirectory(prefix="kmon-bench-cli-") as fresh:
         got = _run_cli("spark_analytics.weekly_report", [
             "--history", str(history), "--rollups", rollups, "--week", week, "--out", str(out or fresh), "--master",
-            f"local[{cores}]", *(["--class-archive", str(archive)] if archive else [])],
+            f"local[{cores}]", *(["--class-archive", str(archive)] if archive else []), *more],
             r"^computed in ([0-9.]+)s$", java)
     if out is not None:
         summaries = [json.loads(f.read_text()) for f in out.glob(f"*/{week}/summary.json")]
@@ -588,6 +597,21 @@ def cli_rollup(history: Path, rollups: str, day: str, cores: int, archive: Path)
     return _run_cli("spark_analytics.rollup", [
         "--history", str(history), "--rollups", rollups, "--day", day, "--master", f"local[{cores}]",
         "--class-archive", str(archive)], r"^rolled up 1 day\(s\) .* in ([0-9.]+)s:")
+
+
+def cli_monday(history: Path, rollups: str, week: str, day: str, cores: int, archive: Path) -> tuple[float, float]:
+    """The weekly job when the daily one has not rolled up the week's last `day` yet, both ways, a new process each
+    (as cron runs them): the roll-up job then the report, against the report alone with ``--update-rollups``
+    (docs/weekly-report.md, "Step 23"). The whole processes' wall times: (two processes, one)."""
+    manifest = rollup.Store.at(rollups).manifest_path(day)
+    manifest.unlink()  # the day reads as not rolled up; both ways roll it up again
+    two = cli_rollup(history, rollups, day, cores, archive)[1] + cli_report(history, rollups, week, cores,
+                                                                            archive=archive)[1]
+    manifest.unlink()
+    one = cli_report(history, rollups, week, cores, archive=archive, more=["--update-rollups"])[1]
+    if not manifest.is_file():
+        raise RuntimeError(f"weekly_report --update-rollups did not roll up {day}")
+    return two, one
 
 
 def _run_cli(module: str, args: list[str], seconds: str, java: str | None = None) -> tuple[float, float]:

@@ -140,6 +140,12 @@ def update_for_report(spark: Any, history: str, rollups: str, days: Sequence[str
             print(f"{prog}: the roll-ups of the report's days are up to date under {store.root}")
             return Outcome()
         out = roll(spark, history, store, todo, prog, verbose)
+    except Exception as e:  # the listing failed (a remote history that did not answer): the report may still run
+        if verbose:
+            traceback.print_exc()
+        print(f"{prog}: --update-rollups failed: {describe_failure(e)}; the days not rolled up are computed from the "
+              "history", file=sys.stderr)
+        return None
     finally:
         lease.release()
     if out.done:
@@ -243,11 +249,13 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, now: float | None
                   + (f", {len(chosen.kept)} kept from their roll-ups alone" if chosen.kept else "")
                   + f" under {store.root})")
             return 0
+        started = time.monotonic()  # what the run prints: its session's start too, as it always has
         if own and spark is None:
             spark = build_session(a.master, app_name="kmon-rollup", verbose=a.verbose,
                                   small_job=rollup.reads_little(a.history, chosen.todo),  # a small fleet's night
                                   class_archive=archive)
         out = roll(spark, a.history, store, chosen.todo, "rollup", a.verbose)
+        out.seconds = time.monotonic() - started
     except Exception as e:
         if a.verbose:
             traceback.print_exc()

@@ -97,6 +97,20 @@ def test_a_store_that_cannot_be_written_leaves_the_days_to_the_history(
     assert "cannot be written" in capsys.readouterr().err
 
 
+def test_a_history_that_cannot_be_listed_fails_the_update_not_the_report(
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    def unreachable(history: str) -> list[str]:
+        raise OSError("namenode did not answer")
+
+    store = tmp_path / "rollups"
+    monkeypatch.setattr(rollup, "history_days", unreachable)  # a remote history's listing, failing
+    assert rollup_job.update_for_report(spark, str(tmp_path), str(store), W.days(), "2100-01-01") is None
+    assert "--update-rollups failed: OSError: namenode did not answer" in capsys.readouterr().err
+    lease = WriterLease(store, writer="roll-up run")  # released: the next run is not kept out
+    assert lease.acquire()
+    lease.release()
+
+
 def test_update_rollups_needs_a_store(tmp_path: Path) -> None:
     base = ["--history", str(tmp_path), "--week", W.label]
     with pytest.raises(ArgumentError, match="--update-rollups: needs --rollups"):
