@@ -377,7 +377,9 @@ def main() -> None:
         spark = build_session(f"local[{a.cores}]", app_name="kmon-bench",
                               conf={"spark.driver.memory": a.driver_memory})
         startup = time.perf_counter() - t0
-        print(f"Spark session started in {startup:.1f}s (local[{a.cores}], driver memory {a.driver_memory})")
+        jvm = spark.sparkContext._jvm.java.lang.System
+        print(f"Spark session started in {startup:.1f}s (local[{a.cores}], driver memory {a.driver_memory}; Spark "
+              f"{spark.version}, Java {jvm.getProperty('java.version')} {jvm.getProperty('java.vm.name')})")
         sampler.reset()
         spark_times, c = timed(lambda: compute(spark, str(a.dir), period), a.runs, "spark (whole report)")
 
