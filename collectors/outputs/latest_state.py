@@ -88,13 +88,7 @@ def read_latest(state_dir: Path) -> dict[str, dict[str, Any]]:
     JSON files of other shapes (other components may keep state in the same directory) are ignored.
     """
     out: dict[str, dict[str, Any]] = {}
-    try:
-        entries = sorted(os.scandir(state_dir), key=lambda e: e.name)
-    except (FileNotFoundError, NotADirectoryError):
-        return out
-    for entry in entries:
-        if entry.name.startswith(".") or not entry.name.endswith(SUFFIX) or not entry.is_file():
-            continue
+    for entry in _state_files(Path(state_dir)):
         try:
             with open(entry.path, "rb") as f:
                 doc = loads(f.read())
@@ -145,17 +139,27 @@ def retired(state_dir: Path) -> list[tuple[str, float]]:
     """``[(cluster, last written)]`` of the files `retire` moved into ``<state_dir>/retired/``, newest first: so the
     dashboard can say which clusters left it and when, rather than have them vanish without a word. Names come from
     the file names (`paths.name_of`); the files are not read."""
-    try:
-        entries = list(os.scandir(Path(state_dir) / RETIRED_DIR))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
     out: list[tuple[str, float]] = []
-    for e in entries:
-        if e.name.startswith(".") or not e.name.endswith(SUFFIX):
-            continue
+    for e in _state_files(Path(state_dir) / RETIRED_DIR):
         try:
-            if e.is_file():
-                out.append((name_of(e.name[: -len(SUFFIX)]), e.stat().st_mtime))
+            out.append((name_of(e.name[: -len(SUFFIX)]), e.stat().st_mtime))
         except OSError:
             continue
     return sorted(out, key=lambda x: (-x[1], x[0]))
+
+
+def _state_files(directory: Path) -> list[os.DirEntry[str]]:
+    """The files of `directory` (none if it is missing) that may be latest-state files, by name: ``*.json``, not
+    hidden (temp files being published start with a dot)."""
+    try:
+        entries = sorted(os.scandir(directory), key=lambda e: e.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    out = []
+    for e in entries:
+        try:
+            if not e.name.startswith(".") and e.name.endswith(SUFFIX) and e.is_file():
+                out.append(e)
+        except OSError:  # gone or unreadable since the listing
+            continue
+    return out
