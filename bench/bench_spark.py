@@ -487,11 +487,13 @@ def main() -> None:
     if head_times:
         hm = statistics.median(head_times)
         print(f"Spark  local[{a.cores}] headline inputs only (this week, the same figures as DuckDB): median "
-              f"{hm:.1f}s (runs {', '.join(f'{x:.1f}' for x in head_times)}) -> ratio {hm / dm:.1f}x")
+              f"{hm:.1f}s (runs {', '.join(f'{x:.1f}' for x in head_times)}) -> {total / hm / 1e6:.2f} M rows/s, "
+              f"ratio {hm / dm:.1f}x")
     if exact_times:
         em = statistics.median(exact_times)
         print(f"Spark  local[{a.cores}] whole report, --exact-percentiles: median {em:.1f}s "
-              f"(runs {', '.join(f'{x:.1f}' for x in exact_times)}) -> ratio {em / dm:.1f}x")
+              f"(runs {', '.join(f'{x:.1f}' for x in exact_times)}) -> {total / em / 1e6:.2f} M rows/s, "
+              f"ratio {em / dm:.1f}x")
     dy, um = statistics.median(day_times), statistics.median(up_times)
     print(f"Spark  local[{a.cores}] roll up one day: median {dy:.1f}s (runs {', '.join(f'{x:.1f}' for x in day_times)})"
           f" -> {total / 7 / dy / 1e6:.2f} M rows/s")
@@ -604,7 +606,7 @@ def cli_rollup(history: Path, rollups: str, day: str, cores: int, archive: Path)
 def cli_monday(history: Path, rollups: str, week: str, day: str, cores: int, archive: Path) -> tuple[float, float]:
     """The weekly job when the daily one has not rolled up the week's last `day` yet, both ways, a new process each
     (as cron runs them): the roll-up job then the report, against the report alone with ``--update-rollups``
-    (docs/weekly-report.md, "Step 23"). The whole processes' wall times: (two processes, one)."""
+    (docs/performance-log.md, "Step 23"). The whole processes' wall times: (two processes, one)."""
     manifest = rollup.Store.at(rollups).manifest_path(day)
     manifest.unlink()  # the day reads as not rolled up; both ways roll it up again
     two = cli_rollup(history, rollups, day, cores, archive)[1] + cli_report(history, rollups, week, cores,
