@@ -5,7 +5,7 @@ with JVMs of their own, at different moments. The sum over all of them is not th
 the largest process apart (`peak_child`: the JVM) and says what the processes were when their sum peaked
 (`peak_parts`), by kind (`kind_of`). A JVM starting a command (Hadoop's local filesystem runs ``chmod`` on each file
 Spark writes) forks itself first: for a moment a second ``java SparkSubmit`` holds the same pages, and summed, it
-doubled the JVM (3.5 GB "under the bench" in docs/weekly-report.md, "Step 21"). Those forks are counted apart
+doubled the JVM (3.5 GB "under the bench" in docs/performance-log.md, "Step 21"). Those forks are counted apart
 (`jvm_forks`), not in the sum.
 """
 

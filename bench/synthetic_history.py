@@ -31,7 +31,7 @@ before version 4 did (float64 epoch seconds, names without a version), for a his
 Numpy-vectorised, a day at a time, and `group_lag` and `topic_health` a slice of polls at a time (`CHUNK_ROWS`):
 on 2 cores ~14 s and ~0.45 GB peak RSS for the defaults (~110 MB on disk), ~32 s and ~0.5 GB for 25,000 partitions
 polled every 60 s (~61 M rows), ~4 min and ~0.6 GB for 100,000 partitions polled every 30 s (~486 M rows, ~2.2 GB
-on disk). Built a whole day at a time, that last week took ~17 GB (docs/weekly-report.md, "Step 21").
+on disk). Built a whole day at a time, that last week took ~17 GB (docs/performance-log.md, "Step 21").
 
 ``--partitions N`` (`Shape.scaled`) scales the topics (25 partitions each) and the groups with N: 25,000 partitions
 are 1,000 topics and 2,500 groups (5,000 group-topics), 5x the rows of topic_health and group_lag; brokers,

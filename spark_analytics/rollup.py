@@ -129,7 +129,7 @@ def partials(spark: Any, frames: dict[str, Any], days: Sequence[str], slo: Any) 
 def write_partials(frames: dict[str, Any], store: Store, day: str, slo: Any, **manifest: Any) -> dict[str, int]:
     """`day`'s roll-up tables computed from history frames and written into `store` (`Store.write_day`: by Spark's
     tasks, never collected to the driver's JVM), over the consumer cells computed once and cached; the rows of
-    each. Collected, one day of a 100,000-partition fleet (~5 M rows) killed a 1 GB driver (docs/weekly-report.md,
+    each. Collected, one day of a 100,000-partition fleet (~5 M rows) killed a 1 GB driver (docs/performance-log.md,
     "Step 18"). `manifest`: `Store.write_day`'s."""
     with _partials_of(frames, [day], slo) as lazy:
         return store.write_day(day, lazy, **manifest)
@@ -386,7 +386,7 @@ def recall_left_out(store: Store, history: str, days: Sequence[str]) -> int:
 
 SMALL_JOB_BYTES = 24 * 2**20
 """What a job may read to aggregate (`input_bytes`) and still start its JVM as a small job's
-(`session.SMALL_JOB_JAVA_OPTIONS`). Measured by the report's CLI, each run a new process (docs/weekly-report.md,
+(`session.SMALL_JOB_JAVA_OPTIONS`). Measured by the report's CLI, each run a new process (docs/performance-log.md,
 "Step 7"): from the 5,000-partition bench week's roll-ups (8.2 MiB) ~5 s faster, a day's roll-up of it (~14 MiB)
 ~2.5 s, the demo's history ~4 s; from the 25,000-partition week's roll-ups (45.5 MiB) ~2 s slower, from the
 5,000-partition raw week (93.7 MiB) ~1.5 s."""
@@ -458,7 +458,7 @@ def read(spark: Any, store: Store, days: Sequence[str], clusters: Sequence[str] 
 
     Each table's schema is read here from its first day's footer (`footer_schema`) and given to Spark, which would
     otherwise infer the same schema from the same footer with a Spark job of its own: one job per table and read,
-    ~0.25 s of the ~0.5 s a read of the ten tables took (docs/weekly-report.md, "Step 12"). Every day of a store's
+    ~0.25 s of the ~0.5 s a read of the ten tables took (docs/performance-log.md, "Step 12"). Every day of a store's
     `VERSION` was written from the same plans, so one footer speaks for all of them, as it did for Spark."""
     out = {}
     for name in tables:

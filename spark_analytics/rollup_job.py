@@ -6,7 +6,7 @@
 Two callers share it: the daily job's command line (`main`), and the weekly report's ``--update-rollups``
 (`update_for_report`), which rolls up in the report's own Spark session the days the report reads that the daily job
 left: a weekly job then starts one JVM instead of two, and its report runs on a JVM the roll-ups have warmed
-(docs/weekly-report.md, "Step 23"). What a day's roll-up is lives in `rollup`; this module decides which days, and
+(docs/performance-log.md, "Step 23"). What a day's roll-up is lives in `rollup`; this module decides which days, and
 holds the store's lease while it writes them.
 """
 

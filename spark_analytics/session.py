@@ -31,7 +31,7 @@ has few, the main map alone is as fast."""
 CODEGEN_CACHE = ("spark.sql.codegen.cache.maxEntries", "1000")
 """Spark keeps the last 100 classes it generated and compiled (Janino) for a plan's stages and expressions; a report
 compiles ~520 distinct ones (~580 with the default, which drops some before they are used again), ~20 ms each in a
-cold JVM: 10-13 s of compiling in a cold report from a month of roll-ups that took ~40 s (docs/weekly-report.md,
+cold JVM: 10-13 s of compiling in a cold report from a month of roll-ups that took ~40 s (docs/performance-log.md,
 "Step 13"). With room for them all a JVM compiles each once, and a session that runs the report again (the bench, a
 notebook, the tests) compiles almost none. A static setting, so set when the session is built; the code cache's
 peak stayed at ~54 MB."""
@@ -44,7 +44,7 @@ TUNING: dict[str, str] = {
     # to sorting every input row by key (docs/weekly-report.md, "Where the time goes")
     "spark.sql.objectHashAggregate.sortBased.fallbackThreshold": str(OBJECT_HASH_AGG_KEYS),
     # one hash map per aggregate, not two: the consumer cells (~150 k keys a task on the bench week) overflow the
-    # small first-level map, and every poll then probes both (docs/weekly-report.md, "Step 9")
+    # small first-level map, and every poll then probes both (docs/performance-log.md, "Step 9")
     TWO_LEVEL_HASH_MAP: "false",
     CODEGEN_CACHE[0]: CODEGEN_CACHE[1],
 }
@@ -78,7 +78,7 @@ SMALL_JOB_JAVA_OPTIONS: dict[str, str] = {
 roll-ups or of a small history, a day's roll-up of it: `rollup.SMALL_JOB_BYTES`): the throughput collector and the
 client compiler only. Such a job runs ~35 small queries once, in a fresh process, and is over before G1's
 concurrent threads and the optimising compiler pay back on 2 cores. The CLI as a weekly job runs it, 2 cores
-(docs/weekly-report.md, "Step 7"): from the bench week's roll-ups 24.1 -> 18.9 s
+(docs/performance-log.md, "Step 7"): from the bench week's roll-ups 24.1 -> 18.9 s
 (median of 3), the demo's history 16.9 -> 12.7 s; from the bench week's raw rows the two are even. On many raw rows
 each option costs: the collector made the 25,000-partition report from the history ~19 % slower, the client
 compiler the warm big aggregates ~15 % ("Step 6"); such jobs keep the JVM's defaults. Keyed by what each option
@@ -88,7 +88,7 @@ The code cache is sized with the compiler: with the client compiler only, the JV
 instead of the 240 MB it reserves with both, and a report from a month of roll-ups (last week computed too) filled it
 in every run — the JVM then stops compiling ("CodeCache is full. Compiler has been disabled") and runs the rest
 interpreted, and once in ~20 runs an executor thread died of "Out of space in CodeCache for adapters", which failed
-the report (docs/weekly-report.md, "Step 11"). 240 MB is what a default JVM reserves (address space; memory is used
+the report (docs/performance-log.md, "Step 11"). 240 MB is what a default JVM reserves (address space; memory is used
 only as code is compiled).
 
 The heap starts at its maximum (the initial size a share of the machine's memory, which the JVM caps at the maximum
@@ -150,7 +150,7 @@ class ClassArchive:
 
     A cold run spends seconds loading and verifying ~27,000 of Spark's classes from its jars; mapped from an archive
     they load in a fraction of that: session start 3.3 -> 1.8 s and ~0.5-1 s of the first queries on this machine
-    (docs/weekly-report.md, "Step 10"). The archive (~190 MB) is tied to one JVM build and one classpath, so the
+    (docs/performance-log.md, "Step 10"). The archive (~190 MB) is tied to one JVM build and one classpath, so the
     first run of a small job with a `path` not made for the JVM and Spark here (`stamp`) trains it: the JVM writes
     it at exit (``-XX:ArchiveClassesAtExit``, ~10 s and up to ~0.65 GB of memory more that once) to a temporary
     name, and `stop` puts it in place only after a successful run, once the JVM has exited: a JVM crashes (SIGBUS)
@@ -246,7 +246,7 @@ def class_archive_option(archive: ClassArchive, env: Mapping[str, str] = os.envi
 
     Only a small job's JVM trains (`build_session`): writing the archive at exit takes up to ~0.65 GB more, which a
     big job's JVM, its 1 GB heap filled, cannot spare under 2 GB (2,174 MiB measured on the 25,000-partition week's
-    report), while the archive saves it ~1 s of a 30 s run (docs/weekly-report.md, "Step 12"). A big job maps an
+    report), while the archive saves it ~1 s of a 30 s run (docs/performance-log.md, "Step 12"). A big job maps an
     archive a small one made."""
     stamp = archive.stamp(env)
     if archive.usable(stamp):
@@ -348,7 +348,7 @@ def build_session(master: str | None = None, app_name: str = "kmon-weekly-report
 
     Local sessions bind the driver to 127.0.0.1, run without the UI and with one shuffle partition per worker
     thread: every task shares those threads, so more partitions only add per-task cost to the report's many small
-    jobs (and AQE merges partitions, never splits them); measured in docs/weekly-report.md, "Step 5". A local
+    jobs (and AQE merges partitions, never splits them); measured in docs/performance-log.md, "Step 5". A local
     `small_job` (little to aggregate) starts its JVM with `SMALL_JOB_JAVA_OPTIONS` (`small_job_java_options`), and
     one with a `class_archive` maps Spark's classes from it (`ClassArchive`; only a small job trains a missing one;
     end such a session with `stop`); under spark-submit the cluster's settings rule (its ``--conf`` for a `TUNING`

@@ -3,7 +3,7 @@
 A day's roll-up was collected to the driver (``toArrow``) and written from there. At 100,000 partitions (the
 fleet size the report is meant to scale to; 20,000 group-topics) one day's roll-up is ~5 M rows, and fetching
 them killed the default 1 GB driver (``OutOfMemoryError: Java heap space`` in the block fetch of the task results;
-docs/weekly-report.md, "Step 18"). Here each table is written by the tasks that compute it (Spark's Parquet
+docs/performance-log.md, "Step 18"). Here each table is written by the tasks that compute it (Spark's Parquet
 writer, under a work directory), then streamed into the store's single file a batch at a time: the JVM's heap
 holds no table, the Python driver one batch. The file has the schema, format and compression the collected table
 had (the schema ``toArrow`` gives, written by pyarrow), so days written before and after read together

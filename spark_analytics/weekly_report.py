@@ -81,7 +81,7 @@ UNCACHED: frozenset[str] = frozenset({*io.BIG_TABLES, "brokers", "producers", "t
 first plan reads it, which pays back only for tables many plans read (``cluster``, ``consensus``, the event tables).
 These are read by one or two plans a week each (``transactions`` through the transactions' detail and epoch
 bumps, themselves cached while used), so a scan that reads only their needed columns is cheaper: -4 s of a ~20 s
-report from the roll-ups on the bench week (docs/weekly-report.md, "Step 5")."""
+report from the roll-ups on the bench week (docs/performance-log.md, "Step 5")."""
 
 
 def _small(spark: Any, tables: dict[str, pa.Table]) -> dict[str, Any]:
@@ -142,7 +142,7 @@ def first_jobs(cluster: Any, period: A.Period, opts: A.Options,
     `meanwhile` on the calling thread while they run. Each is a small plan over the cached ``cluster`` frame, and in a
     new JVM the first plans are the slowest of a report (classes loaded, code compiled, the cache filled), each
     mostly on one core: run one after the other, after the reads, they took the first ~9 s of a cold report's ~40
-    (docs/weekly-report.md, "Step 14")."""
+    (docs/performance-log.md, "Step 14")."""
     previous = period.previous()
     with ThreadPoolExecutor(3, thread_name_prefix="first") as pool:
         limits = {p: pool.submit(lambda p=p: A.thresholds(cluster, p, opts.lag_slo_s, opts.txn_grace_s).toArrow())
@@ -295,7 +295,7 @@ def collect_week(spark: Any, frames: dict[str, Any], period: A.Period, opts: A.O
 def lag_slo(spark: Any, limits: pa.Table) -> float | Any:
     """The lag SLO the consumer cells count against, from the period's `thresholds` (a row per cluster polled): one
     number where every cluster has the same (the usual fleet), else a frame joined by cluster. The join costs
-    ~0.7 s of the ~8 s pass over the bench week's 20 M polls (docs/weekly-report.md, "Step 10"); the two differ
+    ~0.7 s of the ~8 s pass over the bench week's 20 M polls (docs/performance-log.md, "Step 10"); the two differ
     only for clusters with lag rows and no polls, which no report table shows."""
     values = set(limits.column("lag_slo_s").to_pylist())
     if len(values) == 1 and None not in values:
@@ -307,7 +307,7 @@ def _plan_and_collect(plan: Callable[..., dict[str, Any]], cells: Any) -> dict[s
     """Plan the tables (`plan`: `compute_tables` with its frames bound) and collect them, the planning overlapped
     with the running: a table that reads no intermediate frame of another starts as soon as it is planned, while
     the rest are planned (the driver's planning, ~45,000 Py4J calls, keeps one core busy for seconds of a report
-    that its Spark jobs leave partly idle: docs/weekly-report.md, "Step 13"). The frames several tables share
+    that its Spark jobs leave partly idle: docs/performance-log.md, "Step 13"). The frames several tables share
     (`cells`, the consumer cells from the history, and what `compute_tables` puts in `shared`) are computed once
     and cached before any table reading them starts, and dropped after; the summary tables are left to
     `_summarised`."""

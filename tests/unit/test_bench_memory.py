@@ -61,7 +61,7 @@ def test_the_sampler_keeps_the_largest_child_apart_from_all_of_them() -> None:
 
 
 def test_a_jvms_fork_in_flight_is_told_apart_from_processes_of_its_own() -> None:
-    """Seen in a roll-up (docs/weekly-report.md, "Step 21"): the JVM (pid 10, under the bench's Python) forks
+    """Seen in a roll-up (docs/performance-log.md, "Step 21"): the JVM (pid 10, under the bench's Python) forks
     itself to run ``chmod``; for a moment pid 30 is a second ``java SparkSubmit`` under it, with the same pages."""
     procs = [(10, 1, "java SparkSubmit"), (11, 10, "bash"), (12, 11, "python -m pyspark.daemon"),
              (13, 12, "python -m pyspark.daemon"),  # a worker the daemon forked: a process of its own, counted

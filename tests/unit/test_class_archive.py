@@ -1,4 +1,4 @@
-"""The driver JVM's class archive (docs/weekly-report.md, "Step 10"): trained by a small job's first run, mapped by
+"""The driver JVM's class archive (docs/performance-log.md, "Step 10"): trained by a small job's first run, mapped by
 the next, trained again for another JVM or Spark, never half-written.
 
 Every JVM here is a new process of its own (the archive is written when a JVM exits and mapped when one starts), so

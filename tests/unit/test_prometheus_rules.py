@@ -23,6 +23,7 @@ from collectors.alerting.catalogue import CATALOGUE, INCIDENT_ALERTS, PASS_THROU
 from collectors.alerting.correlation import INCIDENT_KINDS
 from collectors.model import vocabulary
 from collectors.outputs.exporter import METRICS
+from tests.support import markdown
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy" / "prometheus"
@@ -231,26 +232,8 @@ def test_alerts_and_collector_rules_are_documented() -> None:
 # ----------------------------------------------------------------------------- runbook links
 
 
-def _doc_anchors(text: str) -> set[str]:
-    """The anchors docs/alerts.md offers: explicit `<a id>` tags, and GitHub's ids of its headings (lower case,
-    punctuation other than `-` and `_` dropped, spaces to `-`, `-1`, `-2`, ... on repeats)."""
-    anchors = set(re.findall(r'<a id="([^"]+)"></a>', text))
-    seen: dict[str, int] = {}
-    in_code = False
-    for line in text.splitlines():
-        if line.startswith("```"):
-            in_code = not in_code
-        m = None if in_code else re.match(r"#{1,6}\s+(.*?)\s*#*\s*$", line)
-        if not m:
-            continue
-        slug = re.sub(r"[^\w\- ]", "", re.sub(r"<[^>]+>", "", m.group(1)).lower()).replace(" ", "-")
-        anchors.add(slug if slug not in seen else f"{slug}-{seen[slug]}")
-        seen[slug] = seen.get(slug, 0) + 1
-    return anchors
-
-
 def test_every_alert_links_its_runbook_section() -> None:
-    anchors = _doc_anchors(DOC.read_text())
+    anchors = markdown.anchors(DOC.read_text())
     assert {"incident-broker", "rule-broker-down", "the-monitor-itself", "paging-incidents-not-symptoms"} <= anchors
     # what templated links expand to: incident kinds, and the rules the pass-through alert re-raises
     expansions = {

@@ -269,7 +269,7 @@ def test_stored_days_are_read_with_the_schema_spark_would_infer_without_a_job_fo
 def test_a_days_tables_are_written_by_spark_not_collected_to_the_driver(spark: Any, tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """One day of a 100,000-partition fleet (~5 M roll-up rows) collected to the driver killed its 1 GB heap
-    (docs/weekly-report.md, "Step 18"). Now Spark's tasks write each table and the driver streams the part files
+    (docs/performance-log.md, "Step 18"). Now Spark's tasks write each table and the driver streams the part files
     into the store's file a batch at a time (`table_files`): the driver collects the day's thresholds only (a row
     per cluster), and the files hold what collecting gave (same schema, same rows), in row groups of `BATCH_ROWS`.
     Work directories of killed runs go once a day old; a live run's stays."""

@@ -1,4 +1,4 @@
-"""The local session's sizing: one shuffle partition per local worker thread (docs/weekly-report.md, "Step 5"), a
+"""The local session's sizing: one shuffle partition per local worker thread (docs/performance-log.md, "Step 5"), a
 small job's JVM options, left to whoever else chose them ("Step 7"), hash aggregates with one map ("Step 9"). The
 driver JVM's class archive ("Step 10") is tested in test_class_archive.py: its JVMs are all its own, so it runs
 beside the suite's Spark unit, not in it."""
@@ -108,7 +108,7 @@ def test_a_small_jobs_jvm_starts_with_its_options_and_a_default_session_without(
             "-XX:InitialRAMPercentage=100", "-XX:MetaspaceSize=256m"} <= set(lines["ARGS"])
     assert set(" ".join(lines["GC"]).split("|")) == {"PS Scavenge", "PS MarkSweep"}
     # as the JVM took it: without the size, the client compiler alone gets 48 MB (50331648), which a report from a
-    # month of roll-ups filled (docs/weekly-report.md, "Step 11")
+    # month of roll-ups filled (docs/performance-log.md, "Step 11")
     assert lines["CODECACHE"] == [str(240 * 2**20)]
     # the heap starts at the maximum Spark gave the driver (1 GB by default; the JVM caps the initial size there,
     # so no -Xms of ours can exceed it), and class metadata first triggers a collection at 256 MB ("Step 14")
@@ -236,7 +236,7 @@ def test_a_failed_read_names_the_file_even_where_spark_only_says_await_result(tm
 def test_a_failure_names_the_java_exception_and_the_error_a_clean_up_hid() -> None:
     """A job's ``failed:`` line (`describe_failure`): from a real Java exception through Py4J, whose own first line
     names only the Py4J call, the Java exception's line too; from an error raised in a ``finally`` while another
-    was on its way, both (without ``--verbose`` the first was lost: docs/weekly-report.md, *Step 11*)."""
+    was on its way, both (without ``--verbose`` the first was lost: docs/performance-log.md, *Step 11*)."""
     from py4j.protocol import Py4JJavaError
 
     spark = spark_session()

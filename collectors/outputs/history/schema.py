@@ -113,7 +113,7 @@ ROW_GROUP_ORDER: dict[str, tuple[str, ...]] = {"group_lag": ("cluster", "group_i
 """Tables whose compacted row groups are ordered by these columns instead of poll order (`in_row_group_order`).
 A poll writes one row per group-topic, so in poll order consecutive rows belong to different keys; the weekly
 report's one pass over ``group_lag`` keeps ~150 k keys a task in a hash map, and in key order each key's rows
-come together and stay in the CPU's caches (docs/weekly-report.md, "Step 9"). Readers never depend on the order
+come together and stay in the CPU's caches (docs/performance-log.md, "Step 9"). Readers never depend on the order
 inside a file (`reader.read_arrow` sorts by time)."""
 
 ZK_FIELDS = ("server", "serving", "mode", "zxid", "zxid_epoch", "zxid_counter", "lag_behind_leader",

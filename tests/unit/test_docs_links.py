@@ -1,0 +1,80 @@
+"""Links in the README and docs/ lead somewhere, and the code's pointers into the docs name pages that exist.
+
+The weekly report's performance measurements moved from docs/weekly-report.md into docs/performance-log.md; the
+code's docstrings cite them as ``docs/performance-log.md, "Step N"``. A page moved or a step renamed again must
+not leave those pointers, or a link in the docs, leading nowhere.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support import markdown
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+LOG = ROOT / "docs" / "performance-log.md"
+
+
+def _tracked(*patterns: str) -> list[Path]:
+    out = subprocess.run(["git", "ls-files", *patterns], cwd=ROOT, capture_output=True, text=True, check=True)
+    return [ROOT / f for f in out.stdout.split()]
+
+
+def _broken(page: Path) -> list[str]:
+    bad = []
+    for target in markdown.links(page.read_text()):
+        if re.match(r"[a-z][a-z0-9+.-]*:", target):  # https:, mailto: ...: not ours to check
+            continue
+        path, _, anchor = target.partition("#")
+        dest = (page.parent / path) if path else page
+        if not dest.exists():
+            bad.append(f"{target}: no such file")
+        elif anchor and dest.suffix == ".md" and anchor not in markdown.anchors(dest.read_text()):
+            bad.append(f"{target}: no such anchor in {dest.name}")
+    return bad
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_relative_link_resolves(page: Path) -> None:
+    assert not _broken(page), f"{page.relative_to(ROOT)}: {_broken(page)}"
+
+
+def test_the_link_check_catches_a_missing_page_and_anchor(tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("# Title\n\n## Two words\n\n```\n## not a heading\n```\n")
+    page = tmp_path / "b.md"
+    page.write_text("[ok](a.md#two-words) [self](#here) <a id=\"here\"></a> [web](https://x.org/y#z)\n"
+                    "[gone](c.md) [no anchor](a.md#not-a-heading)\n```\n[in code](d.md)\n```\n")
+    assert _broken(page) == ["c.md: no such file", "a.md#not-a-heading: no such anchor in a.md"]
+
+
+def test_performance_log_steps_are_numbered_and_anchored() -> None:
+    text = LOG.read_text()
+    headings = [int(n) for n in re.findall(r"^## Step (\d+) \(", text, flags=re.M)]
+    assert headings == list(range(1, len(headings) + 1)) and len(headings) >= 24
+    offered = markdown.anchors(text)
+    assert {f"step-{n}" for n in headings} <= offered
+
+
+def test_every_cited_step_exists() -> None:
+    """``docs/performance-log.md, "Step N"`` in code and docs, and ``performance-log.md#step-N`` links."""
+    steps = {int(a.removeprefix("step-")) for a in markdown.anchors(LOG.read_text()) if re.fullmatch(r"step-\d+", a)}
+    cited: dict[int, list[str]] = {}
+    for f in _tracked("*.py", "*.md"):
+        text = f.read_text()
+        for m in re.finditer(r'performance-log\.md(?:,?\s*(?:#\s*)?[\"*]Step |#step-)(\d+)', text):
+            cited.setdefault(int(m.group(1)), []).append(str(f.relative_to(ROOT)))
+    assert len(cited) >= 10, "the code cites the log's steps"
+    assert not {n: where for n, where in cited.items() if n not in steps}
+
+
+def test_docs_the_code_names_exist() -> None:
+    named = set()
+    for f in _tracked("*.py", "*.yaml", "*.yml", "*.toml", "*.sh", "Dockerfile"):
+        named |= set(re.findall(r"\bdocs/[\w./-]+\.md\b", f.read_text()))
+    assert "docs/performance-log.md" in named
+    assert not sorted(n for n in named if not (ROOT / n).exists())
