@@ -1,7 +1,7 @@
 """The weekly report's aggregations at scale: PySpark local[2] against DuckDB on the same Parquet files.
 
     .venv/bin/python -m bench.bench_spark [--dir DIR] [--week 2026-W40] [--runs 3] [--cores 2]
-        [--partitions 25000] [--interval 30] [--exact] [--last-week] [--month] [--no-cli]
+        [--partitions 25000] [--interval 30] [--exact] [--last-week] [--month] [--no-cli] [--json FILE]
 
 A synthetic week (bench/synthetic_history.py: 5,000 partitions in 200 topics, 1,000 group-topics, polled
 every 30 s, with incidents; ~26 M rows) is generated into DIR unless it is already there. Then, median of
@@ -36,7 +36,9 @@ every 30 s, with incidents; ~26 M rows) is generated into DIR unless it is alrea
 
 It prints both times, their ratio, the rows in the week's files, peak memory (driver Python RSS, JVM RSS
 sampled every 0.2 s, the JVM's own peak from getrusage(RUSAGE_CHILDREN) once it has exited, DuckDB's RSS
-increase) and a cross-check of headline figures between the two engines. Timings are printed, never asserted.
+increase) and a cross-check of headline figures between the two engines; it exits 1 when a figure differs
+(or a headline computed two ways does). ``--json FILE`` writes the stages' figures for `bench.bench_scale`, which
+runs this at several fleet sizes and prints them side by side. Timings are printed, never asserted.
 `bench/check_report.py` runs the DuckDB reference and the cross-check alone, against a report the CLI wrote: for
 weeks too big to compute the report here several times over.
 """
@@ -317,7 +319,17 @@ def _duck_type(t: Any) -> str:
 # ----------------------------------------------------------------------------------------------- main
 
 
-def main() -> None:
+def stage(times: Sequence[float], rows: float | None = None, duck: float | None = None) -> dict[str, Any]:
+    """One stage of the summary `--json` writes: the median of `times`, the runs, and where given the rows per
+    second over `rows` and the ratio to DuckDB's median `duck`."""
+    median = statistics.median(times)
+    return {"median_s": round(median, 3), "runs_s": [round(x, 3) for x in times],
+            "rows_per_s": None if rows is None else round(rows / median), "vs_duckdb": None if duck is None
+            else round(median / duck, 2)}
+
+
+def main() -> int:
+    """Run the bench; 1 when a cross-checked figure or a headline compared between two ways DIFFERS, else 0."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dir", type=Path, default=Path("data/bench-history"))
     ap.add_argument("--week", default="2026-W40")
@@ -341,6 +353,9 @@ def main() -> None:
                     help="the weekly run's steady state: DIR holds the week before too (generated with it when DIR "
                          "has to be; give a DIR of its own), rolled up as well, and two more stages time the report "
                          "with last week's report present (its headline read, not computed again)")
+    ap.add_argument("--json", type=Path, metavar="FILE",
+                    help="also write the stages' medians, runs, rows per second and ratios to DuckDB, the week's "
+                         "rows and the cross-check's result to FILE (what bench.bench_scale reads)")
     ap.add_argument("--month", action="store_true",
                     help="--last-week, and the two weeks before it as well (generated with the others when DIR has "
                          "to be): after the other roll-up stages, those weeks are rolled up too and the report from "
@@ -472,6 +487,8 @@ def main() -> None:
 
     slices = lag_slices(rows["group_lag"])
     sm, dm = statistics.median(spark_times), statistics.median(duck_times)
+    stages = {"duckdb headline": stage(duck_times, total), "whole report": stage(spark_times, total, dm)}
+    same_ways = {"from the roll-ups": up_head == spark_head}
     mb = 1e6
     print()
     print(f"rows processed (the week's files): {total:,}  (+ the previous week: "
@@ -486,15 +503,19 @@ def main() -> None:
     print(f"ratio Spark / DuckDB: {sm / dm:.1f}x (whole report: both weeks, every table, chart series)")
     if head_times:
         hm = statistics.median(head_times)
+        stages["headline only"] = stage(head_times, total, dm)
         print(f"Spark  local[{a.cores}] headline inputs only (this week, the same figures as DuckDB): median "
               f"{hm:.1f}s (runs {', '.join(f'{x:.1f}' for x in head_times)}) -> {total / hm / 1e6:.2f} M rows/s, "
               f"ratio {hm / dm:.1f}x")
     if exact_times:
         em = statistics.median(exact_times)
+        stages["whole report, exact percentiles"] = stage(exact_times, total, dm)
         print(f"Spark  local[{a.cores}] whole report, --exact-percentiles: median {em:.1f}s "
               f"(runs {', '.join(f'{x:.1f}' for x in exact_times)}) -> {total / em / 1e6:.2f} M rows/s, "
               f"ratio {em / dm:.1f}x")
     dy, um = statistics.median(day_times), statistics.median(up_times)
+    stages["roll up one day"] = stage(day_times, total / 7)
+    stages["whole report from the roll-ups"] = stage(up_times, None, dm)
     print(f"Spark  local[{a.cores}] roll up one day: median {dy:.1f}s (runs {', '.join(f'{x:.1f}' for x in day_times)})"
           f" -> {total / 7 / dy / 1e6:.2f} M rows/s")
     print(f"Spark  local[{a.cores}] whole report from the daily roll-ups: median {um:.1f}s "
@@ -502,18 +523,24 @@ def main() -> None:
           f"{'equal to' if up_head == spark_head else 'DIFFERS from'} the one from the history")
     for label, times in month_times.items():
         mm = statistics.median(times)
+        stages[f"a month of roll-ups, {label}"] = dict(stage(times), vs_day_rollup=round(mm / dy, 2))
+        same_ways[f"a month of roll-ups, {label}"] = month_same[label]
         weeks = ", ".join(f"{r['week']} {r['days']} days" for r in month_trend)
         print(f"Spark  local[{a.cores}] whole report from a month of daily roll-ups (the trend over {weeks}), "
               f"{label}: median {mm:.1f}s (runs {', '.join(f'{x:.1f}' for x in times)}) -> {mm / dy:.1f}x one "
               f"day's roll-up ({dy:.1f}s); headline {'equal to' if month_same[label] else 'DIFFERS from'} the one from "
               "two weeks of roll-ups")
     for label, times in reuse_times.items():
+        stages[f"whole report {label}, last week's report present"] = stage(times, None, dm)
+        same_ways[f"{label}, last week's report present"] = reuse_same[label]
         print(f"Spark  local[{a.cores}] whole report {label}, last week's report present: median "
               f"{statistics.median(times):.1f}s (runs {', '.join(f'{x:.1f}' for x in times)}) -> ratio "
               f"{statistics.median(times) / dm:.1f}x; last week's headline "
               f"{'read from its report, both headlines equal' if reuse_same[label] else 'NOT reused or DIFFERS'}")
     for mode, runs in cli_times.items():
         cm, pm = (statistics.median(x) for x in zip(*runs, strict=True))
+        stages[f"CLI from the roll-ups, {mode}"] = dict(stage([x for x, _ in runs], None, dm),
+                                                         process_s=stage([x for _, x in runs])["median_s"])
         print(f"Spark  local[{a.cores}] whole report from the daily roll-ups by the CLI, a new process each run (a "
               f"cold JVM, as a weekly job runs it{'; last week from its report in --out' if a.last_week else ''}), "
               f"{mode}: median computed in {cm:.1f}s (runs "
@@ -521,6 +548,7 @@ def main() -> None:
               f"(runs {', '.join(f'{x:.1f}' for _, x in runs)})")
     if day_cli:
         dc, dp = (statistics.median(x) for x in zip(*day_cli, strict=True))
+        stages["CLI rolling up one day"] = dict(stage([x for x, _ in day_cli]), process_s=round(dp, 3))
         rp = statistics.median(x for _, x in cli_times[next(m for m, (_, cds) in CLI_JVM.items() if cds)])
         print(f"Spark  local[{a.cores}] roll up one day by the CLI, a new process each run, with the class archive: "
               f"median {dc:.1f}s as it prints it (runs {', '.join(f'{x:.1f}' for x, _ in day_cli)}; session start "
@@ -529,6 +557,8 @@ def main() -> None:
               f"({rp:.1f}s) is {rp / dp:.1f}x the daily job's")
     if monday:
         two, one = (statistics.median(x) for x in zip(*monday, strict=True))
+        stages["CLI weekly job, roll-up then report (processes)"] = stage([x for x, _ in monday])
+        stages["CLI weekly job, --update-rollups (process)"] = stage([x for _, x in monday])
         print(f"Spark  local[{a.cores}] the weekly job when the week's last day is not rolled up yet, with the class "
               f"archive, the processes: roll-up then report {two:.1f}s (runs "
               f"{', '.join(f'{x:.1f}' for x, _ in monday)}), the report with --update-rollups {one:.1f}s (runs "
@@ -541,7 +571,18 @@ def main() -> None:
           f"{heap_max / mb:.0f} MB at the end; DuckDB RSS increase {duck_rss / mb:.0f} MB")
     print()
     print("cross-check of headline figures (Spark report vs DuckDB SQL):")
-    cross_check(spark_head, c.tables["thresholds"].to_pylist(), c.tables["incident_kinds"].to_pylist(), duck_head)
+    differing = cross_check(spark_head, c.tables["thresholds"].to_pylist(), c.tables["incident_kinds"].to_pylist(),
+                            duck_head)
+    if a.json:
+        polls = max(rows["cluster"], 1)  # one cluster: a row a poll
+        summary = {"week": a.week, "rows": total, "tables": rows, "topics": rows["topic_health"] // polls,
+                   "group_topics": rows["group_lag"] // polls, "cores": a.cores,
+                   "stages": stages, "figures_differing": differing, "headlines_equal": same_ways,
+                   "jvm_peak_rss_mb": round(jvm_rss / mb)}
+        tmp = a.json.with_name(f".{a.json.name}.tmp")
+        tmp.write_text(json.dumps(summary, indent=1) + "\n")
+        os.replace(tmp, a.json)  # whole or absent, never half a file
+    return 1 if differing or not all(same_ways.values()) else 0
 
 
 def cross_check(headline: dict[str, Any], thresholds: list[dict[str, Any]], kinds: list[dict[str, Any]],
@@ -647,4 +688,4 @@ def _fmt(v: Any) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
