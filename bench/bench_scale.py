@@ -49,11 +49,10 @@ def check_fleet(where: Path, week: str, partitions: int) -> None:
     under the wrong label. Nothing to check where there is no history yet (the bench generates it)."""
     if not (where / "group_lag").is_dir():
         return
-    from bench.bench_spark import week_rows
+    from bench.bench_spark import fleet, week_rows
     from spark_analytics.period import Period
 
-    rows = week_rows(where, Period.iso_week(week))
-    topics, want = rows["topic_health"] // max(rows["cluster"], 1), Shape.scaled(partitions).topics
+    topics, want = fleet(week_rows(where, Period.iso_week(week)))[0], Shape.scaled(partitions).topics
     if topics != want:
         raise ValueError(f"{where} holds a fleet of {topics:,} topics, not the {want:,} of {partitions:,} partitions: "
                          "remove it or give another --root")

@@ -107,6 +107,13 @@ def week_rows(root: Path, period: A.Period) -> dict[str, int]:
     return {t: table_rows(root, period, t) for t in io.REPORT_TABLES}
 
 
+def fleet(rows: dict[str, int]) -> tuple[int, int]:
+    """The synthetic fleet's (topics, group-topics), from `week_rows`: one cluster, so ``cluster`` has a row a poll,
+    and ``topic_health`` a row a topic and ``group_lag`` one a group-topic at each poll."""
+    polls = max(rows["cluster"], 1)
+    return rows["topic_health"] // polls, rows["group_lag"] // polls
+
+
 # ----------------------------------------------------------------------------------------------- DuckDB
 
 
@@ -574,9 +581,9 @@ def main() -> int:
     differing = cross_check(spark_head, c.tables["thresholds"].to_pylist(), c.tables["incident_kinds"].to_pylist(),
                             duck_head)
     if a.json:
-        polls = max(rows["cluster"], 1)  # one cluster: a row a poll
-        summary = {"week": a.week, "rows": total, "tables": rows, "topics": rows["topic_health"] // polls,
-                   "group_topics": rows["group_lag"] // polls, "cores": a.cores,
+        topics, group_topics = fleet(rows)
+        summary = {"week": a.week, "rows": total, "tables": rows, "topics": topics, "group_topics": group_topics,
+                   "cores": a.cores,
                    "stages": stages, "figures_differing": differing, "headlines_equal": same_ways,
                    "jvm_peak_rss_mb": round(jvm_rss / mb)}
         tmp = a.json.with_name(f".{a.json.name}.tmp")
