@@ -41,7 +41,7 @@ TUNING: dict[str, str] = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     # the percentile aggregates keep one hash map per key; past 128 keys per task (Spark's default) they fall back
-    # to sorting every input row by key (docs/weekly-report.md, "Where the time goes")
+    # to sorting every input row by key (docs/performance-log.md, "Step 1")
     "spark.sql.objectHashAggregate.sortBased.fallbackThreshold": str(OBJECT_HASH_AGG_KEYS),
     # one hash map per aggregate, not two: the consumer cells (~150 k keys a task on the bench week) overflow the
     # small first-level map, and every poll then probes both (docs/performance-log.md, "Step 9")

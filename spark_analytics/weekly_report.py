@@ -102,7 +102,7 @@ def compute(spark: Any, history: str, period: A.Period, opts: A.Options | None =
                                [d for w in trend_weeks(period) for d in w.days()])
     inputs = inputs_of(history, period, opts)  # listed before reading: a file added meanwhile makes it stale, safely
     # The per-poll and event tables that many report tables read, for both weeks: cached once, instead of one
-    # Parquet scan per report table (docs/weekly-report.md, "Where the time goes"); the others are scanned.
+    # Parquet scan per report table (docs/performance-log.md, "Step 1"); the others are scanned.
     frames: dict[str, Any] = {}
 
     def read(tables: Sequence[str]) -> dict[str, io.TableData]:

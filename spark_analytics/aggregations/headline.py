@@ -2,7 +2,7 @@
 
 Both combine the report tables once they are collected (small: a row per cluster, broker, group-topic or
 transaction), so they are plain pyarrow on the driver: the same figures through Spark cost a plan of ~25 joins
-over literals, about 4 s a week on 2 cores for a few thousand rows (docs/weekly-report.md, "Where the time goes").
+over literals, about 4 s a week on 2 cores for a few thousand rows (docs/performance-log.md, "Step 1").
 """
 
 from __future__ import annotations

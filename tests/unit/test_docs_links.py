@@ -1,4 +1,5 @@
-"""Links in the README and docs/ lead somewhere, and the code's pointers into the docs name pages that exist.
+"""Links in the README and docs/ lead somewhere, and the code's pointers into the docs name pages and sections that
+exist.
 
 The weekly report's performance measurements moved from docs/weekly-report.md into docs/performance-log.md; the
 code's docstrings cite them as ``docs/performance-log.md, "Step N"``. A page moved or a step renamed again must
@@ -79,6 +80,55 @@ def test_every_cited_step_exists() -> None:
             cited.setdefault(int(m.group(1)), []).append(str(f.relative_to(ROOT)))
     assert len(cited) >= 10, "the code cites the log's steps"
     assert not {n: where for n, where in cited.items() if n not in steps}
+
+
+CITED_SECTION = re.compile(r'\b((?:docs/)?[\w-]+\.md),\s+(?:"([^"\n]+)"|\*([^*\n]+)\*)')
+"""A section cited by name: ``docs/weekly-report.md, "Daily roll-ups"`` in code, ``weekly-report.md, *Week over
+week*`` in the docs."""
+
+
+def _sections(page: Path) -> list[str]:
+    """What a citation may name on `page`: its headings (without Markdown marks) and its bold run-in heads."""
+    text = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.S | re.M)
+    heads = re.findall(r"^#{1,6}\s+(.*?)\s*$", text, flags=re.M) + re.findall(r"\*\*([^*\n]+)\*\*", text)
+    return [re.sub(r"[`*]", "", h).strip().lower() for h in heads]
+
+
+def _stale_citations(files: list[Path]) -> list[str]:
+    """Citations whose page has no heading beginning with the cited words (a short name may stand for a long
+    heading: *What is read* for "What is read, and how missing data is handled")."""
+    bad = []
+    for f in files:
+        for m in CITED_SECTION.finditer(f.read_text()):
+            name, title = m.group(1), (m.group(2) or m.group(3)).strip().lower()
+            if title.startswith("step "):  # held by test_every_cited_step_exists
+                continue
+            page = ROOT / name if name.startswith("docs/") or name == "README.md" else ROOT / "docs" / name
+            if not page.exists():
+                bad.append(f"{f.name}: {m.group(0)}: no such page")
+            elif not any(h.startswith(title) for h in _sections(page)):
+                bad.append(f"{f.name}: {m.group(0)}: no such section")
+    return bad
+
+
+def test_every_cited_section_exists() -> None:
+    """A section renamed or moved to another page must take the code's and the docs' citations of it along."""
+    here = Path(__file__).resolve()  # its own cases below cite stale sections on purpose
+    files = [f for f in _tracked("*.py", "*.md", "*.yml", "*.yaml") if f != here]
+    cited = [m for f in files for m in CITED_SECTION.finditer(f.read_text())]
+    assert len(cited) >= 8, "the code and docs cite sections by name"
+    assert not _stale_citations(files)
+
+
+def test_the_section_check_catches_a_stale_citation(tmp_path: Path) -> None:
+    code = tmp_path / "job.py"
+    code.write_text('# docs/weekly-report.md, "Daily roll-ups" and docs/weekly-report.md, "Where the time goes"\n'
+                    "# history-schema.md, *What is read* and nowhere.md, *Anything*\n")
+    assert _stale_citations([code]) == [
+        'job.py: docs/weekly-report.md, "Where the time goes": no such section',
+        "job.py: history-schema.md, *What is read*: no such section",
+        "job.py: nowhere.md, *Anything*: no such page",
+    ]
 
 
 def test_docs_the_code_names_exist() -> None:
