@@ -4,7 +4,7 @@ import streamlit as st
 
 from dashboard import ui
 from dashboard.views import consensus as csv
-from dashboard.views.common import SEVERITY_STYLE
+from dashboard.views.common import SEVERITY_STYLE, plural
 
 ctx = ui.page("Consensus", "The ZooKeeper ensemble or KRaft quorum under the cluster. A zxid is epoch:counter — "
                            "a new epoch means a leader election.")
@@ -63,6 +63,6 @@ if doc:
             st.success("ZooKeeper's partition state agrees with the metadata for every partition.",
                        icon=":material/check_circle:")
         else:
-            st.warning(f"{len(mismatch)} partition(s) where ZooKeeper and the metadata disagree on leader or ISR "
-                       "(brief disagreement during a change is normal; lasting disagreement is not).")
+            st.warning(f"{plural(len(mismatch), 'partition')} where ZooKeeper and the metadata disagree on leader or "
+                       "ISR (brief disagreement during a change is normal; lasting disagreement is not).")
             ui.table(ctx, mismatch, key="cons_mismatch")

@@ -4,7 +4,7 @@ import streamlit as st
 
 from dashboard import ui
 from dashboard.views import transactions as tv
-from dashboard.views.common import SEVERITY_STYLE
+from dashboard.views.common import SEVERITY_STYLE, plural
 
 ctx = ui.page("Transactions", "An open transaction holds back the last stable offset (LSO): read_committed "
                               "consumers cannot read past it until it commits or aborts.")
@@ -22,12 +22,13 @@ if doc:
     open_txns = tv.transactions_frame(doc, open_only=True, txn=txn_q, topics=topics or None)
 
     if not hanging.empty:
-        st.error(f"#### {len(hanging)} hanging transaction(s): open on a partition but unknown to every coordinator. "
-                 "They hold the LSO back until aborted (`kafka-transactions abort`).", icon=":material/block:")
+        st.error(f"#### {plural(len(hanging), 'hanging transaction')}: open on a partition but unknown to every "
+                 f"coordinator. {'It holds' if len(hanging) == 1 else 'They hold'} the LSO back until aborted "
+                 "(`kafka-transactions abort`).", icon=":material/block:")
         ui.table(ctx, hanging, key="txn_hanging")
     stuck = open_txns[open_txns["flag"] == "STUCK"] if not open_txns.empty else open_txns
     if not stuck.empty:
-        st.error(f"#### {len(stuck)} stuck transaction(s): open past their timeout or lingering in Prepare*.",
+        st.error(f"#### {plural(len(stuck), 'stuck transaction')}: open past their timeout or lingering in Prepare*.",
                  icon=":material/timer_off:")
 
     st.subheader("Open transactions")

@@ -2,7 +2,7 @@
 
 Screenshots are kept under ``artifacts/screenshots/`` (git-ignored) for people to look at. A shot counts only
 when the page has rendered: the first shot of a cold app shows Streamlit's skeleton, so Chromium is driven over its
-DevTools protocol and each page is shot once it reports a title, no skeleton, no running indicator and drawn
+DevTools protocol and each page is shot once its script has finished and it shows a title, no skeleton and drawn
 charts; the PNG is then checked not to be blank (its main area, right of the sidebar, holds text and colour).
 """
 
@@ -85,9 +85,13 @@ def dashboard_url(dashboard_data: Any, tmp_path_factory: pytest.TempPathFactory)
             print(log.read_text(errors="replace")[-3000:])
 
 
-# True once the page has run: a title in the main block, no skeleton, no "running" indicator, and every plotly
+# True once the page has run: the script finished (Streamlit's own `data-test-script-state` on the app: its
+# "running" indicator shows only after a delay, so a fast page could be shot mid-run, a chart not yet sent and the
+# rest of the page missing), a title in the main block, no skeleton, no "running" indicator, and every plotly
 # chart drawn (its SVG present).
 READY_JS = """(() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  if (!app || app.dataset.testScriptState !== 'notRunning') return false;
   const main = document.querySelector('[data-testid="stMainBlockContainer"]');
   if (!main || !main.querySelector('h1')) return false;
   if (document.querySelector('[data-testid="stAppSkeleton"], [data-testid="stSkeleton"]')) return false;
@@ -204,6 +208,7 @@ def test_page_screenshot_is_not_blank(dashboard_url: str, browser: Chromium, pag
         if ok and said_ready:
             break
     assert ok, f"{page}: screenshot blank ({why}); see {out}"
+    assert said_ready, f"{page}: the page never finished rendering (script running or a chart not drawn); see {out}"
 
 
 PAGE_STATE_JS = """(() => ({
