@@ -1,89 +1,36 @@
 """`pip install .` works: the wheel built from this tree, installed into a fresh virtualenv, runs from any directory.
 
-Offline and quick: the wheel is built from a copy of the sources without build isolation (setuptools comes from
-requirements-dev.txt), installed with ``--no-deps --no-index`` into a new venv, and that venv sees the third-party
-packages of the running one through a ``.pth`` file (the pins are tested elsewhere; what is tested here is the
-package: its modules, data files and console scripts). Every command runs from a directory outside the
-repository, so nothing can be imported from the checkout by accident.
+Offline and quick (`tests.support.packaging`): the wheel is built from a copy of the sources without build
+isolation, installed with ``--no-deps --no-index`` into a new venv that sees the running one's third-party
+packages; what is tested here is the package: its modules, data files and console scripts. Every command runs
+from a directory outside the repository, so nothing can be imported from the checkout by accident.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import signal
 import socket
 import subprocess
-import sys
-import sysconfig
 import time
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.support.packaging import Installed, install
+
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = ("pyproject.toml", "README.md", "collectors", "dashboard", "spark_analytics", "sandbox")
 SCRIPTS = ("kafka-monitor", "kafka-monitor-report", "kafka-monitor-rollup", "kafka-monitor-dashboard",
            "kafka-monitor-sandbox")
 HEAVY = ("pandas", "pyspark", "streamlit", "plotly")
 
 
-@dataclass
-class Installed:
-    venv: Path
-    cwd: Path  # an empty directory outside the repository
-    env: dict[str, str]
-
-    @property
-    def python(self) -> Path:
-        return self.venv / "bin" / "python"
-
-    def run(self, *cmd: str | Path, timeout: float = 60, **env: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(c) for c in cmd], cwd=self.cwd, env={**self.env, **env}, capture_output=True,
-                              text=True, timeout=timeout, check=False)
-
-    def script(self, name: str, *args: str) -> subprocess.CompletedProcess[str]:
-        return self.run(self.venv / "bin" / name, *args)
-
-
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
-    base = tmp_path_factory.mktemp("packaging")
-    src = base / "src"
-    src.mkdir()
-    for name in SOURCES:
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        else:
-            shutil.copy2(ROOT / name, src / name)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
-    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
-
-    def call(*cmd: str | Path) -> None:
-        p = subprocess.run([str(c) for c in cmd], cwd=base, env=env, capture_output=True, text=True, timeout=120,
-                           check=False)
-        assert p.returncode == 0, f"{' '.join(map(str, cmd))}\n{p.stdout}\n{p.stderr}"
-
-    dist = base / "dist"
-    call(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "--no-index",
-         "-w", dist, src)
-    (wheel,) = dist.glob("kafka_reliability_monitor-*.whl")
-    venv = base / "venv"
-    call(sys.executable, "-m", "venv", "--without-pip", venv)
-    call(sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "-q", "--no-deps",
-         "--no-index", wheel)
-    # only now (pip would otherwise see the editable install of the running venv): the third-party packages
-    (site,) = venv.glob("lib/python3*/site-packages")
-    deps = dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))
-    (site / "_kmon_test_deps.pth").write_text("".join(f"{d}\n" for d in deps))
-    cwd = base / "elsewhere"
-    cwd.mkdir()
-    return Installed(venv, cwd, env)
+    return install(tmp_path_factory.mktemp("packaging"))
 
 
 def _free_port() -> int:
