@@ -69,6 +69,34 @@ def local_cores(master: str) -> int:
     return max(1, int(m.group(1)) * int(m.group(2))) if m else os.cpu_count() or 1
 
 
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+SMALL_JOB_SHUFFLE_PARTITIONS = 8
+"""Shuffle partitions of a small job (`shuffle_partitions`) on a master the job did not pick itself as local: a
+cluster, or whatever spark-submit names. With Spark's default of 200 every task before a shuffle splits its rows
+200 ways and the next stage fetches 200 blocks a task, however few the rows (adaptive execution merges partitions
+only after that): ~0.2 s more for each small aggregate, and a report runs ~100. On a 2-core standalone cluster the
+bench week's report from its roll-ups computed in 73-83 s with 200 against 46-51 s with 8 (2 and 16 within that
+noise), a day's roll-up took 88-91 s against 28-30 s (docs/performance-log.md, "Step 26"). A small job's shuffles
+carry at most a few MiB, so a handful of partitions loses no parallelism."""
+
+
+def shuffle_partitions(master: str | None, small_job: bool, chosen: Mapping[str, str]) -> int | None:
+    """The ``spark.sql.shuffle.partitions`` the job sets (None: Spark's default or the launcher's stays).
+
+    `master`: the job's own ``--master`` (None under spark-submit, or for local[*] picked by default: see
+    `build_session`); `chosen`: what spark-submit's ``--conf`` and ``spark-defaults.conf`` set (`launcher_settings`).
+    A local master the job picks gets one partition per worker thread, as always. A small job elsewhere gets
+    `SMALL_JOB_SHUFFLE_PARTITIONS` (one per thread again when spark-submit's master is local) unless the launcher
+    chose a value. A big job elsewhere is left alone: its shuffles may carry raw rows, which the cluster's own
+    setting should size (docs/weekly-report.md, "On a Spark cluster")."""
+    if master is not None and master.startswith("local"):
+        return local_cores(master)
+    if not small_job or SHUFFLE_PARTITIONS in chosen:
+        return None
+    launched = chosen.get("spark.master", "")
+    return local_cores(launched) if launched.startswith("local") else SMALL_JOB_SHUFFLE_PARTITIONS
+
+
 SMALL_JOB_JAVA_OPTIONS: dict[str, str] = {
     "gc": "-XX:+UseParallelGC",
     "jit": "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m",
@@ -348,7 +376,8 @@ def build_session(master: str | None = None, app_name: str = "kmon-weekly-report
 
     Local sessions bind the driver to 127.0.0.1, run without the UI and with one shuffle partition per worker
     thread: every task shares those threads, so more partitions only add per-task cost to the report's many small
-    jobs (and AQE merges partitions, never splits them); measured in docs/performance-log.md, "Step 5". A local
+    jobs (and AQE merges partitions, never splits them); measured in docs/performance-log.md, "Step 5". A small job
+    on any other master gets a few (`shuffle_partitions`) unless spark-submit's settings choose them. A local
     `small_job` (little to aggregate) starts its JVM with `SMALL_JOB_JAVA_OPTIONS` (`small_job_java_options`), and
     one with a `class_archive` maps Spark's classes from it (`ClassArchive`; only a small job trains a missing one;
     end such a session with `stop`); under spark-submit the cluster's settings rule (its ``--conf`` for a `TUNING`
@@ -367,8 +396,7 @@ def build_session(master: str | None = None, app_name: str = "kmon-weekly-report
     if master is not None and master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         b = (b.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-             .config("spark.ui.enabled", "false")
-             .config("spark.sql.shuffle.partitions", str(local_cores(master))))
+             .config("spark.ui.enabled", "false"))
         java = [small_job_java_options(conf or {}) if small_job else None]
         training = None
         if class_archive is not None and not submitted and _no_jvm_yet():
@@ -388,6 +416,8 @@ def build_session(master: str | None = None, app_name: str = "kmon-weekly-report
             _training = training
     b = b.config("spark.sql.session.timeZone", "UTC")
     chosen = launcher_settings() if submitted else {}
+    if (partitions := shuffle_partitions(master, small_job, chosen)) is not None:
+        b = b.config(SHUFFLE_PARTITIONS, str(partitions))
     for k, v in TUNING.items():
         if k not in chosen:
             b = b.config(k, v)

@@ -13,6 +13,7 @@ About a minute: the history has two days, so two days to roll up.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -28,6 +29,7 @@ import pytest
 
 from bench import check_report
 from bench.synthetic_history import Shape, generate
+from spark_analytics.session import SMALL_JOB_SHUFFLE_PARTITIONS
 from tests.support.packaging import Installed, install
 
 pytestmark = pytest.mark.integration
@@ -118,12 +120,16 @@ def test_weekly_job_on_a_standalone_cluster_equals_duckdb(standalone: Standalone
         if day_dir.name.removeprefix("date=") not in KEPT_DAYS:
             shutil.rmtree(day_dir)
     rollups.mkdir()
+    events = tmp_path / "events"
+    events.mkdir()
 
     # the command of docs/weekly-report.md, "On a Spark cluster" (the script of the installed package)
     env = {"PYSPARK_DRIVER_PYTHON": str(installed.python), "PYSPARK_PYTHON": str(installed.python),
            "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_HOME": str(SPARK_HOME)}
     p = installed.run(SPARK_HOME / "bin" / "spark-submit", "--master", standalone.url, "--deploy-mode", "client",
-                      "--conf", "spark.sql.shuffle.partitions=2", "--conf", "spark.ui.enabled=false",
+                      "--conf", "spark.ui.enabled=false", "--conf", "spark.eventLog.enabled=true",
+                      "--conf", f"spark.eventLog.dir={events.as_uri()}", "--conf", "spark.eventLog.compress=false",
+                      "--conf", "spark.eventLog.rolling.enabled=false",
                       "--driver-memory", "1g", "--executor-memory", "1g", "--py-files", installed.wheel,
                       installed.site_packages / "spark_analytics" / "weekly_report.py",
                       "--history", history, "--rollups", rollups, "--update-rollups", "--week", WEEK,
@@ -135,6 +141,12 @@ def test_weekly_job_on_a_standalone_cluster_equals_duckdb(standalone: Standalone
     for day in KEPT_DAYS:
         assert (rollups / "_days" / f"{day}.json").exists()
         assert (rollups / "group_lag_hist" / f"date={day}" / "rollup.parquet").stat().st_size > 0
+
+    # a small job on a cluster: a few shuffle partitions, not Spark's 200 (session.SMALL_JOB_SHUFFLE_PARTITIONS)
+    (log,) = (f for f in events.iterdir() if not f.name.startswith("."))  # not the checksum
+    env_update = next(e for e in map(json.loads, log.read_text().splitlines())
+                      if e["Event"] == "SparkListenerEnvironmentUpdate")
+    assert dict(env_update["Spark Properties"])["spark.sql.shuffle.partitions"] == str(SMALL_JOB_SHUFFLE_PARTITIONS)
 
     # the tasks ran in the worker's executor, another JVM than the driver's
     (app,) = standalone.work.glob("app-*")

@@ -16,11 +16,14 @@ import pytest
 from spark_analytics.session import (
     CODEGEN_CACHE,
     JAVA_ENV,
+    SHUFFLE_PARTITIONS,
     SMALL_JOB_JAVA_OPTIONS,
+    SMALL_JOB_SHUFFLE_PARTITIONS,
     TWO_LEVEL_HASH_MAP,
     describe_failure,
     is_local_master,
     local_cores,
+    shuffle_partitions,
     small_job_java_options,
 )
 from tests.support.spark_history import spark_session
@@ -52,6 +55,23 @@ def test_local_star_and_unknown_local_forms_use_every_core() -> None:
     assert local_cores("local[*]") == every
     assert local_cores("local[*,2]") == every
     assert local_cores("local-cluster[bad]") == every  # Spark would refuse it; never fewer partitions than cores
+
+
+@pytest.mark.parametrize(("master", "small", "chosen", "partitions"), [
+    # a local master the job picks: one partition per worker thread, small job or not, whatever was launched
+    ("local[2]", False, {}, 2), ("local[2]", True, {}, 2), ("local[3]", True, {SHUFFLE_PARTITIONS: "50"}, 3),
+    # a master the job was given, not local: a small job gets a few, a big one keeps Spark's default
+    ("spark://h:7077", True, {}, SMALL_JOB_SHUFFLE_PARTITIONS), ("yarn", False, {}, None),
+    # under spark-submit (no master of the job's own): the launcher's choice stays
+    (None, True, {"spark.master": "spark://h:7077"}, SMALL_JOB_SHUFFLE_PARTITIONS),
+    (None, True, {"spark.master": "yarn", SHUFFLE_PARTITIONS: "300"}, None),
+    (None, False, {"spark.master": "k8s://h:443"}, None),
+    (None, True, {"spark.master": "local[3]"}, 3), (None, True, {"spark.master": "local[1]"}, 1),
+    (None, False, {"spark.master": "local[3]"}, None), (None, True, {}, SMALL_JOB_SHUFFLE_PARTITIONS),
+])
+def test_shuffle_partitions_by_master_job_size_and_launcher(master: str | None, small: bool,
+                                                            chosen: dict[str, str], partitions: int | None) -> None:
+    assert shuffle_partitions(master, small, chosen) == partitions
 
 
 def test_a_small_job_runs_the_throughput_collector_and_the_client_compiler_unless_chosen_elsewhere(
@@ -124,9 +144,9 @@ def test_a_small_jobs_jvm_starts_with_its_options_and_a_default_session_without(
 SUBMITTED = """
 import json
 from spark_analytics.session import CODEGEN_CACHE, TWO_LEVEL_HASH_MAP, build_session
-spark = build_session(app_name="kmon-submit-test")
+spark = build_session(app_name="kmon-submit-test", small_job=True)
 keys = ["spark.sql.objectHashAggregate.sortBased.fallbackThreshold", "spark.sql.session.timeZone",
-        TWO_LEVEL_HASH_MAP, CODEGEN_CACHE[0], "spark.master"]
+        TWO_LEVEL_HASH_MAP, CODEGEN_CACHE[0], "spark.master", "spark.sql.shuffle.partitions"]
 print("CONF " + json.dumps({k: spark.conf.get(k) for k in keys}))
 spark.stop()
 """
@@ -141,7 +161,7 @@ def test_under_spark_submit_its_conf_keeps_the_tuning_but_not_the_time_zone(tmp_
     env = {k: v for k, v in os.environ.items() if k not in (*JAVA_ENV, "SPARK_CONF_DIR", "PYSPARK_GATEWAY_PORT")}
     env.update(PYTHONPATH=str(REPO), PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
                SPARK_LOCAL_IP="127.0.0.1")
-    r = subprocess.run([str(submit), "--master", "local[1]", "--conf", "spark.driver.host=127.0.0.1",
+    r = subprocess.run([str(submit), "--master", "local[3]", "--conf", "spark.driver.host=127.0.0.1",
                         "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.ui.enabled=false",
                         "--conf", "spark.sql.objectHashAggregate.sortBased.fallbackThreshold=77",
                         "--conf", "spark.sql.session.timeZone=America/New_York", str(script)],
@@ -149,7 +169,8 @@ def test_under_spark_submit_its_conf_keeps_the_tuning_but_not_the_time_zone(tmp_
     assert r.returncode == 0, r.stderr[-2000:]
     conf = json.loads(next(line for line in r.stdout.splitlines() if line.startswith("CONF "))[5:])
     assert conf["spark.sql.objectHashAggregate.sortBased.fallbackThreshold"] == "77"  # spark-submit's
-    assert conf["spark.master"] == "local[1]"
+    assert conf["spark.master"] == "local[3]"
+    assert conf["spark.sql.shuffle.partitions"] == "3"  # a small job: one a thread of spark-submit's local master
     assert conf["spark.sql.session.timeZone"] == "UTC"  # the jobs' figures need it
     assert conf[TWO_LEVEL_HASH_MAP] == "false" and conf[CODEGEN_CACHE[0]] == CODEGEN_CACHE[1]  # not given: ours
 
