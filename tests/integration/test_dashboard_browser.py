@@ -25,6 +25,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.processes import stop
+
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,14 +76,7 @@ def dashboard_url(dashboard_data: Any, tmp_path_factory: pytest.TempPathFactory)
         wait_healthy(url, proc)
         yield url
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=5)
-        if proc.returncode not in (0, -signal.SIGTERM):
+        if stop(proc) not in (0, -signal.SIGTERM):
             print(log.read_text(errors="replace")[-3000:])
 
 
@@ -162,13 +157,7 @@ class Chromium:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self._stack.close()
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=5)
+        stop(self.proc, timeout=10)
 
 
 @pytest.fixture(scope="module")

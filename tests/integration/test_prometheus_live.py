@@ -29,6 +29,7 @@ import yaml
 from collectors.outputs.exporter import MetricsEndpoint, MetricsServer
 from sandbox.runner import Sandbox
 from tests.support.monitor import make_poller
+from tests.support.processes import stop
 from tests.support.sandbox import running_sandbox, scenario
 
 pytestmark = pytest.mark.integration
@@ -146,12 +147,7 @@ def prometheus(exporter: Exporter, tmp_path: Path) -> Iterator[Prometheus]:
         _wait("Prometheus to be ready", ready, 30, prom)
         yield prom
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        stop(proc)
 
 
 def _alerts(prom: Prometheus, **labels: str) -> list[dict[str, Any]]:

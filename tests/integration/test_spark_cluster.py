@@ -12,12 +12,10 @@ About a minute: the history has one day, so one day to roll up.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -31,6 +29,7 @@ from bench import check_report
 from bench.synthetic_history import Shape, generate
 from spark_analytics.session import SMALL_JOB_SHUFFLE_PARTITIONS
 from tests.support.packaging import Installed, install
+from tests.support.processes import stop
 
 pytestmark = pytest.mark.integration
 
@@ -60,16 +59,6 @@ def _wait_for(log: Path, pattern: str, proc: subprocess.Popen[bytes], timeout: f
             raise AssertionError(f"no {pattern!r} in {log.name} (exit {proc.poll()}):\n"
                                  f"{log.read_text(errors='replace')[-3000:]}")
         time.sleep(0.2)
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=5)
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +93,7 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]
         yield Standalone(url, work, (master.pid, worker.pid))
     finally:
         for proc in reversed(started):
-            _stop(proc)
+            stop(proc, timeout=20, group=True)
 
 
 @pytest.fixture(scope="module")
