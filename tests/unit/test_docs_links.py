@@ -87,11 +87,13 @@ CITED_SECTION = re.compile(r'\b((?:docs/)?[\w-]+\.md),\s+(?:"([^"\n]+)"|\*([^*\n
 week*`` in the docs."""
 
 
-def _sections(page: Path) -> list[str]:
-    """What a citation may name on `page`: its headings (without Markdown marks) and its bold run-in heads."""
-    text = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.S | re.M)
-    heads = re.findall(r"^#{1,6}\s+(.*?)\s*$", text, flags=re.M) + re.findall(r"\*\*([^*\n]+)\*\*", text)
-    return [re.sub(r"[`*]", "", h).strip().lower() for h in heads]
+@functools.cache
+def _sections(page: Path) -> tuple[str, ...]:
+    """What a citation may name on `page`: its headings (without Markdown marks) and its bold run-in heads; parsed
+    once however many citations name the page."""
+    text = page.read_text()
+    heads = markdown.headings(text) + re.findall(r"\*\*([^*\n]+)\*\*", markdown.prose(text))
+    return tuple(re.sub(r"[`*]", "", h).strip().lower() for h in heads)
 
 
 def _stale_citations(files: list[Path]) -> list[str]:
@@ -103,7 +105,7 @@ def _stale_citations(files: list[Path]) -> list[str]:
             name, title = m.group(1), (m.group(2) or m.group(3)).strip().lower()
             if title.startswith("step "):  # held by test_every_cited_step_exists
                 continue
-            page = ROOT / name if name.startswith("docs/") or name == "README.md" else ROOT / "docs" / name
+            page = (ROOT / name if name.startswith("docs/") or name == "README.md" else ROOT / "docs" / name).resolve()
             if not page.exists():
                 bad.append(f"{f.name}: {m.group(0)}: no such page")
             elif not any(h.startswith(title) for h in _sections(page)):
