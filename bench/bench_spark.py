@@ -648,7 +648,7 @@ def cli_rollup(history: Path, rollups: str, day: str, cores: int, archive: Path)
     seconds it prints (session start and stop included) and the whole process's."""
     return _run_cli("spark_analytics.rollup", [
         "--history", str(history), "--rollups", rollups, "--day", day, "--master", f"local[{cores}]",
-        "--class-archive", str(archive)], r"^rolled up 1 day\(s\) .* in ([0-9.]+)s:")
+        "--class-archive", str(archive)], r"^rolled up 1 day .* in ([0-9.]+)s:")
 
 
 def cli_monday(history: Path, rollups: str, week: str, day: str, cores: int, archive: Path) -> tuple[float, float]:

@@ -24,6 +24,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from bench.bench_spark import cross_check, duckdb_headline, duckdb_reference, lag_slices, table_rows
+from collectors.model.wording import count_of, plural
 from spark_analytics import aggregations as A
 
 
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
             for name in ("headline", "thresholds", "incident_kinds")}
     slices = lag_slices(table_rows(a.history, period, "group_lag"))
     print(f"report {tables.parent}; DuckDB over {a.history}, {a.cores} threads, the lag percentiles in "
-          f"{slices} slice(s) of the group-topics", flush=True)
+          f"{plural(slices, 'slice')} of the group-topics", flush=True)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
     with duckdb_reference(a.cores) as con:
@@ -61,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     print("cross-check of headline figures (the report vs DuckDB SQL):")
     differing = cross_check(read["headline"][0] if read["headline"] else {}, read["thresholds"],
                             read["incident_kinds"], duck)
-    print(f"{'every figure equal' if not differing else f'{differing} figure(s) DIFFER'}")
+    print("every figure equal" if not differing
+          else f"{plural(differing, 'figure')} {count_of(differing, 'DIFFERS', 'DIFFER')}")
     return 1 if differing else 0
 
 

@@ -18,6 +18,8 @@ from collections import Counter
 
 import psutil
 
+from collectors.model.wording import plural
+
 
 def kind_of(cmdline: list[str], name: str) -> str:
     """A short label for a process from its command line: ``java <main class>``, ``python -m <module>``,
@@ -93,7 +95,7 @@ class Sampler:
         """`peak_parts` as a line: ``java SparkSubmit 1,688 MB, python -m pyspark.daemon x3 150 MB``, and the JVM
         forks left out, if any were seen."""
         line = ", ".join(f"{k}{f' x{n}' if n > 1 else ''} {b / 1e6:,.0f} MB" for k, (n, b) in self.peak_parts.items())
-        return line + (f"; a JVM's fork seen {self.forks_seen} time(s), left out" if self.forks_seen else "")
+        return line + (f"; a JVM's fork seen {plural(self.forks_seen, 'time')}, left out" if self.forks_seen else "")
 
     def reset(self) -> None:
         self.sample()

@@ -34,6 +34,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from collectors.model.wording import count_of
 from collectors.sources.zk_fourletter import FourLetterError, SrvrStats, parse_mntr, parse_srvr, send_four_letter
 
 __all__ = [
@@ -359,7 +360,8 @@ class ZooKeeperEnsemble:
                         # The logs may live in a temp dir that stop() is about to delete.
                         tails = "; ".join(f"node {n.sid}: {self._log_tail(n)}" for n in self._nodes)
                         raise ZooKeeperStartError(f"{exc} -- last log lines: {tails}") from exc
-                    log.warning("port collision on node(s) %s, retrying with new ports: %s", collided, exc)
+                    log.warning("port collision on %s %s, retrying with new ports: %s", count_of(len(collided), "node"),
+                                collided, exc)
                     for n in self._nodes:
                         if n.log_path.exists():
                             n.log_path.rename(n.log_path.with_suffix(f".attempt-{attempt}.log"))
@@ -536,7 +538,7 @@ class ZooKeeperEnsemble:
             details = "; ".join(
                 f"node {n.sid} (pid {n.pid}) exited with {code}: {self._log_tail(n)}" for n, code in crashed
             )
-            raise ZooKeeperStartError(f"ZooKeeper node(s) died unexpectedly: {details}")
+            raise ZooKeeperStartError(f"ZooKeeper {count_of(len(crashed), 'node')} died unexpectedly: {details}")
 
     def _describe(self) -> str:
         parts = []

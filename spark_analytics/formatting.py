@@ -17,6 +17,8 @@ from typing import Any
 
 import pandas as pd
 
+from collectors.model.wording import count_of
+
 # The units of the headline figures (`spark_analytics.figures`) and of the summary's week-over-week rows.
 COUNT = ""
 SECONDS = "s"
@@ -71,6 +73,13 @@ def fmt_num(v: Any, digits: int = 1) -> str:
     if f.is_integer() and abs(f) < 1e15:
         return f"{int(f):,}"
     return f"{f:,.{digits}f}"
+
+
+def fmt_counted(v: Any, word: str, many: str | None = None) -> str:
+    """`fmt_num` of a count with its noun agreeing: ``1 incident``, ``12 incidents``, ``n/a incidents`` when the
+    summary lacks it (`collectors.model.wording.plural`, for a figure that may be missing)."""
+    one = not is_missing(v) and float(v) == 1
+    return f"{fmt_num(v)} {count_of(1 if one else 2, word, many)}"
 
 
 def _number(v: Any) -> float | str:

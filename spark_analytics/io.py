@@ -44,6 +44,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from collectors.model.wording import count_of, plural
 from collectors.outputs.atomic import publish, remove_stale_temps
 from collectors.outputs.history import (
     DATE_PREFIX,
@@ -520,31 +521,38 @@ def table_notes(data: dict[str, TableData], days: Sequence[str]) -> list[str]:
             notes.append(f"{name}: no files for {', '.join(sorted(polled - have))} although the cluster was "
                          "polled (written by an older collector, or removed); figures from it miss those days.")
         for col, n in sorted(td.missing_columns.items()):
-            notes.append(f"{name}: {n} of {td.checked_files} checked file(s) were written by an older schema "
+            notes.append(f"{name}: {n} of {plural(td.checked_files, 'checked file')} {count_of(n, 'was', 'were')} "
+                         "written by an older schema "
                          f"without column `{col}`; it reads as null there.")
     repeated = {name: td.repeats for name, td in data.items() if td.repeats}
     if repeated:
         repeat, kept = min(next(iter(repeated.values())).items())
-        notes.append(_files_note(repeated, "repeat another file of their day byte for byte (a copied or restored "
-                                 "history?) and were read once", f"{_short(repeat)} repeats {_short(kept)}."))
+        notes.append(_files_note(repeated, ("repeats another file of its day byte for byte (a copied or restored "
+                                            "history?) and was read once",
+                                            "repeat another file of their day byte for byte (a copied or restored "
+                                            "history?) and were read once"),
+                                 f"{_short(repeat)} repeats {_short(kept)}."))
     emptied = {name: td.empty for name, td in data.items() if td.empty}
     if emptied:
-        notes.append(_files_note(emptied, "are empty (0 bytes: a copy or restore cut short?) and were left out",
+        notes.append(_files_note(emptied, ("is empty (0 bytes: a copy or restore cut short?) and was left out",
+                                           "are empty (0 bytes: a copy or restore cut short?) and were left out"),
                                  f"{_short(min(next(iter(emptied.values()))))}: the figures lack whatever rows "
                                  "they held."))
     damaged = {name: td.damaged for name, td in data.items() if td.damaged}
     if damaged:
         path, why = min(next(iter(damaged.values())).items())
-        notes.append(_files_note(damaged, "do not read (cut short or damaged: a copy or restore?) and were left out",
+        notes.append(_files_note(damaged, ("does not read (cut short or damaged: a copy or restore?) and was left out",
+                                           "do not read (cut short or damaged: a copy or restore?) and were left out"),
                                  f"{_short(path)} ({why[:200]}): the figures lack the rows they held. Move them out "
                                  "of the history, or put back whole copies, and run the report again."))
     return notes
 
 
-def _files_note(per_table: dict[str, Sized], what: str, example: str) -> str:
-    """``N history file(s) <what> (<table> <n>, …), e.g. <example>``: one note for files the report left out or
-    read once, counted per table."""
-    return (f"{sum(map(len, per_table.values()))} history file(s) {what} ("
+def _files_note(per_table: dict[str, Sized], what: tuple[str, str], example: str) -> str:
+    """``N history files <what> (<table> <n>, …), e.g. <example>``: one note for files the report left out or
+    read once, counted per table; `what` said of one file and of several."""
+    n = sum(map(len, per_table.values()))
+    return (f"{plural(n, 'history file')} {count_of(n, *what)} ("
             + ", ".join(f"{name} {len(files)}" for name, files in per_table.items()) + f"), e.g. {example}")
 
 

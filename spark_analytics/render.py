@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from collectors.model.wording import plural
 from spark_analytics.charts import (
     Charts,
     chart_brokers,
@@ -32,6 +33,7 @@ from spark_analytics.formatting import (
     MINUTES,
     SHARE,
     fmt_change,
+    fmt_counted,
     fmt_duration,
     fmt_num,
     fmt_time,
@@ -113,7 +115,8 @@ def table(df: pd.DataFrame | None, cols: Sequence[Col], max_rows: int = MAX_ROWS
         rows.append(f"<tr{cls}>{cells}</tr>")
     more = ""
     if len(df) > max_rows:
-        more = f'<p class="sub">{len(df) - max_rows} more row(s) in {esc(more_hint or "the Parquet table")}.</p>'
+        more = (f'<p class="sub">{plural(len(df) - max_rows, "more row")} in '
+                f'{esc(more_hint or "the Parquet table")}.</p>')
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>{more}"
 
 
@@ -232,7 +235,8 @@ def _data_lost_section(ch: Charts, t: dict[str, pd.DataFrame], doc: dict[str, An
     cov = doc.get("coverage") or {}
     gaps = cov.get("gaps") or []
     seen = (f'{fmt_num(cov.get("polls"))} polls, coverage {esc(_pct(cov.get("coverage")))}'
-            + (f'; {len(gaps)} gap(s) without polls, longest {esc(fmt_duration(max(g["seconds"] for g in gaps)))}'
+            + (f'; {plural(len(gaps), "gap")} without polls, longest '
+               f'{esc(fmt_duration(max(g["seconds"] for g in gaps)))}'
                f' from {esc(gaps[0]["from"])}' if gaps else "; no gaps"))
     parts = ["<h2>Data lost</h2>"]
     rows = doc.get("data_lost") or []
@@ -242,7 +246,7 @@ def _data_lost_section(ch: Charts, t: dict[str, pd.DataFrame], doc: dict[str, An
             parts.append('<p class="note">A zero with gaps: what happened while nothing polled is not in it.</p>')
         return parts
     parts.append(f'<p class="note">{fmt_num(doc.get("messages_lost"))} committed or unread messages lost this week '
-                 f'(truncations and retention), {len(rows)} ledger line(s); {seen}.</p>')
+                 f'(truncations and retention), {plural(len(rows), "ledger line")}; {seen}.</p>')
     parts.append(table(t.get("data_lost"), [
         ("kind", "kind", _txt), ("subject", "partition / group / server / transactional id", _txt),
         ("messages", "messages", fmt_num), ("events", "entries", fmt_num), ("first", "first", fmt_time),
@@ -260,15 +264,15 @@ def _incidents_section(ch: Charts, t: dict[str, pd.DataFrame], doc: dict[str, An
                      'the incident figures count alert episodes — see "Alert episodes" under Replication.</p>')
         return parts
     period_start, period_end = doc["period"]["start_epoch"], doc["period"]["end_epoch"]
-    parts.append(f'<p class="sub">{fmt_num(h.get("incidents_opened"))} incident(s) opened (one per cause: all '
+    parts.append(f'<p class="sub">{fmt_counted(h.get("incidents_opened"), "incident")} opened (one per cause: all '
                  f'brokers down at once are one), {fmt_num(h.get("incidents_open_at_end"))} open at the end, MTTR '
                  f'{esc(fmt_value(h.get("mttr_minutes"), MINUTES))}, longest '
                  f'{esc(fmt_value(h.get("longest_incident_minutes"), MINUTES))}; '
-                 f'{fmt_num(h.get("alert_episodes_opened"))} alert episode(s) behind them.</p>')
+                 f'{fmt_counted(h.get("alert_episodes_opened"), "alert episode")} behind them.</p>')
     kinds = t.get("incident_kinds")
     lost = int(kinds["lost"].sum()) if kinds is not None and "lost" in kinds else 0
     if lost:
-        parts.append(f'<p class="note">{fmt_num(lost)} incident(s) lost by their collector: it stopped with them '
+        parts.append(f'<p class="note">{plural(lost, "incident")} lost by their collector: it stopped with them '
                      'open and the next one started too late, on another cluster of the name, or without that '
                      'cluster in its configuration, to carry them on. Each counts up to the last poll that saw it '
                      'open; how it ended nobody saw.</p>')
@@ -402,9 +406,9 @@ def _consensus_section(ch: Charts, t: dict[str, pd.DataFrame], doc: dict[str, An
     zq = t.get("zk_quorum")
     if zq is not None and not zq.empty:
         r = zq.iloc[0]
-        parts.append(f'<p class="sub">ZooKeeper: {fmt_num(h.get("zk_elections"))} leader election(s), '
+        parts.append(f'<p class="sub">ZooKeeper: {fmt_counted(h.get("zk_elections"), "leader election")}, '
                      f'{_min(r["minutes_without_quorum"])} min without quorum, {_min(r["minutes_without_leader"])} '
-                     f'min with quorum but no leader, {fmt_num(r["zk_servers"])} servers.</p>')
+                     f'min with quorum but no leader, {fmt_counted(r["zk_servers"], "server")}.</p>')
         parts.append(chart_zk(ch, t.get("zk_timeseries"), t.get("zk_write_rate"), t.get("zk_elections")))
         parts.append(table(t.get("zk_elections"), [("time", "election seen at", fmt_time),
                                                    ("epoch_before", "epoch before", fmt_num),
@@ -424,7 +428,7 @@ def _consensus_section(ch: Charts, t: dict[str, pd.DataFrame], doc: dict[str, An
                      'ZooKeeper configured, or 4lw disabled)</p>')
     kv = t.get("kraft_voter_lag")
     if kv is not None and not kv.empty:
-        parts.append(f'<h3>KRaft quorum: {fmt_num(h.get("kraft_leader_changes"))} leader change(s)</h3>')
+        parts.append(f'<h3>KRaft quorum: {fmt_counted(h.get("kraft_leader_changes"), "leader change")}</h3>')
         parts.append(chart_kraft(ch, kv))
         parts.append(table(t.get("kraft_leader_changes"), [
             ("time", "seen at", fmt_time), ("epoch_before", "epoch before", fmt_num),

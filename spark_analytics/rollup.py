@@ -62,6 +62,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from collectors.model.wording import plural
 from collectors.outputs.history.files import known_damaged
 from spark_analytics import io, table_files
 from spark_analytics.aggregations import consumers as C
@@ -428,7 +429,7 @@ def coverage(week: str, days: Sequence[str], stored: Iterable[str], with_rows: I
     stored, rows = set(stored), set(with_rows)
     counted = [d for d in days if d in rows or d in stored]
     read = [d for d in counted if d in stored]
-    line = f"{week}: {len(read)} of {len(counted)} day(s) with rows read from the roll-ups under {store}"
+    line = f"{week}: {len(read)} of {plural(len(counted), 'day')} with rows read from the roll-ups under {store}"
     missing = [d for d in counted if d not in stored and d < today]
     running = [d for d in counted if d not in stored and d >= today]
     if missing:

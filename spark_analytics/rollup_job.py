@@ -24,6 +24,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
+from collectors.model.wording import plural
 from collectors.outputs.history.lease import WriterLease, read_holder
 from spark_analytics import io, rollup
 from spark_analytics.rollup import TABLES, Store
@@ -53,7 +54,7 @@ class Outcome:
     seconds: float = 0.0
 
     def summary(self, store: Store) -> str:
-        return (f"rolled up {len(self.done)} day(s) ({self.done[0]}..{self.done[-1]}) into {store.root} in "
+        return (f"rolled up {plural(len(self.done), 'day')} ({self.done[0]}..{self.done[-1]}) into {store.root} in "
                 f"{self.seconds:.1f}s: " + ", ".join(f"{k} {v:,}" for k, v in self.written.items()))
 
 
@@ -151,7 +152,7 @@ def update_for_report(spark: Any, history: str, rollups: str, days: Sequence[str
     if out.done:
         print(f"{prog}: {out.summary(store)}")
     if out.failed:
-        print(f"{prog}: --update-rollups: {len(out.failed)} day(s) not rolled up ({', '.join(out.failed)}); "
+        print(f"{prog}: --update-rollups: {plural(len(out.failed), 'day')} not rolled up ({', '.join(out.failed)}); "
               "computed from the history instead", file=sys.stderr)
     return out
 
@@ -245,7 +246,7 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, now: float | None
         for d in chosen.kept:
             print(f"rollup: {d}: no history files left (removed by retention?); its roll-up is kept", file=sys.stderr)
         if not chosen.todo:
-            print(f"rollup: nothing to do ({len(days) - len(chosen.kept)} day(s) up to date"
+            print(f"rollup: nothing to do ({plural(len(days) - len(chosen.kept), 'day')} up to date"
                   + (f", {len(chosen.kept)} kept from their roll-ups alone" if chosen.kept else "")
                   + f" under {store.root})")
             return 0
@@ -268,7 +269,7 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, now: float | None
     if out.done:
         print(out.summary(store))
     if out.failed:
-        print(f"rollup: failed: {len(out.failed)} of {len(out.done) + len(out.failed)} day(s) "
+        print(f"rollup: failed: {len(out.failed)} of {plural(len(out.done) + len(out.failed), 'day')} "
               f"({', '.join(out.failed)}); the next run tries them again", file=sys.stderr)
         return 1
     return 0

@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from collectors.model.vocabulary import MESSAGES_GONE_KINDS, SEVERITY_RANK, STALE_POLLS
+from collectors.model.wording import count_of, plural
 from spark_analytics import aggregations as A
 from spark_analytics import io, layout, render, rollup, rollup_job, table_files
 from spark_analytics.aggregations.thresholds import USED as A_THRESHOLDS
@@ -440,9 +441,10 @@ def stopped_polls_note(open_now: int, polls: dict[str, Any] | None, period_end: 
         return None
     over = now >= period_end
     ago, end = (period_end - last, "the week's end") if over else (now - last, "this report")
-    return (f"The polls of this cluster stop at {_iso(last)}, {fmt_duration(ago)} before {end}: the {open_now} "
-            "incident(s) open then are listed open, each up to that poll. No collector polled the cluster after it, "
-            "so whether and when they ended was not recorded.")
+    return (f"The polls of this cluster stop at {_iso(last)}, {fmt_duration(ago)} before {end}: the "
+            f"{plural(open_now, 'incident')} open then {count_of(open_now, 'is', 'are')} listed open, each up to that "
+            f"poll. No collector polled the cluster after it, so whether and when {count_of(open_now, 'it', 'they')} "
+            "ended was not recorded.")
 
 
 def incidents_doc(cluster: str, c: Computed, polls: dict[str, Any] | None = None,
@@ -613,13 +615,14 @@ def run(args: Args, spark: Any) -> int:
     if not clusters:
         present = [n for n, td in c.data.items() if td.files]
         print(f"weekly_report: no polls in {args.period.label} under {args.history}"
-              + (f" for cluster(s) {', '.join(args.clusters)}" if args.clusters else "")
+              + (f" for {count_of(len(args.clusters), 'cluster')} {', '.join(args.clusters)}" if args.clusters else "")
               + (f" (tables with files in {c.previous.label}..{args.period.label}: {', '.join(present)})"
                  if present else " (no history files for these two weeks)")
               + "; nothing to report.", file=sys.stderr)
         rolled = [d for d in c.rollup_days if d in args.period.days()]
         if rolled:  # its raw history removed (retention), its roll-ups kept
-            print(f"weekly_report: {len(rolled)} day(s) of {args.period.label} are rolled up, but roll-ups alone do "
+            print(f"weekly_report: {plural(len(rolled), 'day')} of {args.period.label} "
+                  f"{count_of(len(rolled), 'is', 'are')} rolled up, but roll-ups alone do "
                   "not make a report: broker availability, incidents, consensus and data lost are read from the "
                   "history, which no longer holds the week (removed by retention?). The roll-ups still feed the "
                   "four-week trend of the weeks after it; the week's own report is the one made when it ended.",

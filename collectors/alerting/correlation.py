@@ -46,6 +46,7 @@ from collectors.alerting.catalogue import (
 )
 from collectors.model.records import AlertRecord, ClusterSnapshot, IncidentRecord, PartitionRecord
 from collectors.model.vocabulary import AT_MIN_ISR, INCIDENT_KINDS, OFFLINE, SEVERITY_RANK, UNDER_MIN_ISR
+from collectors.model.wording import count_of, plural
 
 BROKER, CONSENSUS, TOPIC, GROUP, TRANSACTION, CLUSTER, MONITOR = INCIDENT_KINDS
 
@@ -90,10 +91,6 @@ def _cause(snap: ClusterSnapshot, kind: str, key: str, subject: str, severity: s
 
 def _worst(severities: Iterable[str]) -> str:
     return min(severities, key=lambda s: SEVERITY_RANK.get(s, 9), default="info")
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n:,} {word}" + ("" if n == 1 else "s")
 
 
 def correlate(snap: ClusterSnapshot, alerts: Sequence[AlertRecord]) -> list[Cause]:
@@ -220,23 +217,23 @@ def _broker_cause(snap: ClusterSnapshot, down: set[int], by_rule: dict[str, list
     topics = {p.topic for p in affected}
     unclean = sum(1 for t in snap.topics if t.topic in topics and t.unclean_leader_election)
     ids = sorted(down)
-    who = f"broker {ids[0]}" if len(ids) == 1 else "brokers " + ", ".join(map(str, ids))
-    verb = "is" if len(ids) == 1 else "are"
+    who = f"{count_of(len(ids), 'broker')} " + ", ".join(map(str, ids))
+    verb = count_of(len(ids), "is", "are")
     states = {a.rule for a in members}
     what = "down" if states == {"broker_down"} else "unreachable" if states == {"broker_unreachable"} else \
         "down or unreachable"
     consequences = []
     if classes[OFFLINE]:
-        consequences.append(f"{_plural(classes[OFFLINE], 'partition')} offline (unavailable)")
+        consequences.append(f"{plural(classes[OFFLINE], 'partition')} offline (unavailable)")
     if classes[UNDER_MIN_ISR]:
-        consequences.append(f"{_plural(classes[UNDER_MIN_ISR], 'partition')} under min ISR (acks=all writes fail)")
+        consequences.append(f"{plural(classes[UNDER_MIN_ISR], 'partition')} under min ISR (acks=all writes fail)")
     if classes[AT_MIN_ISR]:
-        consequences.append(f"{_plural(classes[AT_MIN_ISR], 'partition')} at min ISR (one more broker failure "
+        consequences.append(f"{plural(classes[AT_MIN_ISR], 'partition')} at min ISR (one more broker failure "
                             "stops acks=all writes)")
     if unclean:
-        consequences.append(f"unclean election enabled on {_plural(unclean, 'affected topic')} "
+        consequences.append(f"unclean election enabled on {plural(unclean, 'affected topic')} "
                             "(acknowledged data can be lost)")
-    summary = f"{who} {verb} {what}; {_plural(len(affected), 'partition')} on {_plural(len(topics), 'topic')} " \
+    summary = f"{who} {verb} {what}; {plural(len(affected), 'partition')} on {plural(len(topics), 'topic')} " \
               "lost a replica" + (": " + "; ".join(consequences) if consequences else "")
     return _cause(snap, BROKER, "brokers", who, "critical", summary, members, brokers=ids, partitions=len(affected),
                  topics=len(topics), offline=classes[OFFLINE], under_min_isr=classes[UNDER_MIN_ISR],

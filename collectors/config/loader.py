@@ -28,6 +28,7 @@ from pydantic import ValidationError
 from collectors.config.models import MonitorConfig
 from collectors.config.problems import ConfigError, format_loc, one_line, validation_problems
 from collectors.model.settings import describe_value, shorten
+from collectors.model.wording import plural
 
 __all__ = ["ENV_PREFIX", "ENV_SEPARATOR", "MAX_CONFIG_BYTES", "load_config", "parse_config"]
 
@@ -263,7 +264,8 @@ def _set_path(data: dict[Any, Any], segments: list[str], value: Scalar) -> Overr
             index = int(seg)
             if index >= len(container):
                 raise ValueError(f"{format_loc((*keys, index))} does not exist ({format_loc(keys)} has "
-                                 f"{len(container)} item(s)); overrides change list items, they cannot add them")
+                                 f"{plural(len(container), 'item')}); overrides change list items, they cannot add "
+                                 "them")
             if last:
                 container[index] = value
                 return (*keys, index)

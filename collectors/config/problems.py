@@ -25,6 +25,7 @@ from pydantic_core import ErrorDetails
 
 from collectors.model.secrets import is_secret_key
 from collectors.model.settings import describe_value, shorten
+from collectors.model.wording import plural
 
 __all__ = ["MAX_REPORTED_PROBLEMS", "ConfigError", "format_loc", "one_line", "validation_problems", "yaml_line_of"]
 
@@ -73,7 +74,7 @@ def validation_problems(error: ValidationError, model: type[BaseModel], root: ya
         lines.append(_problem_line(err, loc, model, root, overridden, source))
     if len(lines) > MAX_REPORTED_PROBLEMS:
         more = len(lines) - MAX_REPORTED_PROBLEMS
-        lines = [*lines[:MAX_REPORTED_PROBLEMS], f"{source}: ... and {more} more problem(s)"]
+        lines = [*lines[:MAX_REPORTED_PROBLEMS], f"{source}: ... and {plural(more, 'more problem')}"]
     return lines
 
 

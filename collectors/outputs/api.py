@@ -39,6 +39,7 @@ from collectors.model.vocabulary import (
     SEVERITY_RANK,
     STOP,
 )
+from collectors.model.wording import count_of
 
 __all__ = ["API_PREFIX", "ENDPOINTS", "ApiAnswer", "ApiView", "JsonApi", "answer", "burrow_status",
            "endpoints_markdown"]
@@ -248,7 +249,8 @@ def _choices(query: dict[str, str], key: str, allowed: Iterable[str] | None = No
         allowed = set(allowed)
         bad = sorted(wanted - allowed)
         if bad:
-            raise _BadQuery(f"{key}: unknown value(s) {', '.join(bad)}; expected one of {', '.join(sorted(allowed))}")
+            raise _BadQuery(f"{key}: unknown {count_of(len(bad), 'value')} {', '.join(bad)}; expected one of "
+                            f"{', '.join(sorted(allowed))}")
     return wanted
 
 

@@ -21,6 +21,7 @@ from collectors.alerting.rules import Candidate
 from collectors.config import HistoryConfig, MonitorConfig, Thresholds
 from collectors.model.poll import PollResult
 from collectors.model.records import AlertRecord, IncidentRecord, snapshot_to_dict
+from collectors.model.wording import count_of, plural
 from collectors.outputs.api import JsonApi
 from collectors.outputs.exporter import MetricsEndpoint, MetricsServer
 
@@ -30,6 +31,11 @@ if TYPE_CHECKING:
     from collectors.runtime.poller import Monitor
 
 log = logging.getLogger(__name__)
+
+
+def _left_open(n: int) -> str:
+    """``1 incident or alert``, ``3 incidents and alerts``: what a history left open, counted together."""
+    return plural(n, "incident or alert", "incidents and alerts")
 
 
 class Sink(Protocol):
@@ -163,8 +169,9 @@ class HistorySink:
             if lost:
                 n = self.monitor.lose(*of(lost), {c: p.time for c, p in polls.items()})
                 if n:
-                    log.info("history: %d incident(s) and alert(s) left open in %s and not carried on are recorded "
-                             "as lost (ended unseen after the last poll that saw them open)", n, writer.root)
+                    log.info("history: %s left open in %s and not carried on %s recorded as lost (ended unseen "
+                             "after the last poll that saw them open)", _left_open(n), writer.root,
+                             count_of(n, "is", "are"))
         self._lose_unpolled(writer, now)
 
     def _lose_unpolled(self, writer: HistoryWriter, now: float) -> None:
@@ -189,10 +196,10 @@ class HistorySink:
                 continue
             writer.add_events(c, events, ended)
             if events or ended:
-                log.info("history: %d incident(s) and alert(s) left open in %s of %s, which no collector writing it "
-                         "polls now, are recorded as lost (ended unseen after its last poll, %s)",
-                         len(events) + len(ended), root, c,
-                         datetime.fromtimestamp(last, UTC).isoformat(timespec="seconds"))
+                n = len(events) + len(ended)
+                log.info("history: %s left open in %s of %s, which no collector writing it polls now, %s recorded "
+                         "as lost (ended unseen after its last poll, %s)", _left_open(n), root, c,
+                         count_of(n, "is", "are"), datetime.fromtimestamp(last, UTC).isoformat(timespec="seconds"))
 
     def _carry_on(self, writer: HistoryWriter, last: Holder, incidents: list[IncidentRecord],
                   alerts: list[AlertRecord]) -> None:
@@ -212,9 +219,9 @@ class HistorySink:
                         and abs(r["first_seen"].timestamp() - ours) < SAME_TIME_S)
 
             dropped += writer.drop_buffered("alert_events", ours_opened)
-        log.info("history: carrying on %d open incident(s) and %d open alert(s) of the collector that wrote %s "
-                 "before (%s; %d own event rows dropped)", len(adopted), len(adopted_alerts), writer.root,
-                 last.describe(), dropped)
+        log.info("history: carrying on %s and %s of the collector that wrote %s before (%s; %s dropped)",
+                 plural(len(adopted), "open incident"), plural(len(adopted_alerts), "open alert"), writer.root,
+                 last.describe(), plural(dropped, "own event row"))
 
     def close(self) -> None:
         self.writer.close()

@@ -2,9 +2,10 @@
 
 import streamlit as st
 
+from collectors.model.wording import plural
 from dashboard import ui
 from dashboard.views import consensus as csv
-from dashboard.views.common import SEVERITY_STYLE, plural
+from dashboard.views.common import SEVERITY_STYLE
 
 ctx = ui.page("Consensus", "The ZooKeeper ensemble or KRaft quorum under the cluster. A zxid is epoch:counter — "
                            "a new epoch means a leader election.")

@@ -8,6 +8,7 @@ risks are apart and collapsed; the flat per-alert list is one click down.
 
 import streamlit as st
 
+from collectors.model.wording import plural
 from dashboard import data, ui
 from dashboard.views import alerts as av
 from dashboard.views import incidents as iv
@@ -38,7 +39,7 @@ def members_table(cluster: str, inc: dict, key: str) -> None:
                      "opened_utc": st.column_config.TextColumn("opened (UTC)"),
                      "summary": st.column_config.TextColumn("summary", width="large")})
     shown = f"first {fmt_count(len(frame))} of " if total > len(frame) else ""
-    st.caption(f"{shown}{fmt_count(total)} member alert{'s' if total != 1 else ''}"
+    st.caption(f"{shown}{plural(total, 'member alert')}"
                + (f" matching “{query}”" if query else "") + (" — search to narrow" if shown else ""))
 
 
@@ -47,7 +48,7 @@ def incident_box(i: int, inc: dict) -> None:
     cluster = str(inc.get("cluster"))
     n = int(inc.get("alerts") or 0)
     label = f"{inc.get('severity', 'info').upper()} · {inc.get('kind')} {inc.get('subject')} · " \
-            f"{fmt_count(n)} alert{'' if n == 1 else 's'}"
+            f"{plural(n, 'alert')}"
     with st.expander(label, icon=SEVERITY_ICON.get(inc.get("severity"))):
         st.markdown(f"**{inc.get('summary')}**")
         facts = [f"open for {inc['open_for']}", f"opened {inc['opened_utc']}"]
@@ -103,7 +104,7 @@ if ctx.docs:
                        + " · ".join(covered), icon=":material/verified:")
         else:
             st.error(f"**Data lost in the last 7 days:** {lv.headline(losses)}", icon=":material/error:")
-            with st.expander(f"The evidence: {len(losses)} ledger entr{'y' if len(losses) == 1 else 'ies'}"):
+            with st.expander(f"The evidence: {plural(len(losses), 'ledger entry', 'ledger entries')}"):
                 ui.table(ctx, lv.ledger_frame(losses), key="ov_ledger", height=min(36 * (len(losses) + 1) + 4, 400),
                          config={"evidence": st.column_config.TextColumn("evidence", width="large"),
                                  "messages": st.column_config.NumberColumn("messages", format="%d")})

@@ -2,9 +2,10 @@
 
 import streamlit as st
 
+from collectors.model.wording import count_of, plural
 from dashboard import ui
 from dashboard.views import transactions as tv
-from dashboard.views.common import SEVERITY_STYLE, plural
+from dashboard.views.common import SEVERITY_STYLE
 
 ctx = ui.page("Transactions", "An open transaction holds back the last stable offset (LSO): read_committed "
                               "consumers cannot read past it until it commits or aborts.")
@@ -23,7 +24,7 @@ if doc:
 
     if not hanging.empty:
         st.error(f"#### {plural(len(hanging), 'hanging transaction')}: open on a partition but unknown to every "
-                 f"coordinator. {'It holds' if len(hanging) == 1 else 'They hold'} the LSO back until aborted "
+                 f"coordinator. {count_of(len(hanging), 'It holds', 'They hold')} the LSO back until aborted "
                  "(`kafka-transactions abort`).", icon=":material/block:")
         ui.table(ctx, hanging, key="txn_hanging")
     stuck = open_txns[open_txns["flag"] == "STUCK"] if not open_txns.empty else open_txns

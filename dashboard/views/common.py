@@ -67,11 +67,6 @@ def fmt_duration(seconds: float | None) -> str:
     return "—" if is_missing(seconds) else formatting.fmt_duration(seconds, compact=True)
 
 
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """``1 hanging transaction``, ``3 hanging transactions``: banners on-call reads whole, not ``transaction(s)``."""
-    return f"{n:,} {word if n == 1 else many or word + 's'}"
-
-
 def fmt_count(n: Any) -> str:
     if is_missing(n):
         return "—"

@@ -35,6 +35,7 @@ from collectors.alerting.catalogue import (
     RULES,
 )
 from collectors.model.vocabulary import INCIDENT_KINDS, SEVERITY_RANK
+from collectors.model.wording import plural
 from dashboard.views.alerts import alert_target
 from dashboard.views.common import fmt_count, fmt_duration, fmt_utc, is_missing
 
@@ -76,9 +77,9 @@ def blast_radius(inc: dict[str, Any]) -> str:
     parts = []
     n, topics = inc.get("partitions"), inc.get("topics")
     if not is_missing(n):
-        what = f"{fmt_count(n)} partition" + ("" if n == 1 else "s")
+        what = plural(n, "partition")
         if not is_missing(topics) and inc.get("kind") != "topic":
-            what += f" on {fmt_count(topics)} topic" + ("" if topics == 1 else "s")
+            what += f" on {plural(topics, 'topic')}"
         parts.append(what)
     for key, label in (("offline", "offline"), ("under_min_isr", "under min ISR"), ("at_min_isr", "at min ISR"),
                        ("unclean_topics", "topics with unclean election")):
@@ -222,7 +223,7 @@ def health_sentence(doc: dict[str, Any], limit: int = 3) -> list[str]:
     incs = sorted(open_incidents(doc), key=incident_sort_key)
     out = [str(i.get("summary") or f"{i.get('kind')} {i.get('subject')}") for i in incs[:limit]]
     if len(incs) > limit:
-        out.append(f"+{len(incs) - limit} more incident" + ("" if len(incs) - limit == 1 else "s"))
+        out.append(f"+{plural(len(incs) - limit, 'more incident')}")
     return out
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from collectors.model import vocabulary as V
+from collectors.model.wording import plural
 from dashboard.views.common import fmt_count, fmt_duration, fmt_utc, is_missing
 
 WEEK_S = 7 * 86_400.0
@@ -21,6 +22,11 @@ KIND_LABELS = {V.TRUNCATION: "truncated after a leader change", V.UNCLEAN_ELECTI
                V.ZXID_REGRESSED: "ZooKeeper data went back in time",
                V.TXN_TIMEOUT_ABORT: "transaction aborted at its timeout",
                V.TXN_PRODUCER_RETURNED: "fenced producer came back"}
+COUNTED_AS = {V.UNCLEAN_ELECTION: ("unclean election", "unclean elections"),
+              V.BEYOND_LOG_END: ("read past a truncation", "reads past a truncation"),
+              V.ZXID_REGRESSED: ("time ZooKeeper's data went back", "times ZooKeeper's data went back"),
+              V.TXN_TIMEOUT_ABORT: ("transaction aborted at its timeout", "transactions aborted at their timeout")}
+"""The events the headline counts, not their messages: ``1 unclean election``, ``2 unclean elections``."""
 LEDGER_COLUMNS = ["time_utc", "cluster", "kind", "subject", "group", "messages", "evidence"]
 
 
@@ -76,11 +82,10 @@ def headline(events: pd.DataFrame) -> str:
                       if not is_missing(x)})
         parts.append(f"{fmt_count(n)} messages {KIND_LABELS[kind]} ({', '.join(who[:3])}"
                      f"{' …' if len(who) > 3 else ''})")
-    others = [k for k in (V.UNCLEAN_ELECTION, V.BEYOND_LOG_END, V.ZXID_REGRESSED, V.TXN_TIMEOUT_ABORT)
-              if (events["kind"] == k).any()]
-    for kind in others:
+    for kind, (one, many) in COUNTED_AS.items():
         n = int((events["kind"] == kind).sum())
-        parts.append(f"{n} {KIND_LABELS[kind]}" + ("s" if n > 1 and kind == V.UNCLEAN_ELECTION else ""))
+        if n:
+            parts.append(plural(n, one, many))
     return "; ".join(parts)
 
 
@@ -90,6 +95,6 @@ def coverage_text(c: Coverage, interval: float) -> str:
            f"({c.share:.0%})"
     if c.gaps:
         longest = max(b - a for a, b in c.gaps)
-        text += f"; {len(c.gaps)} gap{'s' if len(c.gaps) > 1 else ''} (longest {fmt_duration(longest)}, from " \
+        text += f"; {plural(len(c.gaps), 'gap')} (longest {fmt_duration(longest)}, from " \
                 f"{fmt_utc(max(c.gaps, key=lambda g: g[1] - g[0])[0])})"
     return text

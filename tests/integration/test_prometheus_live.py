@@ -194,7 +194,7 @@ def test_prometheus_fires_and_resolves_an_alert_from_alerts_yml(exporter: Export
     fired = time.monotonic()
     alert = firing[0]
     assert alert["labels"] == {"alertname": ALERT, "cluster": "sandbox", "topic": "single", "severity": "critical"}
-    assert alert["annotations"]["summary"] == "1 offline partition(s) of single on sandbox"
+    assert alert["annotations"]["summary"] == "1 offline partition of single on sandbox"
     assert "First step:" in alert["annotations"]["description"]
     assert fired - crashed >= 30, "fired before its `for:` elapsed"
 

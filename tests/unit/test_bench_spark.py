@@ -118,14 +118,14 @@ def test_check_report_says_ok_only_when_every_figure_is_duckdbs(tmp_path: Path,
     _report(tmp_path / "same", figures, {})
     assert check_report.main([*args, "--report", str(tmp_path / "same")]) == 0
     said = capsys.readouterr().out
-    assert "every figure equal" in said and "DIFFERS" not in said and "1 slice(s)" in said
+    assert "every figure equal" in said and "DIFFERS" not in said and "1 slice of the group-topics" in said
 
     # a p99 off by 2 % (the histogram's bound is 1 %) and an incident DuckDB did not see
     off = dict(figures, worst_lag_messages_p99=figures["worst_lag_messages_p99"] * 1.02)
     _report(tmp_path / "off", off, {"broker": 1})
     assert check_report.main([*args, "--report", str(tmp_path / "off")]) == 1
     said = capsys.readouterr().out
-    assert said.count("DIFFERS") == 2 and "2 figure(s) DIFFER" in said
+    assert said.count("DIFFERS") == 2 and "2 figures DIFFER\n" in said
     assert [ln.split()[0] for ln in said.splitlines() if ln.endswith("DIFFERS") or "DIFFERS " in ln] == [
         "worst_lag_messages_p99", "incidents"]
 

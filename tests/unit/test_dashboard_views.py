@@ -284,13 +284,6 @@ def test_fmt_duration(seconds: float | None, text: str) -> None:
     assert common.fmt_duration(seconds) == text
 
 
-def test_plural_counts_read_whole() -> None:
-    assert common.plural(1, "hanging transaction") == "1 hanging transaction"
-    assert common.plural(0, "partition") == "0 partitions"
-    assert common.plural(1200, "partition") == "1,200 partitions"
-    assert common.plural(3, "index", "indices") == "3 indices"
-
-
 def test_timestamps_in_viewer_zone_with_utc() -> None:
     t = 1_700_000_000.0  # 2023-11-14 22:13:20 UTC
     assert common.fmt_ts(t, "Europe/Berlin") == "2023-11-14 23:13:20 CET"
@@ -298,6 +291,7 @@ def test_timestamps_in_viewer_zone_with_utc() -> None:
     assert common.fmt_ts(t, "Not/AZone").endswith("UTC")
     axis = common.epoch_to_axis([t], "Europe/Berlin")
     assert axis.iloc[0] == pd.Timestamp("2023-11-14 23:13:20")
+
 
 
 # ----- overview

@@ -430,7 +430,7 @@ def test_recover_logs_the_number_removed(tmp_path: Path, caplog: pytest.LogCaptu
         (day / f".tmp-{i}.parquet").write_bytes(b"x")
     with caplog.at_level(logging.INFO, logger="collectors.outputs.history"):
         HistoryWriter(tmp_path)
-    assert "removed 3 temp file(s)" in caplog.text and not list(day.iterdir())
+    assert "removed 3 temp files" in caplog.text and not list(day.iterdir())
 
 
 def test_retention_deletes_old_dates(tmp_path: Path) -> None:
@@ -589,7 +589,7 @@ def test_a_day_that_fails_to_merge_holds_back_no_other_day(tmp_path: Path, monke
     with caplog.at_level(logging.WARNING):
         w.maintain()
     assert w.last_maintenance_error is not None
-    assert "1 day(s) not compacted (topic_health/date=2023-11-16)" in w.last_maintenance_error
+    assert "1 day not compacted (topic_health/date=2023-11-16)" in w.last_maintenance_error
     assert "cannot compact topic_health/date=2023-11-16: OSError" in caplog.text
     names = [(f.parent.name, f.name.split("-")[0]) for f in files_in(tmp_path, "topic_health")]
     assert names.count(("date=2023-11-16", "part")) == 6  # as they were, nothing deleted

@@ -248,7 +248,7 @@ def test_a_collector_started_after_the_last_one_stopped_carries_on_its_open_inci
         assert m.resume(Path(cfg.state_dir)) == ["prod: starting fresh (no checkpoint)"]
         sink = HistorySink(cfg.history, exporter=None, monitor=m, clusters=["prod"])
         assert [i.id for i in m.pollers[0].incidents.open_for("prod")] == ["cluster-recorded"]
-        assert "carrying on 1 open incident(s) and 2 open alert(s)" in caplog.text
+        assert "carrying on 1 open incident and 2 open alerts" in caplog.text
         (r,) = m.poll_once()  # still unreachable: the same cause
         (inc,) = r.snapshot.incidents
         assert inc.id == "cluster-recorded"
@@ -287,7 +287,7 @@ def test_a_collector_started_long_after_the_last_one_stopped_records_what_it_lef
         sink = HistorySink(HistoryConfig(root=str(root)), exporter=None, monitor=m, clusters=["prod"])
         assert m.pollers[0].incidents.open_for("prod") == []
         assert "left open of prod is not carried on: last polled 7200s ago (carry_max_age_s 3600s)" in caplog.text
-        assert "3 incident(s) and alert(s) left open" in caplog.text
+        assert "3 incidents and alerts left open" in caplog.text and "are recorded as lost" in caplog.text
         (r,) = m.poll_once()
         assert (r.incident_events[0].event, r.incident_events[0].incident.id) == ("lost", "cluster-recorded")
         assert [(e.event, e.incident.id != "cluster-recorded") for e in r.incident_events[1:]] == [("opened", True)]

@@ -44,7 +44,7 @@ def test_failing_maintenance_raises_a_monitor_alert_until_a_run_succeeds(
         cond = m.conditions.get("history_maintenance_failed")
         assert cond is not None and (cond.rule, cond.severity, cond.subject) == (
             "history_maintenance_failed", "warning", "history")
-        assert "1 day(s) not compacted (topic_health/date=2023-11-15)" in cond.summary
+        assert "1 day not compacted (topic_health/date=2023-11-15)" in cond.summary
         assert "history_write_failed" not in m.conditions  # the flushes are fine: another rule
 
         (r,) = m.poll_once(LATER)  # the cluster is unreachable too; the monitor's own alert rides every cluster

@@ -53,8 +53,8 @@ def test_the_weekly_job_rolls_up_the_days_it_reads_in_its_own_session(
     days = _week(hist)
     assert _report(spark, hist, tmp_path / "one", "--rollups", str(store), "--update-rollups") == 0
     out = capsys.readouterr().out
-    assert f"weekly_report: rolled up 4 day(s) ({days[0]}..{days[-1]}) into {store} in " in out, out
-    assert f"{W.label}: 3 of 3 day(s) with rows read from the roll-ups under {store}" in out, out
+    assert f"weekly_report: rolled up 4 days ({days[0]}..{days[-1]}) into {store} in " in out, out
+    assert f"{W.label}: 3 of 3 days with rows read from the roll-ups under {store}" in out, out
     # the days the history has, of the four weeks the report reads (the trend's older weeks too), and no others
     assert sorted(p.stem for p in (store / "_days").iterdir()) == days
     assert rollup.fresh_days(rollup.Store(store), str(hist), days) == days
@@ -83,7 +83,7 @@ def test_a_store_another_run_holds_is_not_waited_for(spark: Any, tmp_path: Path,
     said = capsys.readouterr()
     assert f"another roll-up run (pid {os.getpid()} on " in said.err and "not waiting" in said.err, said.err
     assert "rolled up" not in said.out and not (store / "_days").exists()
-    assert f"{W.label}: 0 of 3 day(s) with rows read from the roll-ups" in said.err  # the usual warning
+    assert f"{W.label}: 0 of 3 days with rows read from the roll-ups" in said.err  # the usual warning
     assert _summary(tmp_path / "out")["headline"]["under_min_isr_minutes"] == 3 * 10 * 10.0
 
 

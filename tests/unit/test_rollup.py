@@ -213,18 +213,18 @@ def test_rollup_job_is_idempotent_notices_late_files_and_the_report_reads_it(spa
     _history(hist)
     now = W.end + 3600
     assert rollup_job.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=now) == 0
-    assert "rolled up 3 day(s)" in capsys.readouterr().out
+    assert "rolled up 3 days" in capsys.readouterr().out
     first = {p: p.read_bytes() for p in sorted(store.glob("group_lag_*/*/*.parquet"))}
     assert len(first) == 4 * 3
     manifest = json.loads((store / "_days" / f"{W.days()[0]}.json").read_text())
     assert manifest["lag_slo_s"] == {"c1": 90.0} and manifest["rows"]["group_lag_days"] == 2
     assert rollup_job.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=now) == 0
-    assert "nothing to do (3 day(s) up to date" in capsys.readouterr().out
+    assert "nothing to do (3 days up to date" in capsys.readouterr().out
     # a late file for day 1: that day only is rolled up again, and its figures change
     late = [dict(r, time=T0 + DAY + 300.0, group_id="late") for r in _lag_rows()[:1]]
     _write(hist, "group_lag", W.days()[1], late, name="part-late.parquet")
     assert rollup_job.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=now) == 0
-    assert f"rolled up 1 day(s) ({W.days()[1]}..{W.days()[1]})" in capsys.readouterr().out
+    assert f"rolled up 1 day ({W.days()[1]}..{W.days()[1]})" in capsys.readouterr().out
     assert pq.read_table(store / "group_lag_days" / f"date={W.days()[1]}" / "rollup.parquet").num_rows == 3
     # the report from the roll-ups equals the report from the history
     c_raw = compute(spark, str(hist), W, A.Options())
@@ -381,7 +381,7 @@ def test_a_damaged_rollup_day_is_computed_from_the_history_named_and_rolled_up_a
     # and the next roll-up run writes it again (the history's only complete day at `now`)
     capsys.readouterr()
     assert rollup_job.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=T0 + DAY) == 0
-    assert f"rolled up 1 day(s) ({d0}..{d0})" in capsys.readouterr().out
+    assert f"rolled up 1 day ({d0}..{d0})" in capsys.readouterr().out
     assert rollup.fresh_days(s, str(hist), W.days()) == [d0, d1]
     s.file("topic_health_polls", d1).unlink()
     assert rollup.fresh_days(s, str(hist), W.days()) == [d0]
@@ -413,9 +413,9 @@ def test_a_day_that_fails_is_named_and_does_not_hold_back_the_days_after_it(
     with caplog.at_level(logging.WARNING, logger="spark_analytics.rollup"):
         assert rollup_job.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=W.end + 3600) == 1
     out = capsys.readouterr()
-    assert f"rolled up 2 day(s) ({d0}..{d3})" in out.out
+    assert f"rolled up 2 days ({d0}..{d3})" in out.out
     assert f"rollup: {d1} failed: " in out.err and f"{foreign}" in out.err, out.err
-    assert f"rollup: failed: 1 of 3 day(s) ({d1}); the next run tries them again" in out.err
+    assert f"rollup: failed: 1 of 3 days ({d1}); the next run tries them again" in out.err
     assert f"{damaged} does not read (" in caplog.text and f"{d3} is computed again" in caplog.text
     s = rollup.Store(store)
     assert rollup.fresh_days(s, str(hist), W.days()) == [d0, d3]
@@ -433,7 +433,7 @@ def test_a_day_that_fails_is_named_and_does_not_hold_back_the_days_after_it(
     capsys.readouterr()
     history_files._DAMAGED.clear()
     assert rollup_job.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=W.end + 3600) == 0
-    assert "nothing to do (3 day(s) up to date" in capsys.readouterr().out
+    assert "nothing to do (3 days up to date" in capsys.readouterr().out
     # put back whole (the same size): read again, so the day is stale and rolled up with it
     history_files._DAMAGED.clear()
     damaged.write_bytes(whole)
@@ -474,7 +474,7 @@ def test_a_run_that_finds_the_store_taken_waits_and_then_does_only_what_is_left(
     other.release()
     waiting.join(timeout=120)
     assert result == [0]
-    assert "nothing to do (3 day(s) up to date" in capsys.readouterr().out
+    assert "nothing to do (3 days up to date" in capsys.readouterr().out
     assert {d: s.manifest(d)["rolled_up_at"] for d in days} == when  # not rolled up a second time
     # held past the wait: exit 1, the holder named, nothing written; then the lease is free again
     (store / "_days" / f"{days[1]}.json").unlink()
@@ -488,7 +488,7 @@ def test_a_run_that_finds_the_store_taken_waits_and_then_does_only_what_is_left(
     assert f"is still writing {store} after 0 s" in out.err and f"pid {os.getpid()}" in out.err, out.err
     assert "rolled up" not in out.out and rollup.fresh_days(s, str(hist), days) == [days[0], days[2]]
     assert rollup_job.main(["--history", str(hist), "--rollups", str(store), "--wait", "0"], spark=spark, now=now) == 0
-    assert f"rolled up 1 day(s) ({days[1]}..{days[1]})" in capsys.readouterr().out
+    assert f"rolled up 1 day ({days[1]}..{days[1]})" in capsys.readouterr().out
     for bad in ("-1", "soon", "nan"):
         with pytest.raises(SystemExit) as exit_:
             rollup_job.parser().parse_args(["--wait", bad])
@@ -521,7 +521,7 @@ def test_a_remote_history_is_rolled_up_and_its_files_judged_as_a_local_ones_are(
     assert io.live_file_sizes(uri, "topic_health", T0, W.end) == io.live_file_sizes(str(hist), "topic_health", T0,
                                                                                         W.end)
     assert rollup_job.main(["--history", uri, "--rollups", str(store)], spark=spark, now=W.end + 3600) == 0
-    assert f"rolled up 3 day(s) ({d0}..{d3})" in capsys.readouterr().out
+    assert f"rolled up 3 days ({d0}..{d3})" in capsys.readouterr().out
     s = rollup.Store(store)
     for d in (d0, d1, d3):  # as listed locally (but the damaged file, left out)
         by_path = {t: [f for f in files if f[0] != "part-0.parquet" or t != "topic_health" or d != d3]
@@ -533,13 +533,13 @@ def test_a_remote_history_is_rolled_up_and_its_files_judged_as_a_local_ones_are(
     io._REMOTE_DAMAGED.clear()
     history_files._DAMAGED.clear()
     assert rollup_job.main(["--history", uri, "--rollups", str(store)], spark=spark, now=W.end + 3600) == 0
-    assert "nothing to do (3 day(s) up to date" in capsys.readouterr().out
+    assert "nothing to do (3 days up to date" in capsys.readouterr().out
     # a late file: its day only is rolled up again
     late = [dict(r, time=T0 + DAY + 300.0, group_id="late") for r in _lag_rows()[:1]]
     _write(hist, "group_lag", d1, late, name="part-late.parquet")
     assert rollup.fresh_days(s, uri, W.days()) == [d0, d3]
     assert rollup_job.main(["--history", uri, "--rollups", str(store)], spark=spark, now=W.end + 3600) == 0
-    assert f"rolled up 1 day(s) ({d1}..{d1})" in capsys.readouterr().out
+    assert f"rolled up 1 day ({d1}..{d1})" in capsys.readouterr().out
     c = compute(spark, uri, W, A.Options(rollups=str(store)))
     assert c.rollup_days == [d0, d1, d3]
     # what a week's report records of its inputs (to reuse it as next week's "last week") is listed too
@@ -614,19 +614,19 @@ def test_the_reports_line_says_which_days_the_rollups_gave_and_warns_of_complete
     days, store = W.days(), Path("/r")
     d0, d1, d2, d3 = days[:4]
     everything = rollup.coverage(W.label, days, days, days, store, "2026-12-01")
-    assert everything == (f"{W.label}: 7 of 7 day(s) with rows read from the roll-ups under /r", False)
+    assert everything == (f"{W.label}: 7 of 7 days with rows read from the roll-ups under /r", False)
     line, warn = rollup.coverage(W.label, days, [d0, d3], [d0, d1, d3], store, "2026-12-01")
-    assert warn and line.startswith(f"{W.label}: 2 of 3 day(s) with rows read") and f"from the history: {d1} (" in line
+    assert warn and line.startswith(f"{W.label}: 2 of 3 days with rows read") and f"from the history: {d1} (" in line
     assert "not over yet" not in line
     line, warn = rollup.coverage(W.label, days, [d0], [d0, d1, d2], store, d2)  # a report during the week
     assert warn and f"from the history: {d1} (" in line and line.endswith(f"; not over yet, from the history: {d2}")
     line, warn = rollup.coverage(W.label, days, [d0], [d0, d1], store, d1)
-    assert not warn and line.endswith(f"1 of 2 day(s) with rows read from the roll-ups under /r; not over yet, "
+    assert not warn and line.endswith(f"1 of 2 days with rows read from the roll-ups under /r; not over yet, "
                                       f"from the history: {d1}")
     assert rollup.coverage(W.label, days, [d0], [], store, "2026-12-01") == (  # d0's history removed, rolled up
-        f"{W.label}: 1 of 1 day(s) with rows read from the roll-ups under /r", False)
+        f"{W.label}: 1 of 1 day with rows read from the roll-ups under /r", False)
     assert rollup.coverage(W.label, days, [], [], store, "2026-12-01") == (
-        f"{W.label}: 0 of 0 day(s) with rows read from the roll-ups under /r", False)
+        f"{W.label}: 0 of 0 days with rows read from the roll-ups under /r", False)
 
 
 def test_four_week_trend_reads_the_rollups_of_older_weeks(spark: Any, tmp_path: Path,
@@ -653,7 +653,7 @@ def test_four_week_trend_reads_the_rollups_of_older_weeks(spark: Any, tmp_path: 
     assert rollup_job.main(["--history", str(hist), "--rollups", str(store), "--day", gone[0]], spark=spark) == 0
     out = capsys.readouterr()
     assert f"rollup: {gone[0]}: no history files left (removed by retention?); its roll-up is kept" in out.err
-    assert "rollup: nothing to do (0 day(s) up to date, 1 kept from their roll-ups alone under" in out.out
+    assert "rollup: nothing to do (0 days up to date, 1 kept from their roll-ups alone under" in out.out
     assert rollup.Store(store).file("group_lag_days", gone[0]).read_bytes() == kept
     c = compute(spark, str(hist), W, A.Options(rollups=str(store)))
     rows = {r["week"]: r for r in c.tables["trend"].to_pylist()}
@@ -683,7 +683,7 @@ def test_next_weeks_report_takes_last_weeks_headline_from_its_report_while_that_
     assert weekly_report.main(["--history", str(hist), "--week", W.label, "--out", str(out), "--rollups",
                                str(store)], spark=spark) == 0
     said = capsys.readouterr()
-    assert (f"weekly_report: {W.label}: 1 of 3 day(s) with rows read from the roll-ups under {store}; from the "
+    assert (f"weekly_report: {W.label}: 1 of 3 days with rows read from the roll-ups under {store}; from the "
             f"history: {W.days()[1]}, {W.days()[3]} (not rolled up") in said.err
     assert "computed in " in said.out and "roll-ups under" not in said.out
     last = layout.report_dir(out, "c1", W.label)

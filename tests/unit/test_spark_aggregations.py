@@ -469,7 +469,7 @@ def test_headline_equals_the_duckdb_reference_with_incidents_and_recorded_thresh
     [polls] = tables["polls"].to_pylist()
     notes = weekly_report.incidents_doc("c1", c, polls, now=W.end + 3600)["incident_notes"]
     assert notes == [f"The polls of this cluster stop at {datetime.fromtimestamp(T0 + 9270, UTC):%Y-%m-%dT%H:%M:%SZ}, "
-                     "6 d 21 h before the week's end: the 3 incident(s) open then are listed open, each up "
+                     "6 d 21 h before the week's end: the 3 incidents open then are listed open, each up "
                      "to that poll. No collector polled the cluster after it, so whether and when they ended was not "
                      "recorded."]
     assert h["incidents_open_at_end"] == 3
@@ -480,7 +480,7 @@ DAY_AFTER = W.end + 86400  # a weekly run's time: every poll of the week is in t
 
 @pytest.mark.parametrize(("open_now", "last", "interval", "now", "said"), [
     (2, W.end - 90, 30.0, DAY_AFTER, None),  # three polls before the end: fine
-    (2, W.end - 91, 30.0, DAY_AFTER, "1 min 31 s before the week's end: the 2 incident(s)"),
+    (2, W.end - 91, 30.0, DAY_AFTER, "1 min 31 s before the week's end: the 2 incidents"),
     (0, W.start, 30.0, DAY_AFTER, None),  # nothing open: nothing to say
     (1, None, None, DAY_AFTER, None),  # no polls this week: the missing days' note says it
     (1, W.start, None, DAY_AFTER, None),  # one poll: no interval to judge by
@@ -896,7 +896,7 @@ def test_empty_inputs_give_empty_tables_not_errors(spark: Any, tmp_path: Path, m
     c.rollup_days = [*W.days()[:2], "2026-11-01"]
     assert main(["--history", str(tmp_path), "--week", "2026-W47", "--out", str(tmp_path / "o")], spark=spark) == 1
     err = capsys.readouterr().err
-    assert "2 day(s) of 2026-W47 are rolled up, but roll-ups alone do not make a report" in err
+    assert "2 days of 2026-W47 are rolled up, but roll-ups alone do not make a report" in err
     assert "four-week trend of the weeks after it" in err and not (tmp_path / "o").exists()
 
 
@@ -1071,8 +1071,8 @@ def test_a_copied_file_is_read_once_and_named_in_the_notes(spark: Any, tmp_path:
     assert [(Path(k.removeprefix("file:")).name, Path(v.removeprefix("file:")).name)
             for k, v in td.repeats.items()] == [("restored-a.parquet", "part-1-a.parquet")]
     notes = [n for n in io.table_notes({"lso_gap": td}, W.days()) if "byte for byte" in n]
-    assert notes == ["1 history file(s) repeat another file of their day byte for byte (a copied or restored "
-                     f"history?) and were read once (lso_gap 1), e.g. lso_gap/date={day}/restored-a.parquet repeats "
+    assert notes == ["1 history file repeats another file of its day byte for byte (a copied or restored "
+                     f"history?) and was read once (lso_gap 1), e.g. lso_gap/date={day}/restored-a.parquet repeats "
                      f"lso_gap/date={day}/part-1-a.parquet."]
 
 
@@ -1090,7 +1090,7 @@ def test_an_empty_file_is_left_out_and_named_in_the_notes(spark: Any, tmp_path: 
     assert [Path(f.removeprefix("file:")).name for f in td.empty] == ["part-2-b.parquet"]
     assert [r["time"] - T0 - 2 * 86400 for r in rows(td.df, "time")] == [1]
     assert [n for n in io.table_notes({"lso_gap": td}, W.days()) if "empty" in n] == [
-        "1 history file(s) are empty (0 bytes: a copy or restore cut short?) and were left out (lso_gap 1), e.g. "
+        "1 history file is empty (0 bytes: a copy or restore cut short?) and was left out (lso_gap 1), e.g. "
         f"lso_gap/date={other}/part-2-b.parquet: the figures lack whatever rows they held."]
     alone = io.read_table(spark, root, "lso_gap", T0 + 3 * 86400, T0 + 4 * 86400, use_hadoop=hadoop)
     assert alone.files == [] and len(alone.empty) == 1 and alone.df.count() == 0
@@ -1119,9 +1119,9 @@ def test_a_damaged_history_file_is_left_out_of_the_report_and_named_in_its_notes
     td = c.data["cluster"]
     assert td.files == [str(good)] and list(td.damaged) == [str(bad)] and known_damaged(bad)
     assert c.tables["polls"].to_pylist()[0]["polls"] == 144  # the good day's
-    notes = [n for n in io.table_notes(c.data, W.days()) if "do not read" in n]
+    notes = [n for n in io.table_notes(c.data, W.days()) if "not read (cut short" in n]
     assert len(notes) == 1 and notes[0].startswith(
-        "1 history file(s) do not read (cut short or damaged: a copy or restore?) and were left out (cluster 1), "
+        "1 history file does not read (cut short or damaged: a copy or restore?) and was left out (cluster 1), "
         "e.g. cluster/date=2026-11-19/part-2-b.parquet (")
 
 
@@ -1153,7 +1153,7 @@ def test_a_damaged_file_of_a_remote_history_is_left_out_and_named_too(
     assert [Path(urlparse(f).path) for f in td.files] == [tmp_path / "cluster/date=2026-11-18/part-1-a.parquet"]
     assert [Path(urlparse(f).path) for f in td.damaged] == [bad]
     assert c.tables["polls"].to_pylist()[0]["polls"] == 144  # the good day's
-    notes = [n for n in io.table_notes(c.data, W.days()) if "do not read" in n]
+    notes = [n for n in io.table_notes(c.data, W.days()) if "not read (cut short" in n]
     assert len(notes) == 1 and "e.g. cluster/date=2026-11-19/part-2-b.parquet (" in notes[0]
     # judged the same from a thread without an active session of its own (a caller's thread or pool): the default
     # session reads the file again; before, nothing was found there and the report stopped on the first error

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from collectors.model.wording import count_of
 from collectors.outputs.history.files import damage, live_files, mark_damaged, problem_of, stores_timestamps
 from collectors.outputs.history.schema import TABLES, TIME_TYPE, seconds_schema, to_seconds
 
@@ -64,7 +65,7 @@ def read_arrow(root: Path, table: str, start: float | None = None, end: float | 
     wanted = list(columns) if columns is not None else [n for n in full.names if n != "date"]
     unknown = [c for c in wanted if c not in full.names]
     if unknown:
-        raise ValueError(f"unknown column(s) {', '.join(unknown)} in history table {table!r}; "
+        raise ValueError(f"unknown {count_of(len(unknown), 'column')} {', '.join(unknown)} in history table {table!r}; "
                          f"known: {', '.join(full.names)}")
     skip: set[Path] = set()
     for attempt in range(5):

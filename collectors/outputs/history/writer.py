@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 
 from collectors.model.poll import IncidentEvent, PollResult
 from collectors.model.records import AlertRecord, ClusterSnapshot
+from collectors.model.wording import plural
 from collectors.outputs.atomic import fsync_dir
 from collectors.outputs.history.files import (
     damage,
@@ -384,9 +385,9 @@ class HistoryWriter:
                         counts["temp_files"] += 1
                 counts["superseded_files"] += self._delete_superseded(d)
         if any(counts.values()):
-            log.info("history: removed %d temp file(s), %d file(s) superseded by a compaction and %d "
-                     "half-deleted day(s) left by an earlier run under %s", counts["temp_files"],
-                     counts["superseded_files"], counts["deleting_dirs"], self.root)
+            log.info("history: removed %s, %s superseded by a compaction and %s left by an earlier run under %s",
+                     plural(counts["temp_files"], "temp file"), plural(counts["superseded_files"], "file"),
+                     plural(counts["deleting_dirs"], "half-deleted day"), self.root)
         return counts
 
     def _table_dirs(self) -> list[Path]:
@@ -437,7 +438,7 @@ class HistoryWriter:
                 shutil.rmtree(doomed, ignore_errors=True)
                 removed += 1
         if removed:
-            log.info("history: retention removed %d day(s) older than %s", removed, cutoff)
+            log.info("history: retention removed %s older than %s", plural(removed, "day"), cutoff)
         return removed
 
     def maybe_compact(self, now: float | None = None) -> int:
@@ -457,7 +458,7 @@ class HistoryWriter:
                     log.warning("history: cannot compact %s/%s: %s: %s", table_dir.name, d.name, type(e).__name__, e)
                     failed.append(f"{table_dir.name}/{d.name}")
         if failed:
-            raise CompactionError(f"{len(failed)} day(s) not compacted ({', '.join(failed[:5])}"
+            raise CompactionError(f"{plural(len(failed), 'day')} not compacted ({', '.join(failed[:5])}"
                                   f"{', …' if len(failed) > 5 else ''}); the others were")
         return done
 
