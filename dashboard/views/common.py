@@ -80,8 +80,10 @@ def epoch_to_local(values: Any, tz: str | None) -> pd.Series:
 
 
 def epoch_to_axis(values: Any, tz: str | None) -> pd.Series:
-    """Epoch seconds -> naive local wall-clock datetimes, for plotly axes (plotly ignores zones)."""
-    return epoch_to_local(values, tz).dt.tz_localize(None)
+    """Epoch seconds -> naive local wall-clock datetimes, for plotly axes (plotly ignores zones). Rounded to the
+    microsecond: a float epoch carries nanoseconds, which a single value (an election's line, `add_vline`) takes into
+    Python's datetime, dropping them with a warning in the dashboard's log at every rerun."""
+    return epoch_to_local(values, tz).dt.tz_localize(None).dt.round("us")
 
 
 def epoch_to_utc_text(values: Any) -> list[str]:

@@ -293,6 +293,19 @@ def test_timestamps_in_viewer_zone_with_utc() -> None:
     assert axis.iloc[0] == pd.Timestamp("2023-11-14 23:13:20")
 
 
+def test_an_axis_time_takes_no_nanoseconds_to_plotly() -> None:
+    """A float epoch's nanoseconds made plotly warn "Discarding nonzero nanoseconds" on the Consensus page's election
+    line at every rerun; the axis keeps microseconds, all a browser shows."""
+    import warnings
+
+    import plotly.graph_objects as go
+
+    axis = common.epoch_to_axis([1_764_400_000.123456789], None)
+    assert axis.iloc[0].nanosecond == 0 and axis.iloc[0].microsecond == 123457
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        go.Figure().add_vline(x=axis.iloc[0]).to_json()
+
 
 # ----- overview
 
