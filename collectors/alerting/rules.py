@@ -34,10 +34,31 @@ from collectors.model.vocabulary import (
     UNCLEAN_ELECTION,
     UNDER_MIN_ISR,
     WARNING,
+    ZK_IO_ERROR,
+    ZK_NOT_SERVING,
+    ZK_REFUSED,
+    ZK_TIMEOUT,
+    ZK_UNREACHABLE,
     ZXID_REGRESSED,
 )
 
 Held = Mapping[tuple[str, str], float]
+
+ZK_NOT_SERVING_WHY: Mapping[str, str] = {
+    ZK_NOT_SERVING: "it answers that it is not currently serving requests (no quorum, or electing a leader)",
+    ZK_REFUSED: "its client port refused the connection (is the process down?)",
+    ZK_TIMEOUT: "no answer to srvr within the poll's timeout (paused, overloaded or cut off?)",
+    ZK_UNREACHABLE: "unreachable (no route to the host, or its name does not resolve)",
+    ZK_IO_ERROR: "the connection broke off mid-answer",
+}
+"""The ``zk_node_not_serving`` alert's words for a probe's short reason (`ZK_PROBE_FAILURES`): on-call reads "not
+serving: not serving" as nothing, and needs to know whether the process answered at all."""
+
+
+def zk_not_serving_why(error: str | None) -> str:
+    """Why a ZooKeeper server counts as not serving, in words: `ZK_NOT_SERVING_WHY`, else the record's own error
+    (``4lw not whitelisted: srvr, mntr``), else "no answer"."""
+    return ZK_NOT_SERVING_WHY.get(error or "", error or "no answer")
 """(rule, subject) → the time its condition started holding, as of the previous poll."""
 
 
@@ -248,7 +269,7 @@ def zookeeper(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, 
     for z in servers:
         if not z.serving:
             yield Candidate("zk_node_not_serving", WARNING, z.server,
-                            f"ZooKeeper {z.server} not serving: {z.error or 'no answer'}")
+                            f"ZooKeeper {z.server} is not serving: {zk_not_serving_why(z.error)}")
         if z.lag_behind_leader is not None and z.lag_behind_leader > 0:
             since = held.get(("zk_follower_behind", z.server), now)
             yield Candidate("zk_follower_behind", WARNING, z.server,

@@ -125,6 +125,19 @@ STALE_POLLS: Final = 3
 """Poll intervals without a new poll after which a cluster's data is stale: the dashboard marks it STALE, and the
 weekly report says its polls stopped (`spark_analytics.weekly_report.stopped_polls_note`)."""
 
+# ----------------------------------------------------------------------------- ZooKeeper probes
+
+ZK_NOT_SERVING: Final = "not serving"
+ZK_TIMEOUT: Final = "timeout"
+ZK_REFUSED: Final = "refused"
+ZK_UNREACHABLE: Final = "unreachable"
+ZK_IO_ERROR: Final = "i/o error"
+ZK_PROBE_FAILURES: Final = (ZK_NOT_SERVING, ZK_TIMEOUT, ZK_REFUSED, ZK_UNREACHABLE, ZK_IO_ERROR)
+"""Why a ZooKeeper server's ``srvr`` probe found it not serving: the ``error`` of its `ZkServerRecord`, short and
+stable (the dashboard's tables and the history show it verbatim); `collectors.sources.zk_servers` sets it, the
+``zk_node_not_serving`` alert says it in words. Other errors name the four-letter word
+(``4lw not whitelisted: srvr, mntr``, ``unparseable srvr answer``)."""
+
 # ----------------------------------------------------------------------------- partition classes
 
 OFFLINE, UNDER_MIN_ISR, AT_MIN_ISR = "offline", "under_min_isr", "at_min_isr"

@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from typing import Final
 
 from collectors.model.records import ZkServerRecord
+from collectors.model.vocabulary import ZK_IO_ERROR, ZK_NOT_SERVING, ZK_REFUSED, ZK_TIMEOUT, ZK_UNREACHABLE
 from collectors.sources.endpoints import format_server
 from collectors.sources.zk_fourletter import (
     FourLetterError,
@@ -66,11 +67,11 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-NOT_SERVING: Final = "not serving"
-TIMEOUT: Final = "timeout"
-REFUSED: Final = "refused"
-UNREACHABLE: Final = "unreachable"
-IO_ERROR: Final = "i/o error"
+NOT_SERVING: Final = ZK_NOT_SERVING
+TIMEOUT: Final = ZK_TIMEOUT
+REFUSED: Final = ZK_REFUSED
+UNREACHABLE: Final = ZK_UNREACHABLE
+IO_ERROR: Final = ZK_IO_ERROR
 
 STALE_ZOOKEEPER: Final = "zookeeper"
 """The stale section of the 4lw view (see `server_answered`)."""

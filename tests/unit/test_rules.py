@@ -9,6 +9,7 @@ import pytest
 from collectors.alerting.catalogue import RULES
 from collectors.alerting.evaluation import judge
 from collectors.alerting.lifecycle import AlertTracker
+from collectors.alerting.rules import ZK_NOT_SERVING_WHY
 from collectors.config import Thresholds
 from collectors.model.durability import failures_before_data_loss, failures_before_write_stop
 from collectors.model.records import (
@@ -24,6 +25,7 @@ from collectors.model.records import (
     ZkServerRecord,
 )
 from collectors.model.state import ClusterState
+from collectors.model.vocabulary import ZK_PROBE_FAILURES
 
 NOW = 1_800_000_000.0
 TH = Thresholds()
@@ -204,6 +206,25 @@ def zk(server: str, mode: str | None, serving: bool = True, lag: int | None = 0)
 ])
 def test_zookeeper_rules(servers: list[ZkServerRecord], expected: set[tuple[str, str]]) -> None:
     assert rules(snap(zookeeper=servers)) == expected
+
+
+@pytest.mark.parametrize(("error", "words"), [
+    ("not serving", "is not serving: it answers that it is not currently serving requests (no quorum, or electing"),
+    ("refused", "is not serving: its client port refused the connection (is the process down?)"),
+    ("timeout", "is not serving: no answer to srvr within the poll's timeout"),
+    ("unreachable", "is not serving: unreachable (no route"),
+    ("i/o error", "is not serving: the connection broke off mid-answer"),
+    ("4lw not whitelisted: srvr, mntr", "is not serving: 4lw not whitelisted: srvr, mntr"),
+    (None, "is not serving: no answer"),
+])
+def test_a_server_not_serving_is_said_in_words(error: str | None, words: str) -> None:
+    """The alert said "ZooKeeper h:2181 not serving: not serving"; on-call needs to know whether it answered."""
+    down = ZkServerRecord("c", "h:2181", False, None, error=error)
+    servers = [zk("a", "leader"), zk("b", "follower"), down]
+    summary = next(c.summary for c in judge(snap(zookeeper=servers), ClusterState(), TH, NOW)
+                   if c.rule == "zk_node_not_serving")
+    assert summary.startswith(f"ZooKeeper h:2181 {words}"), summary
+    assert set(ZK_NOT_SERVING_WHY) == set(ZK_PROBE_FAILURES)  # every short reason has its words
 
 
 def test_follower_behind_needs_duration_and_election_is_visible() -> None:
