@@ -41,6 +41,7 @@ from collectors.model.vocabulary import (
     ZK_UNREACHABLE,
     ZXID_REGRESSED,
 )
+from collectors.model.wording import plural
 
 Held = Mapping[tuple[str, str], float]
 
@@ -189,7 +190,7 @@ def groups(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now
             bad = [f"{p.topic}-{p.partition}:{p.status}" for p in parts if p.status != "OK"]
             yield Candidate("consumer_lag_status", CRITICAL if g.status == "ERR" else WARNING, g.group_id,
                             f"group {g.group_id} {g.status} ({g.worst_partition_status}; state {g.state}, "
-                            f"{g.members} members): {', '.join(bad[:5])}{' …' if len(bad) > 5 else ''}",
+                            f"{plural(g.members, 'member')}): {', '.join(bad[:5])}{' …' if len(bad) > 5 else ''}",
                             float(g.lag_sum or 0))
         slo = g.lag_seconds_slo if g.lag_seconds_slo is not None else th.lag_seconds_slo
         if g.lag_seconds_max is not None and g.lag_seconds_max > slo and not g.idle:
@@ -200,7 +201,7 @@ def groups(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now
         if lost:
             skipped = sum((p.log_start_offset or 0) - (p.committed_offset or 0) for p in lost)
             yield Candidate("retention_data_loss", CRITICAL, g.group_id,
-                            f"group {g.group_id}: retention deleted {skipped:,} unread messages on "
+                            f"group {g.group_id}: retention deleted {plural(skipped, 'unread message')} on "
                             f"{', '.join(_tp(p.topic, p.partition) for p in lost[:5])}"
                             f"{' …' if len(lost) > 5 else ''}", float(skipped))
         def horizon(p: GroupPartitionRecord, g: GroupRecord = g) -> float:
@@ -273,7 +274,7 @@ def zookeeper(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, 
         if z.lag_behind_leader is not None and z.lag_behind_leader > 0:
             since = held.get(("zk_follower_behind", z.server), now)
             yield Candidate("zk_follower_behind", WARNING, z.server,
-                            f"ZooKeeper {z.server} {z.lag_behind_leader} transactions behind the leader for "
+                            f"ZooKeeper {z.server} {plural(z.lag_behind_leader, 'transaction')} behind the leader for "
                             f"{now - since:.0f}s", float(z.lag_behind_leader),
                             pending=now - since < th.zk_follower_behind_s)
     if st.zk_election_at is not None and now - st.zk_election_at < ELECTION_ALERT_S:
@@ -329,8 +330,9 @@ def losses(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now
         when = f"{now - x.time:.0f}s ago"
         unclean = " (unclean election enabled)" if x.unclean_enabled else ""
         if rule == "data_truncated":
-            yield Candidate("data_truncated", CRITICAL, subject, f"{subject}: at least {lost[subject]:,} committed "
-                            f"messages lost {when}{unclean}: {x.evidence}", float(lost[subject]))
+            yield Candidate("data_truncated", CRITICAL, subject, f"{subject}: at least "
+                            f"{plural(lost[subject], 'committed message')} lost {when}{unclean}: {x.evidence}",
+                            float(lost[subject]))
         elif rule == "zk_zxid_regressed":
             yield Candidate("zk_zxid_regressed", CRITICAL, subject, f"{when}: {x.evidence}",
                             float(x.messages) if x.messages is not None else None)
@@ -343,7 +345,7 @@ def losses(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now
         n = sum(x.messages or 0 for x in xs)
         where = sorted({x.subject for x in xs})
         yield Candidate("offset_beyond_log_end", CRITICAL, gid,
-                        f"group {gid} read {n:,} messages that a truncation removed ({', '.join(where[:5])}"
+                        f"group {gid} read {plural(n, 'message')} that a truncation removed ({', '.join(where[:5])}"
                         f"{' …' if len(where) > 5 else ''}): its offsets are beyond where the log now ends, so "
                         f"unless it is reset it skips as many new messages", float(n))
 

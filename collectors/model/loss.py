@@ -61,6 +61,7 @@ from collectors.model.vocabulary import (
     UNCLEAN_ELECTION,
     ZXID_REGRESSED,
 )
+from collectors.model.wording import count_of, plural
 
 ABORT_STATES = frozenset({"PrepareAbort", "CompleteAbort", "Empty"})
 PartitionKey = tuple[str, int]
@@ -177,8 +178,8 @@ def truncated_readers(truncations: Iterable[LossRecord], marks: dict[GroupKey, G
                 out.append(LossRecord(
                     t.cluster, t.time, BEYOND_LOG_END, t.topic, t.partition, n,
                     f"group {gid} had committed {mark.committed:,}; the truncation ended the log at {t.offset:,}: "
-                    f"it read {n:,} messages that are gone and, unless it resets, skips the {n:,} written in "
-                    f"their place", group_id=gid, offset=t.offset))
+                    f"it read {plural(n, 'message')} that {count_of(n, 'is', 'are')} gone and, unless it resets, "
+                    f"skips the {n:,} written in {count_of(n, 'its', 'their')} place", group_id=gid, offset=t.offset))
     return out
 
 
@@ -208,7 +209,8 @@ def group_evidence(cluster: str, group_partitions: Iterable[GroupPartitionRecord
             out.append(LossRecord(
                 cluster, now, RETENTION_SKIPPED, gp.topic, gp.partition, skipped - recorded,
                 f"group {gp.group_id} committed {c:,}, the log now starts at {start:,}: retention deleted "
-                f"{skipped:,} messages it never read" + (f" ({recorded:,} already counted)" if recorded else ""),
+                f"{plural(skipped, 'message')} it never read"
+                + (f" ({recorded:,} already counted)" if recorded else ""),
                 group_id=gp.group_id))
     return out
 
@@ -232,7 +234,7 @@ def zxid_regressions(cluster: str, servers: Iterable[ZkServerRecord], seen: dict
             cluster, now, ZXID_REGRESSED, None, None, n,
             f"ZooKeeper {z.server} serves zxid {z.zxid:#x} (epoch {z.zxid_epoch}) after {prev[1]:#x} (epoch "
             f"{prev[0]}): its data went back without a newer epoch"
-            + (f", {n:,} transactions of the epoch gone" if n is not None else ""),
+            + (f", {plural(n, 'transaction')} of the epoch gone" if n is not None else ""),
             epoch_before=prev[0], epoch_after=z.zxid_epoch, server=z.server))
     return out
 
