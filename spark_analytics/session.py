@@ -151,9 +151,36 @@ def small_job_java_options(conf: Mapping[str, str], env: Mapping[str, str] = os.
     return " ".join(keep) or None
 
 
-def _defaults_set_java_options(env: Mapping[str, str]) -> bool:
+LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
+"""The driver's log configuration for a local session the jobs start (`log_config_option`): Spark's default without
+the four lines it prints at every start."""
+LOG_CONFIG_FILES = ("log4j2.properties", "log4j2.xml", "log4j2.yaml", "log4j2.yml", "log4j2.json")
+"""What log4j2 finds on the class path, where Spark puts its configuration directory."""
+_LOG_CONFIG_CHOSEN = r"-Dlog4j2?\.configurationFile="
+
+
+def log_config_option(conf: Mapping[str, str], env: Mapping[str, str] = os.environ) -> str | None:
+    """``-Dlog4j2.configurationFile=<LOG_CONFIG>`` for the driver of a local session, or None where a log
+    configuration or the driver's Java options are chosen elsewhere: `java_options_chosen`, a log4j2 file in the
+    configuration directory (``SPARK_CONF_DIR``, ``SPARK_HOME/conf``) or the property in `JAVA_ENV`. An
+    administrator's logging is never replaced to save a cron mail four lines. A file URI, so a path with spaces
+    survives Spark's splitting of the options."""
+    if java_options_chosen(conf, env) or re.search(_LOG_CONFIG_CHOSEN, " ".join(env.get(k, "") for k in JAVA_ENV)):
+        return None
+    if any((Path(d) / name).is_file() for d in _conf_dirs(env) for name in LOG_CONFIG_FILES):
+        return None
+    return f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}" if LOG_CONFIG.is_file() else None
+
+
+def _conf_dirs(env: Mapping[str, str]) -> list[str]:
+    """Where spark-submit reads ``spark-defaults.conf`` and puts on the class path: ``SPARK_CONF_DIR``, else
+    ``SPARK_HOME/conf`` (both looked at, as either may be set)."""
     dirs = [env.get("SPARK_CONF_DIR")] + ([str(Path(env["SPARK_HOME"]) / "conf")] if env.get("SPARK_HOME") else [])
-    for d in filter(None, dirs):
+    return [d for d in dirs if d]
+
+
+def _defaults_set_java_options(env: Mapping[str, str]) -> bool:
+    for d in _conf_dirs(env):
         try:
             lines = (Path(d) / "spark-defaults.conf").read_text(encoding="utf-8", errors="replace").splitlines()
         except OSError:
@@ -382,7 +409,8 @@ def build_session(master: str | None = None, app_name: str = "kmon-weekly-report
     one with a `class_archive` maps Spark's classes from it (`ClassArchive`; only a small job trains a missing one;
     end such a session with `stop`); under spark-submit the cluster's settings rule (its ``--conf`` for a `TUNING`
     key is kept; the time zone is UTC whatever it says), and where the driver's Java options are chosen already
-    (`java_options_chosen`) none are added.
+    (`java_options_chosen`) none are added. A local session the job starts logs by `LOG_CONFIG` unless a log
+    configuration is chosen elsewhere (`log_config_option`).
     """
     global _training
     from pyspark.sql import SparkSession
@@ -397,7 +425,7 @@ def build_session(master: str | None = None, app_name: str = "kmon-weekly-report
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         b = (b.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
              .config("spark.ui.enabled", "false"))
-        java = [small_job_java_options(conf or {}) if small_job else None]
+        java = [small_job_java_options(conf or {}) if small_job else None, log_config_option(conf or {})]
         training = None
         if class_archive is not None and not submitted and _no_jvm_yet():
             if java_options_chosen(conf or {}):

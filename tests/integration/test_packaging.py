@@ -101,7 +101,8 @@ for var in re.findall(r"[$][{]([A-Za-z_][A-Za-z0-9_]*)", example.read_text()):  
 print(json.dumps({
     "files": [m.__file__ for m in (collectors, catalogue, exporter, dashboard, sandbox, spark_analytics)],
     "data": [str(p) for p in (example, catalogue.CATALOGUE_FILE, exporter.METRICS_FILE,
-                              files("dashboard") / "app.py", files("sandbox") / "scenarios" / "default.yaml")],
+                              files("dashboard") / "app.py", files("sandbox") / "scenarios" / "default.yaml",
+                              files("spark_analytics") / "log4j2.properties")],
     "rules": len(catalogue.RULES), "metrics": len(exporter.METRICS),
     "example_clusters": len(load_config(str(example)).clusters),
     "scenarios": sorted(p.name for p in (files("sandbox") / "scenarios").iterdir() if p.name.endswith(".yaml")),

@@ -16,6 +16,7 @@ import pytest
 from spark_analytics.session import (
     CODEGEN_CACHE,
     JAVA_ENV,
+    LOG_CONFIG,
     SHUFFLE_PARTITIONS,
     SMALL_JOB_JAVA_OPTIONS,
     SMALL_JOB_SHUFFLE_PARTITIONS,
@@ -23,6 +24,7 @@ from spark_analytics.session import (
     describe_failure,
     is_local_master,
     local_cores,
+    log_config_option,
     shuffle_partitions,
     small_job_java_options,
 )
@@ -115,6 +117,36 @@ def test_java_options_in_spark_defaults_are_not_replaced(tmp_path: Path, line: s
     assert small_job_java_options({}, {"SPARK_CONF_DIR": str(tmp_path / "missing")}) is not None
 
 
+def test_the_driver_logs_by_our_configuration_unless_one_is_chosen_elsewhere(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spark's default profile printed four lines into every cron mail; an administrator's logging wins over ours."""
+    ours = f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}"
+    assert log_config_option({}, {}) == ours and LOG_CONFIG.is_file()
+    props = dict(line.split(" = ", 1) for line in LOG_CONFIG.read_text().splitlines() if " = " in line)
+    assert props["rootLogger.level"] == "warn" and props["appender.console.target"] == "SYSTEM_ERR"
+    assert props["logger.nativecode.name"] == "org.apache.hadoop.util.NativeCodeLoader"
+    # chosen elsewhere: the driver's Java options, the property in the JVM's environment, a file in the conf dir
+    assert log_config_option({"spark.driver.extraJavaOptions": "-Dx=1"}, {}) is None
+    for var in JAVA_ENV:
+        assert log_config_option({}, {var: "-Xss4m -Dlog4j2.configurationFile=/etc/l.xml"}) is None
+        assert log_config_option({}, {var: "-Dlog4j.configurationFile=/etc/l.properties"}) is None
+        assert log_config_option({}, {var: "-Xss4m"}) == ours
+    for name in ("log4j2.properties", "log4j2.xml"):
+        (tmp_path / "conf").mkdir(exist_ok=True)
+        (tmp_path / "conf" / name).write_text("rootLogger.level = info\n")
+        assert log_config_option({}, {"SPARK_CONF_DIR": str(tmp_path / "conf")}) is None
+        assert log_config_option({}, {"SPARK_HOME": str(tmp_path)}) is None
+        (tmp_path / "conf" / name).unlink()
+    (tmp_path / "conf" / "log4j2.properties.template").write_text("")  # Spark's template is not a configuration
+    assert log_config_option({}, {"SPARK_CONF_DIR": str(tmp_path / "conf")}) == ours
+    # a path with a space stays one option once Spark splits extraJavaOptions on whitespace
+    spaced = tmp_path / "a venv" / "log4j2.properties"
+    spaced.parent.mkdir()
+    spaced.write_text("")
+    monkeypatch.setattr("spark_analytics.session.LOG_CONFIG", spaced)
+    assert " " not in log_config_option({}, {}) and "a%20venv" in log_config_option({}, {})
+
+
 def test_a_small_jobs_jvm_starts_with_its_options_and_a_default_session_without() -> None:
     """The options must reach the JVM PySpark launches, not only the session's configuration: its collectors are
     the throughput collector's. (A JVM of its own: PySpark starts one per process.)"""
@@ -124,6 +156,10 @@ def test_a_small_jobs_jvm_starts_with_its_options_and_a_default_session_without(
     assert r.returncode == 0, r.stderr[-2000:]
     lines = {line.split(" ", 1)[0]: line.split()[1:] for line in r.stdout.splitlines()
              if line.split(" ", 1)[0] in ("ARGS", "GC", "CODECACHE", "HEAP")}
+    # the driver logs by our configuration: none of the lines Spark's default profile prints at every start
+    assert f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}" in lines["ARGS"]
+    for noise in ("Using Spark's default log4j profile", "Setting default log level", "NativeCodeLoader"):
+        assert noise not in r.stderr, r.stderr[-2000:]
     assert {"-XX:+UseParallelGC", "-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m",
             "-XX:InitialRAMPercentage=100", "-XX:MetaspaceSize=256m"} <= set(lines["ARGS"])
     assert set(" ".join(lines["GC"]).split("|")) == {"PS Scavenge", "PS MarkSweep"}
