@@ -173,8 +173,8 @@ def log_config_option(conf: Mapping[str, str], env: Mapping[str, str] = os.envir
 
 
 def _conf_dirs(env: Mapping[str, str]) -> list[str]:
-    """Where spark-submit reads ``spark-defaults.conf`` and puts on the class path: ``SPARK_CONF_DIR``, else
-    ``SPARK_HOME/conf`` (both looked at, as either may be set)."""
+    """The configuration directories a launch may use, ``SPARK_CONF_DIR`` and ``SPARK_HOME/conf``: both are
+    looked at, whichever is set (spark-submit reads ``spark-defaults.conf`` there and puts it on the class path)."""
     dirs = [env.get("SPARK_CONF_DIR")] + ([str(Path(env["SPARK_HOME"]) / "conf")] if env.get("SPARK_HOME") else [])
     return [d for d in dirs if d]
 

@@ -44,6 +44,7 @@ from collectors.model.vocabulary import (
 from collectors.model.wording import plural
 
 Held = Mapping[tuple[str, str], float]
+"""(rule, subject) → the time its condition started holding, as of the previous poll."""
 
 ZK_NOT_SERVING_WHY: Mapping[str, str] = {
     ZK_NOT_SERVING: "it answers that it is not currently serving requests (no quorum, or electing a leader)",
@@ -60,7 +61,6 @@ def zk_not_serving_why(error: str | None) -> str:
     """Why a ZooKeeper server counts as not serving, in words: `ZK_NOT_SERVING_WHY`, else the record's own error
     (``4lw not whitelisted: srvr, mntr``), else "no answer"."""
     return ZK_NOT_SERVING_WHY.get(error or "", error or "no answer")
-"""(rule, subject) → the time its condition started holding, as of the previous poll."""
 
 
 @dataclass(frozen=True, slots=True)

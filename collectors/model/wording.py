@@ -8,14 +8,12 @@ alerts' annotations do the same in Go templates (``deploy/prometheus/alerts.yml`
 
 from __future__ import annotations
 
-from collections.abc import Sized
-
 __all__ = ["count_of", "plural"]
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:
     """``1 partition``, ``3 partitions``, ``12,000 partitions``: `many` when the plural is not `word` + ``s``
-    (``plural(2, "is", "are")`` is ``2 are``; use `count_of` alone for a bare word)."""
+    (``plural(2, "ledger entry", "ledger entries")``)."""
     return f"{n:,} {count_of(n, word, many)}"
 
 
@@ -24,7 +22,3 @@ def count_of(n: int, word: str, many: str | None = None) -> str:
     noun whose count is said elsewhere in the sentence (``2 partitions of orders have``)."""
     return word if n == 1 else many or word + "s"
 
-
-def plural_of(items: Sized, word: str, many: str | None = None) -> str:
-    """`plural` of a collection's length: ``plural_of(days, "day")``."""
-    return plural(len(items), word, many)

@@ -77,9 +77,9 @@ def blast_radius(inc: dict[str, Any]) -> str:
     parts = []
     n, topics = inc.get("partitions"), inc.get("topics")
     if not is_missing(n):
-        what = plural(n, "partition")
+        what = plural(int(n), "partition")
         if not is_missing(topics) and inc.get("kind") != "topic":
-            what += f" on {plural(topics, 'topic')}"
+            what += f" on {plural(int(topics), 'topic')}"
         parts.append(what)
     for key, label in (("offline", "offline"), ("under_min_isr", "under min ISR"), ("at_min_isr", "at min ISR"),
                        ("unclean_topics", "topics with unclean election")):

@@ -713,6 +713,8 @@ def test_incident_rows_worst_first_with_blast_radius(incident_doc: dict[str, Any
     assert broker["blast radius"] == "4 partitions on 2 topics · 1 offline · 3 at min ISR"
     assert broker["consequences"] == "group billing"
     assert rows.iloc[2]["blast radius"] == ""  # a group incident has no partition figures
+    # figures a document carries as floats read as counts, not "24.0 partitions"
+    assert iv.blast_radius({"kind": "broker", "partitions": 24.0, "topics": 1.0}) == "24 partitions on 1 topic"
     assert iv.incident_rows({}).columns.tolist() == iv.INCIDENT_COLUMNS
 
 

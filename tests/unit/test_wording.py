@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from collectors.model.wording import count_of, plural, plural_of
+from collectors.model.wording import count_of, plural
 from spark_analytics.formatting import fmt_counted
 
 
@@ -17,7 +17,6 @@ def test_a_count_and_its_noun_agree(n: int, text: str) -> None:
 def test_an_irregular_plural_is_given() -> None:
     assert plural(1, "ledger entry", "ledger entries") == "1 ledger entry"
     assert plural(3, "ledger entry", "ledger entries") == "3 ledger entries"
-    assert plural_of(["a", "b"], "day") == "2 days" and plural_of({"a"}, "day") == "1 day"
 
 
 def test_the_word_alone_agrees_for_a_verb_or_a_pronoun() -> None:
