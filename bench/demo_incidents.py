@@ -72,7 +72,7 @@ NO_INCIDENT = {
     "acks1_leader_loss": "no incident: the lost tail was never under a high watermark; invisible by design",
     "leader_change_hw_dip": "no incident: a clean leader change; the dip is not loss",
 }
-LOST_LINE = re.compile(r"\[sandbox t\+\s*([0-9.]+)s\] leader lost (\S+): .* ([\d,]+) committed messages lost "
+LOST_LINE = re.compile(r"\[sandbox t\+\s*([0-9.]+)s\] leader lost (\S+): .* ([\d,]+) committed messages? lost "
                        r".* ([\d,]+) acks=1-only")
 DIP_LINE = re.compile(r"\[sandbox t\+\s*([0-9.]+)s\] leader change (\S+): .*0 messages lost")
 

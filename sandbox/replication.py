@@ -30,6 +30,7 @@ import heapq
 import math
 from collections.abc import Iterable
 
+from collectors.model.wording import plural
 from sandbox.controller import Controller
 from sandbox.topology import Partition, Topic
 
@@ -108,7 +109,8 @@ class Replication(Controller):
                 self._touch(p.topic)
                 for r in p.replicas:
                     p.leo[r] = min(p.leo[r], p.leo[new])
-                self.log(f"unclean election {p.topic}-{p.index}: leader {new}, {max(lost, 0)} messages lost")
+                self.log(f"unclean election {p.topic}-{p.index}: leader {new}, "
+                         f"{plural(max(lost, 0), 'message')} lost")
 
     def _replicate(self, dt: float) -> None:
         """Followers fetch, the ISR shrinks and expands, high watermarks advance.
@@ -382,8 +384,8 @@ class Replication(Controller):
         committed = max(0, hw_before - kept)
         tail = max(0, leo_before - max(kept, hw_before))
         self.log(f"leader lost {topic}-{index}: leader {old} (epoch {epoch_before}) -> {new} (epoch "
-                 f"{p.leader_epoch}); {committed:,} committed messages lost (high watermark {hw_before:,} -> "
-                 f"{p.hwm:,}), {tail:,} acks=1-only messages lost above it")
+                 f"{p.leader_epoch}); {plural(committed, 'committed message')} lost (high watermark {hw_before:,} -> "
+                 f"{p.hwm:,}), {plural(tail, 'acks=1-only message')} lost above it")
         return committed, tail
 
     def move_leader(self, topic: str, index: int, dip_messages: int, dip_s: float) -> None:

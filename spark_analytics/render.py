@@ -245,7 +245,8 @@ def _data_lost_section(ch: Charts, t: dict[str, pd.DataFrame], doc: dict[str, An
         if gaps:
             parts.append('<p class="note">A zero with gaps: what happened while nothing polled is not in it.</p>')
         return parts
-    parts.append(f'<p class="note">{fmt_num(doc.get("messages_lost"))} committed or unread messages lost this week '
+    lost = fmt_counted(doc.get("messages_lost"), "committed or unread message")
+    parts.append(f'<p class="note">{lost} lost this week '
                  f'(truncations and retention), {plural(len(rows), "ledger line")}; {seen}.</p>')
     parts.append(table(t.get("data_lost"), [
         ("kind", "kind", _txt), ("subject", "partition / group / server / transactional id", _txt),

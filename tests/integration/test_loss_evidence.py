@@ -39,7 +39,7 @@ CLUSTER = {
         {"transactional_id": "tx", "topics": ["orders"], "timeout_ms": 20_000, "transaction_duration_s": 2}],
 }
 RESTARTED = re.compile(r"producer tx restarted with epoch (\d+)")
-UNCLEAN = re.compile(r"unclean election ledger-0: leader (\d+), (\d+) messages lost")
+UNCLEAN = re.compile(r"unclean election ledger-0: leader (\d+), ([\d,]+) messages? lost")
 
 
 @pytest.fixture()
@@ -85,7 +85,7 @@ def test_unclean_election_truncation_is_reported_with_the_models_exact_loss(sb: 
 
     r = poll_until(poller, sb, until_truncated, timeout=60)
     truth = [UNCLEAN.search(w) for _, _, w in sb.call(lambda c: list(c.events))]
-    leader, lost = next((int(m.group(1)), int(m.group(2))) for m in truth if m)
+    leader, lost = next((int(m.group(1)), int(m.group(2).replace(",", ""))) for m in truth if m)
     assert leader == 2 and lost > 0
     assert ("truncation", "ledger-0", lost) in seen  # the collector's figure is the model's, exactly
     assert ("unclean_election", "ledger-0", None) in seen

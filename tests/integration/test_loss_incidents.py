@@ -43,7 +43,7 @@ INCIDENTS = [
      "messages": 100},
 ]
 END_AT = 80.0  # simulated seconds after the start: everything has happened and been polled
-LOST = re.compile(r"leader lost scripted-(\d): .* ([\d,]+) committed messages lost .* ([\d,]+) acks=1-only")
+LOST = re.compile(r"leader lost scripted-(\d): .* ([\d,]+) committed messages? lost .* ([\d,]+) acks=1-only")
 DIP = re.compile(r"leader change scripted-2: .*reads ([\d,]+), ([\d,]+) below .* 0 messages lost")
 
 

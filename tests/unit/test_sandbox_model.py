@@ -351,7 +351,9 @@ def test_stalled_followers_leave_the_isr_on_time_and_an_unclean_election_loses_t
     assert (committed, tail) == (hw - hw0, 0)
     assert p.leader != leader and p.isr == [p.leader] and p.hwm == hw0
     assert p.leo[leader] == hw0  # the old leader's replica came back and truncated to the new leader's log
-    assert f"unclean election orders-0: leader {p.leader}, {hw - hw0} messages lost" in _events(c)
+    lost = hw - hw0
+    said = f"{lost:,} message{'' if lost == 1 else 's'} lost"
+    assert f"unclean election orders-0: leader {p.leader}, {said}" in _events(c)
     run(c, 2)
     assert sorted(p.isr) == [1, 2, 3]  # followers fetch again and rejoin; nobody is stalled any more
 
