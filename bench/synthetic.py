@@ -23,13 +23,14 @@ def observation(partitions: int = 100_000, groups: int = 10_000, partitions_per_
     keys = []
     for t in range(n_topics):
         name = f"topic-{t:05d}"
+        tid = f"00000000-0000-4000-8000-{t:012d}"  # Metadata v10's topic id, one per topic
         obs.topic_configs[name] = {"min.insync.replicas": "2", "retention.ms": "604800000",
                                    "unclean.leader.election.enable": "false", "cleanup.policy": "delete"}
         for p in range(per_topic):
             replicas = [((t * per_topic + p + k) % brokers) + 1 for k in range(3)]
             isr = replicas if rnd.random() > 0.02 else replicas[:2]
             leader = replicas[0] if rnd.random() > 0.001 else -1
-            obs.partitions.append(PartitionMeta(name, p, leader, 5, replicas, list(isr), []))
+            obs.partitions.append(PartitionMeta(name, p, leader, 5, replicas, list(isr), [], tid))
             hw = 1_000_000 + step * 3000 + rnd.randrange(1000)
             obs.high_watermark[(name, p)] = hw
             obs.log_start[(name, p)] = hw - 900_000

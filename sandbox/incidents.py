@@ -93,6 +93,8 @@ def apply(sb: IncidentTarget, inc: IncidentSpec, starting: bool) -> Blocking:
             c.move_leader(topic, inc.partition or 0, inc.messages or 50, inc.duration or 10.0)
         else:
             c.end_hw_dip(topic, inc.partition or 0)
+    elif kind == "topic_recreate" and topic and starting:
+        c.recreate_topic(topic)
     elif kind == "controller_failover" and starting:
         c.controller_failover()
     elif kind == "zk_leader_kill" and sb.ensemble is not None:

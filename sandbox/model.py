@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -83,6 +84,50 @@ class Cluster(Replication, PartitionLogs, ConsumerGroups, Transactions):
         self._index_replicas()  # keep partitions_with_replica in topic order
         self._retain_due.pop(topic, None)
         self._retain_next = -math.inf  # the next step looks at every topic again (see PartitionLogs._retain)
+
+    def recreate_topic(self, topic: str) -> None:
+        """`kafka-topics --delete` then `--create` of the same name, between two polls: a new topic id, every
+        partition's log empty from offset 0 and leader epoch 0 on the same replicas, all in sync; the groups'
+        offsets for it deleted (Kafka drops a deleted partition's offsets), so its readers start at offset 0 again
+        (auto.offset.reset=earliest). Nothing committed is lost: the old messages were deleted on purpose.
+
+        Here rather than in a part because it touches three: the topic, its replicas' logs and its readers.
+        """
+        t = self.topics[topic]
+        old_id, old_hw = t.topic_id, sum(p.hwm for p in t.partitions)
+        del self.topic_ids[old_id]
+        t.topic_id = uuid.uuid5(uuid.NAMESPACE_URL, f"{self.cluster_id}/{topic}/{old_id}")
+        self.topic_ids[t.topic_id] = topic
+        for p in t.partitions:
+            self._wake(p)
+            live = [r for r in p.replicas if self.brokers[r].registered]
+            p.leader, p.leader_epoch, p.isr = (live[0] if live else -1), 0, live or [p.replicas[0]]
+            p.partition_epoch += 1
+            p.leo = dict.fromkeys(p.replicas, 0.0)
+            p.caught_up_at = dict.fromkeys(p.replicas, self.now)
+            p.hwm = p.log_start = 0
+            p.segments.clear()
+            p.segments.append((self.now, 0))
+            p.last_roll = self.now
+            p.producers.clear()
+            p.open_txn_start.clear()
+            p.hanging_producers.clear()
+            p.failed_replicas.clear()
+            p.stalled, p.hw_dip = False, None
+            p.epoch_starts = [(0, 0)]
+            self.changes.partitions.add((topic, p.index))
+        self.changes.topics.add(topic)
+        for g in self.groups.values():
+            if topic in g.reads:
+                for p in t.partitions:
+                    g.position[(topic, p.index)] = 0.0
+                    g.committed[(topic, p.index)] = 0
+                g.behind = None
+        self._touch(topic)
+        self._retain_due.pop(topic, None)
+        self._retain_next = -math.inf
+        self.log(f"topic recreated {topic}: id {old_id} -> {t.topic_id}; {len(t.partitions)} partitions from "
+                 f"offset 0 and leader epoch 0, the old {old_hw:,} messages deleted on purpose; 0 messages lost")
 
     # ----------------------------------------------------------------- ground truth for tests
     def ground_truth_broker_outage(self, broker_id: int, include_internal: bool = True) -> BrokerOutage:

@@ -36,6 +36,9 @@ INCIDENT_TYPES: dict[str, str] = {
     "leader_change_hw_dip": "a clean leader change to another in-sync replica whose high watermark reads "
                             "`messages` (default 50) lower for `duration` (default 10 s) and recovers; nothing "
                             "is lost (KIP-207)",
+    "topic_recreate": "the topic is deleted and created again under its name between two polls: a new topic "
+                      "id, every partition empty from offset 0 and leader epoch 0, the groups' offsets for it "
+                      "deleted (they read it again from 0); nothing committed is lost",
     "zk_leader_kill": "the ZooKeeper leader is killed (SIGKILL) and restarted after `duration`",
     "zk_follower_pause": "a ZooKeeper follower is paused (SIGSTOP) and resumed (SIGCONT) after `duration`",
 }

@@ -148,12 +148,14 @@ class ChangeLog:
     partitions: set[tuple[str, int]] = field(default_factory=set)
     brokers: set[int] = field(default_factory=set)
     controller: bool = False
+    topics: set[str] = field(default_factory=set)  # topics whose assignment znode changes (a new topic id)
 
     def drain(self) -> ChangeLog:
-        out = ChangeLog(set(self.partitions), set(self.brokers), self.controller)
+        out = ChangeLog(set(self.partitions), set(self.brokers), self.controller, set(self.topics))
         self.partitions.clear()
         self.brokers.clear()
         self.controller = False
+        self.topics.clear()
         return out
 
 

@@ -113,6 +113,8 @@ class ZnodeMirror:
                                                "timestamp": str(int(c.now * 1000))})
                                         if c.controller_id >= 0 else None)
             snap.ephemeral.add("/controller")
+        for topic in changes.topics:
+            snap.data[f"/brokers/topics/{topic}"] = topic_assignment(c, topic)
         for topic, idx in changes.partitions:
             p = c.topics[topic].partitions[idx]
             snap.data[f"/brokers/topics/{topic}/partitions/{idx}/state"] = partition_state(c, p)

@@ -47,7 +47,7 @@ partition whose new leader could not answer keeps its old watch and is asked aga
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 
 from collectors.model.observations import PartitionMeta
@@ -77,6 +77,7 @@ class EpochWatch:
     isr: tuple[int, ...]
     hw_max: int | None  # the highest high watermark seen under `epoch`
     seen_at: float  # when `isr` was last seen
+    topic_id: str | None = None  # the topic the watch is of (None: the broker gives no ids, or an old checkpoint)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,15 +118,22 @@ def settle(cluster: str, partitions: Iterable[PartitionMeta], high_watermarks: M
         w = watches.get(key)
         if p.leader_epoch is None:
             continue
+        if w is not None and p.topic_id is not None and w.topic_id is not None and p.topic_id != w.topic_id:
+            # deleted and created again under its name: a new log from offset 0 and epoch 0, whose epochs say
+            # nothing about the old one's high watermarks (it would read as everything truncated at the first
+            # leader change). The old messages were deleted on purpose: not evidence of loss.
+            del watches[key]
+            w = None
         if w is None:
             if p.leader >= 0:
-                watches[key] = EpochWatch(p.leader_epoch, p.leader, tuple(p.isr), hw, now)
+                watches[key] = EpochWatch(p.leader_epoch, p.leader, tuple(p.isr), hw, now, p.topic_id)
             continue
         if p.leader_epoch <= w.epoch:  # same leadership: remember how far it committed, and its ISR
             if hw is not None and (w.hw_max is None or hw > w.hw_max):
                 w.hw_max = hw
             if p.leader >= 0:
                 w.isr, w.seen_at = tuple(p.isr), now
+            w.topic_id = w.topic_id or p.topic_id  # a watch restored from a checkpoint without ids learns it
             continue
         if p.leader < 0 or key not in answers:
             continue  # ask again when it has a leader that answers
@@ -144,8 +152,17 @@ def settle(cluster: str, partitions: Iterable[PartitionMeta], high_watermarks: M
                 f"high watermark {w.hw_max:,} under epoch {w.epoch} (leader {w.leader}); the new leader "
                 f"{p.leader} (epoch {p.leader_epoch}) ends that epoch at offset {end:,}", w.leader, p.leader,
                 w.epoch, p.leader_epoch, unclean, offset=end))
-        watches[key] = EpochWatch(p.leader_epoch, p.leader, tuple(p.isr), hw, now)
+        watches[key] = EpochWatch(p.leader_epoch, p.leader, tuple(p.isr), hw, now, p.topic_id or w.topic_id)
     return losses
+
+
+def awaiting_answers(partitions: Iterable[PartitionMeta], watches: Mapping[PartitionKey, EpochWatch]
+                     ) -> set[PartitionKey]:
+    """Partitions whose leader epoch moved and whose new leader has not answered yet (after `settle`): the commits
+    seen before the change are still the ones `truncated_readers` must judge by, when the answer comes."""
+    return {(p.topic, p.partition) for p in partitions
+            if p.leader_epoch is not None and (w := watches.get((p.topic, p.partition))) is not None
+            and p.leader_epoch > w.epoch}
 
 
 @dataclass(slots=True)
@@ -184,11 +201,16 @@ def truncated_readers(truncations: Iterable[LossRecord], marks: dict[GroupKey, G
 
 
 def group_evidence(cluster: str, group_partitions: Iterable[GroupPartitionRecord],
-                   marks: dict[GroupKey, GroupMark], now: float) -> list[LossRecord]:
+                   marks: dict[GroupKey, GroupMark], now: float, recording: Container[str] | None = None,
+                   held: Container[PartitionKey] = ()) -> list[LossRecord]:
     """Messages a group skipped, seen happen this poll, updating `marks` in place.
 
     A first sight sets the mark without a record. Group-partitions not in `group_partitions` are left alone
-    (the caller prunes what no longer exists).
+    (the caller prunes what no longer exists). Only groups in `recording` (None: all) get records; the others'
+    marks follow silently, so what retention deleted while nobody ran a group is not counted when it comes back.
+    What this poll cannot tell is not news either: without a log start (its leader did not answer) the recorded
+    count stays, and without a high watermark so does an episode read past the log end. The partitions in
+    `held` (`awaiting_answers`) keep the commit seen before their leader change.
     """
     out: list[LossRecord] = []
     for gp in group_partitions:
@@ -196,16 +218,19 @@ def group_evidence(cluster: str, group_partitions: Iterable[GroupPartitionRecord
         c, start, hw = gp.committed_offset, gp.log_start_offset, gp.high_watermark
         if c is None:
             continue
-        skipped = start - c if start is not None and 0 <= c < start else 0
-        beyond = c - hw if hw is not None and c > hw else 0
         mark = marks.get(key)
         if mark is None:
-            marks[key] = GroupMark(skipped, 0, c)
+            marks[key] = GroupMark(start - c if start is not None and 0 <= c < start else 0, 0, c)
             continue
-        recorded, recorded_beyond = mark.skipped, mark.beyond
-        mark.skipped, mark.committed = skipped, c
-        mark.beyond = recorded_beyond if beyond else 0  # an episode ends when the offset is back in the log
-        if skipped > recorded:
+        if (gp.topic, gp.partition) not in held:
+            mark.committed = c
+        if hw is not None and c <= hw:
+            mark.beyond = 0  # an episode ends when the offset is back in the log
+        if start is None:
+            continue
+        skipped = start - c if 0 <= c < start else 0
+        recorded, mark.skipped = mark.skipped, skipped
+        if skipped > recorded and (recording is None or gp.group_id in recording):
             out.append(LossRecord(
                 cluster, now, RETENTION_SKIPPED, gp.topic, gp.partition, skipped - recorded,
                 f"group {gp.group_id} committed {c:,}, the log now starts at {start:,}: retention deleted "

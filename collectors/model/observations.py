@@ -91,6 +91,9 @@ class PartitionMeta:
     replicas: list[int]
     isr: list[int]
     offline: list[int]
+    topic_id: str | None = None
+    """The topic's id (Metadata v10+, Kafka 2.8+), None where the broker gives none: what tells a topic deleted and
+    created again under its name from the one seen before (both start again at leader epoch 0)."""
 
 
 @dataclass

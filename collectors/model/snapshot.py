@@ -23,6 +23,7 @@ from collectors.model.lag import (
     worst_partition_status,
 )
 from collectors.model.loss import (
+    awaiting_answers,
     group_evidence,
     settle,
     transaction_evidence,
@@ -123,10 +124,11 @@ def _losses(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, n
                  unclean, now)
     snap.losses += cut
     snap.losses += truncated_readers(cut, state.group_marks)  # from the commits seen before the change
-    # what retention deletes under a group nobody runs (inactive, abandoned) is not news: no ledger rows
+    # what retention deletes under a group nobody runs (inactive, abandoned) is not news: no ledger rows, then or
+    # when it comes back; a partition whose new leader has not answered keeps the commits from before the change
     running = {g.group_id for g in snap.groups if g.activity == ACTIVE_GROUP}
-    snap.losses += group_evidence(snap.cluster, [gp for gp in snap.group_partitions if gp.group_id in running],
-                                  state.group_marks, now)
+    snap.losses += group_evidence(snap.cluster, snap.group_partitions, state.group_marks, now, recording=running,
+                                  held=awaiting_answers(obs.partitions, state.epoch_watch))
     if "transactions" not in snap.stale_sections:
         snap.losses += transaction_evidence(snap.cluster, snap.transactions, state.txn_watch, now, obs.answered_by)
         listed = {t.transactional_id for t in snap.transactions}

@@ -14,7 +14,9 @@ One file per cluster, ``<state_dir>/checkpoints/<safe cluster name>.zip``, publi
 * ``windows.arrow`` -- one row per group-partition: the commit window;
 * ``epochs.arrow`` -- one row per partition: the leader epoch, leader, ISR and highest high watermark last
   known (`collectors.model.loss`), so a leader change during the downtime is still checked for truncation
-  (absent from older checkpoints: those partitions start being watched at the first poll).
+  (absent from older checkpoints: those partitions start being watched at the first poll), and the topic id it
+  was seen under, so a topic deleted and created again meanwhile is not read as truncated (older checkpoints
+  have no ``topic_id`` column: those watches learn the id at the first poll).
 * ``groups.arrow`` -- one row per group: first seen and last seen active (`collectors.model.activity`), so a
   restart neither forgets a group it saw consuming nor restarts the abandoned clock (absent from older
   checkpoints: those groups are first seen again).
@@ -67,10 +69,11 @@ _PARTITIONS = pa.schema([
     ("hw_offsets", pa.list_(pa.int64())), ("hw_times", pa.list_(pa.float64())),
     ("leader", pa.int32()), ("isr", pa.list_(pa.int32())), ("isr_changes", pa.list_(pa.float64())),
 ])
-_EPOCHS = pa.schema([  # optional member (checkpoints from before the loss ledger have none)
+_EPOCHS_V1 = pa.schema([  # optional member (checkpoints from before the loss ledger have none)
     ("topic", pa.string()), ("partition", pa.int32()), ("epoch", pa.int32()), ("leader", pa.int32()),
     ("isr", pa.list_(pa.int32())), ("hw_max", pa.int64()), ("seen_at", pa.float64()),
 ])
+_EPOCHS = _EPOCHS_V1.append(pa.field("topic_id", pa.string()))  # since the ledger tells recreated topics apart
 _GROUPS = pa.schema([  # optional member (checkpoints from before group activity have none)
     ("group_id", pa.string()), ("first_seen", pa.float64()), ("last_active", pa.float64()),
 ])
@@ -156,7 +159,7 @@ def _epochs_table(state: ClusterState) -> pa.Table:
         pa.array([k[0] for k in keys], pa.string()), pa.array([k[1] for k in keys], pa.int32()),
         pa.array([w.epoch for w in ws], pa.int32()), pa.array([w.leader for w in ws], pa.int32()),
         _list_column([array("i", w.isr) for w in ws], "i"), pa.array([w.hw_max for w in ws], pa.int64()),
-        pa.array([w.seen_at for w in ws], pa.float64()),
+        pa.array([w.seen_at for w in ws], pa.float64()), pa.array([w.topic_id for w in ws], pa.string()),
     ], schema=_EPOCHS)
 
 
@@ -238,10 +241,11 @@ def save_checkpoint(state_dir: Path, cp: Checkpoint) -> tuple[Path, int]:
 # --------------------------------------------------------------------------- loading
 
 
-def _read_ipc(z: zipfile.ZipFile, name: str, schema: pa.Schema) -> pa.Table:
+def _read_ipc(z: zipfile.ZipFile, name: str, schema: pa.Schema, *older: pa.Schema) -> pa.Table:
+    """The member as a table of `schema`, or of one of the `older` schemas an earlier version wrote."""
     with ipc.open_file(pa.py_buffer(z.read(name))) as r:
         table = r.read_all()
-    if not table.schema.equals(schema):
+    if not any(table.schema.equals(s) for s in (schema, *older)):
         raise CheckpointError(f"{name} has columns {table.schema.names}, expected {schema.names}")
     return table
 
@@ -320,10 +324,13 @@ def _restore_state(meta: dict[str, Any], parts: pa.Table, windows: pa.Table, lag
 
 def _restore_epochs(st: ClusterState, epochs: pa.Table) -> None:
     cols = [epochs.column(n).to_pylist() for n in ("topic", "partition", "epoch", "leader", "hw_max", "seen_at")]
-    for topic, part, epoch, leader, hw_max, seen_at, isr in zip(*cols, _rows(epochs.column("isr"), "i"), strict=True):
+    ids = (epochs.column("topic_id").to_pylist() if "topic_id" in epochs.schema.names  # older: none
+           else [None] * epochs.num_rows)
+    for topic, part, epoch, leader, hw_max, seen_at, tid, isr in zip(*cols, ids, _rows(epochs.column("isr"), "i"),
+                                                                     strict=True):
         if topic is None or part is None or epoch is None or leader is None or seen_at is None:
             raise CheckpointError("epochs.arrow has a row with missing fields")
-        st.epoch_watch[(topic, part)] = EpochWatch(int(epoch), int(leader), tuple(isr), hw_max, float(seen_at))
+        st.epoch_watch[(topic, part)] = EpochWatch(int(epoch), int(leader), tuple(isr), hw_max, float(seen_at), tid)
 
 
 def load_checkpoint(state_dir: Path, cluster: str, *, lag_points: int, window_size: int, now: float,
@@ -367,7 +374,7 @@ def load_checkpoint(state_dir: Path, cluster: str, *, lag_points: int, window_si
             windows = _read_ipc(z, "windows.arrow", _WINDOWS)
             state = _restore_state(meta, parts, windows, lag_points, window_size)
             if "epochs.arrow" in z.namelist():  # so a restart still sees a leader change it slept through
-                _restore_epochs(state, _read_ipc(z, "epochs.arrow", _EPOCHS))
+                _restore_epochs(state, _read_ipc(z, "epochs.arrow", _EPOCHS, _EPOCHS_V1))
             if "groups.arrow" in z.namelist():  # so a restart neither forgets who consumed nor restarts the clock
                 _restore_groups(state, _read_ipc(z, "groups.arrow", _GROUPS))
             alerts = [AlertRecord(**a) for a in meta["alerts"]]

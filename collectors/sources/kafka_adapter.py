@@ -71,6 +71,15 @@ def error_name(code: int) -> str:
     return ERROR_NAMES.get(code, f"error {code}")
 
 
+def _topic_id(topic: Any) -> str | None:
+    """The topic's id as text, None where Metadata gave none: before v10, or the all-zero id of a broker that has
+    no ids (a ZooKeeper cluster before 2.8)."""
+    tid = getattr(topic, "topic_id", None)
+    if tid is None or str(tid) == "00000000-0000-0000-0000-000000000000":
+        return None
+    return str(tid)
+
+
 def _answered_groups(groups: Iterable[Any], api: str, obs: KafkaObservation) -> Iterator[Any]:
     """The groups of an answer that carry no error; each error is recorded against the groups section."""
     for g in groups:
@@ -225,6 +234,7 @@ class KafkaAdapter:
                 continue
             if getattr(t, "topic_id", None) is not None:
                 obs.topic_names[t.topic_id] = t.name
+            tid = _topic_id(t)
             if not t.partitions:
                 # A topic being created can show no partitions for a moment. Left out on purpose until it has
                 # some: there is nothing to measure, and a topic of replication factor 0 would only make
@@ -239,7 +249,8 @@ class KafkaAdapter:
                 obs.partitions.append(PartitionMeta(
                     t.name, p.partition_index, p.leader_id,
                     p.leader_epoch if getattr(p, "leader_epoch", -1) not in (None, -1) else None,
-                    list(p.replica_nodes), list(p.isr_nodes), list(getattr(p, "offline_replicas", None) or [])))
+                    list(p.replica_nodes), list(p.isr_nodes), list(getattr(p, "offline_replicas", None) or []),
+                    tid))
         return True
 
     def _offsets_and_listings(self, kp: Any, obs: KafkaObservation) -> None:

@@ -10,7 +10,10 @@ the leader alone may not append and the high watermark the collector sees is the
 * ``acks1_leader_loss`` (scripted-1): the model loses an acks=1 tail that no high watermark ever held; the
   ledger says nothing, because nothing a monitor can read shows it (docs/loss-ledger.md says so);
 * ``leader_change_hw_dip`` (scripted-2): the collector sees the high watermark go back for a few seconds after
-  a clean leader change and records nothing.
+  a clean leader change and records nothing;
+* ``topic_recreate`` (reborn): the topic is deleted and created again under its name, a new log from offset 0
+  and leader epoch 0; at its first leader change the old epoch 0 ends far below what the old topic had
+  committed. The ledger records nothing: the collector tells the two logs apart by the topic id.
 """
 
 from __future__ import annotations
@@ -33,32 +36,39 @@ CLUSTER = {
     "brokers": 3,
     "broker_config": {"min.insync.replicas": "1", "replica.lag.time.max.ms": "10000"},
     "topics": [{"name": "scripted", "partitions": 3, "replication_factor": 3, "produce_rate": 30,
-                "configs": {"min.insync.replicas": "2"}}],
-    "groups": [{"group_id": "billing", "topics": ["scripted"], "commit_interval_s": 1}],
+                "configs": {"min.insync.replicas": "2"}},
+               {"name": "reborn", "partitions": 1, "replication_factor": 3, "produce_rate": 40}],
+    "groups": [{"group_id": "billing", "topics": ["scripted"], "commit_interval_s": 1},
+               {"group_id": "audit", "topics": ["reborn"], "commit_interval_s": 1}],
 }
 INCIDENTS = [
     {"type": "unclean_election", "at": 20, "duration": 20, "topic": "scripted", "partition": 0},
     {"type": "acks1_leader_loss", "at": 50, "duration": 4, "topic": "scripted", "partition": 1},
     {"type": "leader_change_hw_dip", "at": 62, "duration": 9, "topic": "scripted", "partition": 2,
      "messages": 100},
+    {"type": "topic_recreate", "at": 40, "topic": "reborn"},
+    {"type": "leader_change_hw_dip", "at": 55, "duration": 2, "topic": "reborn", "partition": 0, "messages": 1},
 ]
 END_AT = 80.0  # simulated seconds after the start: everything has happened and been polled
 LOST = re.compile(r"leader lost scripted-(\d): .* ([\d,]+) committed messages? lost .* ([\d,]+) acks=1-only")
 DIP = re.compile(r"leader change scripted-2: .*reads ([\d,]+), ([\d,]+) below .* 0 messages lost")
+REBORN = re.compile(r"topic recreated reborn: id (\S+) -> (\S+); .* the old ([\d,]+) messages deleted on purpose; "
+                    r"0 messages lost")
 
 
 @dataclass
 class Run:
     events: list[tuple[float, str]]  # the sandbox's event log: (simulated seconds since its start, line)
     polls: list[tuple[float, PollResult]] = field(default_factory=list)  # (simulated seconds since start, poll)
+    watches: dict = field(default_factory=dict)  # the collector's epoch watches at the end
 
     @property
     def losses(self) -> list[LossRecord]:
         return [x for _, r in self.polls for x in r.snapshot.losses]
 
-    def hws(self, partition: int) -> list[int]:
+    def hws(self, partition: int, topic: str = "scripted") -> list[int]:
         return [p.high_watermark for _, r in self.polls for p in r.snapshot.partitions
-                if (p.topic, p.partition) == ("scripted", partition) and p.high_watermark is not None]
+                if (p.topic, p.partition) == (topic, partition) and p.high_watermark is not None]
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +81,7 @@ def run() -> Iterator[Run]:
         try:
             poll_until(poller, sb, lambda r: out.polls.append((r.snapshot.time - t0, r)) or
                        r.snapshot.time >= t0 + END_AT, timeout=60, every=0.2)
+            out.watches = dict(poller.state.epoch_watch)
         finally:
             poller.close()
         out.events = [(when - t0, what) for _, when, what in sb.call(lambda c: list(c.events))]
@@ -111,3 +122,14 @@ def test_high_watermark_dip_after_a_clean_leader_change_is_seen_and_not_reported
     dipped = [b for a, b in itertools.pairwise(hws) if b < a]
     assert dipped and floor in dipped  # the collector did see the high watermark go back...
     assert not [x for x in run.losses if x.subject == "scripted-2"]  # ...and records nothing: no loss
+
+
+def test_a_topic_deleted_and_created_again_is_a_new_log_and_nothing_is_recorded(run: Run) -> None:
+    m = next(m for _, what in run.events if (m := REBORN.search(what)))
+    new_id, deleted = m.group(2), int(m.group(3).replace(",", ""))
+    hws = run.hws(0, "reborn")
+    assert deleted > 0 and max(hws[:hws.index(min(hws))]) >= deleted * 0.8  # the collector saw the old log...
+    assert min(hws) < deleted / 2  # ...and the new one, far below it
+    w = run.watches[("reborn", 0)]
+    assert (w.epoch, w.topic_id) == (1, new_id)  # the new log's first leader change was asked about and settled
+    assert not [x for x in run.losses if (x.subject or "").startswith("reborn") or x.group_id == "audit"]

@@ -294,6 +294,35 @@ def test_a_checkpoint_from_before_the_loss_ledger_loads_without_epoch_watches(tm
     assert cp is not None and cp.state.epoch_watch == {} and cp.state.hw_history
 
 
+def test_epoch_watches_keep_their_topic_ids_and_older_ones_without_ids_still_load(tmp_path: Path) -> None:
+    """The topic id tells a topic deleted and created again while the monitor was down from the one watched; a
+    checkpoint written before ids were kept (epochs.arrow without the column) loads with none, learnt later."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    state, alerts = busy_state(polls=2, partitions=200, groups=2)
+    path = save(tmp_path, state, alerts)
+    cp = load(tmp_path)
+    assert cp is not None and cp.state.epoch_watch == state.epoch_watch
+    assert {w.topic_id for w in cp.state.epoch_watch.values()} >= {"00000000-0000-4000-8000-000000000001"}
+    old = tmp_path / "old.zip"
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(old, "w") as dst:
+        for name in src.namelist():
+            data = src.read(name)
+            if name == "epochs.arrow":
+                table = ipc.open_file(pa.py_buffer(data)).read_all().drop_columns(["topic_id"])
+                sink = pa.BufferOutputStream()
+                with ipc.new_file(sink, table.schema) as w:
+                    w.write_table(table)
+                data = sink.getvalue().to_pybytes()
+            dst.writestr(name, data)
+    old.replace(path)
+    cp = load(tmp_path)
+    assert cp is not None and len(cp.state.epoch_watch) == len(state.epoch_watch)
+    assert {w.topic_id for w in cp.state.epoch_watch.values()} == {None}
+    assert {k: w.hw_max for k, w in cp.state.epoch_watch.items()} == {k: w.hw_max for k, w in state.epoch_watch.items()}
+
+
 def test_group_activity_survives_a_restart_and_older_checkpoints_load_without_it(tmp_path: Path) -> None:
     """A group seen consuming stays 'seen consuming' and the abandoned clock keeps its start across a restart."""
     import zipfile

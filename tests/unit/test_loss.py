@@ -241,3 +241,81 @@ def test_a_leader_from_outside_the_isr_seen_with_the_whole_log_is_not_unclean() 
     run(w, meta(9, 1, [1, 2]), 5_000)
     assert run(w, meta(10, 3, [1, 2, 3]), 5_030, answer=(9, 5_030), now=T + 30) == []
     assert w[("orders", 3)].epoch == 10
+
+
+# ----------------------------------------------------------------------------- found by a review of the ledger
+def test_a_topic_deleted_and_created_again_is_a_new_log_not_a_truncation() -> None:
+    """Both incarnations start at leader epoch 0: only the topic id tells them apart. Without it the new topic's
+    first leader change reads as everything the old one committed truncated."""
+    old, new = "6f1c…-old", "9a2d…-new"
+    w: dict = {}
+    run(w, PartitionMeta("orders", 3, 1, 0, [1, 2, 3], [1, 2, 3], [], old), 1_000_000)
+    run(w, PartitionMeta("orders", 3, 1, 0, [1, 2, 3], [1, 2, 3], [], new), 500, now=T + 10)
+    assert w[("orders", 3)] == EpochWatch(0, 1, (1, 2, 3), 500, T + 10, new)  # watching the new log
+    out = run(w, PartitionMeta("orders", 3, 2, 1, [1, 2, 3], [2, 3, 1], [], new), 600, answer=(0, 600), now=T + 20)
+    assert out == []
+    # the same with a real truncation on the new log: its own high watermark is the measure
+    out = run(w, PartitionMeta("orders", 3, 3, 2, [1, 2, 3], [3], [], new), 550, answer=(1, 550), now=T + 30)
+    assert [(x.kind, x.messages) for x in out] == [("truncation", 50)]
+
+
+def test_a_watch_without_a_topic_id_learns_it_and_ids_missing_on_either_side_change_nothing() -> None:
+    """A watch restored from an older checkpoint has no id; a broker before 2.8 gives none."""
+    w = {("orders", 3): EpochWatch(4, 1, (1, 2, 3), 9_000, T)}
+    run(w, PartitionMeta("orders", 3, 1, 4, [1, 2, 3], [1, 2, 3], [], "id-a"), 9_100, now=T + 10)
+    assert w[("orders", 3)].topic_id == "id-a" and w[("orders", 3)].hw_max == 9_100
+    run(w, meta(4, 1, [1, 2, 3]), 9_200, now=T + 20)  # no id this poll: the same log as far as anyone can tell
+    assert w[("orders", 3)].topic_id == "id-a" and w[("orders", 3)].hw_max == 9_200
+
+
+def test_a_poll_without_the_log_start_does_not_count_the_same_skip_again() -> None:
+    """ListOffsets to the leader failed (or the partition was offline): the log start is unknown, which is not
+    the end of the episode. The retention deletion is counted once."""
+    from collectors.model.loss import group_evidence
+
+    marks: dict = {}
+    total = 0
+    for i, start in enumerate([50, 150, None, 150, None, 150, 170]):
+        total += sum(x.messages or 0 for x in group_evidence("c", [gp(100, start, 900)], marks, T + i))
+    assert total == 70  # 50 when the log start passed the commit by 50, 20 more when it moved on to 170
+
+
+def test_groups_nobody_runs_follow_silently_and_are_not_charged_on_their_return() -> None:
+    """docs/fleet.md: what retention deletes under a group nobody runs is not a ledger row, then or later."""
+    from collectors.model.loss import group_evidence
+
+    marks: dict = {}
+    group_evidence("c", [gp(100, 50, 900)], marks, T, recording={"billing"})
+    assert group_evidence("c", [gp(100, 5_000, 9_000)], marks, T + 10, recording=set()) == []  # abandoned
+    assert group_evidence("c", [gp(100, 5_000, 9_000)], marks, T + 20, recording={"billing"}) == []  # back
+    out = group_evidence("c", [gp(100, 5_100, 9_000)], marks, T + 30, recording={"billing"})
+    assert [x.messages for x in out] == [100]  # what it sees happen once it runs again
+
+
+def test_offset_beyond_log_end_is_judged_by_the_commit_from_before_the_change_when_the_answer_is_late() -> None:
+    """The new leader did not answer at the first poll after the change; meanwhile the group read new messages
+    on its log. Those are not evidence: the commit before the change is."""
+    from collectors.config import Thresholds
+    from collectors.model.observations import KafkaObservation
+    from collectors.model.snapshot import build_snapshot
+    from collectors.model.state import ClusterState
+
+    def poll(now: float, leader: int, epoch: int, hw: int, commit: int, answer: tuple[int, int] | None = None):
+        o = KafkaObservation(time=now, cluster_id="c", controller_id=1,
+                             brokers=[(i, "h", 9092, None) for i in (1, 2, 3)],
+                             partitions=[PartitionMeta("orders", 3, leader, epoch, [1, 2, 3], [leader], [])],
+                             topic_configs={"orders": {"min.insync.replicas": "2"}},
+                             groups={"late": {"state": "Stable", "members": 1, "coordinator": 1,
+                                              "protocol_type": "consumer"}},
+                             commits={"late": {("orders", 3): commit}})
+        o.high_watermark[("orders", 3)], o.log_start[("orders", 3)] = hw, 0
+        if answer is not None:
+            o.epoch_end_offsets[("orders", 3)] = answer
+        return [(x.kind, x.group_id, x.messages) for x in build_snapshot("c", o, None, st, Thresholds(), now).losses]
+
+    st = ClusterState()
+    assert poll(T, 1, 5, 50_000, 40_000) == []
+    assert poll(T + 30, 2, 6, 49_600, 49_500) == []  # the new leader's answer failed: asked again next poll
+    out = poll(T + 60, 2, 6, 49_700, 49_600, answer=(5, 48_800))
+    assert ("truncation", None, 1_200) in out
+    assert not [k for k, _, _ in out if k == "offset_beyond_log_end"]  # it was at 40,000: below the cut

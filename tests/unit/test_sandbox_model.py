@@ -417,3 +417,26 @@ def test_batch_group_runs_on_its_schedule_and_leaves_in_between() -> None:
     assert dict(g.committed) == committed  # nothing consumed between runs
     run(c, 30)  # t = 115: the next run
     assert g.members == 2 and any(g.committed[k] > committed[k] for k in committed)
+
+
+def test_a_recreated_topic_is_a_new_empty_log_and_its_readers_start_again() -> None:
+    c = make(topics=[{"name": "orders", "partitions": 2, "replication_factor": 3, "produce_rate": 20}],
+             groups=[{"group_id": "billing", "topics": ["orders"], "commit_interval_s": 1}])
+    run(c, 20)
+    p = c.topics["orders"].partitions[0]
+    c.move_leader("orders", 0, 0, 0.0)  # one clean leader change on the old log: epoch 1
+    run(c, 5)
+    old_id, hw_before = c.topics["orders"].topic_id, p.hwm
+    assert p.leader_epoch == 1 and hw_before > 100 and c.groups["billing"].committed[("orders", 0)] > 0
+    c.recreate_topic("orders")
+    new_id = c.topics["orders"].topic_id
+    assert new_id != old_id and old_id not in c.topic_ids and c.topic_ids[new_id] == "orders"
+    assert (p.leader_epoch, p.hwm, p.log_start, p.epoch_starts) == (0, 0, 0, [(0, 0)])
+    assert c.groups["billing"].committed[("orders", 0)] == 0
+    assert any(f"topic recreated orders: id {old_id} -> {new_id}; 2 partitions from offset 0" in e
+               for e in _events(c))
+    assert ("orders" in c.changes.topics) and (("orders", 0) in c.changes.partitions)  # the znodes follow
+    run(c, 10)
+    assert 0 < p.hwm < hw_before and 0 < c.groups["billing"].committed[("orders", 0)] <= p.hwm  # read again
+    c.move_leader("orders", 0, 0, 0.0)  # the new log's first leader change: epoch 0 ends at its own end
+    assert p.leader_epoch == 1 and p.epoch_end(0) == (0, p.hwm)
