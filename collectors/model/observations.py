@@ -131,6 +131,9 @@ class KafkaObservation:
     listed_transactions: dict[str, int] = field(default_factory=dict)  # transactional id → producer id
     unreachable_brokers: set[int] = field(default_factory=set)
     filtered_topics: int = 0  # topics left out by the cluster's filters (never described)
+    replica_brokers: set[int] | None = None
+    """Every broker in a replica list of the Metadata answer, filtered topics too; None where Metadata gave no
+    complete answer. A broker gone from the cluster and from every replica list was decommissioned."""
     filtered_groups: int = 0  # groups left out by the cluster's filters (never described, offsets never fetched)
     errors: list[str] = field(default_factory=list)
     stale_sections: set[str] = field(default_factory=set)

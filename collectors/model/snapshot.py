@@ -181,10 +181,16 @@ def _brokers(snap: ClusterSnapshot, obs: KafkaObservation, zk: ZkObservation | N
             cluster=snap.cluster, broker_id=node_id, host=host, port=port, rack=rack, alive=True,
             in_zookeeper=(node_id in zk_ids) if zk_ids is not None else None,
             is_controller=node_id == obs.controller_id, reachable=node_id not in obs.unreachable_brokers))
-    # Brokers that hold replicas (or that we saw before) but are not registered: down.
-    expected = set(state.known_brokers)
-    for p in obs.partitions:
-        expected.update(p.replicas)
+    # Brokers that hold replicas but are not registered: down. One that left the cluster and every replica list
+    # was decommissioned (its replicas reassigned first): forgotten, not down for ever. Without a complete
+    # Metadata answer (or from an adapter that does not say) every broker seen before is still expected.
+    expected = {r for p in obs.partitions for r in p.replicas}
+    if obs.replica_brokers is None:
+        expected.update(state.known_brokers)
+    else:
+        expected.update(obs.replica_brokers)
+        for node_id in [b for b in state.known_brokers if b not in alive and b not in obs.replica_brokers]:
+            del state.known_brokers[node_id]
     for node_id in sorted(expected - alive):
         snap.brokers.append(BrokerRecord(
             cluster=snap.cluster, broker_id=node_id, host="", port=0, alive=False,
@@ -326,7 +332,10 @@ def _groups(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, t
                 owner_member_id=owner.member_id if owner is not None else None,
                 owner_client_id=owner.client_id if owner is not None else None,
                 owner_host=owner.host if owner is not None else None))
-        life, activity = classify(state.group_life.get(gid), members, moved, now, th.group_abandoned_after_s)
+        # a batch job may stand still `idle_max_s` between runs: it is abandoned only that much later, so a missed
+        # run is a STOP that pages first (a weekly job with idle_max_s 8 days would otherwise be abandoned at 7)
+        abandoned_after = th.group_abandoned_after_s + (pol.idle_max_s or 0.0)
+        life, activity = classify(state.group_life.get(gid), members, moved, now, abandoned_after)
         state.group_life[gid] = life
         idle_status = INACTIVE if activity == INACTIVE_GROUP else ABANDONED
         if activity != ACTIVE_GROUP:
@@ -335,7 +344,7 @@ def _groups(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, t
             since = life.last_active if life.last_active is not None else life.first_seen
             why = (f"no members and no moving commit since first seen {now - life.first_seen:.0f}s ago"
                    if activity == INACTIVE_GROUP else
-                   f"no members and no moving commit for {now - since:.0f}s (>= {th.group_abandoned_after_s:.0f}s)")
+                   f"no members and no moving commit for {now - since:.0f}s (>= {abandoned_after:.0f}s)")
             for gp in parts:
                 gp.status, gp.status_reason = status, why
         statuses = [gp.status for gp in parts]

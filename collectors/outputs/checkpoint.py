@@ -37,7 +37,7 @@ import uuid
 import zipfile
 from array import array
 from collections import deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +48,7 @@ import pyarrow.ipc as ipc
 from collectors.model.activity import GroupLife
 from collectors.model.lag import CommitWindow, OffsetHistory
 from collectors.model.loss import EpochWatch
-from collectors.model.records import AlertRecord, IncidentRecord
+from collectors.model.records import AlertRecord, IncidentRecord, LossRecord
 from collectors.model.state import ClusterState
 from collectors.outputs.atomic import publish, remove_stale_temps
 from collectors.outputs.paths import safe_name
@@ -215,6 +215,7 @@ def _meta(cp: Checkpoint) -> dict[str, Any]:
         "topic_configs": st.topic_configs, "broker_configs": st.broker_configs,
         "alerts": [asdict(a) for a in cp.alerts],
         "incidents": [asdict(i) for i in cp.incidents],
+        "recent_losses": [asdict(x) for x in st.recent_losses],
     }
 
 
@@ -319,7 +320,23 @@ def _restore_state(meta: dict[str, Any], parts: pa.Table, windows: pa.Table, lag
     st.broker_configs = _settings(meta["broker_configs"])
     st.polls = int(meta["polls"])
     st.last_good = _finite(meta["last_good"], "last_good")
+    st.recent_losses = _losses(meta.get("recent_losses", []))  # absent from older checkpoints: none
     return st
+
+
+def _losses(rows: Any) -> list[LossRecord]:
+    """The losses proven in the last day, which keep their alerts open `loss_alert_hold_s` across a restart."""
+    names = {f.name for f in fields(LossRecord)}
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and set(r) <= names for r in rows):
+        raise CheckpointError("recent_losses is not a list of loss records")
+    try:
+        out = [LossRecord(**r) for r in rows]
+    except TypeError as e:
+        raise CheckpointError(f"recent_losses: {e}") from e
+    for x in out:
+        if _finite(x.time, "loss time") is None or not isinstance(x.cluster, str) or not isinstance(x.kind, str):
+            raise CheckpointError("a recent loss has non-text fields")
+    return out
 
 
 def _restore_epochs(st: ClusterState, epochs: pa.Table) -> None:

@@ -228,10 +228,15 @@ class KafkaAdapter:
         obs.cluster_id = md.cluster_id
         obs.controller_id = md.controller_id if md.controller_id is not None and md.controller_id >= 0 else None
         obs.brokers = [(b.node_id, b.host, b.port, b.rack) for b in md.brokers]
+        holders: set[int] | None = set()
         for t in md.topics:
             if t.error_code not in (0, 5):
                 obs.fail("partitions", f"metadata for topic {t.name}: {error_name(t.error_code)}")
+                holders = None  # that topic's replicas are unknown
                 continue
+            if holders is not None:
+                for p in t.partitions:
+                    holders.update(p.replica_nodes)
             if getattr(t, "topic_id", None) is not None:
                 obs.topic_names[t.topic_id] = t.name
             tid = _topic_id(t)
@@ -251,6 +256,7 @@ class KafkaAdapter:
                     p.leader_epoch if getattr(p, "leader_epoch", -1) not in (None, -1) else None,
                     list(p.replica_nodes), list(p.isr_nodes), list(getattr(p, "offline_replicas", None) or []),
                     tid))
+        obs.replica_brokers = holders
         return True
 
     def _offsets_and_listings(self, kp: Any, obs: KafkaObservation) -> None:

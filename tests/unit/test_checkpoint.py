@@ -16,6 +16,7 @@ from bench.synthetic import observation
 from collectors.alerting.evaluation import judge
 from collectors.alerting.lifecycle import AlertTracker
 from collectors.config import MonitorConfig
+from collectors.model.records import LossRecord
 from collectors.model.snapshot import build_snapshot
 from collectors.model.state import ClusterState
 from collectors.outputs.checkpoint import (
@@ -49,6 +50,8 @@ def busy_state(polls: int = 8, partitions: int = 400, groups: int = 40) -> tuple
     state.unknown_open_txns[("topic-00002", 1, 9001)] = 2
     state.zk_controller, state.zk_leader_epoch, state.zk_election_at = 2, 7, T0 - 5
     state.kraft_leader, state.kraft_election_at = (3, 11), T0 - 9
+    state.recent_losses = [LossRecord("prod", T0 + 200, "truncation", "topic-00001", 3, 1_200, "epoch 5 ends at 48,800",
+                                      1, 2, 5, 7, False, offset=48_800)]
     return state, current
 
 
@@ -73,7 +76,7 @@ def as_plain(st: ClusterState) -> dict[str, Any]:
         "scalars": (st.zk_controller, st.zk_leader_epoch, st.zk_election_at, st.kraft_leader, st.kraft_election_at,
                     st.last_good, st.polls),
         "brokers": dict(st.known_brokers), "configs": (st.topic_configs, st.broker_configs),
-        "leader_epochs": dict(st.epoch_watch),
+        "leader_epochs": dict(st.epoch_watch), "losses": list(st.recent_losses),
     }
 
 
@@ -153,7 +156,7 @@ def _meta(path: Path) -> dict[str, Any]:
 
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "empty", "no-meta", "bad-version", "other-cluster",
                                     "nan-time", "bad-alert", "alert-time-text", "bad-arrow", "wrong-columns",
-                                    "history-not-sorted", "window-lengths"])
+                                    "history-not-sorted", "window-lengths", "loss-unknown-field", "loss-no-time"])
 def test_damaged_checkpoint_is_refused_with_a_reason(tmp_path: Path, damage: str) -> None:
     state, alerts = busy_state(polls=3)
     path = save(tmp_path, state, alerts)
@@ -179,6 +182,12 @@ def test_damaged_checkpoint_is_refused_with_a_reason(tmp_path: Path, damage: str
     elif damage == "alert-time-text":
         bad = [meta["alerts"][0] | {"first_seen": "yesterday"}]
         _rewrite_member(path, "meta.json", json.dumps(meta | {"alerts": bad}).encode())
+    elif damage == "loss-unknown-field":
+        bad = [meta["recent_losses"][0] | {"colour": "red"}]
+        _rewrite_member(path, "meta.json", json.dumps(meta | {"recent_losses": bad}).encode())
+    elif damage == "loss-no-time":
+        bad = [meta["recent_losses"][0] | {"time": None}]
+        _rewrite_member(path, "meta.json", json.dumps(meta | {"recent_losses": bad}).encode())
     elif damage == "bad-arrow":
         _rewrite_member(path, "windows.arrow", b"ARROW1\x00\x00 not really")
     elif damage == "wrong-columns":
@@ -321,6 +330,29 @@ def test_epoch_watches_keep_their_topic_ids_and_older_ones_without_ids_still_loa
     assert cp is not None and len(cp.state.epoch_watch) == len(state.epoch_watch)
     assert {w.topic_id for w in cp.state.epoch_watch.values()} == {None}
     assert {k: w.hw_max for k, w in cp.state.epoch_watch.items()} == {k: w.hw_max for k, w in state.epoch_watch.items()}
+
+
+def test_a_loss_alert_stays_open_across_a_restart_and_older_checkpoints_load_without_losses(tmp_path: Path) -> None:
+    """`data_truncated` stays open `loss_alert_hold_s` after the loss: a restart two minutes later must not
+    resolve it (on-call would read "cleared"). Checkpoints from before have no recent losses: none are restored."""
+    state, alerts = busy_state(polls=2, partitions=200, groups=2)
+    path = save(tmp_path, state, alerts)
+    cp = load(tmp_path)
+    assert cp is not None
+    snap = build_snapshot("prod", observation(200, 2, 5, now=T0 + 330, step=3, seed=3), None, cp.state, Th(),
+                          T0 + 330)
+    assert [(c.rule, c.subject) for c in judge(snap, cp.state, Th(), T0 + 330) if c.rule == "data_truncated"] == [
+        ("data_truncated", "topic-00001-3")]
+    with zipfile.ZipFile(path) as z:
+        meta = json.loads(z.read("meta.json"))
+        members = {n: z.read(n) for n in z.namelist()}
+    del meta["recent_losses"]
+    members["meta.json"] = json.dumps(meta).encode()
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    cp = load(tmp_path)
+    assert cp is not None and cp.state.recent_losses == []
 
 
 def test_group_activity_survives_a_restart_and_older_checkpoints_load_without_it(tmp_path: Path) -> None:

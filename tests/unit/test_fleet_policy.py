@@ -270,3 +270,22 @@ def test_owners_reach_the_snapshot_and_are_metric_labels_only_when_asked() -> No
     assert 'client_id="billing-0"' not in plain.render_text().decode()  # off by default: a series per rebalance
     assert ('kafka_consumergroup_partition_owner{cluster="c",consumergroup="billing",topic="orders",partition="0",'
             'client_id="billing-0",host="/10.0.0.7",member_id="m-1"} 1') in owned.render_text().decode()
+
+
+def test_a_weekly_job_that_misses_its_run_pages_before_it_counts_as_abandoned() -> None:
+    """idle_max_s 8 days for a weekly job: the abandoned clock (7 days) starts counting after its allowed idle, so
+    the missed run is a STOP that pages, and only a week after that is the group left to info."""
+    th = Thresholds(consumer_stop_after_s=60, group_abandoned_after_s=7 * DAY)
+    policies = Policies([PolicyRule(group="^weekly", idle_max_s=8 * DAY)])
+    st = ClusterState()
+    seen: dict[float, tuple[str, str, set[str]]] = {}
+    for k, now in enumerate([T0, T0 + 30, T0 + 60, T0 + 7.5 * DAY, T0 + 8.5 * DAY, T0 + 14 * DAY,
+                             T0 + 15.1 * DAY]):
+        groups = {"weekly-report": (1, 100 * k) if k < 3 else (0, 200)}
+        snap = build_snapshot("c", observation(now, groups, 10_000 + k), None, st, th, now, policies)
+        fired = {a.rule for a in judge(snap, st, th, now) if a.subject == "weekly-report"}
+        seen[now] = (snap.groups[0].activity, snap.groups[0].status, fired)
+    assert seen[T0 + 7.5 * DAY][:2] == ("active", "OK")  # between runs
+    assert seen[T0 + 8.5 * DAY][:2] == ("active", "ERR") and "consumer_lag_status" in seen[T0 + 8.5 * DAY][2]
+    assert seen[T0 + 14 * DAY][0] == "active"
+    assert seen[T0 + 15.1 * DAY][:2] == ("abandoned", "ABANDONED") and not seen[T0 + 15.1 * DAY][2]
