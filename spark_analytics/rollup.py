@@ -495,12 +495,16 @@ def rollup(spark: Any, history: str, store: Store, days: Sequence[str]) -> dict[
     """Roll up `days` and write them, one day at a time; returns the rows written per table."""
     written = dict.fromkeys(TABLES, 0)
     for d in days:  # a day at a time: what the driver collects stays one day's, whatever the fleet
+        # The manifest's files are listed before the day is read, as the report lists its inputs: a file
+        # published meanwhile is then read but not in the manifest, and makes the day stale (rolled up again);
+        # listed after, it would be in the manifest unread, and the day fresh without its rows for good.
+        sources, left_out = history_files(history, d), left_out_files(history, d)
         frames = day_frames(spark, history, d, SOURCES)
         limits = thresholds(frames["cluster"], Period(day_start(d), day_start(d) + DAY_S, d)).select(
             "cluster", "lag_slo_s").toArrow()  # as the day's collector recorded it
         slo = dict(zip(limits["cluster"].to_pylist(), limits["lag_slo_s"].to_pylist(), strict=True))
-        got = write_partials(frames, store, d, slo_frame(spark, {d: limits}), sources=history_files(history, d),
-                             lag_slo_s=slo, left_out=left_out_files(history, d))
+        got = write_partials(frames, store, d, slo_frame(spark, {d: limits}), sources=sources, lag_slo_s=slo,
+                             left_out=left_out)
         for name in TABLES:
             written[name] += got[name]
     return written

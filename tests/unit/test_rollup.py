@@ -242,6 +242,33 @@ def test_rollup_job_is_idempotent_notices_late_files_and_the_report_reads_it(spa
     assert c_raw.headline.to_pylist()[0]["retention_loss_episodes"] == 1
 
 
+def test_a_file_published_while_its_day_is_rolled_up_makes_the_day_stale_not_fresh_without_its_rows(
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The collector publishes a late file of the day after the roll-up listed the day's files for reading. The
+    manifest must not name a file whose rows were not read: the day is stale, and the next run rolls it up with
+    them (listed after the reading, it was fresh for good without them)."""
+    hist, store = tmp_path / "history", tmp_path / "rollups"
+    _history(hist)
+    day = W.days()[1]
+    real = rollup.thresholds
+
+    def thresholds_then_a_late_file(*a: Any, **k: Any) -> Any:
+        _write(hist, "group_lag", day, [dict(r, time=T0 + DAY + 300.0, group_id="late") for r in _lag_rows()[:1]],
+               name="part-late.parquet")
+        return real(*a, **k)
+
+    monkeypatch.setattr(rollup, "thresholds", thresholds_then_a_late_file)
+    assert rollup_job.main(["--history", str(hist), "--rollups", str(store), "--day", day], spark=spark) == 0
+    monkeypatch.undo()
+    manifest = json.loads((store / "_days" / f"{day}.json").read_text())
+    assert [f[0] for f in manifest["history_files"]["group_lag"]] == ["part-0.parquet"]
+    assert rollup.fresh_days(rollup.Store(store), str(hist), [day]) == []
+    assert rollup_job.main(["--history", str(hist), "--rollups", str(store), "--day", day], spark=spark) == 0
+    assert rollup.fresh_days(rollup.Store(store), str(hist), [day]) == [day]
+    rows = pq.read_table(store / "group_lag_days" / f"date={day}" / "rollup.parquet")
+    assert "late" in rows["group_id"].to_pylist()
+
+
 def test_stored_days_are_read_with_the_schema_spark_would_infer_without_a_job_for_it(spark: Any,
                                                                                      tmp_path: Path) -> None:
     """`rollup.read` gives Spark each table's schema from a footer: the same schema and rows as Spark's own
