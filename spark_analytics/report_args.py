@@ -88,6 +88,13 @@ def parse_args(argv: Sequence[str] | None, now: float | None = None) -> Args:
             period = A.Period.iso_week(a.week)
         except ValueError as e:
             raise ArgumentError(f"argument --week: {e}") from None
+        try:  # the report reads the three weeks before too (last week, the trend): at the ends of the calendar
+            earlier = period.previous().previous().previous()  # they are no dates
+            period.days()
+        except (ValueError, OverflowError):
+            raise ArgumentError(f"argument --week: {a.week!r} is too near the ends of the calendar: the report "
+                                "reads its days and the three weeks before it") from None
+        del earlier
     if a.lag_slo_seconds is not None and a.lag_slo_seconds < 0:
         raise ArgumentError("argument --lag-slo-seconds: must be >= 0")
     if a.txn_grace_seconds is not None and a.txn_grace_seconds < 0:

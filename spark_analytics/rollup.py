@@ -267,6 +267,9 @@ class Store:
             return None
         if not isinstance(doc, dict) or doc.get("version") != VERSION:
             return None
+        if not isinstance(doc.get("history_files"), dict) or not isinstance(doc.get("rows") or {}, dict):
+            _unreadable(str(path), "not a manifest (no history_files or rows of their shape)")
+            return None
         rows = doc.get("rows") or {}
         for t in TABLES:
             problem = file_problem(self.file(t, day), day, rows.get(t))

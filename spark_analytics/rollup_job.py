@@ -209,12 +209,16 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, now: float | None
         return 2
     today = datetime.fromtimestamp(time.time() if now is None else now, UTC).date().isoformat()
     if a.day:
+        days_asked = []
         for d in a.day:
             try:
-                date.fromisoformat(d)
+                # the store keys a day by its ISO spelling: 20261123 or 2026-W48-1 (Python 3.11 reads both)
+                # would be rolled up under a name no report looks for
+                days_asked.append(date.fromisoformat(d).isoformat())
             except ValueError:
                 print(f"rollup: error: argument --day: {d!r} is not a date like 2026-11-23", file=sys.stderr)
                 return 2
+        a.day = days_asked
     store = Store.at(a.rollups)
     try:
         store.root.mkdir(parents=True, exist_ok=True)  # so a report can name it from the first day on

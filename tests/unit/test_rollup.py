@@ -269,6 +269,22 @@ def test_a_file_published_while_its_day_is_rolled_up_makes_the_day_stale_not_fre
     assert "late" in rows["group_id"].to_pylist()
 
 
+def test_a_day_spelt_another_way_is_rolled_up_under_the_name_reports_look_for(
+        spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Python 3.11 reads 20261117 and 2026-W47-2 as dates too; the store keys a day by 2026-11-17."""
+    hist, store = tmp_path / "history", tmp_path / "rollups"
+    _history(hist)
+    day = W.days()[1]
+    assert day == "2026-11-17"
+    assert rollup_job.main(["--history", str(hist), "--rollups", str(store), "--day", "20261117"], spark=spark) == 0
+    assert f"rolled up 1 day ({day}..{day})" in capsys.readouterr().out
+    assert rollup.fresh_days(rollup.Store(store), str(hist), [day]) == [day]
+    assert rollup_job.main(["--history", str(hist), "--rollups", str(store), "--day", "2026-W47-2"],
+                           spark=spark) == 0  # the same day again: forced, as --day is, under the same name
+    assert sorted(p.name for p in (store / "_days").iterdir()) == [f"{day}.json"]
+    assert {p.name for p in store.glob("*/date=*")} == {f"date={day}"}
+
+
 def test_stored_days_are_read_with_the_schema_spark_would_infer_without_a_job_for_it(spark: Any,
                                                                                      tmp_path: Path) -> None:
     """`rollup.read` gives Spark each table's schema from a footer: the same schema and rows as Spark's own
@@ -376,6 +392,8 @@ def test_a_damaged_rollup_day_is_computed_from_the_history_named_and_rolled_up_a
     kept = {f: f.read_bytes() for f in (manifest, days, hists)}
     assert pq.read_metadata(s.file("group_lag_days", d1)).num_rows == pq.read_metadata(days).num_rows
     damages = [(manifest, lambda: manifest.write_text('{"version": 2, "day"'), "not a manifest"),
+               (manifest, lambda: manifest.write_text(json.dumps({"version": rollup.VERSION, "day": d0})),
+                "no history_files"),  # JSON of the version, hand-made: not a KeyError in the report
                (hists, lambda: hists.write_bytes(s.file("group_lag_hist", d1).read_bytes()),
                 "rows where the manifest recorded"),
                (days, lambda: days.write_bytes(s.file("group_lag_days", d1).read_bytes()),  # as many rows

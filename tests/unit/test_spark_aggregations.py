@@ -67,6 +67,10 @@ def test_iso_week_bounds_previous_and_bad_labels() -> None:
     for bad in ("2026-47", "2026-W5", "26-W47", "2026-W54", "2026-W00", "week"):
         with pytest.raises(ValueError):
             A.Period.iso_week(bad)
+    for far in ("0001-W01", "1969-W52", "9999-W52"):  # the weeks before, or the week's end, are no dates
+        with pytest.raises(ValueError, match="years 1970 to 9998"):
+            A.Period.iso_week(far)
+    assert A.Period.iso_week("9998-W52").days()[-1] == "9998-12-27"
 
 
 # ----------------------------------------------------------------------------------------------- polls
@@ -1220,6 +1224,10 @@ def test_cli_rejects_bad_arguments_with_exit_code_2(tmp_path: Path, capsys: pyte
     monkeypatch.setenv(CLASS_ARCHIVE_ENV, str(tmp_path / "c.jsa"))  # the default (an image sets it)
     assert weekly_report.parse_args(["--history", str(tmp_path)]).class_archive == tmp_path / "c.jsa"
     assert rollup_job.parser().parse_args([]).class_archive == str(tmp_path / "c.jsa")
+    # weeks at the ends of the calendar: named, exit 2, not an OverflowError from the weeks before it
+    for far in ("0001-W01", "9999-W52"):
+        assert main(["--history", str(tmp_path), "--week", far]) == 2
+        assert f"argument --week: '{far}' is too near the ends of the calendar" in capsys.readouterr().err
 
 
 def test_each_cluster_is_written_where_the_dashboard_looks(tmp_path: Path) -> None:
