@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
@@ -211,6 +212,20 @@ def in_key_order(table: pa.Table) -> pa.Table:
 def empty_like(df: Any) -> pa.Table:
     """The table `df.toArrow()` would give if it had no rows, without running it (its schema is analysed only)."""
     return table_files.arrow_schema(df).empty_table()
+
+
+def recorded_slo(cluster: Any, days: Sequence[str]) -> dict[str, pa.Table]:
+    """Per day of `days`, ``cluster, lag_slo_s`` as that day's collector recorded it (its latest record that day,
+    else the default; never ``--lag-slo-seconds``): what a day's ``polls_within_slo`` is counted against, whether
+    the roll-up job or a report computes the day, so its figures do not depend on which of them did. (A report
+    judges its week against another SLO by recounting such days from their histograms:
+    `consumers.consumer_lag_from_days`.) One Spark job for all the days, over `cluster` (``cluster`` polls)."""
+    if not days:
+        return {}
+    each = [thresholds(cluster, Period(day_start(d), day_start(d) + DAY_S, d)).select(
+        "cluster", "lag_slo_s", F.lit(d).alias("day")) for d in days]
+    got = functools.reduce(lambda a, b: a.unionByName(b), each).toArrow()
+    return {d: got.filter(pc.equal(got["day"], d)).select(["cluster", "lag_slo_s"]) for d in days}
 
 
 def slo_frame(spark: Any, by_day: dict[str, pa.Table]) -> Any:
@@ -503,8 +518,7 @@ def rollup(spark: Any, history: str, store: Store, days: Sequence[str]) -> dict[
         # listed after, it would be in the manifest unread, and the day fresh without its rows for good.
         sources, left_out = history_files(history, d), left_out_files(history, d)
         frames = day_frames(spark, history, d, SOURCES)
-        limits = thresholds(frames["cluster"], Period(day_start(d), day_start(d) + DAY_S, d)).select(
-            "cluster", "lag_slo_s").toArrow()  # as the day's collector recorded it
+        limits = recorded_slo(frames["cluster"], [d])[d]
         slo = dict(zip(limits["cluster"].to_pylist(), limits["lag_slo_s"].to_pylist(), strict=True))
         got = write_partials(frames, store, d, slo_frame(spark, {d: limits}), sources=sources, lag_slo_s=slo,
                              left_out=left_out)

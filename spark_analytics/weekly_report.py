@@ -122,8 +122,8 @@ def compute(spark: Any, history: str, period: A.Period, opts: A.Options | None =
             parts, stored = None, []
             if opts.percentiles == A.HISTOGRAM and opts.rollups:
                 scratch = held.enter_context(table_files.scratch(rollup.Store.at(opts.rollups).root))
-                parts, stored = load_partials(spark, history, data, (previous, period), limits, opts, clusters,
-                                              scratch)
+                parts, stored = load_partials(spark, history, data, (previous, period), frames["cluster"], opts,
+                                              clusters, scratch)
             c = _compute(spark, history, frames, data, period, opts, clusters, use_hadoop, charts, limits, polls,
                          parts, reports)
             # the four-week trend reads roll-ups: empty without --rollups
@@ -160,11 +160,13 @@ def days_with_rollup_input(data: dict[str, io.TableData]) -> set[str]:
 
 
 def load_partials(spark: Any, history: str, data: dict[str, io.TableData], periods: Sequence[A.Period],
-                  limits: dict[A.Period, pa.Table], opts: A.Options, clusters: Sequence[str] | None,
+                  cluster: Any, opts: A.Options, clusters: Sequence[str] | None,
                   scratch: Path) -> tuple[dict[str, Any], list[str]]:
     """The daily roll-up tables for every day of `periods`, and the days read from the store: stored ones where
-    fresh (`opts.rollups`), the others computed from the history now (each counted against its week's lag SLO)
-    and kept in `scratch`."""
+    fresh (`opts.rollups`), the others computed from the history now and kept in `scratch`, each counted against
+    the lag SLO its day recorded as the roll-up job counts it (`rollup.recorded_slo`, from `cluster`, the polls):
+    the same rows either way, so neither the headline (which recounts days judged against another SLO) nor the
+    trend depends on which days were rolled up."""
     days = [d for p in periods for d in p.days()]
     store = rollup.Store.at(opts.rollups) if opts.rollups else None
     fresh = rollup.fresh_days(store, history, days) if store else []
@@ -172,10 +174,10 @@ def load_partials(spark: Any, history: str, data: dict[str, io.TableData], perio
     missing = [d for d in days if d not in fresh and d in with_files]  # a day without files has no rows to add
     frames_of: dict[str, Any] = {}
     if missing:
-        week_of = {d: p for p in periods for d in p.days()}
+        recorded = rollup.recorded_slo(cluster, missing)
         tmp = rollup.Store(scratch)
         for d in missing:  # a day at a time, like the roll-up job (bounded driver memory)
-            slo = rollup.slo_frame(spark, {d: limits[week_of[d]].select(["cluster", "lag_slo_s"])})
+            slo = rollup.slo_frame(spark, {d: recorded[d]})
             rollup.write_partials(rollup.day_frames(spark, history, d, rollup.INPUTS, clusters), tmp, d, slo)
         frames_of = rollup.read(spark, tmp, missing)
     if fresh:

@@ -240,6 +240,17 @@ def test_rollup_job_is_idempotent_notices_late_files_and_the_report_reads_it(spa
         assert c_up.series[name].to_pylist() == c_raw.series[name].to_pylist(), name
     assert c_raw.tables["consumer_lag"].num_rows > 1
     assert c_raw.headline.to_pylist()[0]["retention_loss_episodes"] == 1
+    # judged against another SLO (--lag-slo-seconds), the figures, the four-week trend's too, do not depend on
+    # which days were rolled up: a day the report computes is counted as its roll-up would be
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    c_full = compute(spark, str(hist), W, A.Options(rollups=str(store), lag_slo_s=5.0))
+    c_none = compute(spark, str(hist), W, A.Options(rollups=str(empty), lag_slo_s=5.0))
+    assert c_full.rollup_days and not c_none.rollup_days
+    assert c_full.headline.to_pylist() == c_none.headline.to_pylist()
+    assert c_full.tables["trend"].to_pylist() == c_none.tables["trend"].to_pylist()
+    assert c_full.tables["consumer_lag"].to_pylist() == c_none.tables["consumer_lag"].to_pylist()
+    assert c_full.headline.to_pylist()[0]["lag_slo_share"] != c_up.headline.to_pylist()[0]["lag_slo_share"]
 
 
 def test_a_file_published_while_its_day_is_rolled_up_makes_the_day_stale_not_fresh_without_its_rows(
