@@ -26,13 +26,22 @@ How alerts become causes (why, in each case):
   failures, are incidents of their own.
 * **Risks** (configuration, leader placement: `risk: true` in the catalogue) are never causes; they are
   listed apart by whoever shows incidents.
+* **Partitions not read** (stale ``cluster`` or ``partitions``: the snapshot has no partitions): what places
+  partition, group and transaction alerts and measures a blast radius is unknown this poll. Their causes are
+  built as above but marked unmeasured (`Cause.measured`): the incident tracker keeps their alerts in the
+  incidents they were in and their incidents' last known blast radius (`collectors.alerting.incidents`), so an
+  unreachable cluster during a broker outage is the broker incident plus the cluster one, not a page per topic.
+
+Placement here is this poll's alone; the tracker keeps an alert in the incident it was in where this poll's
+placement is not news (see `collectors.alerting.incidents`) and uses `Cause.joined`, `Cause.without` and
+`aftermath` for it.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from collectors.alerting.catalogue import (
@@ -53,6 +62,9 @@ BROKER, CONSENSUS, TOPIC, GROUP, TRANSACTION, CLUSTER, MONITOR = INCIDENT_KINDS
 SAMPLE_SIZE = 20
 TXN_PARTITION_RULES = frozenset({"hanging_transaction", "lso_gap"})
 CONSENSUS_SECTIONS = frozenset({"zookeeper", "znodes", "quorum"})  # stale sections read from the consensus layer
+PARTITION_SECTIONS = frozenset({"cluster", "partitions"})  # either stale: the snapshot has no partitions
+STALE_PREFIX = "stale: "  # the consequence naming the sections a down broker could not answer
+RADIUS_FIELDS = ("partitions", "topics", "offline", "under_min_isr", "at_min_isr", "unclean_topics")
 
 
 @dataclass(slots=True)
@@ -64,22 +76,76 @@ class Cause:
     key: str  # identity within the cluster and kind (the same cause keeps the same key across polls)
     alerts: list[AlertRecord]
     incident: IncidentRecord
+    measured: bool = True
+    """False when this poll could not read the partitions: where its alerts belong and its blast radius (counts,
+    summary, consequences) are not known, and the tracker keeps what its incident last said (`measure_from`)."""
+    remake: Callable[[list[AlertRecord]], Cause] | None = field(default=None, repr=False, compare=False)
+    """Builds the cause again from fewer alerts (its summary and counts are of its alerts); None where they are
+    not (a broker's blast radius is read from the snapshot)."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.incident, name)
+
+    def without(self, gone: set[int]) -> Cause:
+        """This cause without the alerts whose ``id()`` is in `gone` (the tracker keeps them in another incident)."""
+        left = [a for a in self.alerts if id(a) not in gone]
+        if not left or self.remake is None:
+            dropped = {_note(self.kind, a) for a in self.alerts} - {_note(self.kind, a) for a in left}
+            self.alerts = left
+            self.incident.consequences = [c for c in self.incident.consequences if c not in dropped]
+            return self.finish()
+        again = self.remake(left)
+        again.measured, again.remake = self.measured, self.remake
+        return again.finish()
+
+    def joined(self, more: list[AlertRecord]) -> Cause:
+        """This cause holding alerts this poll placed elsewhere too (the tracker keeps them in this cause's incident,
+        where they were): built again with them where its summary and counts are of its alerts; else a group or a
+        transaction a broker incident holds is listed among its consequences, as `correlate` does."""
+        if self.remake is not None:
+            again = self.remake(self.alerts + more)
+            again.measured, again.remake = self.measured, self.remake
+            return again.finish()
+        self.alerts.extend(more)
+        for a in more:
+            note = _note(self.kind, a)
+            if note is not None and note not in self.incident.consequences:
+                self.incident.consequences.append(note)
+        return self.finish()
+
+    def measure_from(self, before: IncidentRecord) -> None:
+        """Partitions not read this poll (not `measured`): keep `before`'s blast radius, its summary (while the
+        subject is the same) and its consequences (the sections stale now replace the ones stale then)."""
+        inc = self.incident
+        for name in RADIUS_FIELDS:
+            setattr(inc, name, getattr(before, name))
+        if before.subject == inc.subject:
+            inc.summary = before.summary
+        kept = [c for c in before.consequences if not c.startswith(STALE_PREFIX)]
+        inc.consequences = kept + [c for c in inc.consequences if c not in kept]
 
     def sample(self, size: int = SAMPLE_SIZE) -> list[str]:
         worst = sorted(self.alerts, key=lambda a: (SEVERITY_RANK.get(a.severity, 9), a.rule, a.subject))
         return [f"{a.rule} {a.subject}" for a in worst[:size]]
 
     def finish(self) -> Cause:
-        """Fill the member counts and sample once the alerts are all in."""
+        """Fill the severity (the worst alert's), member counts and sample once the alerts are all in."""
         inc = self.incident
+        inc.severity = _worst(a.severity for a in self.alerts)
         inc.alerts, inc.members, inc.sample = len(self.alerts), dict(sorted(Counter(
             a.rule for a in self.alerts).items())), self.sample()
         teams = {a.team for a in self.alerts}
         inc.team = teams.pop() if len(teams) == 1 else None  # one owner team, or nobody's in particular
         return self
+
+
+def _note(kind: str, alert: AlertRecord) -> str | None:
+    """How a broker incident lists an alert among its consequences: a group, a transaction (else None)."""
+    spec = RULES.get(alert.rule)
+    if kind != BROKER or spec is None:
+        return None
+    return f"group {alert.subject}" if spec.subject == "group" else \
+        f"transaction on {alert.subject}" if spec.family == "transactions" else None
 
 
 def _cause(snap: ClusterSnapshot, kind: str, key: str, subject: str, severity: str, summary: str,
@@ -101,6 +167,7 @@ def correlate(snap: ClusterSnapshot, alerts: Sequence[AlertRecord]) -> list[Caus
             by_rule[a.rule].append(a)
     parts = {f"{p.topic}-{p.partition}": p for p in snap.partitions} if (
         any(r in by_rule for r in PARTITION_SYMPTOMS | TXN_PARTITION_RULES) or by_rule.keys() & BROKER_CAUSES) else {}
+    measured = not PARTITION_SECTIONS & set(snap.stale_sections)
     causes: list[Cause] = []
     down: set[int] = set()
     for rule in BROKER_CAUSES:
@@ -108,7 +175,7 @@ def correlate(snap: ClusterSnapshot, alerts: Sequence[AlertRecord]) -> list[Caus
             broker = a.subject.removeprefix("broker-")
             if broker.isdigit():
                 down.add(int(broker))
-    broker_cause = _broker_cause(snap, down, by_rule, parts) if down else None
+    broker_cause = _broker_cause(snap, down, by_rule, parts, measured) if down else None
     if broker_cause is not None:
         causes.append(broker_cause)
 
@@ -132,7 +199,9 @@ def correlate(snap: ClusterSnapshot, alerts: Sequence[AlertRecord]) -> list[Caus
         sizes = Counter(p.topic for p in snap.partitions)
         unclean = {t.topic for t in snap.topics if t.unclean_leader_election}
         for topic, members in sorted(by_topic.items()):
-            causes.append(_topic_cause(snap, topic, members, parts, sizes[topic], topic in unclean))
+            def remake(m: list[AlertRecord], topic: str = topic) -> Cause:
+                return _topic_cause(snap, topic, m, parts, sizes[topic], topic in unclean)
+            causes.append(_made(remake, members, measured))
 
     consensus = [a for r in sorted(CONSENSUS_RULES) for a in by_rule.get(r, ())]
     # Only the consensus layer could not be read (a ZooKeeper election, a quorum that does not answer): that
@@ -143,10 +212,12 @@ def correlate(snap: ClusterSnapshot, alerts: Sequence[AlertRecord]) -> list[Caus
     if consensus:
         layer = snap.mode or ("zookeeper" if snap.zookeeper or "zookeeper" in snap.stale_sections
                               else "kraft" if snap.kraft_voters or "quorum" in snap.stale_sections else "controller")
-        worst = min(consensus, key=lambda a: (SEVERITY_RANK.get(a.severity, 9), a.rule))
-        causes.append(_cause(snap, CONSENSUS, "consensus", layer, _worst(a.severity for a in consensus),
-                            f"{layer}: {worst.summary}" + (f" (+{len(consensus) - 1} more)" if len(consensus) > 1
-                                                           else ""), consensus))
+
+        def remake_consensus(m: list[AlertRecord]) -> Cause:
+            worst = min(m, key=lambda a: (SEVERITY_RANK.get(a.severity, 9), a.rule))
+            return _cause(snap, CONSENSUS, "consensus", layer, worst.severity,
+                          f"{layer}: {worst.summary}" + (f" (+{len(m) - 1} more)" if len(m) > 1 else ""), list(m))
+        causes.append(_made(remake_consensus, consensus))
 
     bad_parts: dict[str, list[PartitionRecord | None]] = defaultdict(list)
     if broker_cause is not None:  # only a broker outage can explain a group away
@@ -162,9 +233,9 @@ def correlate(snap: ClusterSnapshot, alerts: Sequence[AlertRecord]) -> list[Caus
         stuck_on = bad_parts.get(gid, [])
         if broker_cause is not None and stuck_on and all(unavailable(p) for p in stuck_on):
             broker_cause.alerts.extend(members)
-            broker_cause.incident.consequences.append(f"group {gid}")
+            broker_cause.incident.consequences.append(f"group {gid}")  # `_note`
             continue
-        causes.append(_single(snap, GROUP, gid, gid, members))
+        causes.append(_made(_single_of(snap, GROUP, gid, gid), members, measured))
 
     by_txn: dict[str, list[AlertRecord]] = defaultdict(list)
     for rule, items in by_rule.items():
@@ -178,7 +249,7 @@ def correlate(snap: ClusterSnapshot, alerts: Sequence[AlertRecord]) -> list[Caus
             broker_cause.alerts.extend(members)
             broker_cause.incident.consequences.append(f"transaction on {subject}")
             continue
-        causes.append(_single(snap, TRANSACTION, subject, subject, members))
+        causes.append(_made(_single_of(snap, TRANSACTION, subject, subject), members, measured))
 
     # With a broker down, requests it had to answer fail (its coordinators, its leaders' offsets and producers):
     # sections stale because of that are the broker incident's symptom. Nothing answering at all
@@ -187,19 +258,41 @@ def correlate(snap: ClusterSnapshot, alerts: Sequence[AlertRecord]) -> list[Caus
     broker_stale = broker_cause is not None and not consensus_stale and bool(stale) and "cluster" not in stale
     if broker_cause is not None and broker_stale and by_rule.get("data_stale"):
         broker_cause.alerts.extend(by_rule["data_stale"])
-        broker_cause.incident.consequences.append("stale: " + ", ".join(sorted(stale)))
+        broker_cause.incident.consequences.append(STALE_PREFIX + ", ".join(sorted(stale)))
     explained_stale = consensus_stale or broker_stale
     for kind, rules in ((CLUSTER, CLUSTER_RULES),
                         (MONITOR, MONITOR_RULES)):
         members = [a for r in rules for a in by_rule.get(r, ()) if not (explained_stale and r == "data_stale")]
         if members:
-            causes.append(_single(snap, kind, kind, snap.cluster if kind == CLUSTER else "monitor", members))
+            causes.append(_made(_single_of(snap, kind, kind, snap.cluster if kind == CLUSTER else "monitor"), members))
 
-    if broker_cause is not None:
-        broker_cause.incident.severity = _worst(a.severity for a in broker_cause.alerts)
+    for c in causes:
+        c.finish()  # the severities sort them
     order = {k: i for i, k in enumerate(INCIDENT_KINDS)}
     causes.sort(key=lambda c: (SEVERITY_RANK.get(c.severity, 9), order[c.kind], c.key))
-    return [c.finish() for c in causes]
+    return causes
+
+
+def _made(remake: Callable[[list[AlertRecord]], Cause], members: list[AlertRecord], measured: bool = True) -> Cause:
+    c = remake(members)
+    c.remake, c.measured = remake, measured
+    return c
+
+
+def _single_of(snap: ClusterSnapshot, kind: str, key: str, subject: str) -> Callable[[list[AlertRecord]], Cause]:
+    return lambda members: _single(snap, kind, key, subject, members)
+
+
+def aftermath(key: str, inc: IncidentRecord, alerts: list[AlertRecord]) -> Cause:
+    """An open incident whose cause is gone this poll but which keeps alerts the tracker holds in it (loss proven
+    while it lasted, alerts kept over unread partitions): it stays open for them, saying so, with its subject,
+    brokers and last blast radius; its severity is theirs."""
+    rec = IncidentRecord(**{f.name: getattr(inc, f.name) for f in fields(IncidentRecord)})
+    rec.members, rec.sample, rec.brokers, rec.consequences = {}, [], list(inc.brokers), list(inc.consequences)
+    over = f"{inc.subject} {count_of(len(inc.brokers), 'is', 'are')} back" if inc.kind == BROKER else inc.subject
+    worst = min(alerts, key=lambda a: (SEVERITY_RANK.get(a.severity, 9), a.rule))
+    rec.summary = f"{over}; still open: {worst.summary}" + (f" (+{len(alerts) - 1} more)" if len(alerts) > 1 else "")
+    return Cause(key, list(alerts), rec).finish()
 
 
 def _single(snap: ClusterSnapshot, kind: str, key: str, subject: str, members: list[AlertRecord]) -> Cause:
@@ -209,7 +302,7 @@ def _single(snap: ClusterSnapshot, kind: str, key: str, subject: str, members: l
 
 
 def _broker_cause(snap: ClusterSnapshot, down: set[int], by_rule: dict[str, list[AlertRecord]],
-                  parts: dict[str, PartitionRecord]) -> Cause:
+                  parts: dict[str, PartitionRecord], measured: bool = True) -> Cause:
     members = [a for r in sorted(BROKER_CAUSES) for a in by_rule.get(r, ())
                if a.subject.removeprefix("broker-").isdigit()]
     affected = [p for p in parts.values() if not down.isdisjoint(p.replicas)]
@@ -235,9 +328,13 @@ def _broker_cause(snap: ClusterSnapshot, down: set[int], by_rule: dict[str, list
                             "(acknowledged data can be lost)")
     summary = f"{who} {verb} {what}; {plural(len(affected), 'partition')} on {plural(len(topics), 'topic')} " \
               "lost a replica" + (": " + "; ".join(consequences) if consequences else "")
-    return _cause(snap, BROKER, "brokers", who, "critical", summary, members, brokers=ids, partitions=len(affected),
-                 topics=len(topics), offline=classes[OFFLINE], under_min_isr=classes[UNDER_MIN_ISR],
-                 at_min_isr=classes[AT_MIN_ISR], unclean_topics=unclean)
+    if not measured:
+        summary = f"{who} {verb} {what}; partitions not read this poll"
+    c = _cause(snap, BROKER, "brokers", who, "critical", summary, members, brokers=ids, partitions=len(affected),
+               topics=len(topics), offline=classes[OFFLINE], under_min_isr=classes[UNDER_MIN_ISR],
+               at_min_isr=classes[AT_MIN_ISR], unclean_topics=unclean)
+    c.measured = measured
+    return c
 
 
 def _topic_cause(snap: ClusterSnapshot, topic: str, members: list[AlertRecord], parts: dict[str, PartitionRecord],

@@ -16,6 +16,21 @@ Damping: a cause that comes back within `hold_down_s` of resolving (a group that
 edge of the retention-risk threshold, a broker that restarts and crashes again) continues its incident —
 same id, a "reopened" event — instead of opening a new one, so a flapping cause is one incident in the
 weekly report, not twenty.
+
+An alert stays in its incident: `correlate` places each poll's alerts from that poll alone, and an alert it places
+elsewhere than the incident it was in at the last poll stays there (`IncidentTracker._keep_homes`) when
+
+* that incident's cause is still present this poll (a partition still catching up after one of two down brokers
+  returned stays in the broker incident rather than opening one for its topic);
+* it is a loss alert (`loss` family: data truncated, unclean election, …), open an hour after the loss: the loss
+  happened under that cause. A broker incident whose brokers are back stays open for the loss proven during the
+  outage (`aftermath`: "broker 3 is back; still open: …") rather than a second critical incident paging for it;
+* this poll could not read the partitions (`Cause.measured` False: unreachable cluster, stale ``partitions``): a
+  kept alert's place is not known, so it keeps the one it had (and its incident keeps its last known blast radius),
+  rather than an unreachable cluster during an outage opening an incident per topic and per group.
+
+Otherwise it goes where `correlate` put it. The places are memory of the last poll only: after a restart the first
+poll places every alert afresh.
 """
 
 from __future__ import annotations
@@ -24,15 +39,20 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from collectors.alerting.correlation import Cause
+from collectors.alerting.catalogue import rules_of
+from collectors.alerting.correlation import Cause, aftermath
 from collectors.alerting.lifecycle import first_of_each
 from collectors.model.poll import IncidentEvent
-from collectors.model.records import IncidentRecord
+from collectors.model.records import AlertRecord, IncidentRecord
 from collectors.model.vocabulary import CLUSTER_WIDE_INCIDENT_KINDS, SEVERITY_RANK
 
 OPENED, UPDATED, RESOLVED, REOPENED = "opened", "updated", "resolved", "reopened"
 
 Key = tuple[str, str, str]  # cluster, kind, key
+AlertKey = tuple[str, str, str]  # cluster, rule, subject
+
+LOSS_RULES = rules_of("loss")
+"""Alerts about loss that happened: they stay in the incident of the cause they happened under."""
 
 GROWTH_PERCENT = 10
 """An open incident's blast-radius count (`RADIUS`) this many percent above the most its events have recorded
@@ -86,6 +106,7 @@ class IncidentTracker:
         self.open: dict[Key, IncidentRecord] = {}
         self.recent: dict[Key, IncidentRecord] = {}  # resolved within the hold-down window
         self._told: dict[Key, _Told] = {}  # open incidents: what their events recorded
+        self._home: dict[AlertKey, Key] = {}  # the incident each alert was in at its cluster's last poll
 
     def open_for(self, cluster: str) -> list[IncidentRecord]:
         return [i for k, i in self.open.items() if k[0] == cluster]
@@ -98,6 +119,7 @@ class IncidentTracker:
         self.open = {k: i for k, i in self.open.items() if k[0] != cluster}
         self.recent = {k: i for k, i in self.recent.items() if k[0] != cluster}
         self._told = {k: t for k, t in self._told.items() if k[0] != cluster}
+        self._home = {k: h for k, h in self._home.items() if k[0] != cluster}
 
     def restore(self, incidents: Iterable[IncidentRecord]) -> None:
         """Take over incidents from a checkpoint (open ones, and resolved ones still within the hold-down)."""
@@ -134,10 +156,13 @@ class IncidentTracker:
         None the caller left them with."""
         events: list[IncidentEvent] = []
         seen: set[Key] = set()
-        for key, c in first_of_each(causes, lambda c: (cluster, c.kind, c.key), seen):
+        homes: dict[AlertKey, Key] = {}
+        for key, c in first_of_each(self._keep_homes(cluster, list(causes)), lambda c: (cluster, c.kind, c.key), seen):
             inc = self._apply(key, c, cluster, now, events)
             for a in c.alerts:
                 a.incident = inc.id
+                homes[a.key] = key
+        self._home = {k: h for k, h in self._home.items() if k[0] != cluster} | homes
         for key in [k for k in self.open if k[0] == cluster and k not in seen]:
             inc = self.open.pop(key)
             self._told.pop(key, None)
@@ -150,12 +175,37 @@ class IncidentTracker:
         current = sorted(self.open_for(cluster), key=lambda i: (SEVERITY_RANK.get(i.severity, 9), i.opened, i.id))
         return current, events
 
+    def _keep_homes(self, cluster: str, causes: list[Cause]) -> list[Cause]:
+        """This poll's causes, each alert kept in the incident it was in where `correlate`'s placement is not news
+        (see the module's documentation); an open incident whose cause is gone but which keeps alerts continues as
+        their `aftermath`."""
+        keyed: dict[Key, Cause] = {}
+        for c in causes:
+            keyed.setdefault((cluster, c.kind, c.key), c)
+        moving: dict[Key, list[AlertRecord]] = {}
+        for key, c in keyed.items():
+            for a in c.alerts:
+                home = self._home.get(a.key)
+                if home is not None and home != key and home in self.open and (
+                        home in keyed or a.rule in LOSS_RULES or not c.measured):
+                    moving.setdefault(home, []).append(a)
+        if not moving:
+            return causes
+        gone = {id(a) for alerts in moving.values() for a in alerts}
+        out = {key: c.without(gone) if any(id(a) in gone for a in c.alerts) else c for key, c in keyed.items()}
+        for home, alerts in moving.items():
+            target = out.get(home)
+            out[home] = aftermath(home[2], self.open[home], alerts) if target is None else target.joined(alerts)
+        return [c for c in out.values() if c.alerts]
+
     def _apply(self, key: Key, c: Cause, cluster: str, now: float, events: list[IncidentEvent]) -> IncidentRecord:
         """One cause of this poll: continue its open incident, reopen a recent one (hold-down), or open one."""
         inc = self.open.get(key)
         if inc is None:
             inc = self.recent.pop(key, None)
             if inc is not None and now - (inc.resolved_at or now) <= self.hold_down_s:
+                if not c.measured:
+                    c.measure_from(inc)
                 inc.resolved_at = None
                 self.open[key] = inc
                 _fill(inc, c, now)
@@ -170,13 +220,16 @@ class IncidentTracker:
             self._told[key] = _Told.of(inc, now)
             return inc
         before = inc.severity
+        # restored from a checkpoint or carried on from a history: what its events said is not known, but its record
+        # is what the last poll before the restart saw; a change since then is recorded, the restart itself is not
+        told = self._told.get(key) or _Told.of(inc, now)
+        if not c.measured:
+            c.measure_from(inc)
         _fill(inc, c, now)
-        told = self._told.get(key)
-        if told is None:  # restored from a checkpoint: what its events said is not known; a restart adds none
-            self._told[key] = _Told.of(inc, now)
-        elif inc.severity != before or told.outgrown_by(inc) or now - told.time >= RESTATE_S:
+        if inc.severity != before or told.outgrown_by(inc) or now - told.time >= RESTATE_S:
             events.append(IncidentEvent(now, UPDATED, _copy(inc)))
-            self._told[key] = _Told.of(inc, now, told)
+            told = _Told.of(inc, now, told)
+        self._told[key] = told
         return inc
 
 

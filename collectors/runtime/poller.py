@@ -9,6 +9,7 @@ open rather than resolved on missing evidence.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -106,6 +107,13 @@ class ClusterPoller:
         return PollResult(snap, opened, resolved, lost_incidents + incident_events,
                           self.alerts.restate_due(self.name, now), lost_alerts)
 
+    def resolved_incidents(self) -> list[IncidentRecord]:
+        """The cluster's incidents resolved within the hold-down (`thresholds.incident_hold_down_s`), as of the last
+        poll: copies, since the tracker reopens the same record if its cause comes back. The snapshot holds the open
+        ones only (its ``incidents``, counted open by the history and /metrics); these are for the JSON API's
+        ``?all=1``."""
+        return [dataclasses.replace(i) for i in self.incidents.recent_for(self.name)]
+
     def lose(self, incidents: list[IncidentRecord], alerts: list[AlertRecord], until: float) -> None:
         """Record with the next poll that these incidents and alerts, left open by a collector before this one and
         not carried on, ended at `until` (the last poll known to have seen them open; their own ``last_seen`` if
@@ -191,6 +199,10 @@ class Monitor:
         futures = [self._pool.submit(p.poll, now, extra) for p in self.pollers]
         return [f.result() for f in futures]
 
+    def resolved_incidents(self) -> dict[str, list[IncidentRecord]]:
+        """`ClusterPoller.resolved_incidents` of every cluster, by name."""
+        return {p.name: p.resolved_incidents() for p in self.pollers}
+
     def adopt_incidents(self, incidents: list[IncidentRecord]) -> dict[str, str | None]:
         """Carry on the open incidents a history holds (`IncidentTracker.adopt`), each cluster its own: recorded id
         -> the id of ours it replaces, if any."""
@@ -221,9 +233,16 @@ class Monitor:
 
     def adopt_alerts(self, alerts: list[AlertRecord]) -> dict[tuple[str, str, str], float | None]:
         """Carry on the open alerts a history holds (`AlertTracker.adopt`): key -> the first_seen of ours it
-        replaces, if any."""
-        return {k: v for p in self.pollers for k, v in p.alerts.adopt(a for a in alerts if a.cluster == p.name
-                                                                       ).items()}
+        replaces, if any. Those of timed rules get the condition timer their firing implies where the poller has
+        none (`seed_timers`), or the first poll would find their condition pending and resolve them."""
+        from collectors.alerting.evaluation import seed_timers
+
+        adopted: dict[tuple[str, str, str], float | None] = {}
+        for p in self.pollers:
+            ours = p.alerts.adopt(a for a in alerts if a.cluster == p.name)
+            seed_timers(p.state.condition_since, (p.alerts.open[k] for k in ours), p.thresholds)
+            adopted.update(ours)
+        return adopted
 
     def resume(self, state_dir: Path, now: float | None = None) -> list[str]:
         """Resume every cluster from its checkpoint if one is usable; returns one log line per cluster.
