@@ -15,7 +15,7 @@ documented, with examples, in docs/api.md.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import parse_qs, unquote
@@ -53,10 +53,11 @@ ENDPOINTS: dict[str, str] = {
     f"{API_PREFIX}/clusters/{{cluster}}/groups/{{group}}": "a group's status, the partition and rule that decided it, "
                                                             "each partition's lag and owner, its open alerts",
     f"{API_PREFIX}/clusters/{{cluster}}/groups/{{group}}/lag": "the same (Burrow's path shape)",
-    f"{API_PREFIX}/clusters/{{cluster}}/incidents": "its open incidents, worst first (?all=1 adds resolved ones)",
+    f"{API_PREFIX}/clusters/{{cluster}}/incidents": "its open incidents, worst first (?all=1 adds those resolved "
+                                                      "within thresholds.incident_hold_down_s)",
     f"{API_PREFIX}/clusters/{{cluster}}/alerts": "its open alerts, worst first (?rule=R ?severity=S)",
     f"{API_PREFIX}/clusters/{{cluster}}/risks": "its standing risks (configuration, leader placement)",
-    f"{API_PREFIX}/incidents": "open incidents of every cluster",
+    f"{API_PREFIX}/incidents": "open incidents of every cluster (?all=1 as above)",
     f"{API_PREFIX}/risks": "standing risks of every cluster",
 }
 
@@ -114,12 +115,17 @@ class ApiView:
     snapshots: dict[str, ClusterSnapshot] = field(default_factory=dict)
     risk_rules: frozenset[str] = frozenset()
     polled: bool = False
+    resolved: dict[str, list[IncidentRecord]] = field(default_factory=dict)
+    """Per cluster, its incidents resolved within the hold-down (`ClusterPoller.resolved_incidents`): a snapshot
+    holds the open ones only, and these are what ``?all=1`` adds."""
     _index: dict[str, _ClusterIndex] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
-    def of(cls, snapshots: Iterable[ClusterSnapshot], risk_rules: Iterable[str] = ()) -> ApiView:
-        return cls({s.cluster: s for s in snapshots}, frozenset(risk_rules), polled=True)
+    def of(cls, snapshots: Iterable[ClusterSnapshot], risk_rules: Iterable[str] = (),
+           resolved: Mapping[str, Iterable[IncidentRecord]] | None = None) -> ApiView:
+        return cls({s.cluster: s for s in snapshots}, frozenset(risk_rules), polled=True,
+                   resolved={c: list(i) for c, i in (resolved or {}).items()})
 
     def index(self, cluster: str) -> _ClusterIndex:
         with self._lock:  # two first requests at once build it once
@@ -144,8 +150,10 @@ class JsonApi:
         self.risk_rules = frozenset(risk_rules)
         self.view = ApiView(risk_rules=self.risk_rules)
 
-    def update(self, snapshots: Sequence[ClusterSnapshot]) -> None:
-        self.view = ApiView.of(snapshots, self.risk_rules)
+    def update(self, snapshots: Sequence[ClusterSnapshot],
+               resolved: Mapping[str, Iterable[IncidentRecord]] | None = None) -> None:
+        """`resolved`: per cluster, its recently resolved incidents (`ApiView.resolved`)."""
+        self.view = ApiView.of(snapshots, self.risk_rules, resolved)
 
     def handle(self, method: str, raw_path: str) -> ApiAnswer:
         return answer(self.view, method, raw_path)
@@ -190,7 +198,7 @@ class _BadQuery(ValueError):
 def _route(view: ApiView, rest: list[str], query: dict[str, str]) -> ApiAnswer:
     head, *tail = rest
     if head == "incidents" and not tail:
-        return ApiAnswer(200, {"incidents": [i for s in view.snapshots.values() for i in _incidents(s, query)]})
+        return ApiAnswer(200, {"incidents": [i for s in view.snapshots.values() for i in _incidents(view, s, query)]})
     if head == "risks" and not tail:
         return ApiAnswer(200, {"risks": [a for s in view.snapshots.values() for a in _risks(view, s)]})
     if head != "clusters":
@@ -208,7 +216,7 @@ def _route(view: ApiView, rest: list[str], query: dict[str, str]) -> ApiAnswer:
     if what[0] == "groups" and (len(what) == 2 or (len(what) == 3 and what[2] == "lag")):
         return _group(view, snap, what[1])
     if what == ["incidents"]:
-        return ApiAnswer(200, {**_as_of(snap), "incidents": _incidents(snap, query)})
+        return ApiAnswer(200, {**_as_of(snap), "incidents": _incidents(view, snap, query)})
     if what == ["alerts"]:
         return ApiAnswer(200, {**_as_of(snap), "alerts": _alerts(snap, query)})
     if what == ["risks"]:
@@ -329,9 +337,12 @@ def _worst_first(alerts: Iterable[AlertRecord]) -> list[AlertRecord]:
     return sorted(alerts, key=lambda a: (SEVERITY_RANK.get(a.severity, 9), a.first_seen, a.rule, a.subject))
 
 
-def _incidents(snap: ClusterSnapshot, query: dict[str, str]) -> list[dict[str, Any]]:
+def _incidents(view: ApiView, snap: ClusterSnapshot, query: dict[str, str]) -> list[dict[str, Any]]:
     every = _flag(query, "all")
     chosen: list[IncidentRecord] = [i for i in snap.incidents if every or i.resolved_at is None]
+    if every:  # the poll's snapshot holds the open ones; the resolved ones stay with the poller (`ApiView.resolved`)
+        ids = {i.id for i in chosen}
+        chosen += [i for i in view.resolved.get(snap.cluster, ()) if i.id not in ids]
     chosen.sort(key=lambda i: (SEVERITY_RANK.get(i.severity, 9), i.opened, i.id))
     return [record_to_dict(i) for i in chosen]
 

@@ -13,10 +13,13 @@ by default only where something is not healthy.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import importlib.metadata
+import ipaddress
 import logging
 import platform
+import socket
 import threading
 import time
 from collections import Counter, defaultdict
@@ -225,9 +228,10 @@ class SnapshotCollector(Collector):
             g("kafka_monitor_stale").add_metric((c, section), 1.0)
         for a in s.alerts:
             g("kafka_monitor_alert").add_metric((c, a.rule, a.severity, a.subject, a.team or ""), 1.0)
-        for i in s.incidents:
+        opened = [i for i in s.incidents if i.resolved_at is None]  # a resolved incident never pages
+        for i in opened:
             g("kafka_monitor_incident").add_metric((c, i.kind, i.subject, i.severity, i.team or ""), 1.0)
-        for family, items in (("kafka_monitor_alerts_open", s.alerts), ("kafka_monitor_incidents_open", s.incidents)):
+        for family, items in (("kafka_monitor_alerts_open", s.alerts), ("kafka_monitor_incidents_open", opened)):
             counts = Counter({sev: 0 for sev in SEVERITIES}) + Counter(x.severity for x in items)
             for sev in (*SEVERITIES, *sorted(set(counts) - set(SEVERITIES))):
                 g(family).add_metric((c, sev), float(counts[sev]))
@@ -392,9 +396,11 @@ class SnapshotCollector(Collector):
             everything = full(grp.group_id)
             if grp.team or grp.policy or not only_exceptions:
                 g("kafka_consumergroup_info").add_metric((c, grp.group_id, grp.team or "", grp.policy or ""), 1.0)
-            near_slo = grp.lag_seconds_slo is not None and (grp.lag_seconds_max or 0.0) >= grp.lag_seconds_slo / 2
-            if grp.lag_seconds_slo is not None and (everything or near_slo):
-                g("kafka_consumergroup_lag_seconds_slo").add_metric(lab, grp.lag_seconds_slo)
+            # no lag SLO in an idle window of its policy: KafkaConsumerGroupLagSecondsHigh stays silent, as our rule
+            slo = None if grp.idle else grp.lag_seconds_slo
+            near_slo = slo is not None and (grp.lag_seconds_max or 0.0) >= slo / 2
+            if slo is not None and (everything or near_slo):
+                g("kafka_consumergroup_lag_seconds_slo").add_metric(lab, slo)
             g("kafka_consumergroup_members").add_metric(lab, float(grp.members))
             if everything:
                 g("kafka_consumergroup_status_code").add_metric(lab, float(GROUP_STATUS_RANK.get(grp.status, 0)))
@@ -488,7 +494,8 @@ def _group_exceptions(s: ClusterSnapshot, alerted: set[str]) -> set[str]:
     """The running groups that are not OK, for ``exceptions`` granularity: their every partition is exported."""
     out = {g.group_id for g in s.groups if g.activity == ACTIVE_GROUP and (
         g.status != OK or g.group_id in alerted
-        or (g.lag_seconds_slo is not None and g.lag_seconds_max is not None and g.lag_seconds_max > g.lag_seconds_slo))}
+        or (g.lag_seconds_slo is not None and g.lag_seconds_max is not None and g.lag_seconds_max > g.lag_seconds_slo
+            and not g.idle))}  # no lag SLO in an idle window of its policy
     out.update(gp.group_id for gp in s.group_partitions if gp.below_log_start)
     return out
 
@@ -504,9 +511,11 @@ def _escape(value: str) -> str:
 
 
 def _fmt(value: float) -> str:
-    if value == int(value) and abs(value) < 1e15:
-        return str(int(value))
-    return repr(float(value))
+    """A sample value as prometheus-client writes it (`floatToGoString`), NaN, +Inf and -Inf included."""
+    try:
+        return str(int(value)) if value == int(value) and abs(value) < 1e15 else repr(float(value))
+    except (ValueError, OverflowError):  # NaN, ±inf
+        return "NaN" if value != value else ("+Inf" if value > 0 else "-Inf")
 
 
 class _TextFamily:
@@ -578,16 +587,42 @@ class MetricsEndpoint:
         return b"".join(self.render_parts(gzipped))
 
 
+def address_family(host: str) -> socket.AddressFamily:
+    """To listen on `host`: an IP literal's family (``::1``, ``::``: IPv6); a name's IPv4 unless it has IPv6 addresses
+    only. An empty host, or a name that does not resolve: IPv4 (binding says what is wrong)."""
+    with contextlib.suppress(ValueError):
+        return socket.AF_INET6 if ipaddress.ip_address(host.partition("%")[0]).version == 6 else socket.AF_INET
+    try:
+        families = {i[0] for i in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)} if host else set()
+    except (OSError, UnicodeError):
+        families = set()
+    return socket.AF_INET6 if families == {socket.AF_INET6} else socket.AF_INET
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    """On its host's `address_family`; ``::`` takes IPv4 too (dual stack) where the system allows it."""
+
+    def __init__(self, host: str, port: int, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.address_family = address_family(host)
+        super().__init__((host, port), handler)
+
+    def server_bind(self) -> None:
+        if self.address_family == socket.AF_INET6:
+            with contextlib.suppress(AttributeError, OSError):
+                self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        super().server_bind()
+
+
 class MetricsServer:
     """A small HTTP server for /metrics, /healthz and the read-only JSON API (/api/v1/…, `collectors.outputs.api`);
-    binds 127.0.0.1 unless configured otherwise."""
+    binds 127.0.0.1 unless configured otherwise (IPv4 or IPv6: `address_family`)."""
 
     def __init__(self, endpoint: MetricsEndpoint, host: str = "127.0.0.1", port: int = 9308,
                  api: JsonApi | None = None) -> None:
         self.endpoint = endpoint
         self.api = api
         handler = _make_handler(endpoint, api)
-        self.httpd = ThreadingHTTPServer((host, port), handler)
+        self.httpd = _HTTPServer(host, port, handler)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self.host = host
@@ -595,8 +630,9 @@ class MetricsServer:
 
     def start(self) -> MetricsServer:
         self._thread.start()
-        log.info("serving /metrics on http://%s:%s/metrics%s", self.host, self.port,
-                 f" and the JSON API on http://{self.host}:{self.port}{API_PREFIX}" if self.api is not None else "")
+        where = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 address in a URL is bracketed
+        log.info("serving /metrics on http://%s:%s/metrics%s", where, self.port,
+                 f" and the JSON API on http://{where}:{self.port}{API_PREFIX}" if self.api is not None else "")
         return self
 
     def close(self) -> None:
@@ -637,23 +673,10 @@ def _make_handler(endpoint: MetricsEndpoint, api: JsonApi | None) -> type[BaseHT
                 hint = b"see /metrics" + (f" or {API_PREFIX}".encode() if api is not None else b"") + b"\n"
                 self._reply(404, "text/plain", hint, (), head)
 
-        def do_GET(self) -> None:
-            self._serve("GET")
+        def do_GET(self) -> None:  # and every other method below: `_serve` answers each by its name
+            self._serve(self.command)
 
-        def do_HEAD(self) -> None:
-            self._serve("HEAD")
-
-        def do_POST(self) -> None:
-            self._serve("POST")
-
-        def do_PUT(self) -> None:
-            self._serve("PUT")
-
-        def do_DELETE(self) -> None:
-            self._serve("DELETE")
-
-        def do_PATCH(self) -> None:
-            self._serve("PATCH")
+        do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = do_GET
 
         def log_message(self, format: str, *args: Any) -> None:
             log.debug("http %s", format % args)

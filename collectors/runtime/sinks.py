@@ -45,17 +45,20 @@ class Sink(Protocol):
 
 
 class ExporterSink:
-    """/metrics and the JSON API, both answered from the last poll's snapshots on one port."""
+    """/metrics and the JSON API, both answered from the last poll's snapshots on one port; given the `monitor`, the
+    API's ``?all=1`` also lists the incidents its pollers resolved within the hold-down (never /metrics)."""
 
-    def __init__(self, host: str, port: int, granularity: str = "exceptions", owner_labels: bool = False) -> None:
+    def __init__(self, host: str, port: int, granularity: str = "exceptions", owner_labels: bool = False,
+                 monitor: Monitor | None = None) -> None:
         self.endpoint = MetricsEndpoint(owner_labels=owner_labels, granularity=granularity)
         self.api = JsonApi(RISK_RULES)
+        self.monitor = monitor
         self.server = MetricsServer(self.endpoint, host, port, self.api).start()
 
     def __call__(self, results: list[PollResult], now: float) -> None:
         snapshots = [r.snapshot for r in results]
         self.endpoint.update(snapshots)
-        self.api.update(snapshots)
+        self.api.update(snapshots, self.monitor.resolved_incidents() if self.monitor is not None else None)
 
     def close(self) -> None:
         self.server.close()
@@ -297,7 +300,7 @@ def build_sinks(config: MonitorConfig, monitor: Monitor | None = None,
     exporter = None
     if config.exporter.enabled:
         exporter = ExporterSink(config.exporter.host, config.exporter.port, config.exporter.granularity,
-                                config.exporter.owner_labels)
+                                config.exporter.owner_labels, monitor)
         sinks.append(exporter)
     history = None
     if config.history.enabled:

@@ -15,6 +15,7 @@ reused on answers obtained by other means (e.g. through an SSH tunnel).
 
 from __future__ import annotations
 
+import math
 import re
 import socket
 import time
@@ -156,9 +157,9 @@ class SrvrStats(TypedDict):
     """Typed so a misspelt key in an alert rule is a type error rather than a silent KeyError at 3 am."""
 
     version: str
-    latency_min: float
-    latency_avg: float
-    latency_max: float
+    latency_min: float | None  # None: not a finite number (`_srvr_latency`)
+    latency_avg: float | None
+    latency_max: float | None
     received: int
     sent: int
     connections: int
@@ -175,6 +176,14 @@ _SRVR_INT_FIELDS = {
     "outstanding": "outstanding",
     "node count": "node_count",
 }
+
+
+def _srvr_latency(value: str) -> float | None:
+    """One of srvr's latencies, None where it is not a finite number ("NaN", "inf", "1e400"): as `parse_mntr` keeps
+    those out of its numbers, so that they never reach the exporter or the rules as values. Unknown, not an
+    unparseable answer: the server answered, and its mode and zxid are good."""
+    number = float(value)  # anything else but a number is a ValueError: the answer is unparseable
+    return number if math.isfinite(number) else None
 
 
 def parse_srvr(text: str) -> SrvrStats:
@@ -196,7 +205,7 @@ def parse_srvr(text: str) -> SrvrStats:
             if key == "zookeeper version":
                 found["version"] = value
             elif key == "latency min/avg/max":
-                lo, avg, hi = (float(v) for v in value.split("/"))
+                lo, avg, hi = (_srvr_latency(v) for v in value.split("/"))
                 found.update(latency_min=lo, latency_avg=avg, latency_max=hi)
             elif key in _SRVR_INT_FIELDS:
                 found[_SRVR_INT_FIELDS[key]] = int(value)
@@ -224,7 +233,8 @@ def _mntr_value(value: str) -> int | float | str:
     if _INT_RE.match(value):
         return int(value)
     if _FLOAT_RE.match(value):
-        return float(value)
+        number = float(value)
+        return number if math.isfinite(number) else value  # "1e400" overflows to inf: a string too
     return value
 
 
