@@ -72,6 +72,7 @@ class Candidate:
     value: float | None = None
     pending: bool = False  # the condition holds but not yet for as long as the rule requires: no alert
     team: str | None = None  # the owner team of its group or topic (`apply_policy`)
+    topic: str | None = None  # the topic it is about (its subject's, for a partition): whose policy applies
 
 
 ELECTION_ALERT_S = 600.0  # how long an election stays visible as an alert
@@ -104,31 +105,33 @@ def partitions(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds,
         cls = p.partition_class
         if cls == OFFLINE:
             yield Candidate("offline_partition", CRITICAL, subj,
-                            f"{subj} has no leader (replicas {p.replicas}, ISR {p.isr})")
+                            f"{subj} has no leader (replicas {p.replicas}, ISR {p.isr})", topic=p.topic)
             continue
         if cls == UNDER_MIN_ISR:
             yield Candidate("under_min_isr", CRITICAL, subj,
-                            f"{subj} ISR {p.isr} below min.insync.replicas={mi}: acks=all writes fail", float(isr))
+                            f"{subj} ISR {p.isr} below min.insync.replicas={mi}: acks=all writes fail", float(isr),
+                            topic=p.topic)
         elif cls == AT_MIN_ISR:
             yield Candidate("at_min_isr", WARNING, subj,
                             f"{subj} ISR {p.isr} at min.insync.replicas={mi}: one more failure stops writes",
-                            float(isr))
+                            float(isr), topic=p.topic)
         if p.under_replicated:
             since = held.get(("under_replicated", subj), now)
             yield Candidate("under_replicated", WARNING, subj,
                             f"{subj} under-replicated for {now - since:.0f}s: ISR {p.isr} of {p.replicas}",
-                            float(rf - isr), pending=now - since < th.under_replicated_grace_s)
+                            float(rf - isr), pending=now - since < th.under_replicated_grace_s, topic=p.topic)
         changes = st.isr_changes.get((p.topic, p.partition))
         if changes:
             recent = sum(1 for t in changes if t >= now - th.isr_flap_window_s)
             if recent >= th.isr_flap_changes:
                 yield Candidate("isr_flapping", WARNING, subj,
-                                f"{subj} ISR changed {recent} times in {th.isr_flap_window_s:.0f}s", float(recent))
+                                f"{subj} ISR changed {recent} times in {th.isr_flap_window_s:.0f}s", float(recent),
+                                topic=p.topic)
         if p.zk_isr is not None and p.zk_isr_mismatch:
             since = held.get(("zk_isr_mismatch", subj), now)
             yield Candidate("zk_isr_mismatch", WARNING, subj,
                             f"{subj} ISR in ZooKeeper {p.zk_isr} differs from metadata {p.isr}",
-                            pending=not now > since)  # seen on two polls
+                            pending=not now > since, topic=p.topic)  # seen on two polls
     online = [p for p in s.partitions if not p.offline]
     if online:
         off = sum(1 for p in online if not p.leader_is_preferred)
@@ -162,7 +165,8 @@ def topics(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now
             problems.append(f"min.insync.replicas={t.min_insync_replicas} with RF {t.replication_factor} "
                             "(acks=all acknowledged by one replica)")
         if problems:
-            yield Candidate("unsafe_durability", severity, t.topic, f"{t.topic}: " + "; ".join(problems))
+            yield Candidate("unsafe_durability", severity, t.topic, f"{t.topic}: " + "; ".join(problems),
+                            topic=t.topic)
 
 
 def brokers(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now: float) -> Iterator[Candidate]:
@@ -332,13 +336,14 @@ def losses(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now
         if rule == "data_truncated":
             yield Candidate("data_truncated", CRITICAL, subject, f"{subject}: at least "
                             f"{plural(lost[subject], 'committed message')} lost {when}{unclean}: {x.evidence}",
-                            float(lost[subject]))
+                            float(lost[subject]), topic=x.topic)
         elif rule == "zk_zxid_regressed":
             yield Candidate("zk_zxid_regressed", CRITICAL, subject, f"{when}: {x.evidence}",
                             float(x.messages) if x.messages is not None else None)
         else:
             yield Candidate("unclean_election", CRITICAL, subject, f"{subject}: unclean election {when}{unclean}: "
-                            f"{x.evidence}", float(x.epoch_after) if x.epoch_after is not None else None)
+                            f"{x.evidence}", float(x.epoch_after) if x.epoch_after is not None else None,
+                            topic=x.topic)
 
 
     for gid, xs in sorted(read_gone.items()):
@@ -379,8 +384,10 @@ def apply_policy(candidates: list[Candidate], s: ClusterSnapshot) -> list[Candid
     """Each candidate with the owner team and the severity cap of what it is about (`collectors.model.policy`):
     a group's rule for group alerts, a topic's rule for partition, topic and loss alerts about its partitions.
 
-    The subject says what a candidate is about: a group id (group rules, `offset_beyond_log_end`), a topic, or
-    ``topic-N``. Broker, consensus and transaction alerts have no owner team: they are the platform's.
+    A group alert's subject is the group id (`offset_beyond_log_end` too); a partition, topic or loss alert
+    carries its topic (`Candidate.topic`), never guessed from a ``topic-N`` subject: partition 1 of
+    ``orders`` is not the topic ``orders-1``. Broker, consensus and transaction alerts, and cluster-wide ones
+    (``preferred_leader_imbalance``, ``zk_zxid_regressed``), have no owner team: they are the platform's.
     """
     groups = {g.group_id: (g.team, g.max_severity) for g in s.groups if g.team or g.max_severity}
     topics = {t.topic: (t.team, t.max_severity) for t in s.topics if t.team or t.max_severity}
@@ -392,8 +399,8 @@ def apply_policy(candidates: list[Candidate], s: ClusterSnapshot) -> list[Candid
         hit = None
         if family == "groups" or c.rule == "offset_beyond_log_end":
             hit = groups.get(c.subject)
-        elif family in ("partitions", "topics", "loss"):
-            hit = topics.get(c.subject) or topics.get(c.subject.rpartition("-")[0])
+        elif family in ("partitions", "topics", "loss") and c.topic is not None:
+            hit = topics.get(c.topic)
         if hit is None:
             out.append(c)
             continue

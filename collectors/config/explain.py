@@ -19,6 +19,10 @@ __all__ = ["explain", "policy_lines"]
 GROUP_FIELDS = ("team", "lag_seconds_slo", "lag_allowed_messages", "lag_min_points", "consumer_stop_after_s",
                 "retention_risk_s", "max_severity", "idle_max_s", "idle_windows")
 TOPIC_FIELDS = ("team", "retention_risk_s", "max_severity")
+# The topics a broker's metadata flags is_internal (Kafka's Topic.INTERNAL_TOPICS; __share_group_state from
+# Kafka 4.0 on), which is what the adapter's topic filter is given. Not every "__" name: MSK's
+# __amazon_msk_canary, Confluent's __confluent.* or an application's __-named topic are ordinary topics.
+KAFKA_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 def policy_lines(path: str | Path) -> list[int]:
@@ -73,7 +77,7 @@ def explain(config: MonitorConfig, group: str | None = None, topic: str | None =
             out += _settings(config, policies.for_group(c.name, group).rule, GROUP_FIELDS, lines)
         if topic is not None:
             watch = c.filters.topic_filter()
-            internal = topic.startswith("__")
+            internal = topic in KAFKA_INTERNAL_TOPICS
             ok = watch is None or watch(topic, internal)
             why = c.filters.topics.build().why_not(topic)
             out.append(f"cluster {c.name}: topic {topic}: " + ("watched" if ok else

@@ -26,7 +26,8 @@ import yaml
 from pydantic import ValidationError
 
 from collectors.config.models import MonitorConfig
-from collectors.config.problems import ConfigError, format_loc, one_line, validation_problems
+from collectors.config.problems import ConfigError, format_loc, one_line, validation_problems, yaml_line_of
+from collectors.model.secrets import is_secret_key
 from collectors.model.settings import describe_value, shorten
 from collectors.model.wording import plural
 
@@ -107,7 +108,7 @@ def parse_config(text: str, source: str = "<config>", environ: Mapping[str, str]
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: the top level must be a mapping of settings (with 'clusters'), "
                           f"got {describe_value(data)}")
-    data = _substitute_all(data, env, source)
+    data = _substitute_all(data, env, source, root)
     overridden = _apply_overrides(data, env, source)
     try:
         return MonitorConfig.model_validate(data)
@@ -145,11 +146,13 @@ _VAR_TOKEN = re.compile(r"\$\$\{|\$\{([^{}]*)\}|\$\{")
 _VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def _substitute_all(data: dict[Any, Any], env: Mapping[str, str], source: str) -> dict[Any, Any]:
+def _substitute_all(data: dict[Any, Any], env: Mapping[str, str], source: str,
+                    root: yaml.Node | None = None) -> dict[Any, Any]:
     """Replace ``${VAR}``, ``${VAR:-default}`` in every string value (not in keys); ``$${`` is a literal ``${``.
 
-    As in the shell, the default is used when VAR is unset or empty. Collects every problem before raising.
-    Also the place that bounds nesting and size, because YAML aliases can make both unbounded.
+    As in the shell, the default is used when VAR is unset or empty. Collects every problem before raising, each
+    with the field and, from `root` (the YAML node tree), its line. Also the place that bounds nesting and size,
+    because YAML aliases can make both unbounded.
     """
     problems: list[str] = []
     budget = [MAX_NODES]
@@ -165,7 +168,10 @@ def _substitute_all(data: dict[Any, Any], env: Mapping[str, str], source: str) -
         if isinstance(value, list):
             return [walk(v, (*path, i)) for i, v in enumerate(value)]
         if isinstance(value, str) and "${" in value:
-            return _substitute(value, env, lambda msg: problems.append(f"{source}: {format_loc(path)}: {msg}"))
+            line = yaml_line_of(root, path)
+            where = f"{source}{f':{line}' if line else ''}: {format_loc(path)}"
+            secret = any(isinstance(part, str) and is_secret_key(part) for part in path)
+            return _substitute(value, env, lambda msg: problems.append(f"{where}: {msg}"), secret)
         return value
 
     result = walk(data, ())
@@ -174,7 +180,10 @@ def _substitute_all(data: dict[Any, Any], env: Mapping[str, str], source: str) -
     return result
 
 
-def _substitute(text: str, env: Mapping[str, str], report: Callable[[str], None]) -> str:
+def _substitute(text: str, env: Mapping[str, str], report: Callable[[str], None], secret: bool = False) -> str:
+    """`text` with its references replaced. Under a secret-named key (`secret`) a problem quotes none of the
+    value, not even the text between the braces: in ``S3cr${et pass}word`` that is part of the password. The
+    variable's name is said there only when the whole value is the one reference (``${KAFKA_PASSWORD}``)."""
     def replace(match: re.Match[str]) -> str:
         token = match.group(0)
         if token == "$${":
@@ -185,14 +194,23 @@ def _substitute(text: str, env: Mapping[str, str], report: Callable[[str], None]
             return token
         name, sep, default = body.partition(":-")
         if not _VAR_NAME.fullmatch(name):
-            report(f"'${{{shorten(name)}}}' is not a valid variable reference; "
-                   "expected ${NAME} or ${NAME:-default}")
+            if secret:
+                report("a '${...}' in the value is not a valid variable reference (not quoted: the value is "
+                       "secret); expected ${NAME} or ${NAME:-default}, or write $${ for a literal ${")
+            else:
+                report(f"'${{{shorten(name)}}}' is not a valid variable reference; "
+                       "expected ${NAME} or ${NAME:-default}")
             return token
         value = env.get(name)
         if sep:
             return value if value else default
         if value is None:
-            report(f"environment variable {name} is not set (write ${{{name}:-default}} to make it optional)")
+            if secret and token != text:
+                report("a '${...}' in the value names an environment variable that is not set (not quoted: the "
+                       "value is secret); set it, write ${NAME:-default} to make it optional, or $${ for a "
+                       "literal ${")
+            else:
+                report(f"environment variable {name} is not set (write ${{{name}:-default}} to make it optional)")
             return token
         return value
 

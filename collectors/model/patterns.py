@@ -48,13 +48,14 @@ TopicFilter = Callable[[str, bool], bool]
 
 
 class _AnyOf:
-    """`patterns` searched one by one: for the rare set that cannot be joined into one alternation (a global
-    flag such as ``(?i)`` is only allowed at the start of a whole expression)."""
+    """`patterns` searched one by one: for the patterns that cannot be joined into one alternation (a global
+    flag such as ``(?i)`` is only allowed at the start of a whole expression; a backreference would point at
+    another pattern's group, see `_refers_to_group`)."""
 
     __slots__ = ("_each",)
 
-    def __init__(self, patterns: Sequence[str]) -> None:
-        self._each = [re.compile(p) for p in patterns]
+    def __init__(self, patterns: Sequence[str | re.Pattern[str]]) -> None:
+        self._each = [p if isinstance(p, re.Pattern) else re.compile(p) for p in patterns]
 
     def search(self, name: str) -> re.Match[str] | None:
         for p in self._each:
@@ -64,14 +65,33 @@ class _AnyOf:
         return None
 
 
+# \1..\99, (?P=name) and (?(1)yes|no) / (?(name)yes|no). Conservative: an escaped backslash before a digit
+# (``\\1``) also counts; such a pattern is only searched on its own, which is slower, never wrong.
+_GROUP_REFERENCE = re.compile(r"\\[1-9]|\(\?P=|\(\?\(")
+
+
+def _refers_to_group(pattern: str) -> bool:
+    """Whether `pattern` refers back to one of its groups. Joined into an alternation, its groups are
+    renumbered (after those of the patterns before it), so ``\\1`` would name another pattern's group."""
+    return _GROUP_REFERENCE.search(pattern) is not None
+
+
+def _join(patterns: Sequence[str]) -> list[re.Pattern[str]]:
+    try:
+        return [re.compile("|".join(f"(?:{p})" for p in patterns))]
+    except re.error:
+        return [re.compile(p) for p in patterns]
+
+
 def compile_patterns(patterns: Sequence[str]) -> re.Pattern[str] | _AnyOf | None:
-    """One compiled alternation of `patterns` (None for none): one search instead of one per pattern."""
+    """One compiled alternation of `patterns` (None for none): one search instead of one per pattern. A
+    pattern with a backreference (or one the alternation cannot hold) is searched on its own after it."""
     if not patterns:
         return None
-    try:
-        return re.compile("|".join(f"(?:{p})" for p in patterns))
-    except re.error:
-        return _AnyOf(patterns)
+    joinable = [p for p in patterns if not _refers_to_group(p)]
+    alone = [re.compile(p) for p in patterns if _refers_to_group(p)]
+    each = (_join(joinable) if joinable else []) + alone
+    return each[0] if len(each) == 1 else _AnyOf(each)
 
 
 class NameFilter:
