@@ -21,6 +21,7 @@ from collectors.alerting.rules import Candidate
 from collectors.config import HistoryConfig, MonitorConfig, Thresholds
 from collectors.model.poll import PollResult
 from collectors.model.records import AlertRecord, IncidentRecord, snapshot_to_dict
+from collectors.model.vocabulary import TRUNCATION, UNCLEAN_ELECTION
 from collectors.model.wording import count_of, plural
 from collectors.outputs.api import JsonApi
 from collectors.outputs.exporter import MetricsEndpoint, MetricsServer
@@ -64,6 +65,18 @@ class ExporterSink:
         self.server.close()
 
 
+EPOCH_LOSSES = frozenset({TRUNCATION, UNCLEAN_ELECTION})
+"""Loss the poller proves from its checkpointed epoch watches (`collectors.model.loss.settle`). A collector killed
+after writing such a row and before its next checkpoint would resume the watch from before the leader change and
+record the same loss again; one killed before writing it would find it again. So a poll that records one flushes
+its history rows at once and the checkpoint follows it (`proved_epoch_loss`): killed between the two, at worst the
+row is there twice; killed before, the next run records it once."""
+
+
+def proved_epoch_loss(results: Sequence[PollResult]) -> bool:
+    return any(x.kind in EPOCH_LOSSES for r in results for x in r.snapshot.losses)
+
+
 class HistorySink:
     def __init__(self, cfg: HistoryConfig, exporter: ExporterSink | None, monitor: Monitor | None = None,
                  thresholds: Thresholds | None = None, clusters: Sequence[str] = (),
@@ -97,6 +110,8 @@ class HistorySink:
             self.writer.add(r)
         if self._unpolled:
             self._lose_unpolled(self.writer, now)
+        if proved_epoch_loss(results):
+            self.writer.flush()  # its ledger rows durable before the checkpoint that moves past them (EPOCH_LOSSES)
         self.writer.maybe_flush()  # the writer times flushes on the wall clock; `now` may be simulated
         error = self.writer.last_error
         if self.exporter is not None:
@@ -259,7 +274,8 @@ class LatestStateSink:
 
 
 class CheckpointSink:
-    """Saves the pollers' memory every `interval_s` (wall clock) and on close, so a restart resumes it."""
+    """Saves the pollers' memory every `interval_s` (wall clock), after a poll that proved a truncation or an
+    unclean election (`EPOCH_LOSSES`: the history sink has flushed its rows), and on close, so a restart resumes it."""
 
     def __init__(self, state_dir: Path, interval_s: float, monitor: Monitor) -> None:
         self.state_dir = state_dir
@@ -271,7 +287,7 @@ class CheckpointSink:
 
     def __call__(self, results: list[PollResult], now: float) -> None:
         self._now = now
-        if time.monotonic() - self._last >= self.interval_s:
+        if time.monotonic() - self._last >= self.interval_s or proved_epoch_loss(results):
             self.save(now)
 
     def save(self, now: float) -> None:

@@ -60,3 +60,35 @@ def test_failing_maintenance_raises_a_monitor_alert_until_a_run_succeeds(
             ("date=2023-11-15", "compact"), ("date=2023-11-16", "compact")}
     finally:
         m.close()
+
+
+def test_a_proved_truncation_is_written_at_once_and_the_checkpoint_follows_it(tmp_path: Path) -> None:
+    """A collector killed between writing a truncation's ledger row and its next checkpoint would resume the epoch
+    watch from before the leader change and record the loss again; one killed before writing it finds it again.
+    So that poll flushes its rows at once and saves the checkpoint right after; other polls wait for their
+    intervals (a retention skip is not remembered across a restart: it cannot be counted twice)."""
+    from collectors.model.poll import PollResult
+    from collectors.model.records import ClusterSnapshot, LossRecord
+    from collectors.runtime.sinks import CheckpointSink
+
+    def poll(kind: str) -> PollResult:
+        snap = ClusterSnapshot(cluster="prod", time=LATER)
+        snap.losses = [LossRecord("prod", LATER, kind, "orders", 3, 1_200, "epoch 5 ends at 48,800")]
+        return PollResult(snap)
+
+    root = tmp_path / "history"
+    cfg = monitor_config(tmp_path / "state", history={"root": str(root)}, checkpoint_interval_s=3600)
+    m = Monitor(cfg)
+    try:
+        history = HistorySink(cfg.history, exporter=None, monitor=m)
+        history.writer.clock = lambda: LATER  # a minute never passes: only the loss flushes
+        checkpoints = CheckpointSink(tmp_path / "state", interval_s=3600, monitor=m)
+        for sink in (history, checkpoints):
+            sink([poll("retention_skipped")], LATER)
+        assert files_in(root, "loss_events") == [] and checkpoints.saves == 0
+        for sink in (history, checkpoints):
+            sink([poll("truncation")], LATER)
+        assert len(files_in(root, "loss_events")) == 1 and checkpoints.saves == 1
+    finally:
+        history.writer.close()
+        m.close()
