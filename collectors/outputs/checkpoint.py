@@ -20,6 +20,10 @@ One file per cluster, ``<state_dir>/checkpoints/<safe cluster name>.zip``, publi
 * ``groups.arrow`` -- one row per group: first seen and last seen active (`collectors.model.activity`), so a
   restart neither forgets a group it saw consuming nor restarts the abandoned clock (absent from older
   checkpoints: those groups are first seen again).
+* ``marks.arrow`` -- one row per group-partition: the loss ledger's marks (`collectors.model.loss.GroupMark`: what
+  retention skipped under the group, recorded; what it read past a truncation; its last commit), so a restart
+  still records the retention deletions and the reads past a truncation of its downtime, counted once (absent
+  from older checkpoints: those group-partitions are first seen again).
 
 Arrow IPC with list columns keeps 100k partitions to one vectorised write, and unlike pickle a damaged or
 planted file cannot run code: loading validates and refuses (`CheckpointError`), and the caller starts
@@ -47,7 +51,7 @@ import pyarrow.ipc as ipc
 
 from collectors.model.activity import GroupLife
 from collectors.model.lag import CommitWindow, OffsetHistory
-from collectors.model.loss import EpochWatch
+from collectors.model.loss import EpochWatch, GroupMark
 from collectors.model.records import AlertRecord, IncidentRecord, LossRecord
 from collectors.model.state import ClusterState
 from collectors.outputs.atomic import publish, remove_stale_temps
@@ -74,6 +78,10 @@ _EPOCHS_V1 = pa.schema([  # optional member (checkpoints from before the loss le
     ("isr", pa.list_(pa.int32())), ("hw_max", pa.int64()), ("seen_at", pa.float64()),
 ])
 _EPOCHS = _EPOCHS_V1.append(pa.field("topic_id", pa.string()))  # since the ledger tells recreated topics apart
+_MARKS = pa.schema([  # optional member (checkpoints from before the thirty-seventh session have none)
+    ("group_id", pa.string()), ("topic", pa.string()), ("partition", pa.int32()), ("skipped", pa.int64()),
+    ("beyond", pa.int64()), ("committed", pa.int64()),
+])
 _GROUPS = pa.schema([  # optional member (checkpoints from before group activity have none)
     ("group_id", pa.string()), ("first_seen", pa.float64()), ("last_active", pa.float64()),
 ])
@@ -180,6 +188,24 @@ def _restore_groups(st: ClusterState, groups: pa.Table) -> None:
         st.group_life[gid] = GroupLife(float(first), None if last is None else float(last))
 
 
+def _marks_table(state: ClusterState) -> pa.Table:
+    keys = sorted(state.group_marks)
+    marks = [state.group_marks[k] for k in keys]
+    return pa.Table.from_arrays([
+        pa.array([k[0] for k in keys], pa.string()), pa.array([k[1] for k in keys], pa.string()),
+        pa.array([k[2] for k in keys], pa.int32()), pa.array([m.skipped for m in marks], pa.int64()),
+        pa.array([m.beyond for m in marks], pa.int64()), pa.array([m.committed for m in marks], pa.int64()),
+    ], schema=_MARKS)
+
+
+def _restore_marks(st: ClusterState, marks: pa.Table) -> None:
+    cols = [marks.column(n).to_pylist() for n in _MARKS.names]
+    for gid, topic, part, skipped, beyond, committed in zip(*cols, strict=True):
+        if None in (gid, topic, part, skipped, beyond, committed) or min(skipped, beyond) < 0:
+            raise CheckpointError("marks.arrow has a row with missing or negative fields")
+        st.group_marks[(gid, topic, part)] = GroupMark(int(skipped), int(beyond), int(committed))
+
+
 def _windows_table(state: ClusterState) -> pa.Table:
     keys = sorted(state.commit_windows)
     raws = [state.commit_windows[k].raw() for k in keys]
@@ -227,7 +253,8 @@ def save_checkpoint(state_dir: Path, cp: Checkpoint) -> tuple[Path, int]:
                ("partitions.arrow", _ipc_bytes(_partitions_table(cp.state))),
                ("windows.arrow", _ipc_bytes(_windows_table(cp.state))),
                ("epochs.arrow", _ipc_bytes(_epochs_table(cp.state))),
-               ("groups.arrow", _ipc_bytes(_groups_table(cp.state)))]
+               ("groups.arrow", _ipc_bytes(_groups_table(cp.state))),
+               ("marks.arrow", _ipc_bytes(_marks_table(cp.state)))]
 
     def write(f: Any) -> None:
         with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED) as z:  # members are compressed already
@@ -394,6 +421,8 @@ def load_checkpoint(state_dir: Path, cluster: str, *, lag_points: int, window_si
                 _restore_epochs(state, _read_ipc(z, "epochs.arrow", _EPOCHS, _EPOCHS_V1))
             if "groups.arrow" in z.namelist():  # so a restart neither forgets who consumed nor restarts the clock
                 _restore_groups(state, _read_ipc(z, "groups.arrow", _GROUPS))
+            if "marks.arrow" in z.namelist():  # so the ledger counts what retention deleted meanwhile, once
+                _restore_marks(state, _read_ipc(z, "marks.arrow", _MARKS))
             alerts = [AlertRecord(**a) for a in meta["alerts"]]
             for a in alerts:
                 if a.cluster != cluster or a.resolved_at is not None:

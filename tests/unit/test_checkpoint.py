@@ -77,13 +77,14 @@ def as_plain(st: ClusterState) -> dict[str, Any]:
                     st.last_good, st.polls),
         "brokers": dict(st.known_brokers), "configs": (st.topic_configs, st.broker_configs),
         "leader_epochs": dict(st.epoch_watch), "losses": list(st.recent_losses),
+        "marks": {k: (m.skipped, m.beyond, m.committed) for k, m in st.group_marks.items()},
     }
 
 
 def test_round_trip_restores_every_piece_of_memory(tmp_path: Path) -> None:
     state, alerts = busy_state()
     assert state.hw_history and state.commit_windows and state.isr_changes and alerts  # the input is not trivial
-    assert state.topic_configs and state.broker_configs and state.epoch_watch
+    assert state.topic_configs and state.broker_configs and state.epoch_watch and state.group_marks
     path = save(tmp_path, state, alerts)
     assert path == checkpoint_path(tmp_path, "prod") and path.stat().st_size > 0
     cp = load(tmp_path)
@@ -156,7 +157,8 @@ def _meta(path: Path) -> dict[str, Any]:
 
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "empty", "no-meta", "bad-version", "other-cluster",
                                     "nan-time", "bad-alert", "alert-time-text", "bad-arrow", "wrong-columns",
-                                    "history-not-sorted", "window-lengths", "loss-unknown-field", "loss-no-time"])
+                                    "history-not-sorted", "window-lengths", "loss-unknown-field", "loss-no-time",
+                                    "marks-negative"])
 def test_damaged_checkpoint_is_refused_with_a_reason(tmp_path: Path, damage: str) -> None:
     state, alerts = busy_state(polls=3)
     path = save(tmp_path, state, alerts)
@@ -188,6 +190,17 @@ def test_damaged_checkpoint_is_refused_with_a_reason(tmp_path: Path, damage: str
     elif damage == "loss-no-time":
         bad = [meta["recent_losses"][0] | {"time": None}]
         _rewrite_member(path, "meta.json", json.dumps(meta | {"recent_losses": bad}).encode())
+    elif damage == "marks-negative":
+        import pyarrow as pa
+        import pyarrow.ipc as ipc
+
+        with zipfile.ZipFile(path) as z, ipc.open_file(pa.py_buffer(z.read("marks.arrow"))) as r:
+            t = r.read_all()
+        t = t.set_column(t.schema.get_field_index("skipped"), "skipped", pa.array([-1] * t.num_rows, pa.int64()))
+        sink = pa.BufferOutputStream()
+        with ipc.new_file(sink, t.schema) as w:
+            w.write_table(t)
+        _rewrite_member(path, "marks.arrow", sink.getvalue().to_pybytes())
     elif damage == "bad-arrow":
         _rewrite_member(path, "windows.arrow", b"ARROW1\x00\x00 not really")
     elif damage == "wrong-columns":
@@ -353,6 +366,28 @@ def test_a_loss_alert_stays_open_across_a_restart_and_older_checkpoints_load_wit
             z.writestr(name, data)
     cp = load(tmp_path)
     assert cp is not None and cp.state.recent_losses == []
+
+
+def test_the_ledgers_marks_survive_a_restart_and_older_checkpoints_load_without_them(tmp_path: Path) -> None:
+    """What retention deletes under a group while the collector is down is counted once after the restart (from the
+    mark saved before it), not taken as a first sight; checkpoints without marks.arrow load with none."""
+    from collectors.model.loss import GroupMark, group_evidence
+    from collectors.model.records import GroupPartitionRecord
+
+    state, alerts = busy_state(polls=2, partitions=200, groups=2)
+    state.group_marks = {("billing", "orders", 3): GroupMark(50, 0, 100)}  # 50 recorded: log start 150, commit 100
+    path = save(tmp_path, state, alerts)
+    cp = load(tmp_path)
+    assert cp is not None
+    later = GroupPartitionRecord("prod", "billing", "orders", 3, 100, 230, 900, 900, None, None, "OK")
+    assert [x.messages for x in group_evidence("prod", [later], cp.state.group_marks, T0 + 400)] == [80]
+    with zipfile.ZipFile(path) as z:
+        members = {n: z.read(n) for n in z.namelist() if n != "marks.arrow"}
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    cp = load(tmp_path)
+    assert cp is not None and cp.state.group_marks == {}
 
 
 def test_group_activity_survives_a_restart_and_older_checkpoints_load_without_it(tmp_path: Path) -> None:
