@@ -29,8 +29,8 @@ elsewhere than the incident it was in at the last poll stays there (`IncidentTra
   kept alert's place is not known, so it keeps the one it had (and its incident keeps its last known blast radius),
   rather than an unreachable cluster during an outage opening an incident per topic and per group.
 
-Otherwise it goes where `correlate` put it. The places are memory of the last poll only: after a restart the first
-poll places every alert afresh.
+Otherwise it goes where `correlate` put it. The places are memory of the last poll; a restart from a checkpoint
+takes them from its alerts' incident ids (`restore`).
 """
 
 from __future__ import annotations
@@ -121,11 +121,20 @@ class IncidentTracker:
         self._told = {k: t for k, t in self._told.items() if k[0] != cluster}
         self._home = {k: h for k, h in self._home.items() if k[0] != cluster}
 
-    def restore(self, incidents: Iterable[IncidentRecord]) -> None:
-        """Take over incidents from a checkpoint (open ones, and resolved ones still within the hold-down)."""
+    def restore(self, incidents: Iterable[IncidentRecord], alerts: Iterable[AlertRecord] = ()) -> None:
+        """Take over incidents from a checkpoint (open ones, and resolved ones still within the hold-down), and where
+        each of its `alerts` was (their ``incident`` ids): the first poll after the restart keeps an alert in its
+        incident as any poll does (an unreachable first poll during an outage is not a page per topic)."""
+        by_id: dict[str, Key] = {}
         for inc in incidents:
             key = (inc.cluster, inc.kind, _key_of(inc))
             (self.recent if inc.resolved_at is not None else self.open)[key] = inc
+            if inc.resolved_at is None:
+                by_id[inc.id] = key
+        for a in alerts:
+            home = by_id.get(a.incident or "")
+            if home is not None:
+                self._home[a.key] = home
 
     def adopt(self, incidents: Iterable[IncidentRecord]) -> dict[str, str | None]:
         """Carry on incidents another collector recorded and left open (a history taken over, or left by a collector

@@ -140,7 +140,7 @@ class ClusterPoller:
         for a in cp.alerts:
             self.alerts.open[a.key] = a
         self.incidents.forget(self.name)
-        self.incidents.restore(cp.incidents)
+        self.incidents.restore(cp.incidents, cp.alerts)
         self._resumed_cluster_id = cp.cluster_id
         self._resumed_until = cp.saved_at
 

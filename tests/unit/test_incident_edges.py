@@ -6,6 +6,7 @@ on the synthetic clusters of test_incidents.py."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from collectors.alerting.catalogue import TIMED_RULES, kept_when_stale
@@ -269,3 +270,19 @@ def test_a_broker_going_down_at_the_first_poll_after_a_restart_is_recorded() -> 
     assert [(e.event, e.incident.brokers) for e in ev] == [("updated", [2, 3])]
     _, ev = again.update("c", correlate(s2, alerts_of(s2)), NOW + 90)
     assert ev == []  # recorded once
+
+
+def test_a_restart_during_an_outage_keeps_each_alert_in_its_incident_at_an_unreachable_first_poll() -> None:
+    """Where each alert was comes back with the checkpoint (its alerts' incident ids), so the first poll after a
+    restart, unreachable, does not open an incident per topic either."""
+    p = Pipe()
+    current, (broker,), _ = p.poll(cluster(down=(2, 3)), NOW)
+    saved_alerts = [dataclasses.replace(a) for a in current]  # as the checkpoint gives them back
+    assert {a.incident for a in saved_alerts} == {broker.id}
+    after = Pipe(state=p.state)
+    for a in saved_alerts:
+        after.alerts.open[a.key] = a
+    after.incidents.restore([broker], saved_alerts)
+    _, incs, ev = after.poll(unreachable(), NOW + 30)
+    assert opened(ev) == [("cluster", "c")]
+    assert sorted(i.kind for i in incs) == ["broker", "cluster"]
