@@ -36,7 +36,10 @@ def _day_of_part_files(root: Path, day: str, files_per_table: int) -> int:
         schema = TABLES[table]
         empty = pa.table({f.name: pa.nulls(1, f.type) for f in schema}, schema=schema)
         for i in range(files_per_table):
-            pq.write_table(empty, d / f"part-{1_800_000_000_000_000_000 + i}-{i:08x}.parquet")
+            # each file its own poll time, as real flushes have: identical ones are read once, with a warning each
+            at = pa.array([i * 60_000_000], pa.int64()).cast(schema.field("time").type)
+            pq.write_table(empty.set_column(schema.get_field_index("time"), "time", at),
+                           d / f"part-{1_800_000_000_000_000_000 + i}-{i:08x}.parquet")
             n += 1
     return n
 

@@ -26,7 +26,7 @@ class HadoopLister:
     def __init__(self, spark: SparkSession) -> None:
         self.jvm = spark._jvm  # type: ignore[attr-defined]
         self.conf = spark._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
-        self._same: dict[tuple[str, str], bool] = {}  # compared already, in an earlier listing of this read
+        self._keys: dict[tuple[str, int], Any] = {}  # (file, size) -> its rows' key, from an earlier listing
         self.sizes: dict[str, int] = {}
         """Every file listed (live or not): its size, as the last listing gave it."""
 
@@ -100,32 +100,30 @@ class HadoopLister:
         """`collectors.outputs.history.files.repeats_among` over the Hadoop API: {repeat: the file it repeats}."""
         sizes = dict(files)
 
-        def same(a: str, b: str) -> bool:
-            if (a, b) not in self._same:
-                self._same[(a, b)] = self._same_rows(fs, a, b, sizes[a])
-            return self._same[(a, b)]
+        def key(path: str) -> Any:
+            if (path, sizes[path]) not in self._keys:
+                self._keys[(path, sizes[path])] = self._rows_key(fs, path, sizes[path])
+            return self._keys[(path, sizes[path])]
 
-        return repeats_among(files, same)
+        return repeats_among(files, key)
 
-    def _same_rows(self, fs: Any, a: str, b: str, size: int) -> bool:
-        """`collectors.outputs.history.files.same_rows` for two files of `size` bytes, compared in the JVM
-        (Py4J passes byte arrays by value, so no buffer crosses to Python: commons-io compares the streams)."""
+    def _rows_key(self, fs: Any, path: str, size: int) -> Any:
+        """`collectors.outputs.history.files.rows_key` for a file of `size` bytes, its digest taken in the JVM
+        (commons-codec over the bytes before the footer: no buffer crosses Py4J); None where it cannot be read
+        (not a repeat: it is read, as before this rule)."""
         jvm = self.jvm
         try:
-            footers = [self._footer(fs, p, size) for p in (a, b)]
-            if footers[0][:3] != footers[1][:3] or not footers[0][3].equals(footers[1][3]):
-                return False
-            data = size - 8 - footers[0][0]
-            streams = [fs.open(jvm.org.apache.hadoop.fs.Path(p)) for p in (a, b)]
+            footer, rows, groups, schema = self._footer(fs, path, size)
+            stream = fs.open(jvm.org.apache.hadoop.fs.Path(path))
             try:
-                bounded = [jvm.org.apache.commons.io.input.BoundedInputStream(s, data) for s in streams]
-                return bool(jvm.org.apache.commons.io.IOUtils.contentEquals(*bounded))
+                bounded = jvm.org.apache.commons.io.input.BoundedInputStream(stream, size - 8 - footer)
+                digest = str(jvm.org.apache.commons.codec.digest.DigestUtils.sha256Hex(bounded))
             finally:
-                for s in streams:
-                    s.close()
-        except Exception as e:  # unreadable: not a repeat (both are read, as before this rule)
-            log.warning("history: cannot compare %s with %s: %s", a, b, e)
-            return False
+                stream.close()
+        except Exception as e:
+            log.warning("history: cannot read %s to compare it with the other files of its day: %s", path, e)
+            return None
+        return size, footer, rows, groups, str(schema.toString()), digest
 
     def _footer(self, fs: Any, path: str, size: int) -> tuple[int, int, int, Any]:
         """(footer length in bytes, rows, row groups, schema) of a Parquet file of `size` bytes."""

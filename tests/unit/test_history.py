@@ -892,3 +892,23 @@ def test_latest_state_names_do_not_collide(tmp_path: Path) -> None:
     for n in names:
         latest_state.write_latest(tmp_path, {"cluster": n, "time": T0})
     assert sorted(latest_state.read_latest(tmp_path)) == sorted(names)
+
+
+def test_files_of_one_size_are_each_read_once_to_find_repeats(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A day of a minute's flushes is 1,440 files a table, and a table of a few rows a poll writes them all of one
+    size. Finding the repeats among them compared each file with every one kept before it (1,440 files: ~1 M
+    comparisons, minutes per listing, and the comparisons' cache gave up past 4,096 pairs); each file is now read
+    once for a key, and a listing again reads none."""
+    import collectors.outputs.history.files as files
+
+    w = HistoryWriter(tmp_path, clock=lambda: LATER)
+    write_day(w, 40)
+    day = files_in(tmp_path, "topic_health")[0].parent
+    assert len({f.stat().st_size for f in day.iterdir()}) == 1  # one size: every file must be looked at
+    shutil.copyfile(sorted(day.iterdir())[7], day / "part-9999-copy.v4.parquet")
+    read: list[Path] = []
+    real = files._rows_key
+    monkeypatch.setattr(files, "_rows_key", lambda p, size: read.append(p) or real(p, size))
+    assert len(files.day_files(day).live) == 40 and len(read) == 41
+    assert files.day_files(day).repeats == {"part-9999-copy.v4.parquet": sorted(f.name for f in day.iterdir())[7]}
+    assert len(read) == 41  # the second listing: every key from the cache

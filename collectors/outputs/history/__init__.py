@@ -31,7 +31,7 @@ collector's writer holds the root's lease (`lease.WriterLease`, an exclusive flo
 once it holds it; a second collector on the root stands by.
 
 Repeated files. A live file whose bytes up to the footer, size, schema and row count equal another live file's of
-the same day (`files.same_rows`: a file copied or restored under a new name, a history copied into itself) holds
+the same day (`files.rows_key`: a file copied or restored under a new name, a history copied into itself) holds
 the same rows: readers read it once (`live_files` leaves the later name out, `repeated_files` lists what it left
 out) and the next compaction of the day supersedes it with its inputs. Without this, a restored backup beside the
 live files doubled every count of the weekly report (broker availability read 199 %). Files are compared only

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import json
 import logging
 import os
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -101,8 +102,36 @@ K = TypeVar("K")
 
 _TRAILER = 8  # a Parquet file ends with the footer's length (uint32, little-endian) and b"PAR1"
 _COMPARE_CHUNK = 4 << 20
-_SAME_CACHE: dict[tuple[Any, ...], bool] = {}
+_KEY_CACHE: dict[tuple[Any, ...], Hashable | None] = {}
 REPEAT_WARNING = "history: %s repeats %s byte for byte (a copied or restored file?); its rows are read once"
+
+
+def rows_key(path: Path) -> Hashable | None:
+    """What two Parquet files holding the same rows byte for byte share, as one value: the size, footer length,
+    schema and row count, and a digest of every byte from the start of the file to the footer (every column chunk
+    and page). Only the footer's key-value metadata may differ. That is what a file copied or restored under a new
+    name looks like, or the same data written twice by a deterministic writer; two flushes of a collector never
+    match (their poll times differ). None for a file that cannot be read so far (it is not a repeat: it is read, and
+    a failed read names it). Cached by the file's inode, size and mtime: published files never change.
+
+    A key per file, not a comparison per pair: a day of a minute's flushes is 1,440 files a table, often of one
+    size (a table of a few rows a poll compresses alike), and comparing each with every kept one took minutes.
+    """
+    try:
+        st = path.stat()
+        ck = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+        if ck in _KEY_CACHE:
+            return _KEY_CACHE[ck]
+        key = _rows_key(path, st.st_size)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, pa.ArrowException) as e:
+        log.warning("history: cannot read %s to compare it with the other files of its day: %s", path, e)
+        return None
+    if len(_KEY_CACHE) > 65536:
+        _KEY_CACHE.clear()
+    _KEY_CACHE[ck] = key
+    return key
 
 
 def _footer_length(f: Any) -> int | None:
@@ -111,68 +140,52 @@ def _footer_length(f: Any) -> int | None:
     return int.from_bytes(tail[:4], "little") if len(tail) == _TRAILER and tail[4:] == b"PAR1" else None
 
 
-def same_rows(a: Path, b: Path) -> bool:
-    """True when Parquet files `a` and `b` hold the same rows byte for byte: the same size, footer length,
-    schema and row count, and identical bytes from the start of the file to the footer (every column chunk and
-    page). Only the footer's key-value metadata may differ. That is what a file copied or restored under a new
-    name looks like, or the same data written twice by a deterministic writer; two flushes of a collector never
-    match (their poll times differ). Cached by both files' inode, size and mtime: published files never change.
-    """
-    try:
-        sa, sb = a.stat(), b.stat()
-        key = (str(a), sa.st_ino, sa.st_size, sa.st_mtime_ns, str(b), sb.st_ino, sb.st_size, sb.st_mtime_ns)
-        cached = _SAME_CACHE.get(key)
-        if cached is not None:
-            return cached
-        same = sa.st_size == sb.st_size and _same_bytes(a, b)
-    except FileNotFoundError:
-        return False
-    except (OSError, ValueError, pa.ArrowException) as e:
-        log.warning("history: cannot compare %s with %s: %s", a, b, e)
-        return False
-    if len(_SAME_CACHE) > 4096:
-        _SAME_CACHE.clear()
-    _SAME_CACHE[key] = same
-    if same:
-        log.warning(REPEAT_WARNING, b, a)
-    return same
-
-
-def _same_bytes(a: Path, b: Path) -> bool:
-    with open(a, "rb") as fa, open(b, "rb") as fb:
-        footer = _footer_length(fa)
-        if footer is None or footer != _footer_length(fb):
-            return False
-        ma, mb = pq.read_metadata(a), pq.read_metadata(b)
-        if ma.num_rows != mb.num_rows or ma.num_row_groups != mb.num_row_groups or not ma.schema.equals(mb.schema):
-            return False
-        left = os.fstat(fa.fileno()).st_size - _TRAILER - footer
-        fa.seek(0)
-        fb.seek(0)
+def _rows_key(path: Path, size: int) -> Hashable | None:
+    with open(path, "rb") as f:
+        footer = _footer_length(f)
+        if footer is None:
+            return None
+        md = pq.read_metadata(path)
+        digest = hashlib.blake2b(digest_size=20)
+        left = size - _TRAILER - footer
+        f.seek(0)
         while left > 0:
-            n = min(left, _COMPARE_CHUNK)
-            if fa.read(n) != fb.read(n):
-                return False
-            left -= n
-    return True
+            chunk = f.read(min(left, _COMPARE_CHUNK))
+            if not chunk:
+                return None
+            digest.update(chunk)
+            left -= len(chunk)
+    schema = md.schema
+    columns = tuple((c.path, c.physical_type, str(c.logical_type), c.max_definition_level, c.max_repetition_level)
+                    for c in (schema.column(i) for i in range(len(schema))))
+    return size, footer, md.num_rows, md.num_row_groups, columns, digest.digest()
 
 
-def repeats_among(files: Iterable[tuple[K, int]], same: Callable[[K, K], bool]) -> dict[K, K]:
-    """Of `files` ((file, size) in name order), those whose rows repeat an earlier file's by `same`: {repeat: the
-    file it repeats}. Only files of equal size are compared, so a directory without copies costs nothing more
-    than its sizes. Shared by the local reader (`same_rows`) and the Spark job's Hadoop lister."""
+@functools.cache
+def warn_repeat(repeat: str, first: str) -> None:
+    """`REPEAT_WARNING`, once per file and process: every listing of a day finds the repeat again."""
+    log.warning(REPEAT_WARNING, repeat, first)
+
+
+def repeats_among(files: Iterable[tuple[K, int]], key: Callable[[K], Hashable | None]) -> dict[K, K]:
+    """Of `files` ((file, size) in name order), those whose rows repeat an earlier file's, by `key` (`rows_key`,
+    or the Hadoop lister's own): {repeat: the first file of its rows}. Only files of a size shared with another are
+    keyed, so a directory without copies costs nothing more than its sizes. Shared by the local reader and the
+    Spark job's Hadoop lister."""
     by_size: dict[int, list[K]] = {}
     for f, size in files:
         by_size.setdefault(size, []).append(f)
     out: dict[K, K] = {}
     for group in (g for g in by_size.values() if len(g) > 1):
-        kept: list[K] = []
+        first: dict[Hashable, K] = {}
         for f in group:
-            first = next((k for k in kept if same(k, f)), None)
-            if first is None:
-                kept.append(f)
+            k = key(f)
+            if k is None:
+                continue
+            if k in first:
+                out[f] = first[k]
             else:
-                out[f] = first
+                first[k] = f
     return out
 
 
@@ -274,8 +287,9 @@ def day_files(directory: Path) -> DayFiles:
     empty = [n for n, size in sizes if size == 0]
     for n in empty:
         warn_empty(str(directory / n))
-    repeats = repeats_among([(n, size) for n, size in sizes if size > 0],
-                            lambda a, b: same_rows(directory / a, directory / b))
+    repeats = repeats_among([(n, size) for n, size in sizes if size > 0], lambda n: rows_key(directory / n))
+    for n, first in repeats.items():
+        warn_repeat(str(directory / n), str(directory / first))
     damaged = {n: problem for n, size in sizes if size > 0 and n not in repeats
                and (problem := known_damaged(directory / n)) is not None}
     left_out = set(repeats) | set(empty) | set(damaged)
@@ -386,7 +400,7 @@ def live_files(root: Path, table: str, start: float | None = None, end: float | 
 
 
 def repeated_files(root: Path, table: str, start: float | None = None, end: float | None = None) -> dict[Path, Path]:
-    """Files that `live_files` leaves out because they repeat another live file of their day (`same_rows`):
+    """Files that `live_files` leaves out because they repeat another live file of their day (`rows_key`):
     {repeat: the file read instead}. For readers that say so (the weekly report's notes)."""
     return list_files(root, table, start, end).repeats
 
