@@ -37,6 +37,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+import kafka.errors as kafka_errors
 from kafka.protocol.admin import (
     DescribeGroupsRequest,
     DescribeProducersRequest,
@@ -68,7 +69,12 @@ ERROR_NAMES = {
 
 
 def error_name(code: int) -> str:
-    return ERROR_NAMES.get(code, f"error {code}")
+    """Kafka's name for an error code (``GROUP_AUTHORIZATION_FAILED``), as its tools print it; ``error N`` for a
+    code the client library does not know either."""
+    if code in ERROR_NAMES:
+        return ERROR_NAMES[code]
+    name = getattr(kafka_errors.for_code(code), "message", None)
+    return name if isinstance(name, str) and name != "UNKNOWN" else f"error {code}"
 
 
 def _topic_id(topic: Any) -> str | None:
@@ -80,10 +86,20 @@ def _topic_id(topic: Any) -> str | None:
     return str(tid)
 
 
+GROUP_ID_NOT_FOUND = 69
+
+
 def _answered_groups(groups: Iterable[Any], api: str, obs: KafkaObservation) -> Iterator[Any]:
-    """The groups of an answer that carry no error; each error is recorded against the groups section."""
+    """The groups of an answer that carry no error; each error is recorded against the groups section. A group
+    that no longer exists is an answer, not an error: deleted between ListGroups and this request (an ephemeral
+    console consumer's group, say), DescribeGroups v6+ says GROUP_ID_NOT_FOUND where older versions said state
+    Dead. It is marked Dead like them, rather than making every group's data stale for a poll (a data_stale alert,
+    and every group alert held open on missing evidence)."""
     for g in groups:
-        if g.error_code:
+        if g.error_code == GROUP_ID_NOT_FOUND and api == "DescribeGroups":
+            if g.group_id in obs.groups:
+                obs.groups[g.group_id].update(state="Dead", members=0)
+        elif g.error_code:
             obs.fail("groups", f"{api} {g.group_id}: {error_name(g.error_code)}")
         else:
             yield g
