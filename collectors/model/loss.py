@@ -104,17 +104,26 @@ def epoch_questions(partitions: Iterable[PartitionMeta], watches: Mapping[Partit
 
 def settle(cluster: str, partitions: Iterable[PartitionMeta], high_watermarks: Mapping[PartitionKey, int],
            answers: Mapping[PartitionKey, tuple[int, int]], watches: dict[PartitionKey, EpochWatch],
-           unclean_topics: set[str], now: float) -> list[LossRecord]:
+           unclean_topics: set[str], now: float, hw_epochs: Mapping[PartitionKey, int] | None = None
+           ) -> list[LossRecord]:
     """This poll's evidence of loss, updating `watches` in place.
 
     `answers` maps a partition to (epoch, end offset) as its current leader answered the `EpochQuestion`
     (KIP-320's semantics: the largest epoch <= the one asked, and where it ends); a partition with a moved
     epoch and no answer (no leader yet, request failed) keeps its watch unchanged until one comes.
+
+    `hw_epochs`: the leader epoch each high watermark was answered under, where the broker said (ListOffsets v4+).
+    A high watermark counts for a watch of that epoch only: one answered after a bump the poll's Metadata had not
+    seen yet holds the new epoch's writes, and taken as the old epoch's it would read as a truncation at the next
+    leader change. Metadata older than the watch (a broker that has not caught up: a lower epoch) does not move
+    the watch's ISR back either.
     """
     losses: list[LossRecord] = []
+    epochs = hw_epochs or {}
     for p in partitions:
         key = (p.topic, p.partition)
-        hw = high_watermarks.get(key)
+        answered = high_watermarks.get(key)
+        under = epochs.get(key) if epochs else None
         w = watches.get(key)
         if p.leader_epoch is None:
             continue
@@ -126,12 +135,14 @@ def settle(cluster: str, partitions: Iterable[PartitionMeta], high_watermarks: M
             w = None
         if w is None:
             if p.leader >= 0:
-                watches[key] = EpochWatch(p.leader_epoch, p.leader, tuple(p.isr), hw, now, p.topic_id)
+                watches[key] = EpochWatch(p.leader_epoch, p.leader, tuple(p.isr),
+                                          _hw(answered, under, p.leader_epoch), now, p.topic_id)
             continue
         if p.leader_epoch <= w.epoch:  # same leadership: remember how far it committed, and its ISR
+            hw = _hw(answered, under, w.epoch)
             if hw is not None and (w.hw_max is None or hw > w.hw_max):
                 w.hw_max = hw
-            if p.leader >= 0:
+            if p.leader >= 0 and p.leader_epoch == w.epoch:
                 w.isr, w.seen_at = tuple(p.isr), now
             w.topic_id = w.topic_id or p.topic_id  # a watch restored from a checkpoint without ids learns it
             continue
@@ -152,8 +163,14 @@ def settle(cluster: str, partitions: Iterable[PartitionMeta], high_watermarks: M
                 f"high watermark {w.hw_max:,} under epoch {w.epoch} (leader {w.leader}); the new leader "
                 f"{p.leader} (epoch {p.leader_epoch}) ends that epoch at offset {end:,}", w.leader, p.leader,
                 w.epoch, p.leader_epoch, unclean, offset=end))
-        watches[key] = EpochWatch(p.leader_epoch, p.leader, tuple(p.isr), hw, now, p.topic_id or w.topic_id)
+        watches[key] = EpochWatch(p.leader_epoch, p.leader, tuple(p.isr), _hw(answered, under, p.leader_epoch), now,
+                                  p.topic_id or w.topic_id)
     return losses
+
+
+def _hw(answered: int | None, under: int | None, epoch: int | None) -> int | None:
+    """The high watermark answered, if it counts for `epoch`: answered under it, or under an epoch not said."""
+    return answered if under is None or under == epoch else None
 
 
 def awaiting_answers(partitions: Iterable[PartitionMeta], watches: Mapping[PartitionKey, EpochWatch]

@@ -116,6 +116,9 @@ class KafkaObservation:
     broker_configs: dict[str, str | None] = field(default_factory=dict)
     log_start: dict[tuple[str, int], int] = field(default_factory=dict)
     high_watermark: dict[tuple[str, int], int] = field(default_factory=dict)
+    high_watermark_epoch: dict[tuple[str, int], int] = field(default_factory=dict)
+    """The leader epoch each high watermark was answered under (ListOffsets v4+): an epoch bumped between the
+    poll's Metadata and its ListOffsets (a rolling restart does it to many partitions) answers for the new one."""
     # OffsetForLeaderEpoch answers for partitions whose leader epoch moved: (epoch, end offset of the epoch
     # asked about) from the current leader (collectors.model.loss)
     epoch_end_offsets: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)

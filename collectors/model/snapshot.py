@@ -121,7 +121,7 @@ def _losses(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, n
     """This poll's evidence of loss (`collectors.model.loss`), remembered for the alerts."""
     unclean = {t.topic for t in snap.topics if t.unclean_leader_election}
     cut = settle(snap.cluster, obs.partitions, obs.high_watermark, obs.epoch_end_offsets, state.epoch_watch,
-                 unclean, now)
+                 unclean, now, obs.high_watermark_epoch)
     snap.losses += cut
     snap.losses += truncated_readers(cut, state.group_marks)  # from the commits seen before the change
     # what retention deletes under a group nobody runs (inactive, abandoned) is not news: no ledger rows, then or

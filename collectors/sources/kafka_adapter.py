@@ -87,6 +87,7 @@ def _topic_id(topic: Any) -> str | None:
 
 
 GROUP_ID_NOT_FOUND = 69
+NEW_PROTOCOL_GROUPS = frozenset({"consumer", "streams"})  # ListGroups v5's group_type of non-classic groups
 
 
 def _answered_groups(groups: Iterable[Any], api: str, obs: KafkaObservation) -> Iterator[Any]:
@@ -96,9 +97,15 @@ def _answered_groups(groups: Iterable[Any], api: str, obs: KafkaObservation) -> 
     Dead. It is marked Dead like them, rather than making every group's data stale for a poll (a data_stale alert,
     and every group alert held open on missing evidence)."""
     for g in groups:
-        if g.error_code == GROUP_ID_NOT_FOUND and api == "DescribeGroups":
-            if g.group_id in obs.groups:
-                obs.groups[g.group_id].update(state="Dead", members=0)
+        if g.error_code == GROUP_ID_NOT_FOUND and api == "DescribeGroups" and g.group_id in obs.groups:
+            info = obs.groups[g.group_id]
+            if info.get("group_type") in NEW_PROTOCOL_GROUPS:
+                # Kafka 4's consumer (KIP-848) and streams groups: "not a classic group", DescribeGroups cannot
+                # describe them (ConsumerGroupDescribe can; kafka-python has no request for it). ListGroups' state
+                # stands; members, unknown, are counted as one while the group is not Empty (it has some).
+                info["members"] = 0 if info.get("state") in ("Empty", "Dead") else 1
+            else:
+                info.update(state="Dead", members=0)
         elif g.error_code:
             obs.fail("groups", f"{api} {g.group_id}: {error_name(g.error_code)}")
         else:
@@ -315,6 +322,8 @@ class KafkaAdapter:
                     for p in t.partitions:
                         if p.error_code == 0 and p.offset >= 0:
                             targets[kind][(t.name, p.partition_index)] = p.offset
+                            if kind == "latest" and (getattr(p, "leader_epoch", -1) or -1) >= 0:
+                                obs.high_watermark_epoch[(t.name, p.partition_index)] = p.leader_epoch
                         elif p.error_code:
                             obs.fail("offsets", f"ListOffsets {t.name}-{p.partition_index}: "
                                                 f"{error_name(p.error_code)}")
@@ -340,7 +349,8 @@ class KafkaAdapter:
                         obs.filtered_groups += 1  # never described, its offsets never fetched
                         continue
                     obs.groups[g.group_id] = {"state": getattr(g, "group_state", None) or "Unknown", "members": 0,
-                                              "coordinator": node, "protocol_type": g.protocol_type}
+                                              "coordinator": node, "protocol_type": g.protocol_type,
+                                              "group_type": getattr(g, "group_type", None)}
 
     def _epoch_end_offsets(self, kp: Any, obs: KafkaObservation, questions: list[EpochQuestion]) -> None:
         """OffsetForLeaderEpoch (as a consumer, replica id -1: KIP-320) to each asked partition's leader.
@@ -386,6 +396,10 @@ class KafkaAdapter:
                 obs.fail("quorum", f"DescribeQuorum: {error_name(r.error_code)}")
             return
         part = r.topics[0].partitions[0]
+        if part.error_code:  # a controller no longer the Raft leader: NOT_LEADER_OR_FOLLOWER, with zeroed fields
+            obs.kraft = True
+            obs.fail("quorum", f"DescribeQuorum: {error_name(part.error_code)}")
+            return
 
         def replicas(items: Any) -> list[QuorumReplica]:
             return [{"replica_id": v.replica_id, "log_end_offset": v.log_end_offset,

@@ -319,3 +319,28 @@ def test_offset_beyond_log_end_is_judged_by_the_commit_from_before_the_change_wh
     out = poll(T + 60, 2, 6, 49_700, 49_600, answer=(5, 48_800))
     assert ("truncation", None, 1_200) in out
     assert not [k for k, _, _ in out if k == "offset_beyond_log_end"]  # it was at 40,000: below the cut
+
+
+def test_a_high_watermark_answered_under_a_newer_epoch_is_not_the_old_epochs() -> None:
+    """The epoch was bumped between the poll's Metadata (epoch 5) and its ListOffsets (answered under 6, with the
+    new epoch's writes): taken as epoch 5's, the next poll's answer for where epoch 5 ends (where 6 began) read as
+    a truncation of 300 that never happened. A rolling restart does this to many partitions at once."""
+    w: dict = {}
+    run(w, meta(5, 1, [1, 2, 3]), 1_000)
+    out = settle("c", [meta(5, 1, [1, 2, 3])], {("orders", 3): 1_500}, {}, w, set(), T + 10, {("orders", 3): 6})
+    assert out == [] and w[("orders", 3)].hw_max == 1_000  # not epoch 5's
+    out = settle("c", [meta(6, 1, [1, 2, 3])], {("orders", 3): 1_600}, {("orders", 3): (5, 1_200)}, w, set(),
+                 T + 20, {("orders", 3): 6})
+    assert out == [] and w[("orders", 3)] == EpochWatch(6, 1, (1, 2, 3), 1_600, T + 20)
+    # answered under the epoch watched, it counts as ever
+    settle("c", [meta(6, 1, [1, 2, 3])], {("orders", 3): 1_700}, {}, w, set(), T + 30, {("orders", 3): 6})
+    assert w[("orders", 3)].hw_max == 1_700
+
+
+def test_metadata_older_than_the_watch_does_not_move_its_isr_back() -> None:
+    """A broker that has not caught up answers Metadata with the epoch before: its ISR is not the current one, and
+    the watch's ISR decides whether a later leader was unclean."""
+    w: dict = {}
+    run(w, meta(6, 2, [2]), 5_000)
+    run(w, meta(5, 1, [1, 2, 3]), None, now=T + 10)  # stale: epoch 5
+    assert w[("orders", 3)] == EpochWatch(6, 2, (2,), 5_000, T)

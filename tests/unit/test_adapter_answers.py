@@ -1,0 +1,51 @@
+"""DescribeGroups and DescribeQuorum answers that are not what they seem (`kafka_adapter`): a group deleted
+between ListGroups and DescribeGroups is gone, a KIP-848 group is alive, a quorum error is no quorum."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from collectors.model.observations import KafkaObservation
+from collectors.sources.kafka_adapter import _answered_groups
+
+
+def test_a_group_not_found_is_dead_and_no_section_goes_stale() -> None:
+    obs = KafkaObservation(time=0.0)
+    obs.groups = {g: {"state": "Empty", "members": 0} for g in ("console-consumer-1", "billing", "locked")}
+    answer = [SimpleNamespace(group_id="console-consumer-1", error_code=69),  # GROUP_ID_NOT_FOUND (v6+)
+              SimpleNamespace(group_id="billing", error_code=0)]
+    assert [g.group_id for g in _answered_groups(answer, "DescribeGroups", obs)] == ["billing"]
+    assert obs.groups["console-consumer-1"]["state"] == "Dead" and not obs.stale_sections and not obs.errors
+    # any other error is still no answer: the groups section is stale, as before
+    assert list(_answered_groups([SimpleNamespace(group_id="locked", error_code=30)], "DescribeGroups", obs)) == []
+    assert obs.stale_sections == {"groups"} and obs.errors == ["DescribeGroups locked: GROUP_AUTHORIZATION_FAILED"]
+
+
+def test_a_kip848_group_describegroups_cannot_describe_keeps_its_listed_state() -> None:
+    """Kafka 4 answers DescribeGroups with GROUP_ID_NOT_FOUND ("not a classic group") for a consumer-protocol
+    (KIP-848) or streams group: alive, not deleted. Its ListGroups state stands; running, it counts as having a
+    member (the count is unknown), so a stuck one still pages instead of reading as a deleted group."""
+    obs = KafkaObservation(time=0.0)
+    obs.groups = {"orders-app": {"state": "Stable", "members": 0, "group_type": "consumer"},
+                  "idle-app": {"state": "Empty", "members": 0, "group_type": "streams"},
+                  "old-app": {"state": "Empty", "members": 0, "group_type": "classic"}}
+    answer = [SimpleNamespace(group_id=g, error_code=69) for g in obs.groups]
+    assert list(_answered_groups(answer, "DescribeGroups", obs)) == []
+    assert {g: (i["state"], i["members"]) for g, i in obs.groups.items()} == {
+        "orders-app": ("Stable", 1), "idle-app": ("Empty", 0), "old-app": ("Dead", 0)}
+    assert not obs.stale_sections
+
+
+def test_a_describe_quorum_partition_error_is_a_stale_quorum_not_a_quorum_of_zeros() -> None:
+    """A controller that just lost Raft leadership answers NOT_LEADER_OR_FOLLOWER in the partition, its other fields
+    zero: taken as the quorum, it resolved a voter-lag alert on missing evidence and then "saw" an election."""
+    from collectors.sources.kafka_adapter import KafkaAdapter
+    from collectors.sources.kafka_transport import Outcome
+
+    part = SimpleNamespace(partition_index=0, error_code=6, leader_id=0, leader_epoch=0, high_watermark=0,
+                           current_voters=[], observers=[])
+    resp = SimpleNamespace(error_code=0, topics=[SimpleNamespace(topic_name="__cluster_metadata", partitions=[part])])
+    obs = KafkaObservation(time=0.0)
+    KafkaAdapter._parse_quorum(None, Outcome(None, None, resp, None), obs)  # type: ignore[arg-type]
+    assert obs.quorum is None and obs.kraft is True and obs.stale_sections == {"quorum"}
+    assert obs.errors == ["DescribeQuorum: NOT_LEADER_OR_FOLLOWER"]
