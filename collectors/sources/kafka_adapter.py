@@ -355,8 +355,8 @@ class KafkaAdapter:
     def _epoch_end_offsets(self, kp: Any, obs: KafkaObservation, questions: list[EpochQuestion]) -> None:
         """OffsetForLeaderEpoch (as a consumer, replica id -1: KIP-320) to each asked partition's leader.
 
-        A failed answer leaves the partition out: `collectors.model.loss.settle` asks again next poll. Not a
-        stale section: nothing shown is out of date, the evidence is only late."""
+        A failed answer (an error, or no answer) leaves the partition out: `collectors.model.loss.settle` asks again
+        next poll. Not a stale section: nothing shown is out of date, the evidence is only late."""
         if not questions:
             return
         by_leader: dict[int, list[EpochQuestion]] = defaultdict(list)
@@ -377,7 +377,10 @@ class KafkaAdapter:
                 continue
             for t in out.response.topics:
                 for p in t.partitions:
-                    if p.error_code == 0 and p.end_offset >= 0:
+                    # (-1, -1) without an error is an answer: the leader's epoch cache holds nothing at or before the
+                    # epoch asked (older than the cache, or a topic of the old message format). It proves nothing,
+                    # and settles the question: asked again, it would answer the same at every poll.
+                    if p.error_code == 0:
                         obs.epoch_end_offsets[(t.topic, p.partition)] = (p.leader_epoch, p.end_offset)
 
     def _parse_quorum(self, out: Any, obs: KafkaObservation) -> None:

@@ -49,3 +49,23 @@ def test_a_describe_quorum_partition_error_is_a_stale_quorum_not_a_quorum_of_zer
     KafkaAdapter._parse_quorum(None, Outcome(None, None, resp, None), obs)  # type: ignore[arg-type]
     assert obs.quorum is None and obs.kraft is True and obs.stale_sections == {"quorum"}
     assert obs.errors == ["DescribeQuorum: NOT_LEADER_OR_FOLLOWER"]
+
+
+def test_an_epoch_the_leader_knows_nothing_of_settles_the_question_and_an_error_does_not() -> None:
+    """OffsetForLeaderEpoch answers (-1, -1) without an error when the epoch asked is older than the leader's cache
+    (or the topic has no epoch cache, the old message format): an answer that proves nothing, not one to wait for.
+    Left out, the question was asked at every poll for good and the partition's group marks stayed held."""
+    from collectors.model.loss import EpochQuestion
+    from collectors.sources.kafka_adapter import KafkaAdapter
+    from collectors.sources.kafka_transport import Outcome
+
+    def part(p: int, error: int, epoch: int, end: int) -> SimpleNamespace:
+        return SimpleNamespace(partition=p, error_code=error, leader_epoch=epoch, end_offset=end)
+
+    answer = SimpleNamespace(topics=[SimpleNamespace(topic="orders", partitions=[
+        part(0, 0, -1, -1), part(1, 74, -1, -1), part(2, 0, 5, 48_800)])])  # 74: FENCED_LEADER_EPOCH
+    kp = SimpleNamespace(send_many=lambda reqs: [Outcome(node, req, answer, None) for node, req in reqs])
+    obs = KafkaObservation(time=0.0)
+    questions = [EpochQuestion("orders", p, 2, 5, 7) for p in range(3)]
+    KafkaAdapter._epoch_end_offsets(None, kp, obs, questions)  # type: ignore[arg-type]
+    assert obs.epoch_end_offsets == {("orders", 0): (-1, -1), ("orders", 2): (5, 48_800)}
