@@ -23,7 +23,7 @@ if doc:
     if not zk.empty:
         st.subheader("ZooKeeper ensemble")
         serving = int(zk["serving"].sum())
-        leaders = zk[zk["mode"] == "leader"]
+        leaders = csv.zk_leaders(zk)
         c = st.columns([1, 2, 1, 1])
         c[0].metric("Serving", f"{serving}/{len(zk)}", help="a majority must serve for the ensemble to work")
         c[1].metric("Leader", leaders["server"].iloc[0] if len(leaders) == 1 else

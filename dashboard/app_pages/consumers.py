@@ -32,8 +32,9 @@ if doc:
         c[0].metric("Groups", f"{len(groups):,}")
         c[1].metric("ERR", n_err)
         c[2].metric("WARN", n_warn)
-        c[3].metric("Largest lag", groups["lag"].iloc[0] if len(groups) else "—",
-                    help="oldest unread message of the worst group")
+        lag, lag_group = cv.largest_lag(groups)
+        c[3].metric("Largest lag", lag, delta=lag_group, delta_color="off", delta_arrow="off",
+                    help="age of the oldest unread message over the groups listed, and its group")
         ui.table(ctx, groups.drop(columns=["lag (seconds)"]), key="con_table",
                  height=min(36 * (len(groups) + 1) + 4, 460),
                  styles={"status": STATUS_STYLE, "worst partition": STATUS_STYLE},
@@ -44,20 +45,24 @@ if doc:
     st.subheader("Lag over time")
     metric = st.radio("Measure", ["messages", "seconds"], horizontal=True, key="con_metric")
     col = "lag_sum" if metric == "messages" else "lag_seconds_max"
-    hist = ctx.history("group_lag", ["time", "group_id", "topic", col])
+    hist = ctx.history("group_lag", ["time", "group_id", "topic", "status", col])
     if hist.empty:
         st.info(ctx.empty_history_note("consumer lag history"), icon=":material/hourglass_empty:")
     else:
         ui.chart(cv.lag_figure(hist, ctx.tz, col, chosen or None), key="con_lag")
         if not chosen:
-            st.caption("The 8 group / topic series with the largest lag now; pick groups above to compare others.")
+            st.caption("The 8 group / topic series with the largest lag now, of the groups that run (INACTIVE and "
+                       "ABANDONED ones are left out); pick groups above to compare others.")
 
     st.subheader("Retention risk")
     risk = cv.retention_risk_frame(doc, groups=chosen or None)
     if risk.empty:
-        st.success("No group is within a day of losing unread messages to retention.", icon=":material/check_circle:")
+        st.success("No running group is within a day of losing unread messages to retention.",
+                   icon=":material/check_circle:")
     else:
         ui.table(ctx, risk, key="con_risk")
+    if not chosen and any(g.get("activity") not in (None, "active") for g in doc.get("groups") or []):
+        st.caption("Groups nobody runs (INACTIVE, ABANDONED) are left out; pick one above to see its risk.")
 
     st.subheader("Partitions of a group")
     if all_groups:

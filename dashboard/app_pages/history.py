@@ -12,11 +12,14 @@ ctx = ui.page("History / Reports", "What opened, when, and for how long; and the
 st.subheader("Alert timeline")
 events = ctx.history("alert_events", ["time", "cluster", "event", "rule", "severity", "subject", "summary",
                                       "first_seen", "resolved_at"])
-if events.empty:
+# the events hold rows only where something happened: the alerts open across the whole window come from the
+# latest snapshot of the cluster shown
+shown_docs = {c: d for c, d in ctx.docs.items() if c == ctx.cluster}
+refs = {c: float(d["time"]) for c, d in ctx.docs.items() if isinstance(d.get("time"), int | float)}
+intervals = av.alert_intervals(events, refs or ctx.ref, shown_docs)
+if intervals.empty:
     st.info(ctx.empty_history_note("alert opened or resolved"), icon=":material/hourglass_empty:")
 else:
-    refs = {c: float(d["time"]) for c, d in ctx.docs.items() if isinstance(d.get("time"), int | float)}
-    intervals = av.alert_intervals(events, refs or ctx.ref)
     rules = sorted(intervals["rule"].dropna().unique())
     c1, c2 = st.columns([3, 1])
     chosen = c1.multiselect("Rules", rules, key="hist_rules", placeholder="all rules")
@@ -24,9 +27,9 @@ else:
                          help="partition alerts of a topic share a row")
     if chosen:
         intervals = intervals[intervals["rule"].isin(chosen)]
-    ui.chart(av.alert_timeline_figure(intervals, ctx.tz, by_topic=by_topic), key="hist_timeline")
-    st.caption("Bars run from open to resolve; hatched bars are still open. Colours: vermillion critical, orange "
-               "warning, sky blue info.")
+    ui.chart(av.alert_timeline_figure(intervals, ctx.tz, by_topic=by_topic, start=ctx.start), key="hist_timeline")
+    st.caption("Bars run from open to resolve; hatched bars are still open (an alert open since before the window "
+               "runs from its left edge). Colours: vermillion critical, orange warning, sky blue info.")
     with st.expander(f"{len(intervals)} alert occurrences in the last {ctx.range_label}"):
         ui.table(ctx, av.intervals_display(intervals, ctx.tz), key="hist_events", styles={"severity": SEVERITY_STYLE})
 

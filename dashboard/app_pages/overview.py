@@ -92,16 +92,17 @@ if ctx.docs:
     # ----- the loss ledger: evidence, not risk
     week_start = ctx.ref - lv.WEEK_S
     losses = ctx.history("loss_events", all_clusters=True, start=week_start)
-    covered = []
+    coverages = {}
     for name in ctx.docs:
         polls = data.read_history(ctx.settings.history_dir, "cluster", week_start, None, [name], ["time"])
         interval = data.poll_interval(ctx.settings, name, ctx.ref)
-        covered.append(f"{name}: " + lv.coverage_text(lv.coverage(polls["time"].tolist(), week_start, ctx.ref,
-                                                                   interval), interval))
+        coverages[name] = (lv.coverage(polls["time"].tolist(), week_start, ctx.ref, interval), interval)
+    covered = [f"{name}: {lv.coverage_text(c, interval)}" for name, (c, interval) in coverages.items()]
     with st.container(border=True, key="ov_data_lost"):
         if losses.empty:
-            st.success("**No data lost** in the last 7 days, as far as the monitor saw — "
-                       + " · ".join(covered), icon=":material/verified:")
+            level, text = lv.no_loss_banner(coverages)
+            {"success": st.success, "info": st.info, "warning": st.warning}[level](
+                text, icon=":material/verified:" if level == "success" else ":material/visibility_off:")
         else:
             st.error(f"**Data lost in the last 7 days:** {lv.headline(losses)}", icon=":material/error:")
             with st.expander(f"The evidence: {plural(len(losses), 'ledger entry', 'ledger entries')}"):
@@ -123,7 +124,11 @@ if ctx.docs:
             st.info("No open incident: the open alerts are all configuration or placement risks (below).",
                     icon=":material/info:")
         else:
-            st.success("No open alerts, so no incidents.", icon=":material/check_circle:")
+            level, text = ov.no_alerts_message(ctx.fresh)
+            if level == "success":
+                st.success(text, icon=":material/check_circle:")
+            else:
+                st.warning(text, icon=":material/schedule:")
     else:
         shown_cols = [c for c in incidents.columns if c not in ("open_for_s", "id", "opened_utc")
                       and not (c == "cluster" and len(ctx.docs) == 1)
@@ -201,10 +206,11 @@ if ctx.docs:
 
     if ctx.cluster:
         st.subheader(f"Last {ctx.range_label} · {ctx.cluster}")
-        cluster_hist = ctx.history("cluster", ["time", "under_replicated", "under_min_isr", "offline", "alerts_open"])
+        cluster_hist = ctx.history("cluster", ["time", "reachable", "under_replicated", "under_min_isr", "offline",
+                                               "alerts_open"])
         if cluster_hist.empty:
             st.info(ctx.empty_history_note("cluster history"), icon=":material/hourglass_empty:")
         else:
             brokers = ctx.history("brokers", ["time", "alive", "reachable"])
-            groups = ctx.history("group_lag", ["time", "lag_sum"])
+            groups = ctx.history("group_lag", ["time", "status", "lag_sum"])  # status: leave out groups nobody runs
             ui.chart(ov.sparklines_figure(cluster_hist, ctx.tz, brokers, groups), key="ov_spark", toolbar=False)

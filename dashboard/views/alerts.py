@@ -127,17 +127,27 @@ def alert_counts(docs: dict[str, dict[str, Any]]) -> dict[str, int]:
 # ----- timeline (history alert_events)
 
 
-def alert_intervals(events: pd.DataFrame, ref_time: float | dict[str, float]) -> pd.DataFrame:
+INTERVAL_COLUMNS = ["cluster", "rule", "subject", "severity", "start", "end", "open", "lost", "summary"]
+
+
+def alert_intervals(events: pd.DataFrame, ref_time: float | dict[str, float],
+                    docs: dict[str, dict[str, Any]] | None = None) -> pd.DataFrame:
     """One row per alert occurrence: (cluster, rule, subject, severity, start, end, open, lost, summary).
 
     An occurrence is keyed by (cluster, rule, subject, first_seen); its end is the ``resolve`` event's
     ``resolved_at``, or a ``lost`` event's time (its collector stopped and the next did not carry it on: the last
     poll that saw it open; not open), or, while still open, `ref_time` (per cluster when a dict: the latest
     snapshot's time, the last moment the alert is known to be open).
+
+    `events` only has rows where something happened (open, resolve, a daily restate), so an alert open across
+    the whole window has none in it: `docs` (latest snapshots) adds each alert they hold open that the events
+    lack, open from its ``first_seen`` to its snapshot's time.
     """
-    cols = ["cluster", "rule", "subject", "severity", "start", "end", "open", "lost", "summary"]
+    cols = INTERVAL_COLUMNS
+    current = _open_in_docs(docs)
     if events is None or events.empty:
-        return pd.DataFrame({c: pd.Series(dtype="object") for c in cols})
+        return _sorted_intervals(current) if not current.empty else pd.DataFrame(
+            {c: pd.Series(dtype="object") for c in cols})
     ev = pd.DataFrame({"cluster": events["cluster"].astype(object), "rule": events["rule"].astype(object),
                        "subject": events["subject"].astype(object),
                        "first_seen": events["first_seen"].astype("float64"),
@@ -160,9 +170,37 @@ def alert_intervals(events: pd.DataFrame, ref_time: float | dict[str, float]) ->
                         "end": g["resolved"].fillna(g["lost"]).fillna(ref.combine(g["first_seen"], max)),
                         "open": g["resolved"].isna() & g["lost"].isna(),
                         "lost": g["resolved"].isna() & g["lost"].notna(), "summary": g["summary"]}, columns=cols)
-    out["_sev"] = out["severity"].map(SEVERITY_ORDER).fillna(9)
+    if not current.empty:
+        # the same occurrence in both: the events have it (first_seen is rounded to the microsecond there)
+        both = current.reset_index().merge(out[["cluster", "rule", "subject", "start"]], how="inner",
+                                           on=["cluster", "rule", "subject"], suffixes=("", "_ev"))
+        known = set(both.loc[(both["start"] - both["start_ev"]).abs() < 1e-3, "index"])
+        current = current.drop(index=list(known))
+        if not current.empty:
+            out = pd.concat([out, current], ignore_index=True) if not out.empty else current
+    return _sorted_intervals(out)
+
+
+def _sorted_intervals(out: pd.DataFrame) -> pd.DataFrame:
+    out = out.assign(_sev=out["severity"].map(SEVERITY_ORDER).fillna(9))
     out = out.sort_values(["start", "_sev"], ascending=[True, True]).drop(columns="_sev")
     return out.reset_index(drop=True)
+
+
+def _open_in_docs(docs: dict[str, dict[str, Any]] | None) -> pd.DataFrame:
+    """The alerts the latest snapshots hold open, as open intervals up to their snapshot's time."""
+    rows = []
+    for cluster, doc in (docs or {}).items():
+        ref = doc.get("time")
+        for a in doc.get("alerts") or []:
+            first = a.get("first_seen")
+            if not is_missing(a.get("resolved_at")) or is_missing(first):
+                continue
+            end = float(first) if is_missing(ref) else max(float(ref), float(first))
+            rows.append({"cluster": cluster, "rule": a.get("rule"), "subject": a.get("subject"),
+                         "severity": a.get("severity", "info"), "start": float(first), "end": end, "open": True,
+                         "lost": False, "summary": a.get("summary")})
+    return pd.DataFrame(rows, columns=INTERVAL_COLUMNS)
 
 
 def timeline_label(rule: str, subject: str, by_topic: bool) -> str:
@@ -173,11 +211,13 @@ def timeline_label(rule: str, subject: str, by_topic: bool) -> str:
 
 
 def alert_timeline_figure(intervals: pd.DataFrame, tz: str | None, max_rows: int = 60,
-                          by_topic: bool = True) -> go.Figure:
+                          by_topic: bool = True, start: float | None = None) -> go.Figure:
     """Gantt-like bars from open to resolve (or to the latest snapshot, hatched, while still open).
 
     One row per rule and subject; with `by_topic`, partition alerts share one row per rule and topic (labelled
-    with the number of partitions), so a broker failure does not take a hundred rows.
+    with the number of partitions), so a broker failure does not take a hundred rows. Past `max_rows` rows, the
+    rows with an open alert come first, then the most severe, then the most recent (the title says so). `start`
+    (the window's start) bounds the axis when an alert opened before it.
     """
     if intervals is None or intervals.empty:
         return empty_figure("No alert opened or resolved in this time range.")
@@ -187,9 +227,12 @@ def alert_timeline_figure(intervals: pd.DataFrame, tz: str | None, max_rows: int
     iv["label"] = [lb + (f" ({n_subjects[lb]} partitions)" if n_subjects[lb] > 1 else "") for lb in iv["label"]]
     if iv["cluster"].nunique() > 1:
         iv["label"] = iv["cluster"].astype(str) + " · " + iv["label"]
-    # keep the rows whose latest occurrence is most recent
-    latest = iv.groupby("label")["start"].max().sort_values(ascending=False)
-    keep = list(latest.index[:max_rows])
+    # keep the rows on-call needs first: still open, then the most severe, then the most recent
+    rank = iv.assign(_open=iv["open"].astype(bool), _sev=iv["severity"].map(SEVERITY_ORDER).fillna(9)).groupby(
+        "label").agg(open=("_open", "max"), sev=("_sev", "min"), latest=("start", "max"))
+    rank = rank.reset_index().sort_values(["open", "sev", "latest", "label"], ascending=[False, True, False, True])
+    keep = list(rank["label"][:max_rows])
+    n_rows = len(rank)
     iv = iv[iv["label"].isin(keep)]
     order = sorted(keep, key=lambda lb: (iv.loc[iv["label"] == lb, "start"].min(), lb))
     fig = go.Figure()
@@ -198,16 +241,16 @@ def alert_timeline_figure(intervals: pd.DataFrame, tz: str | None, max_rows: int
             part = iv[(iv["severity"] == sev) & (iv["open"] == is_open)]
             if part.empty:
                 continue
-            start = epoch_to_axis(part["start"], tz)
-            end = epoch_to_axis(part["end"], tz)
-            dur_ms = (end - start).dt.total_seconds().clip(lower=1.0) * 1000.0
+            t0 = epoch_to_axis(part["start"], tz)
+            t1 = epoch_to_axis(part["end"], tz)
+            dur_ms = (t1 - t0).dt.total_seconds().clip(lower=1.0) * 1000.0
             custom = list(zip([fmt_utc(v) for v in part["start"]],
                               [("still open" if o else fmt_utc(v)) for v, o in zip(part["end"], part["open"],
                                                                                   strict=False)],
                               [fmt_duration(e - s) for s, e in zip(part["start"], part["end"], strict=False)],
                               part["summary"].astype(str), strict=False))
             fig.add_trace(go.Bar(
-                base=start, x=dur_ms, y=part["label"], orientation="h", name=f"{sev}{' (open)' if is_open else ''}",
+                base=t0, x=dur_ms, y=part["label"], orientation="h", name=f"{sev}{' (open)' if is_open else ''}",
                 marker={"color": SEVERITY_COLORS.get(sev, "#999"),
                         "pattern": {"shape": "/" if is_open else "", "fgcolor": "#ffffff", "solidity": 0.3},
                         "line": {"color": "#333", "width": 0.5}},
@@ -218,7 +261,11 @@ def alert_timeline_figure(intervals: pd.DataFrame, tz: str | None, max_rows: int
             ))
     fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(order)), automargin=True)
     fig.update_xaxes(type="date", title=None)
-    base_layout(fig, height=max(220, 26 * len(order) + 90))
+    if start is not None and float(iv["start"].min()) < start:  # an alert open since before the window
+        fig.update_xaxes(range=list(epoch_to_axis([start, max(float(iv["end"].max()), start)], tz)))
+    cut = (f"{max_rows} of {n_rows} rows: the open ones first, then the most severe, then the most recent"
+           if n_rows > max_rows else None)
+    base_layout(fig, height=max(220, 26 * len(order) + 90), title=cut)
     fig.update_layout(barmode="overlay", bargap=0.3)
     return fig
 

@@ -134,9 +134,11 @@ class Freshness:
 def freshness(doc: dict[str, Any], now: float, stale_after_s: float, tz: str | None = None) -> Freshness:
     """Classify a latest-state document.
 
-    - unreachable: the last poll reached no broker (since = when ``cluster_unreachable`` opened);
+    - unreachable: the last poll reached no broker (since = when ``cluster_unreachable`` opened), and the collector
+      still writes;
     - stale: the collector has not written the file for more than `stale_after_s` (wall clock; the file's
-      ``written_at``, or the snapshot ``time`` when absent), or the snapshot was already that old when written;
+      ``written_at``, or the snapshot ``time`` when absent; whether its last poll reached the cluster or not), or
+      the snapshot was already that old when written;
     - partial: the last poll could not refresh some sections (``stale_sections``);
     - ok otherwise.
     """
@@ -156,6 +158,11 @@ def freshness(doc: dict[str, Any], now: float, stale_after_s: float, tz: str | N
         since = opened("cluster_unreachable") or snap_t
         errors = doc.get("errors") or []
         why = f": {errors[0]}" if errors else ""
+        if age is not None and age > stale_after_s:  # the collector stopped too: the cluster may be back since
+            return Freshness(cluster, "stale", age, written, snap_t, ref,
+                             f"Data for {cluster} is STALE: no new data from the collector for {fmt_duration(age)} "
+                             f"(last written {fmt_ts(ref, tz)}); its last poll found the cluster UNREACHABLE (since "
+                             f"{fmt_ts(since, tz)}{why}), how it is now is unknown. Is the collector running?")
         return Freshness(cluster, "unreachable", age, written, snap_t, since,
                          f"Cluster {cluster} is UNREACHABLE since {fmt_ts(since, tz)}{why}. "
                          "Everything shown for it is from its last successful poll or missing.")

@@ -61,6 +61,17 @@ def zookeeper_frame(doc: dict[str, Any]) -> pd.DataFrame:
     return df.sort_values(["_r", "server"]).drop(columns="_r").reset_index(drop=True)
 
 
+LEADER_MODES = ("leader", "standalone")
+"""ZooKeeper modes that lead: a standalone server is its own (one-server) ensemble's leader, as on the Overview."""
+
+
+def zk_leaders(zk: pd.DataFrame) -> pd.DataFrame:
+    """The serving leaders among `zookeeper_frame`'s rows (standalone included)."""
+    if zk is None or zk.empty:
+        return zk
+    return zk[zk["mode"].isin(LEADER_MODES) & zk["serving"].astype(bool)]
+
+
 def zk_elections(hist: pd.DataFrame) -> pd.DataFrame:
     """Elections seen in history ``consensus``: the leader's zxid epoch went up (or the leader changed).
 
@@ -77,7 +88,7 @@ def zk_elections(hist: pd.DataFrame) -> pd.DataFrame:
     rows = []
     prev_epoch = prev_leader = None
     for t, d in h.groupby("time", sort=True):
-        leaders = d[d["mode"].isin(["leader", "standalone"])]
+        leaders = d[d["mode"].isin(LEADER_MODES)]
         src = leaders if not leaders.empty else d
         epoch = int(src["zxid_epoch"].max())
         leader = str(leaders.iloc[0]["server"]) if not leaders.empty else None

@@ -7,7 +7,14 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from collectors.model.vocabulary import ABANDONED, ABANDONED_GROUP, ACTIVE_GROUP, GROUP_STATUS_RANK, INACTIVE
+from collectors.model.vocabulary import (
+    ABANDONED,
+    ABANDONED_GROUP,
+    ACTIVE_GROUP,
+    GROUP_STATUS_RANK,
+    IDLE_GROUP_STATUSES,
+    INACTIVE,
+)
 from dashboard.views.common import OKABE_ITO, SERIES_COLORS, epoch_to_local, fmt_duration, is_missing, records_frame
 from dashboard.views.plotting import base_layout, empty_figure, time_trace
 
@@ -107,12 +114,32 @@ def group_partitions_frame(doc: dict[str, Any], group: str, tz: str | None) -> p
     }, columns=cols).reset_index(drop=True)
 
 
+def largest_lag(groups: pd.DataFrame) -> tuple[str, str | None]:
+    """(lag as text, group) of the group whose oldest unread message is the oldest, over the rows of
+    `groups_frame` (which are sorted by status, not by lag); ``("—", None)`` when no group has a lag figure."""
+    if groups is None or groups.empty:
+        return "—", None
+    secs = pd.to_numeric(groups["lag (seconds)"], errors="coerce").astype("float64")
+    if secs.isna().all():
+        return "—", None
+    i = secs.idxmax()
+    return str(groups.loc[i, "lag"]), str(groups.loc[i, "group"])
+
+
 def retention_risk_frame(doc: dict[str, Any], horizon_s: float = RETENTION_HORIZON_S,
                          groups: list[str] | None = None) -> pd.DataFrame:
-    """Partitions whose unread messages retention has deleted, or will delete within `horizon_s`, soonest first."""
+    """Partitions whose unread messages retention has deleted, or will delete within `horizon_s`, soonest first.
+
+    Only the groups that run: those nobody runs (INACTIVE, ABANDONED) lose nothing anyone waits for, so they are
+    left out unless picked by name in `groups`.
+    """
+    idle = {g.get("group_id") for g in doc.get("groups") or [] if g.get("activity") not in (None, ACTIVE_GROUP)
+            or g.get("status") in IDLE_GROUP_STATUSES}
     rows = []
     for gp in doc.get("group_partitions") or []:
         if groups and gp.get("group_id") not in groups:
+            continue
+        if not groups and (gp.get("group_id") in idle or gp.get("status") in IDLE_GROUP_STATUSES):
             continue
         s, lost = gp.get("seconds_to_retention"), bool(gp.get("below_log_start"))
         if lost or (not is_missing(s) and gp.get("lag") and float(s) < horizon_s):
@@ -127,13 +154,20 @@ def retention_risk_frame(doc: dict[str, Any], horizon_s: float = RETENTION_HORIZ
 
 def lag_figure(hist: pd.DataFrame, tz: str | None, metric: str = "lag_sum", groups: list[str] | None = None,
                top_n: int = 8) -> go.Figure:
-    """Lag over time per group / topic from history ``group_lag`` (the `top_n` largest now, or `groups`)."""
+    """Lag over time per group / topic from history ``group_lag`` (the `top_n` largest now, or `groups`).
+
+    Without `groups`, the groups nobody runs (their latest ``status`` INACTIVE or ABANDONED) are left out: the
+    Consumers table puts them last or hides them, and their lag grows by design.
+    """
     label = "lag (messages)" if metric == "lag_sum" else "lag (seconds)"
     if hist is None or hist.empty:
         return empty_figure("No lag history yet — the collector writes it every flush interval.")
     h = hist.dropna(subset=["topic"]) if "topic" in hist.columns else hist
     if groups:
         h = h[h["group_id"].isin(groups)]
+    elif "status" in h.columns:
+        last = h.sort_values("time", kind="stable").groupby("group_id")["status"].last()
+        h = h[~h["group_id"].isin(last.index[last.isin(IDLE_GROUP_STATUSES)])]
     h = h.dropna(subset=[metric])
     if h.empty:
         return empty_figure("No lag figures for these groups in this time range.")

@@ -98,3 +98,24 @@ def coverage_text(c: Coverage, interval: float) -> str:
         text += f"; {plural(len(c.gaps), 'gap')} (longest {fmt_duration(longest)}, from " \
                 f"{fmt_utc(max(c.gaps, key=lambda g: g[1] - g[0])[0])})"
     return text
+
+
+WATCHED_ENOUGH = 0.9
+"""Below this share of the week's expected polls, an empty ledger is not "no data lost" (`no_loss_banner`)."""
+
+
+def no_loss_banner(coverages: dict[str, tuple[Coverage, float]]) -> tuple[str, str]:
+    """(level, text) of an empty ledger: ``success`` only when every cluster was polled for at least
+    `WATCHED_ENOUGH` of the week without gaps; ``warning`` when one was polled for less (a zero then says little);
+    ``info`` when the share is there but with gaps. `coverages`: cluster -> (coverage, poll interval)."""
+    texts = " · ".join(f"{name}: {coverage_text(c, interval)}" for name, (c, interval) in coverages.items())
+    low = [name for name, (c, _) in coverages.items() if c.share < WATCHED_ENOUGH]
+    gaps = [name for name, (c, _) in coverages.items() if c.gaps]
+    if low:
+        return "warning", (f"**No loss recorded** in the last 7 days, but the monitor polled {', '.join(low)} for "
+                           f"less than {WATCHED_ENOUGH:.0%} of the week: what happened while nothing polled is not "
+                           f"in it — {texts}")
+    if gaps:
+        return "info", (f"**No data lost** in the last 7 days, as far as the monitor saw; what happened in the gaps "
+                        f"without a poll is not in it — {texts}")
+    return "success", f"**No data lost** in the last 7 days, as far as the monitor saw — {texts}"

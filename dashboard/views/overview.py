@@ -8,14 +8,23 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from collectors.model.vocabulary import GROUP_STATUS_RANK
-from dashboard.views.common import OKABE_ITO, SERIES_COLORS, Freshness, fmt_duration, is_missing
+from collectors.model.vocabulary import GROUP_STATUS_RANK, IDLE_GROUP_STATUSES
+from dashboard.views.common import (
+    OKABE_ITO,
+    SERIES_COLORS,
+    Freshness,
+    epoch_to_axis,
+    epoch_to_utc_text,
+    fmt_duration,
+    is_missing,
+)
 from dashboard.views.plotting import base_layout, empty_figure, time_trace
 
 HEALTH_COLUMNS = ["cluster", "verdict", "data", "brokers up", "controller", "offline", "under min ISR",
                   "under-replicated", "worst group", "groups ERR", "groups WARN", "stuck txns", "hanging txns",
                   "quorum", "open alerts"]
-VERDICT_COLORS = {"UNREACHABLE": "red", "CRITICAL": "red", "WARNING": "orange", "OK": "blue"}  # st badge colours
+VERDICT_COLORS = {"UNREACHABLE": "red", "CRITICAL": "red", "WARNING": "orange", "STALE": "gray",
+                  "OK": "blue"}  # st badge colours; STALE: the collector stopped writing, nothing is known now
 
 
 def quorum_state(doc: dict[str, Any]) -> str:
@@ -66,7 +75,9 @@ def health_line(doc: dict[str, Any], fresh: Freshness | None = None) -> dict[str
     hanging = sum(1 for p in (doc.get("producers") or []) if p.get("hanging"))
     critical = sum(1 for a in alerts if a.get("severity") == "critical")
     warning = sum(1 for a in alerts if a.get("severity") == "warning")
-    if doc.get("reachable") is False:
+    if fresh is not None and fresh.level == "stale":
+        verdict = "STALE"  # old data: whatever it said then, it does not say how the cluster is now
+    elif doc.get("reachable") is False:
         verdict = "UNREACHABLE"
     elif critical:
         verdict = "CRITICAL"
@@ -101,27 +112,62 @@ def health_frame(docs: dict[str, dict[str, Any]], fresh: dict[str, Freshness] | 
     return pd.DataFrame(rows, columns=HEALTH_COLUMNS)
 
 
+def no_alerts_message(fresh: dict[str, Freshness]) -> tuple[str, str]:
+    """(level, text) of the Overview when no alert is open: ``success`` only when every cluster's data is fresh;
+    a cluster whose collector stopped has no open alert because nothing looks any more."""
+    old = [f for f in fresh.values() if f.level in ("stale", "unreachable")]
+    if not old:
+        return "success", "No open alerts, so no incidents."
+    which = ", ".join(f"{f.cluster} ({f.level.upper()}" + (f", {fmt_duration(f.age_s)} old)" if f.age_s is not None
+                                                          else ")") for f in old)
+    return "warning", (f"No open alert in the latest data, but it is not current for {which}: what happened since "
+                       "is not in it. Is the collector running?")
+
+
 SPARK_SERIES = [("under_replicated", "under-replicated"), ("under_min_isr", "under min ISR"),
                 ("offline", "offline partitions"), ("alerts_open", "open alerts"), ("brokers_up", "brokers up")]
 
 
+def _gaps_at(t: pd.Series, v: pd.Series, down: list[float]) -> tuple[pd.Series, pd.Series]:
+    """The series with NaN at the polls that reached no broker (a gap in the line, not a fall to 0)."""
+    s = pd.Series(v.to_numpy(dtype="float64"), index=t.to_numpy(dtype="float64"))
+    s = s.groupby(level=0).last()
+    if down:
+        s = s.reindex(s.index.union(pd.Index(down, dtype="float64")))
+        s.loc[down] = float("nan")
+    return pd.Series(s.index), pd.Series(s.to_numpy())
+
+
 def sparklines_figure(cluster_hist: pd.DataFrame, tz: str | None, broker_hist: pd.DataFrame | None = None,
                       group_hist: pd.DataFrame | None = None) -> go.Figure:
-    """Small multiples of the history ``cluster`` table (one cluster), plus total lag from ``group_lag``."""
+    """Small multiples of the history ``cluster`` table (one cluster), plus total lag from ``group_lag``.
+
+    A poll that reached no broker (``reachable`` false) measured nothing: every series has a gap there, not a 0
+    (no under-replicated partition and no broker up would both read as facts), and a vermillion x on the
+    baseline of each small chart marks it "cluster unreachable". The total lag is of the groups that run (those
+    INACTIVE or ABANDONED are left out, as on the Consumers page).
+    """
     if cluster_hist is None or cluster_hist.empty:
         return empty_figure("No history yet — the collector writes it every flush interval.", height=160)
     h = cluster_hist.sort_values("time")
+    down: list[float] = []
+    if "reachable" in h.columns:
+        down = sorted({float(t) for t, r in zip(h["time"], h["reachable"], strict=False)
+                       if not is_missing(r) and not bool(r)})  # null: not known, not unreachable
     series: list[tuple[str, pd.Series, pd.Series]] = []
     for col, label in SPARK_SERIES[:4]:
         if col in h.columns:
-            series.append((label, h["time"], h[col].astype("float64")))
+            series.append((label, *_gaps_at(h["time"], h[col].astype("float64"), down)))
     if broker_hist is not None and not broker_hist.empty:
         b = broker_hist.assign(up=broker_hist["alive"].fillna(False) & broker_hist["reachable"].fillna(True))
         up = b.groupby("time")["up"].sum().sort_index()
-        series.append(("brokers up", pd.Series(up.index), pd.Series(up.to_numpy(dtype="float64"))))
+        series.append(("brokers up", *_gaps_at(pd.Series(up.index), pd.Series(up.to_numpy(dtype="float64")), down)))
     if group_hist is not None and not group_hist.empty:
-        lag = group_hist.groupby("time")["lag_sum"].sum(min_count=1).astype("float64").sort_index()
-        series.append(("total consumer lag", pd.Series(lag.index), pd.Series(lag.to_numpy())))
+        g = group_hist
+        if "status" in g.columns:
+            g = g[~g["status"].isin(IDLE_GROUP_STATUSES)]
+        lag = g.groupby("time")["lag_sum"].sum(min_count=1).astype("float64").sort_index()
+        series.append(("total consumer lag", *_gaps_at(pd.Series(lag.index), pd.Series(lag.to_numpy()), down)))
     fig = make_subplots(rows=1, cols=len(series), subplot_titles=[s[0] for s in series], horizontal_spacing=0.04)
     for i, (label, t, v) in enumerate(series, start=1):
         color = SERIES_COLORS[(i - 1) % len(SERIES_COLORS)]
@@ -129,6 +175,13 @@ def sparklines_figure(cluster_hist: pd.DataFrame, tz: str | None, broker_hist: p
             color = OKABE_ITO["vermillion"]
         fig.add_trace(time_trace(t, v, tz, label, label, mode="lines", line={"color": color, "width": 1.5},
                                  fill="tozeroy"), row=1, col=i)
+        if down:
+            fig.add_trace(go.Scatter(x=epoch_to_axis(down, tz), y=[0.0] * len(down), mode="markers",
+                                     name="cluster unreachable", showlegend=False,
+                                     marker={"symbol": "x", "size": 7, "color": OKABE_ITO["vermillion"]},
+                                     customdata=[[u] for u in epoch_to_utc_text(down)],
+                                     hovertemplate="%{customdata[0]}<br>cluster unreachable: no data<extra></extra>"),
+                          row=1, col=i)
         fig.update_yaxes(rangemode="tozero", nticks=3, row=1, col=i)
         fig.update_xaxes(nticks=3, tickformat="%H:%M", row=1, col=i)
     base_layout(fig, height=170, legend=False)

@@ -13,8 +13,17 @@ from typing import Any
 
 import pandas as pd
 
+from collectors.model.wording import plural
 from spark_analytics.figures import KEY_FIGURES
-from spark_analytics.formatting import SHARE, fmt_change, fmt_duration, fmt_num, fmt_value, is_missing
+from spark_analytics.formatting import (
+    SHARE,
+    fmt_change,
+    fmt_counted,
+    fmt_duration,
+    fmt_num,
+    fmt_value,
+    is_missing,
+)
 
 SECRET_WORDS = ("password", "secret", "token", "credential", "sasl", "jaas", "keystore", "truststore", "api_key")
 
@@ -110,7 +119,17 @@ def _coverage_note(summary: dict[str, Any]) -> list[str]:
             f"polls every {fmt_duration(head.get('poll_interval_s'))})."]
 
 
-TIME_COLUMNS = frozenset({"start", "end", "time", "start_time", "end_time"})
+def _lost_note(summary: dict[str, Any], lost: list[dict[str, Any]] | None) -> list[str]:
+    """The report page's first line: what the loss ledger holds for the week (nothing without a ledger)."""
+    if lost:
+        return [f"Data lost this week: {fmt_counted(summary.get('messages_lost'), 'committed or unread message')} "
+                f"(truncations and retention), {plural(len(lost), 'ledger line')}."]
+    if "messages_lost" in summary:
+        return ["No data lost this week, as far as the monitor saw (see the coverage)."]
+    return []
+
+
+TIME_COLUMNS = frozenset({"start", "end", "time", "start_time", "end_time", "first", "last"})
 
 
 def _readable(df: pd.DataFrame) -> pd.DataFrame:
@@ -137,6 +156,10 @@ def weekly_summary(summary: dict[str, Any]) -> tuple[list[Figure], dict[str, pd.
         return [Figure(label, value) for label, value in metrics], tables, []
     rows = {r.get("metric"): r for r in summary["week_over_week"] if isinstance(r, dict)}
     figures = []
+    lost = summary.get("data_lost")
+    lost = [x for x in lost if isinstance(x, dict)] if isinstance(lost, list) else None
+    if "messages_lost" in summary or lost:  # first, as on the report page (no ledger before schema version 3)
+        figures.append(Figure("Messages lost", fmt_num(summary.get("messages_lost"))))
     for name in KEY_FIGURES:
         r = rows.get(name)
         if r is None:
@@ -145,6 +168,9 @@ def weekly_summary(summary: dict[str, Any]) -> tuple[list[Figure], dict[str, pd.
         figures.append(Figure(str(r.get("label", name)), fmt_value(r.get("this_week"), r.get("unit") or ""),
                               delta, color))
     tables: dict[str, pd.DataFrame] = {}
+    if lost:
+        tables["Data lost"] = _readable(pd.DataFrame([{c: v for c, v in x.items() if _safe_key(str(c))}
+                                                      for x in lost]))
     worse = set(summary.get("worse_than_last_week") or [])
     wow = pd.DataFrame([{
         "figure": r.get("label"), "this week": fmt_value(r.get("this_week"), r.get("unit") or ""),
@@ -159,5 +185,5 @@ def weekly_summary(summary: dict[str, Any]) -> tuple[list[Figure], dict[str, pd.
         if isinstance(items, list) and items and all(isinstance(x, dict) for x in items):
             tables[title] = _readable(pd.DataFrame([{c: v for c, v in x.items() if _safe_key(str(c))}
                                                     for x in items]))
-    notes = _coverage_note(summary) + [str(n) for n in summary.get("notes") or []]
+    notes = _lost_note(summary, lost) + _coverage_note(summary) + [str(n) for n in summary.get("notes") or []]
     return figures, tables, notes

@@ -1,0 +1,225 @@
+"""The dashboard's edge cases an on-call audit found: what a view says when the data is old, partial, idle or cut.
+
+Each test names what the page showed before: an alert open all along missing from the timeline, a verdict of OK
+on data hours old, lines falling to 0 while nothing was measured, groups nobody runs on the lag charts.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from dashboard.views import alerts as av
+from dashboard.views import common
+from dashboard.views import consensus as csv
+from dashboard.views import consumers as cv
+from dashboard.views import losses as lv
+from dashboard.views import overview as ov
+from dashboard.views import reports as rpv
+from tests.unit.test_dashboard_views import NOW, SPARK_SUMMARY, alert, consumer_doc, snapshot
+
+# ----- History: the alert timeline
+
+
+def _event(t: float, event: str, rule: str, subject: str, severity: str, first_seen: float,
+           resolved_at: float | None = None) -> dict[str, Any]:
+    return {"time": t, "cluster": "c1", "event": event, "rule": rule, "severity": severity, "subject": subject,
+            "summary": f"{rule} {subject}", "first_seen": first_seen, "resolved_at": resolved_at}
+
+
+def test_an_alert_open_across_the_whole_window_is_on_the_timeline() -> None:
+    """Broker 3 down for 8 h, a 6 h window: ``alert_events`` has no row of it in the window (open 8 h ago, next
+    restate in 16 h), so the timeline lacked the worst alert of all. The latest snapshot holds it open."""
+    events = pd.DataFrame([_event(NOW - 1800, "open", "isr_flapping", "orders-0", "warning", NOW - 1800),
+                           _event(NOW - 1700, "resolve", "isr_flapping", "orders-0", "warning", NOW - 1800,
+                                  NOW - 1700)])
+    down = alert("broker_down", "broker-3", "critical", NOW - 8 * 3600)
+    docs = {"c1": snapshot(alerts=[down])}
+    iv = av.alert_intervals(events, {"c1": NOW}, docs)
+    assert iv[["rule", "start", "end", "open"]].values.tolist() == [
+        ["broker_down", NOW - 8 * 3600, NOW, True], ["isr_flapping", NOW - 1800, NOW - 1700, False]]
+    # nothing happened in the window at all: the open alert still shows
+    only = av.alert_intervals(pd.DataFrame(), {"c1": NOW}, docs)
+    assert only[["rule", "open", "lost"]].values.tolist() == [["broker_down", True, False]]
+    # an alert both in the events and in the snapshot is one occurrence (history rounds first_seen to the µs)
+    again = pd.DataFrame([_event(NOW - 60, "open", "broker_down", "broker-3", "critical", NOW - 60 + 4e-7)])
+    both = av.alert_intervals(again, {"c1": NOW}, {"c1": snapshot(alerts=[alert("broker_down", "broker-3",
+                                                                                "critical", NOW - 60)])})
+    assert len(both) == 1 and bool(both.loc[0, "open"])
+    # the axis starts at the window, not 8 h back, and the bar starts at the window's left edge
+    fig = av.alert_timeline_figure(iv, "UTC", by_topic=False, start=NOW - 6 * 3600)
+    assert pd.Timestamp(fig.layout.xaxis.range[0]) == common.epoch_to_axis([NOW - 6 * 3600], "UTC")[0]
+
+
+def test_the_timeline_row_cap_keeps_open_and_severe_alerts_first() -> None:
+    """60 flapping warnings in the last hour and broker 3 down (critical, open) since yesterday: the cap kept the
+    60 most recently opened rows, so the one alert still open was not drawn."""
+    rows = [_event(NOW - 86400, "open", "broker_down", "broker-3", "critical", NOW - 86400),
+            _event(NOW - 7200, "open", "under_min_isr", "pay-0", "critical", NOW - 7200),
+            _event(NOW - 7100, "resolve", "under_min_isr", "pay-0", "critical", NOW - 7200, NOW - 7100)]
+    for i in range(60):
+        t = NOW - 3600 + i * 30
+        rows += [_event(t, "open", "isr_flapping", f"t{i}-0", "warning", t),
+                 _event(t + 20, "resolve", "isr_flapping", f"t{i}-0", "warning", t, t + 20)]
+    iv = av.alert_intervals(pd.DataFrame(rows), {"c1": NOW})
+    fig = av.alert_timeline_figure(iv, "UTC", by_topic=False)
+    drawn = {y for d in fig.data for y in d.y}
+    assert "broker_down: broker-3" in drawn and "under_min_isr: pay-0" in drawn  # open, then critical
+    assert len(drawn) == 60 and "isr_flapping: t0-0" not in drawn and "isr_flapping: t59-0" in drawn  # then recent
+    assert "60 of 62 rows" in fig.layout.title.text
+    assert not av.alert_timeline_figure(iv, "UTC", by_topic=False, max_rows=100).layout.title.text
+
+
+# ----- Overview
+
+
+def test_sparklines_leave_a_gap_where_the_cluster_was_unreachable() -> None:
+    """An unreachable poll writes 0 under-replicated, 0 offline and no broker rows: the lines fell to 0 (all
+    healthy) in the middle of an outage, and brokers up joined its two sides as if nothing happened."""
+    t = [NOW - 60, NOW, NOW + 60]
+    ch = pd.DataFrame({"time": t, "reachable": [True, False, True], "under_replicated": [4, 0, 4],
+                       "under_min_isr": [2, 0, 2], "offline": [1, 0, 1], "alerts_open": [5, 1, 5]})
+    bh = pd.DataFrame({"time": [NOW - 60] * 3 + [NOW + 60] * 3, "alive": [True, True, False] * 2,
+                       "reachable": [True, True, None] * 2})
+    fig = ov.sparklines_figure(ch, "UTC", bh)
+    lines = {d.name: [float(v) for v in d.y] for d in fig.data if d.mode == "lines"}
+    for name in ("under-replicated", "under min ISR", "offline partitions", "open alerts", "brokers up"):
+        assert math.isnan(lines[name][1]) and not math.isnan(lines[name][0]), name
+    assert lines["brokers up"][::2] == [2.0, 2.0]
+    marks = [d for d in fig.data if d.name == "cluster unreachable"]
+    assert len(marks) == 5 and list(marks[0].y) == [0.0]  # one x per small chart, on its baseline
+    # reachable unknown (null, older history) is not unreachable
+    unknown = ov.sparklines_figure(ch.assign(reachable=[None, None, None]), "UTC")
+    assert not [d for d in unknown.data if d.name == "cluster unreachable"]
+    assert [float(v) for v in unknown.data[0].y] == [4.0, 0.0, 4.0]
+
+
+def test_stale_cluster_verdict_is_stale_not_ok() -> None:
+    """The collector stopped 3 h ago with nothing open then: the badge said OK, and "No open alerts" was green."""
+    doc = snapshot(time=NOW - 3 * 3600, written_at=NOW - 3 * 3600)
+    fresh = common.freshness(doc, NOW, 90, "UTC")
+    h = ov.health_line(doc, fresh)
+    assert h["verdict"] == "STALE" and ov.VERDICT_COLORS["STALE"] and h["data"].startswith("STALE")
+    assert ov.health_line(snapshot(), common.freshness(snapshot(), NOW, 90))["verdict"] == "OK"
+    level, text = ov.no_alerts_message({"c1": fresh, "c2": common.freshness(snapshot(cluster="c2"), NOW, 90)})
+    assert level == "warning" and "c1 (STALE, 3h 00m old)" in text and "c2" not in text
+    assert ov.no_alerts_message({"c2": common.freshness(snapshot(cluster="c2"), NOW, 90)})[0] == "success"
+
+
+def test_unreachable_cluster_whose_collector_stopped_is_stale() -> None:
+    """Unreachable at its last poll, 6 h ago: the banner said "UNREACHABLE since …" for ever, never that the
+    collector had stopped writing (the cluster may well be back)."""
+    doc = snapshot(time=NOW - 6 * 3600, written_at=NOW - 6 * 3600, reachable=False, errors=["no broker answered"],
+                   alerts=[alert("cluster_unreachable", "c1", "critical", NOW - 6 * 3600 - 300)])
+    f = common.freshness(doc, NOW, 90, "UTC")
+    assert f.level == "stale" and f.since == NOW - 6 * 3600
+    assert "no new data from the collector for 6h 00m" in f.message and "Is the collector running?" in f.message
+    assert "UNREACHABLE (since " + common.fmt_ts(NOW - 6 * 3600 - 300, "UTC") in f.message
+    assert ov.health_line(doc, f)["verdict"] == "STALE"
+    live = common.freshness(dict(doc, time=NOW - 5, written_at=NOW - 5), NOW, 90, "UTC")
+    assert live.level == "unreachable"  # the collector still writes: unreachable it is
+
+
+def test_no_data_lost_is_green_only_when_the_week_was_watched() -> None:
+    """An empty ledger after a week with no poll at all was a green "No data lost"."""
+    week = NOW - lv.WEEK_S
+    nothing = lv.coverage([], week, NOW, 30.0)
+    level, text = lv.no_loss_banner({"c1": (nothing, 30.0)})
+    assert level == "warning" and "No loss recorded" in text and "polled c1 for less than 90%" in text
+    full = lv.coverage([week + 30.0 * k for k in range(int(lv.WEEK_S // 30))], week, NOW, 30.0)
+    assert lv.no_loss_banner({"c1": (full, 30.0)})[0] == "success"
+    gap = lv.coverage([week + 30.0 * k for k in range(int(lv.WEEK_S // 30)) if not 100 <= k < 300], week, NOW, 30.0)
+    assert gap.share >= lv.WATCHED_ENOUGH and gap.gaps
+    assert lv.no_loss_banner({"c1": (gap, 30.0)})[0] == "info"
+    assert lv.no_loss_banner({"c1": (full, 30.0), "c2": (nothing, 30.0)})[0] == "warning"
+
+
+# ----- Consumers
+
+
+def _idle_lag_history() -> pd.DataFrame:
+    t = [NOW - 60, NOW]
+    return pd.DataFrame({"time": t * 2, "group_id": ["billing"] * 2 + ["gone"] * 2, "topic": ["orders"] * 4,
+                         "status": ["OK", "OK", "ABANDONED", "ABANDONED"], "lag_sum": [10, 12, 99_000, 99_500]})
+
+
+def test_lag_charts_leave_out_groups_nobody_runs() -> None:
+    """An ABANDONED group's 99,000 messages were the Overview's "total consumer lag" and the Consumers chart's
+    largest series, while the Consumers table hides that group."""
+    gl = _idle_lag_history()
+    ch = pd.DataFrame({"time": [NOW - 60, NOW], "under_replicated": [0, 0], "under_min_isr": [0, 0],
+                       "offline": [0, 0], "alerts_open": [0, 0]})
+    fig = ov.sparklines_figure(ch, "UTC", None, gl[["time", "status", "lag_sum"]])
+    total = next(d for d in fig.data if d.name == "total consumer lag")
+    assert list(total.y) == [10.0, 12.0]
+    assert [d.name for d in cv.lag_figure(gl, "UTC", "lag_sum", top_n=1).data] == ["billing / orders"]
+    assert [d.name for d in cv.lag_figure(gl, "UTC", "lag_sum", groups=["gone"]).data] == ["gone / orders"]
+    # a group that stopped being idle is judged as running again
+    back = pd.concat([gl, pd.DataFrame({"time": [NOW + 60], "group_id": ["gone"], "topic": ["orders"],
+                                        "status": ["ERR"], "lag_sum": [99_600]})], ignore_index=True)
+    assert [d.name for d in cv.lag_figure(back, "UTC", "lag_sum", top_n=1).data] == ["gone / orders"]
+
+
+def test_retention_risk_leaves_out_groups_nobody_runs() -> None:
+    """An ABANDONED group's partition led the retention-risk table as DATA LOST."""
+    doc = consumer_doc()
+    doc["groups"].append({"group_id": "gone", "state": "Empty", "members": 0, "status": "ABANDONED",
+                          "activity": "abandoned", "lag_sum": 99_000, "partitions": 1, "topics": ["orders"]})
+    doc["group_partitions"] = [gp for gp in doc["group_partitions"] if gp["partition"] == 0] + [
+        {"group_id": "gone", "topic": "orders", "partition": 2, "lag": 99_000, "below_log_start": True,
+         "seconds_to_retention": 0.0, "status": "ABANDONED"}]
+    r = cv.retention_risk_frame(doc)
+    assert list(r["group"]) == ["billing"] and r.loc[0, "time to data loss"] == "1h 00m"
+    picked = cv.retention_risk_frame(doc, groups=["gone"])
+    assert list(picked["group"]) == ["gone"] and picked.loc[0, "time to data loss"] == "DATA LOST"
+
+
+def test_largest_lag_is_the_largest_not_the_first_row() -> None:
+    """The metric showed row 0 of the table, which is sorted by status: billing (ERR, 5 min) over ok-group (OK
+    but 2 h behind)."""
+    doc = consumer_doc()
+    doc["groups"][0]["lag_seconds_max"] = 7200.0
+    g = cv.groups_frame(doc, "UTC")
+    assert g["lag"].iloc[0] == "5m 00s"  # what the metric said
+    assert cv.largest_lag(g) == ("2h 00m", "ok-group")
+    assert cv.largest_lag(g[g["group"] == "no-commits"]) == ("—", None)
+    assert cv.largest_lag(g.iloc[0:0]) == ("—", None)
+
+
+# ----- Consensus
+
+
+def test_standalone_zookeeper_is_the_leader() -> None:
+    """A one-server ensemble reports mode ``standalone``: the Consensus page said Leader: NONE (the Overview,
+    counting standalone, said it had a leader)."""
+    zk = csv.zookeeper_frame(snapshot(zookeeper=[{"server": "zk:2181", "serving": True, "mode": "standalone",
+                                                  "zxid_epoch": 1, "zxid_counter": 5}]))
+    assert zk[zk["mode"] == "leader"].empty  # the page's old test
+    assert list(csv.zk_leaders(zk)["server"]) == ["zk:2181"]
+    ensemble = csv.zookeeper_frame(snapshot(zookeeper=[
+        {"server": "z1", "serving": False, "mode": "leader"}, {"server": "z2", "serving": True, "mode": "leader"},
+        {"server": "z3", "serving": True, "mode": "follower"}]))
+    assert list(csv.zk_leaders(ensemble)["server"]) == ["z2"]  # a server not serving leads nothing
+
+
+# ----- History: the weekly report viewer
+
+
+def test_weekly_summary_shows_the_data_lost_first() -> None:
+    """The report's first section (the loss ledger) was on no card, table or note of the History page."""
+    lost = [{"kind": "truncation", "subject": "orders-1", "topic": "orders", "events": 1, "messages": 1240,
+             "first": NOW - 600, "last": NOW, "evidence": "hw 5000, epoch end 3760"}]
+    figures, tables, notes = rpv.weekly_summary(dict(SPARK_SUMMARY, messages_lost=1240, data_lost=lost))
+    assert figures[0] == rpv.Figure("Messages lost", "1,240")
+    assert next(iter(tables)) == "Data lost"
+    row = tables["Data lost"].iloc[0]
+    assert row["first"] == pd.Timestamp(NOW - 600, unit="s", tz="UTC") and row["messages"] == 1240
+    assert notes[0] == ("Data lost this week: 1,240 committed or unread messages (truncations and retention), "
+                        "1 ledger line.")
+    figures, tables, notes = rpv.weekly_summary(dict(SPARK_SUMMARY, messages_lost=0, data_lost=[]))
+    assert figures[0] == rpv.Figure("Messages lost", "0") and "Data lost" not in tables
+    assert notes[0].startswith("No data lost this week")
+    figures, tables, _ = rpv.weekly_summary(SPARK_SUMMARY)  # a summary from before the ledger: nothing claimed
+    assert figures[0].label != "Messages lost" and "Data lost" not in tables
