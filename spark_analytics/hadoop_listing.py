@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import weakref
 from datetime import date
 from typing import Any
 
@@ -20,13 +21,26 @@ from collectors.outputs.history.files import repeats_among
 log = logging.getLogger("spark_analytics.io")
 
 
+_LISTERS: weakref.WeakKeyDictionary[Any, HadoopLister] = weakref.WeakKeyDictionary()
+
+
+def lister_for(spark: SparkSession) -> HadoopLister:
+    """The session's `HadoopLister`, kept while the session lives: its keys of the files it read stay known, so a
+    day listed again (each table and day of a roll-up, the report's inputs) does not read its files again."""
+    got = _LISTERS.get(spark)
+    if got is None:
+        got = _LISTERS[spark] = HadoopLister(spark)
+    return got
+
+
 class HadoopLister:
     """`collectors.outputs.history.live_files` over the Hadoop FileSystem API (HDFS, object stores, file://)."""
 
     def __init__(self, spark: SparkSession) -> None:
         self.jvm = spark._jvm  # type: ignore[attr-defined]
         self.conf = spark._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
-        self._keys: dict[tuple[str, int], Any] = {}  # (file, size) -> its rows' key, from an earlier listing
+        self._keys: dict[tuple[str, int, int], Any] = {}  # (file, size, mtime) -> its rows' key, listed before
+        self._mtimes: dict[str, int] = {}
         self.sizes: dict[str, int] = {}
         """Every file listed (live or not): its size, as the last listing gave it."""
 
@@ -85,6 +99,7 @@ class HadoopLister:
             files = {e.getPath().getName(): e.getPath().toString() for e in kept}
             sizes = {e.getPath().getName(): int(e.getLen()) for e in kept}
             self.sizes.update((files[n], size) for n, size in sizes.items())
+            self._mtimes.update((files[e.getPath().getName()], int(e.getModificationTime())) for e in kept)
             superseded: set[str] = set()
             for n, p in files.items():
                 if n.startswith("compact-"):
@@ -101,9 +116,10 @@ class HadoopLister:
         sizes = dict(files)
 
         def key(path: str) -> Any:
-            if (path, sizes[path]) not in self._keys:
-                self._keys[(path, sizes[path])] = self._rows_key(fs, path, sizes[path])
-            return self._keys[(path, sizes[path])]
+            at = (path, sizes[path], self._mtimes.get(path, 0))
+            if at not in self._keys:
+                self._keys[at] = self._rows_key(fs, path, sizes[path])
+            return self._keys[at]
 
         return repeats_among(files, key)
 

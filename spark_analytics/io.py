@@ -62,7 +62,7 @@ from collectors.outputs.history.files import (
     warn_empty,
 )
 from collectors.outputs.history.schema import SECONDS_TABLES, TEMP_PREFIX, TIME_COLUMNS
-from spark_analytics.hadoop_listing import HadoopLister
+from spark_analytics.hadoop_listing import lister_for
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -134,7 +134,7 @@ def history_exists(spark: SparkSession | None, root: str) -> bool:
 def table_days(root: str, table: str, spark: SparkSession | None = None) -> list[str]:
     """The UTC days (YYYY-MM-DD) with a ``date=`` directory of `table` in a history, sorted; a remote history is
     listed through `spark` (else the active session)."""
-    days = HadoopLister(_session(spark)).days(root, table) if is_remote(root) else \
+    days = lister_for(_session(spark)).days(root, table) if is_remote(root) else \
         [d for d, _ in date_dirs(_local(root) / table)]
     return [d.isoformat() for d in days]
 
@@ -174,14 +174,14 @@ def _listed(spark: SparkSession | None, root: str, table: str, start: float, end
         listed = list_files(_local(root), table, start, last)  # one agreed walk for all of them
         return Listed([str(p) for p in listed.live], {str(r): str(k) for r, k in listed.repeats.items()},
                       [str(p) for p in listed.empty], {str(p): why for p, why in listed.damaged.items()})
-    lister = HadoopLister(_session(spark))
+    lister = lister_for(_session(spark))
     files, repeats, empty = lister.live_files(str(root), table, _day(start), _day(last))
     for repeat, first in repeats.items():  # once, not in each of the listings that must agree
         log.warning(REPEAT_WARNING, repeat, first)
     for f in empty:
         warn_empty(f)
     damaged = {f: why for f in files if (why := _REMOTE_DAMAGED.get(_uri_key(f))) is not None}
-    return Listed([f for f in files if f not in damaged], repeats, empty, damaged, lister.sizes)
+    return Listed([f for f in files if f not in damaged], repeats, empty, damaged, dict(lister.sizes))
 
 
 def _session(spark: SparkSession | None) -> SparkSession:

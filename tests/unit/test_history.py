@@ -912,3 +912,17 @@ def test_files_of_one_size_are_each_read_once_to_find_repeats(tmp_path: Path, mo
     assert len(files.day_files(day).live) == 40 and len(read) == 41
     assert files.day_files(day).repeats == {"part-9999-copy.v4.parquet": sorted(f.name for f in day.iterdir())[7]}
     assert len(read) == 41  # the second listing: every key from the cache
+
+
+def test_the_file_caches_drop_the_least_recently_used_not_everything() -> None:
+    """Past its size a cache of what files hold dropped every entry, so a reader over more files than that (a week
+    of uncompacted days) read each again at every listing; now only the least recently used go."""
+    from collectors.outputs.history.files import _Recent
+
+    cache = _Recent(3)
+    for k in ("a", "b", "c"):
+        cache.put((k,), k.upper())
+    assert cache.get(("a",)) == "A"  # used: now the most recent
+    cache.put(("d",), "D")
+    assert list(cache) == [("c",), ("a",), ("d",)] and cache.get(("b",)) is None
+    assert cache.get(("z",), "none") == "none"

@@ -1054,7 +1054,8 @@ def test_only_live_files_are_read(spark: Any, tmp_path: Path, hadoop: bool) -> N
 
 
 @pytest.mark.parametrize("hadoop", [False, True], ids=["local-lister", "hadoop-lister"])
-def test_a_copied_file_is_read_once_and_named_in_the_notes(spark: Any, tmp_path: Path, hadoop: bool) -> None:
+def test_a_copied_file_is_read_once_and_named_in_the_notes(spark: Any, tmp_path: Path, hadoop: bool,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """A history file copied under a new name (a restored backup beside the live files) is read once, and the
     report's notes say so; a file of the same size with another row is read as ever."""
     day = "2026-11-18"
@@ -1074,6 +1075,15 @@ def test_a_copied_file_is_read_once_and_named_in_the_notes(spark: Any, tmp_path:
     assert notes == ["1 history file repeats another file of its day byte for byte (a copied or restored "
                      f"history?) and was read once (lso_gap 1), e.g. lso_gap/date={day}/restored-a.parquet repeats "
                      f"lso_gap/date={day}/part-1-a.parquet."]
+    if hadoop:  # the session keeps its lister: a day listed again reads none of its files again
+        from spark_analytics import hadoop_listing
+
+        read: list[str] = []
+        real = hadoop_listing.HadoopLister._rows_key
+        monkeypatch.setattr(hadoop_listing.HadoopLister, "_rows_key",
+                            lambda self, fs, path, size: read.append(path) or real(self, fs, path, size))
+        io.list_live_files(spark, root, "lso_gap", W.start, W.end, use_hadoop=True)
+        assert read == [] and hadoop_listing.lister_for(spark) is hadoop_listing.lister_for(spark)
 
 
 @pytest.mark.parametrize("hadoop", [False, True], ids=["local-lister", "hadoop-lister"])

@@ -14,6 +14,7 @@ import os
 import re
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -74,7 +75,30 @@ def publish_file(directory: Path, name: str, write: Callable[[Any], None]) -> in
     return publish(directory / name, write, directory / f"{TEMP_PREFIX}{uuid.uuid4().hex}.parquet")
 
 
-_REPLACES_CACHE: dict[tuple[str, int, int, int], frozenset[str]] = {}
+class _Recent(OrderedDict[tuple[Any, ...], Any]):
+    """A cache of what files hold, keyed by path, inode, size and mtime (published files never change), that drops
+    its least recently used entries past `size`. Cleared whole instead, a reader over more files than that (a week
+    of uncompacted days: ~66,000) read every one of them again at every listing."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+
+    def get(self, key: tuple[Any, ...], default: Any = None) -> Any:
+        if key not in self:
+            return default
+        self.move_to_end(key)
+        return self[key]
+
+    def put(self, key: tuple[Any, ...], value: Any) -> None:
+        self[key] = value
+        self.move_to_end(key)
+        while len(self) > self.size:
+            self.popitem(last=False)
+
+
+_REPLACES_CACHE = _Recent(16_384)
+_MISSING = object()
 
 
 def replaced_names(path: Path) -> frozenset[str]:
@@ -92,9 +116,7 @@ def replaced_names(path: Path) -> frozenset[str]:
     except (OSError, ValueError, pa.ArrowException) as e:
         log.warning("history: cannot read the footer of %s: %s", path, e)
         return frozenset()
-    if len(_REPLACES_CACHE) > 4096:
-        _REPLACES_CACHE.clear()
-    _REPLACES_CACHE[key] = names
+    _REPLACES_CACHE.put(key, names)
     return names
 
 
@@ -102,7 +124,8 @@ K = TypeVar("K")
 
 _TRAILER = 8  # a Parquet file ends with the footer's length (uint32, little-endian) and b"PAR1"
 _COMPARE_CHUNK = 4 << 20
-_KEY_CACHE: dict[tuple[Any, ...], Hashable | None] = {}
+_KEY_CACHE = _Recent(262_144)  # ~0.5 KB an entry (the column lists are shared: `_COLUMNS`)
+_COLUMNS: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 REPEAT_WARNING = "history: %s repeats %s byte for byte (a copied or restored file?); its rows are read once"
 
 
@@ -120,17 +143,16 @@ def rows_key(path: Path) -> Hashable | None:
     try:
         st = path.stat()
         ck = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
-        if ck in _KEY_CACHE:
-            return _KEY_CACHE[ck]
+        cached = _KEY_CACHE.get(ck, _MISSING)
+        if cached is not _MISSING:
+            return cached
         key = _rows_key(path, st.st_size)
     except FileNotFoundError:
         return None
     except (OSError, ValueError, pa.ArrowException) as e:
         log.warning("history: cannot read %s to compare it with the other files of its day: %s", path, e)
         return None
-    if len(_KEY_CACHE) > 65536:
-        _KEY_CACHE.clear()
-    _KEY_CACHE[ck] = key
+    _KEY_CACHE.put(ck, key)
     return key
 
 
@@ -158,6 +180,7 @@ def _rows_key(path: Path, size: int) -> Hashable | None:
     schema = md.schema
     columns = tuple((c.path, c.physical_type, str(c.logical_type), c.max_definition_level, c.max_repetition_level)
                     for c in (schema.column(i) for i in range(len(schema))))
+    columns = _COLUMNS.setdefault(columns, columns)  # one copy per schema, not per file
     return size, footer, md.num_rows, md.num_row_groups, columns, digest.digest()
 
 
