@@ -103,7 +103,8 @@ class HistorySink:
                                     partition_detail=cfg.partition_detail, retention_days=cfg.retention_days,
                                     compact_min_files=cfg.compact_min_files,
                                     thresholds=thresholds.model_dump_json() if thresholds is not None else None,
-                                    exclusive=True, clusters=clusters, on_takeover=self._take_over)
+                                    exclusive=True, clusters=clusters, on_takeover=self._take_over,
+                                    background_maintenance=True)
 
     def __call__(self, results: list[PollResult], now: float) -> None:
         for r in results:
@@ -126,7 +127,8 @@ class HistorySink:
                     f"history not written: {error}" if self.writer.standby_of is not None else
                     f"history not written: {error} ({self.writer.buffered_rows} rows waiting, "
                     f"{self.writer.dropped_rows} dropped)")
-            # Maintenance runs hourly inside maybe_flush; its error stands until the next run succeeds.
+            # Maintenance runs hourly on its own thread (started by maybe_flush); its error stands until the next run
+            # succeeds, and shows from the poll after the run that failed.
             maintenance = self.writer.last_maintenance_error
             conditions.pop("history_maintenance_failed", None)
             if maintenance is not None:

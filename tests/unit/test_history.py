@@ -926,3 +926,30 @@ def test_the_file_caches_drop_the_least_recently_used_not_everything() -> None:
     cache.put(("d",), "D")
     assert list(cache) == [("c",), ("a",), ("d",)] and cache.get(("b",)) is None
     assert cache.get(("z",), "none") == "none"
+
+
+def test_background_maintenance_does_not_hold_up_the_poll_and_close_waits_for_it(tmp_path: Path) -> None:
+    """Compacting yesterday takes seconds to minutes on a big fleet; the collector's writer runs it on its own
+    thread, so the poll that starts it goes on (and /metrics with it). Closing waits for it: the next holder of
+    the root must not compact the same day beside it."""
+    import threading
+
+    w = HistoryWriter(tmp_path, clock=lambda: LATER, background_maintenance=True)
+    started, release = threading.Event(), threading.Event()
+    done: list[str] = []
+
+    def slow_maintain(now: float | None = None) -> None:
+        started.set()
+        release.wait(30)
+        done.append("maintained")
+
+    w.maintain = slow_maintain  # type: ignore[method-assign]
+    assert w.maybe_flush() and started.wait(30)
+    assert w.maintaining and done == []  # maybe_flush returned while the maintenance runs
+    assert w.maybe_flush() and done == []  # and starts no second one meanwhile
+    closing = threading.Thread(target=w.close)
+    closing.start()
+    assert not w.wait_maintenance(0.2) and closing.is_alive()  # close waits for the maintenance
+    release.set()
+    closing.join(30)
+    assert not closing.is_alive() and done == ["maintained"] and not w.maintaining

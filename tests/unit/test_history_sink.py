@@ -40,6 +40,9 @@ def test_failing_maintenance_raises_a_monitor_alert_until_a_run_succeeds(
         sink.writer.clock = lambda: LATER
         sink.writer.maintenance_interval_s = 0  # every call maintains, as every hour would
         disk_full_on(monkeypatch, "topic_health", "2023-11-15")
+        sink([], LATER)  # starts the maintenance on its own thread: the poll does not wait for it
+        assert sink.writer.background_maintenance and sink.writer.wait_maintenance(30)
+        sink.writer.maintenance_interval_s = 3600  # the next poll reports the run that failed, starts none
         sink([], LATER)
         cond = m.conditions.get("history_maintenance_failed")
         assert cond is not None and (cond.rule, cond.severity, cond.subject) == (
@@ -54,6 +57,10 @@ def test_failing_maintenance_raises_a_monitor_alert_until_a_run_succeeds(
         assert incident.subject == "monitor" and incident.severity == "warning"
 
         monkeypatch.undo()  # room again: the next run compacts the day and clears the alert
+        sink.writer.maintenance_interval_s = 0
+        sink([], LATER)
+        assert sink.writer.wait_maintenance(30)
+        sink.writer.maintenance_interval_s = 3600
         sink([], LATER)
         assert "history_maintenance_failed" not in m.conditions
         assert {(f.parent.name, f.name.split("-")[0]) for f in files_in(root, "topic_health")} == {

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import re
+import threading
 import time
 import uuid
 from collections import OrderedDict
@@ -83,18 +84,21 @@ class _Recent(OrderedDict[tuple[Any, ...], Any]):
     def __init__(self, size: int) -> None:
         super().__init__()
         self.size = size
+        self._lock = threading.Lock()  # the collector's maintenance thread lists days beside the poll loop
 
     def get(self, key: tuple[Any, ...], default: Any = None) -> Any:
-        if key not in self:
-            return default
-        self.move_to_end(key)
-        return self[key]
+        with self._lock:
+            if key not in self:
+                return default
+            self.move_to_end(key)
+            return self[key]
 
     def put(self, key: tuple[Any, ...], value: Any) -> None:
-        self[key] = value
-        self.move_to_end(key)
-        while len(self) > self.size:
-            self.popitem(last=False)
+        with self._lock:
+            self[key] = value
+            self.move_to_end(key)
+            while len(self) > self.size:
+                self.popitem(last=False)
 
 
 _REPLACES_CACHE = _Recent(16_384)

@@ -91,8 +91,15 @@ class HistoryWriter:
                  retention_days: int | None = 30, compact_min_files: int = 10,
                  clock: Callable[[], float] = time.time, max_buffer_rows: int = DEFAULT_MAX_BUFFER_ROWS,
                  maintenance_interval_s: float = 3600, thresholds: str | None = None, exclusive: bool = False,
-                 clusters: Sequence[str] = (), on_takeover: TakeoverHook | None = None) -> None:
-        """`thresholds`: the alert thresholds in force, as JSON text, recorded with every poll's cluster row so
+                 clusters: Sequence[str] = (), on_takeover: TakeoverHook | None = None,
+                 background_maintenance: bool = False) -> None:
+        """`background_maintenance`: run the hourly retention and compaction (`maintain`) on a thread of its own,
+        as the collector does. Compacting yesterday takes seconds to minutes on a big fleet (every table's day of
+        minute flushes merged), and run inside `maybe_flush` it held up the poll that called it, and /metrics with
+        it. Past days never share a file with today's flushes, and a late file flushed into a day being compacted
+        is not among the files it merges, so it stays live.
+
+        `thresholds`: the alert thresholds in force, as JSON text, recorded with every poll's cluster row so
         that the weekly report judges history by what the collector used, not by defaults of its own.
 
         `exclusive`: write only while holding the root's lease (`lease.WriterLease`), as the collector does; a
@@ -132,6 +139,8 @@ class HistoryWriter:
         self._lock = threading.RLock()
         self._last_flush = clock()
         self._last_maintenance = -math.inf
+        self.background_maintenance = background_maintenance
+        self._maintenance: threading.Thread | None = None
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             if self._lease is None:
@@ -217,10 +226,26 @@ class HistoryWriter:
         ok = True
         if now - self._last_flush >= self.flush_interval_s:
             ok = self.flush()
-        if now - self._last_maintenance >= self.maintenance_interval_s:
+        if now - self._last_maintenance >= self.maintenance_interval_s and not self.maintaining:
             self._last_maintenance = now
-            self.maintain(now)
+            if self.background_maintenance:
+                self._maintenance = threading.Thread(target=self.maintain, args=(now,), daemon=True,
+                                                     name="history-maintenance")
+                self._maintenance.start()
+            else:
+                self.maintain(now)
         return ok
+
+    @property
+    def maintaining(self) -> bool:
+        """A background `maintain` is running."""
+        return self._maintenance is not None and self._maintenance.is_alive()
+
+    def wait_maintenance(self, timeout: float | None = None) -> bool:
+        """Wait for a background `maintain` to end; True when none runs (any more)."""
+        if self._maintenance is not None:
+            self._maintenance.join(timeout)
+        return not self.maintaining
 
     def _lease_state(self) -> str:
         """WRITE (no lease asked for, or held: taken now if it was free), STANDBY (another collector holds it) or
@@ -362,7 +387,11 @@ class HistoryWriter:
         self.bytes_written += size
 
     def close(self) -> bool:
-        """Flush, then give up the root's lease (a standby takes over at its next flush)."""
+        """Flush, then give up the root's lease (a standby takes over at its next flush), once a background
+        compaction has ended: the next holder must not compact the same day beside it."""
+        if self.maintaining:
+            log.info("history: waiting for the maintenance under way to end before giving up the root")
+            self.wait_maintenance()
         ok = self.flush()
         if self._lease is not None:
             self._lease.release()
