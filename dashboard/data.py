@@ -176,14 +176,24 @@ def read_history(root: Path, table: str, start: float | None = None, end: float 
                  clusters: Sequence[str] | None = None, columns: Sequence[str] | None = None) -> pd.DataFrame:
     """Rows of a history table in [start, end) (epoch s), for `clusters`, with `columns`; sorted by time.
 
-    An absent root or table gives an empty frame with the requested columns. The frame is shared by the
+    An absent root or table gives an empty frame with the requested columns. The frame may be shared by the
     cache: do not modify it in place.
+
+    The read is of every cluster, cached once per table, window and columns, and each caller's clusters are
+    taken from it: the pages ask cluster by cluster (the sidebar's poll interval, the Overview's two reads), and a
+    read per cluster opened every file of the window's days again for each (16 clusters over a day of minute
+    flushes: 10-20 s a page).
     """
     if start is not None:
         start = float(int(start // 60) * 60)
     sig = history_signature(root, table, start, end)
-    return _history_cached(str(root), table, start, end, tuple(clusters) if clusters is not None else None,
-                           tuple(columns) if columns is not None else None, sig)
+    wanted = None if columns is None else tuple(sorted({*columns, "cluster"}))  # one entry whatever the order
+    df = _history_cached(str(root), table, start, end, None, wanted, sig)
+    if clusters is not None and "cluster" in df.columns:
+        df = df[df["cluster"].isin(list(clusters))].reset_index(drop=True)
+    if columns is not None:
+        df = df[[c for c in columns if c in df.columns]]
+    return df
 
 
 def history_tables(root: Path) -> list[str]:

@@ -223,3 +223,31 @@ def test_weekly_summary_shows_the_data_lost_first() -> None:
     assert notes[0].startswith("No data lost this week")
     figures, tables, _ = rpv.weekly_summary(SPARK_SUMMARY)  # a summary from before the ledger: nothing claimed
     assert figures[0].label != "Messages lost" and "Data lost" not in tables
+
+
+def test_history_is_read_once_for_every_cluster_a_page_asks_for(tmp_path: Any, monkeypatch: Any) -> None:
+    """The pages read history cluster by cluster; each read opened every file of the window's days again (16
+    clusters over a day of minute flushes: 10-20 s a page). One read of all clusters now serves each of them."""
+    from pathlib import Path
+
+    from collectors.model.poll import PollResult
+    from collectors.model.records import ClusterSnapshot
+    from collectors.outputs import history as hist
+    from collectors.outputs.history import HistoryWriter
+    from dashboard import data
+
+    root = Path(tmp_path) / "history"
+    w = HistoryWriter(root, flush_interval_s=0, retention_days=None)
+    for k in range(4):
+        for c in ("prod", "staging", "dev"):
+            w.add(PollResult(ClusterSnapshot(cluster=c, time=NOW - 600 + 60 * k)))
+        w.flush()
+    reads: list[Any] = []
+    real = hist.read_table
+    monkeypatch.setattr(hist, "read_table", lambda *a, **k: reads.append(a) or real(*a, **k))
+    data._history_cached.clear()
+    got = {c: data.read_history(root, "cluster", NOW - 900, None, [c], ["time"]) for c in ("prod", "staging", "dev")}
+    assert len(reads) == 1 and reads[0][3] is None  # one read, of every cluster
+    assert {c: (list(df.columns), len(df)) for c, df in got.items()} == {c: (["time"], 4) for c in got}
+    both = data.read_history(root, "cluster", NOW - 900, None, ["prod", "dev"], ["cluster", "time"])
+    assert len(reads) == 1 and sorted(set(both["cluster"])) == ["dev", "prod"] and len(both) == 8
