@@ -24,9 +24,11 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,7 @@ import pandas as pd
 import streamlit as st
 
 from collectors.outputs import history as hist
+from collectors.outputs.history import files as hist_files
 from collectors.outputs.latest_state import read_latest, retired
 from spark_analytics import layout
 
@@ -148,9 +151,40 @@ def retired_clusters(state_dir: Path) -> list[tuple[str, float]]:
 # ----- history
 
 
+_listings: dict[tuple[str, str, float | None, float | None], tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
+_listings_lock = threading.Lock()
+
+
+def _days_state(root: Path, table: str, start: float | None) -> tuple[Any, ...]:
+    """The ``date=`` directories of `table` from `start`'s day on, with their modification times and how many
+    entries each holds: a file published into a day (renamed in), or taken out by compaction or retention, changes
+    both (the count too, since a directory's time may not move within one clock tick)."""
+    first = None if start is None else datetime.fromtimestamp(start, UTC).date()
+    out = []
+    for day, d in hist_files.date_dirs(Path(root) / table):
+        if first is None or day >= first:
+            with contextlib.suppress(FileNotFoundError):
+                out.append((d.name, d.stat().st_mtime_ns, len(os.listdir(d))))
+    return tuple(out)
+
+
 def history_signature(root: Path, table: str, start: float | None, end: float | None) -> tuple[Any, ...]:
-    """The `_signature` of the live files a history read would open."""
-    return _signature(hist.live_files(root, table, start, end))
+    """The `_signature` of the live files a history read would open.
+
+    A page's rerun reads one table several times (each cluster, the sidebar, the Overview's blocks), and each
+    listing of a day of minute flushes stats 1,440 files (16 clusters: ~3 s a rerun with nothing new). So a
+    listing answers again while no ``date=`` directory of the window has changed (`_days_state`: a stat each)."""
+    key, state = (str(root), table, start, end), _days_state(root, table, start)
+    with _listings_lock:
+        got = _listings.get(key)
+        if got is not None and got[0] == state:
+            return got[1]
+    sig = _signature(hist.live_files(root, table, start, end))
+    with _listings_lock:
+        if len(_listings) > 4096:
+            _listings.clear()
+        _listings[key] = (state, sig)
+    return sig
 
 
 @st.cache_resource(max_entries=96, ttl=3600, show_spinner=False)

@@ -251,3 +251,28 @@ def test_history_is_read_once_for_every_cluster_a_page_asks_for(tmp_path: Any, m
     assert {c: (list(df.columns), len(df)) for c, df in got.items()} == {c: (["time"], 4) for c in got}
     both = data.read_history(root, "cluster", NOW - 900, None, ["prod", "dev"], ["cluster", "time"])
     assert len(reads) == 1 and sorted(set(both["cluster"])) == ["dev", "prod"] and len(both) == 8
+
+
+def test_a_listing_answers_again_until_a_day_of_the_window_changes(tmp_path: Any, monkeypatch: Any) -> None:
+    """A rerun reads one table several times (each cluster, the sidebar, the Overview's blocks): one listing of the
+    window serves them while none of its ``date=`` directories changed; a file flushed into one is seen at once."""
+    from pathlib import Path
+
+    from collectors.model.poll import PollResult
+    from collectors.model.records import ClusterSnapshot
+    from collectors.outputs import history as hist
+    from collectors.outputs.history import HistoryWriter
+    from dashboard import data
+
+    root = Path(tmp_path) / "history"
+    w = HistoryWriter(root, flush_interval_s=0, retention_days=None)
+    w.add(PollResult(ClusterSnapshot(cluster="prod", time=NOW - 120)))
+    w.flush()
+    listed: list[str] = []
+    real = hist.live_files
+    monkeypatch.setattr(hist, "live_files", lambda *a, **k: listed.append(a[1]) or real(*a, **k))
+    first = data.history_signature(root, "cluster", NOW - 900, None)
+    assert data.history_signature(root, "cluster", NOW - 900, None) == first and listed == ["cluster"]
+    w.add(PollResult(ClusterSnapshot(cluster="prod", time=NOW - 60)))
+    w.flush()  # a new file in the day: its directory changed
+    assert data.history_signature(root, "cluster", NOW - 900, None) != first and listed == ["cluster", "cluster"]
