@@ -123,7 +123,7 @@ def settle(cluster: str, partitions: Iterable[PartitionMeta], high_watermarks: M
     for p in partitions:
         key = (p.topic, p.partition)
         answered = high_watermarks.get(key)
-        under = epochs.get(key) if epochs else None
+        under = epochs.get(key)
         w = watches.get(key)
         if p.leader_epoch is None:
             continue
@@ -235,17 +235,17 @@ def group_evidence(cluster: str, group_partitions: Iterable[GroupPartitionRecord
         c, start, hw = gp.committed_offset, gp.log_start_offset, gp.high_watermark
         if c is None:
             continue
+        skipped = None if start is None else start - c if 0 <= c < start else 0  # None: this poll cannot tell
         mark = marks.get(key)
         if mark is None:
-            marks[key] = GroupMark(start - c if start is not None and 0 <= c < start else 0, 0, c)
+            marks[key] = GroupMark(skipped or 0, 0, c)
             continue
         if (gp.topic, gp.partition) not in held:
             mark.committed = c
         if hw is not None and c <= hw:
             mark.beyond = 0  # an episode ends when the offset is back in the log
-        if start is None:
+        if skipped is None:
             continue
-        skipped = start - c if 0 <= c < start else 0
         recorded, mark.skipped = mark.skipped, skipped
         if skipped > recorded and (recording is None or gp.group_id in recording):
             out.append(LossRecord(
