@@ -44,6 +44,45 @@ LIST_OFFSETS_MAX_TIMESTAMP = -3
 TopicAsk = tuple[str | None, list[int]]
 
 
+def controller_for_clients(c: Cluster) -> int:
+    return c.controller_id if c.controller_id in c.alive_brokers() else -1
+
+
+def partition_metadata(p: Partition, unavailable: set[int]) -> dict[str, Any]:
+    """One partition of a Metadata answer; `unavailable`: brokers the controller does not count in."""
+    if unavailable or p.failed_replicas:
+        offline = [r for r in p.replicas if r in unavailable or r in p.failed_replicas]
+    else:
+        offline = []
+    return {
+        "error_code": NONE if p.online else LEADER_NOT_AVAILABLE,
+        "partition_index": p.index, "leader_id": p.leader, "leader_epoch": p.leader_epoch,
+        "replica_nodes": list(p.replicas), "isr_nodes": list(p.isr), "offline_replicas": offline,
+    }
+
+
+def metadata_answer(c: Cluster, wanted: list[str] | None = None) -> dict[str, Any]:
+    """A Metadata answer (of `wanted` topics; None: all) as the controller sees the cluster now. Also what a broker
+    whose metadata cache stops following the controller keeps answering (`Cluster.lag_metadata`)."""
+    topics = []
+    unavailable = {i for i, b in c.brokers.items() if not b.registered}
+    for name in list(c.topics) if wanted is None else wanted:
+        t = c.topics.get(name)
+        if t is None:
+            topics.append({"error_code": UNKNOWN_TOPIC_OR_PARTITION, "name": name, "partitions": []})
+            continue
+        topics.append({
+            "error_code": NONE, "name": t.name, "topic_id": t.topic_id, "is_internal": t.internal,
+            "partitions": [partition_metadata(p, unavailable) for p in t.partitions],
+        })
+    return {
+        "throttle_time_ms": 0, "cluster_id": c.cluster_id, "controller_id": controller_for_clients(c),
+        "topics": topics, "error_code": NONE,
+        "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+                    for b in c.brokers.values() if b.registered],
+    }
+
+
 class Handlers:
     """Dispatch by API key; `__call__` is the server's handler callable."""
 
@@ -80,13 +119,6 @@ class Handlers:
     def api_versions(self, node_id: int, req: Request) -> Mapping[str, Any]:
         return {"error_code": NONE, "api_keys": supported_api_versions(self.c.mode), "throttle_time_ms": 0}
 
-    def _broker_list(self) -> list[dict[str, Any]]:
-        return [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                for b in self.c.brokers.values() if b.registered]
-
-    def _controller_for_clients(self) -> int:
-        return self.c.controller_id if self.c.controller_id in self.c.alive_brokers() else -1
-
     def metadata(self, node_id: int, req: Request) -> Mapping[str, Any]:
         body = req.body
         wanted: list[str] | None
@@ -100,35 +132,13 @@ class Handlers:
                     name = self.c.topic_ids.get(t.topic_id)
                 if name is not None:
                     wanted.append(name)
-        names = list(self.c.topics) if wanted is None else wanted
-        topics = []
-        unavailable = {i for i, b in self.c.brokers.items() if not b.registered}
-        for name in names:
-            t = self.c.topics.get(name)
-            if t is None:
-                topics.append({"error_code": UNKNOWN_TOPIC_OR_PARTITION, "name": name, "partitions": []})
-                continue
-            topics.append({
-                "error_code": NONE, "name": t.name, "topic_id": t.topic_id, "is_internal": t.internal,
-                "partitions": [self._partition_metadata(p, unavailable) for p in t.partitions],
-            })
-        return {
-            "throttle_time_ms": 0, "brokers": self._broker_list(), "cluster_id": self.c.cluster_id,
-            "controller_id": self._controller_for_clients(), "topics": topics, "error_code": NONE,
-        }
-
-    @staticmethod
-    def _partition_metadata(p: Partition, unavailable: set[int]) -> dict[str, Any]:
-        """One partition of a Metadata answer; `unavailable`: brokers the controller does not count in."""
-        if unavailable or p.failed_replicas:
-            offline = [r for r in p.replicas if r in unavailable or r in p.failed_replicas]
-        else:
-            offline = []
-        return {
-            "error_code": NONE if p.online else LEADER_NOT_AVAILABLE,
-            "partition_index": p.index, "leader_id": p.leader, "leader_epoch": p.leader_epoch,
-            "replica_nodes": list(p.replicas), "isr_nodes": list(p.isr), "offline_replicas": offline,
-        }
+        lagging = self.c.brokers[node_id].metadata_view if node_id in self.c.brokers else None
+        if lagging is not None:  # its cache stopped following the controller: the cluster as it was then
+            known = {t["name"]: t for t in lagging["topics"]}
+            return {**lagging, "topics": list(known.values()) if wanted is None else [
+                known.get(n) or {"error_code": UNKNOWN_TOPIC_OR_PARTITION, "name": n, "partitions": []}
+                for n in wanted]}
+        return metadata_answer(self.c, wanted)
 
     def describe_cluster(self, node_id: int, req: Request) -> Mapping[str, Any]:
         include_fenced = bool(getattr(req.body, "include_fenced_brokers", False))
@@ -138,7 +148,7 @@ class Handlers:
                 brokers.append({"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack,
                                 "is_fenced": not b.registered})
         return {"throttle_time_ms": 0, "error_code": NONE, "error_message": None, "endpoint_type": 1,
-                "cluster_id": self.c.cluster_id, "controller_id": self._controller_for_clients(),
+                "cluster_id": self.c.cluster_id, "controller_id": controller_for_clients(self.c),
                 "brokers": brokers}
 
     # ------------------------------------------------------------------ configs

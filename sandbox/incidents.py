@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
+from sandbox.handlers import metadata_answer
 from sandbox.model import Cluster
 from sandbox.spec import IncidentSpec
 
@@ -63,6 +64,8 @@ def apply(sb: IncidentTarget, inc: IncidentSpec, starting: bool) -> Blocking:
             c.stop_flapping(broker)
     elif kind == "broker_slow":
         c.set_broker_delay(broker, (inc.delay_s if inc.delay_s is not None else 5.0) if starting else 0.0)
+    elif kind == "metadata_lag":
+        c.lag_metadata(broker, metadata_answer(c) if starting else None)
     elif kind == "slow_follower":
         c.set_slow_follower(broker, starting)
     elif kind in ("consumer_stall", "consumer_stop") and group:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Iterable
+from typing import Any
 
 from collectors.model.wording import plural
 from sandbox.controller import Controller
@@ -314,6 +315,14 @@ class Replication(Controller):
 
     def set_broker_delay(self, node_id: int, delay_s: float) -> None:
         self.brokers[node_id].response_delay_s = delay_s
+
+    def lag_metadata(self, node_id: int, view: dict[str, Any] | None) -> None:
+        """The broker's metadata cache stops following the controller (a broker slow to apply its updates, or cut
+        off from it): until called again with None it answers Metadata with `view`, the cluster as it was when the
+        lag began (`handlers.metadata_answer`), while the others answer as it is. Clients must not take its older
+        leaders for news: Kafka's own ignore a partition's metadata of a lower leader epoch (KIP-320)."""
+        self.brokers[node_id].metadata_view = view
+        self.log(f"broker {node_id}: metadata cache " + ("stops following the controller" if view else "caught up"))
 
     def set_slow_follower(self, node_id: int, slow: bool) -> None:
         self.brokers[node_id].slow_fetch = slow

@@ -24,6 +24,7 @@ import uuid
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from sandbox import kafka_defaults as kd
 from sandbox.spec import ClusterSpec, GeneratedTopicsSpec, TopicSpec
@@ -44,6 +45,8 @@ class Broker:
     response_delay_s: float = 0.0
     slow_fetch: bool = False
     flap: tuple[float, float, float] | None = None  # (since, period, down) while scripted to crash and restart
+    # While its metadata cache lags (`lag_metadata`): the Metadata answer it keeps giving, the cluster as it was
+    metadata_view: dict[str, Any] | None = None
 
 
 @dataclass

@@ -53,7 +53,9 @@ from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 from collectors.model.loss import EpochQuestion, EpochWatch, epoch_questions
 from collectors.model.observations import KafkaObservation, Owner, PartitionMeta, QuorumReplica
 from collectors.model.patterns import TopicFilter
+from collectors.model.wording import plural
 from collectors.sources.limiter import RequestLimiter
+from collectors.sources.metadata_epochs import KnownEpochs, behind, newest, topic_id
 
 log = logging.getLogger(__name__)
 
@@ -75,15 +77,6 @@ def error_name(code: int) -> str:
         return ERROR_NAMES[code]
     name = getattr(kafka_errors.for_code(code), "message", None)
     return name if isinstance(name, str) and name != "UNKNOWN" else f"error {code}"
-
-
-def _topic_id(topic: Any) -> str | None:
-    """The topic's id as text, None where Metadata gave none: before v10, or the all-zero id of a broker that has
-    no ids (a ZooKeeper cluster before 2.8)."""
-    tid = getattr(topic, "topic_id", None)
-    if tid is None or str(tid) == "00000000-0000-0000-0000-000000000000":
-        return None
-    return str(tid)
 
 
 GROUP_ID_NOT_FOUND = 69
@@ -182,6 +175,8 @@ class KafkaAdapter:
         self._offset_requests: dict[tuple[int, str], tuple[tuple[tuple[str, int], ...], Any]] = {}
         # decoded member assignments by their bytes: unchanged between rebalances
         self._assignments: dict[bytes, list[tuple[str, int]]] = {}
+        # the leader epoch (and topic id) of each partition in the last Metadata believed (`_newest_metadata`)
+        self._epochs: dict[tuple[str, int], tuple[int, str | None]] = {}
 
     # ----------------------------------------------------------------- clients
     def _kp(self) -> Any:
@@ -222,7 +217,7 @@ class KafkaAdapter:
             self.close()
             return obs
         sent_before = kp.sent
-        if not self._metadata(kp, obs):
+        if not self._metadata(kp, obs, epochs):
             obs.requests = kp.sent - sent_before
             return obs
         ck_configs = self._start_configs(obs)
@@ -235,7 +230,8 @@ class KafkaAdapter:
         obs.requests = kp.sent - sent_before + (2 if ck_configs else 0)
         return obs
 
-    def _metadata(self, kp: Any, obs: KafkaObservation) -> bool:
+    def _metadata(self, kp: Any, obs: KafkaObservation,
+                  epochs: Mapping[tuple[str, int], EpochWatch] | None = None) -> bool:
         out = kp.send_one(None, MetadataRequest(topics=None, allow_auto_topic_creation=False))
         # the client's least-loaded pick may be a broker that just died: try each other known broker once
         for node in kp.broker_ids() if not out.ok else []:
@@ -246,7 +242,7 @@ class KafkaAdapter:
             obs.reachable = False
             obs.fail("cluster", f"cluster unreachable: Metadata failed: {out.error}")
             return False
-        md = out.response
+        md, patches = self._newest_metadata(kp, out.response, epochs)
         kp.refresh_brokers(md)
         obs.cluster_id = md.cluster_id
         obs.controller_id = md.controller_id if md.controller_id is not None and md.controller_id >= 0 else None
@@ -257,12 +253,13 @@ class KafkaAdapter:
                 obs.fail("partitions", f"metadata for topic {t.name}: {error_name(t.error_code)}")
                 holders = None  # that topic's replicas are unknown
                 continue
+            parts = [patches.get((t.name, p.partition_index), p) for p in t.partitions] if patches else t.partitions
             if holders is not None:
-                for p in t.partitions:
+                for p in parts:
                     holders.update(p.replica_nodes)
             if getattr(t, "topic_id", None) is not None:
                 obs.topic_names[t.topic_id] = t.name
-            tid = _topic_id(t)
+            tid = topic_id(t)
             if not t.partitions:
                 # A topic being created can show no partitions for a moment. Left out on purpose until it has
                 # some: there is nothing to measure, and a topic of replication factor 0 would only make
@@ -273,14 +270,41 @@ class KafkaAdapter:
                 continue  # not described, no offsets listed (the id stays known: its commits are dropped below)
             if t.is_internal:
                 obs.internal_topics.add(t.name)
-            for p in t.partitions:
+            for p in parts:
                 obs.partitions.append(PartitionMeta(
                     t.name, p.partition_index, p.leader_id,
                     p.leader_epoch if getattr(p, "leader_epoch", -1) not in (None, -1) else None,
                     list(p.replica_nodes), list(p.isr_nodes), list(getattr(p, "offline_replicas", None) or []),
                     tid))
         obs.replica_brokers = holders
+        self._epochs = {(p.topic, p.partition): (p.leader_epoch, p.topic_id) for p in obs.partitions
+                        if p.leader_epoch is not None}
         return True
+
+    def _newest_metadata(self, kp: Any, md: Any, watched: Mapping[tuple[str, int], EpochWatch] | None
+                         ) -> tuple[Any, dict[tuple[str, int], Any]]:
+        """The Metadata answer to believe, and partition answers of other brokers to put in it
+        (`metadata_epochs`). Where `md` shows partitions at an older leader epoch than already seen, its broker's
+        cache lags: every other broker is asked in turn until one answer is not behind. The epochs seen are the
+        last poll's, or after a restart the loss ledger's watch (checkpointed)."""
+        known: KnownEpochs = self._epochs or {k: (w.epoch, w.topic_id) for k, w in (watched or {}).items()}
+        late = behind(md, known)
+        if not late:
+            return md, {}
+        answers = [(md, late)]
+        for node in sorted(b.node_id for b in md.brokers):
+            out = kp.send_one(node, MetadataRequest(topics=None, allow_auto_topic_creation=False))
+            if out.ok:
+                answers.append((out.response, behind(out.response, known)))
+                if not answers[-1][1]:
+                    break
+        best, patches = newest(answers)
+        left = min(len(b) for _, b in answers) - len(patches)  # partitions older in every answer: believed
+        log.info("%s: a Metadata answer showed %s at an older leader epoch than already seen (a broker whose "
+                 "metadata lags); asked %s more, %s", self.name, plural(len(late), "partition"),
+                 plural(len(answers) - 1, "broker"),
+                 "one of them is current" if left <= 0 else f"{plural(left, 'partition')} older in every answer")
+        return best, patches
 
     def _offsets_and_listings(self, kp: Any, obs: KafkaObservation) -> None:
         by_leader: dict[int, list[PartitionMeta]] = defaultdict(list)

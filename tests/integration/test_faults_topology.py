@@ -111,6 +111,70 @@ def test_flapping_broker() -> None:
     assert seen == expected, f"unexpected: {sorted(seen - expected)}; missing: {sorted(expected - seen)}"
 
 
+# ----------------------------------------------------------------------------- a broker whose metadata lags
+
+LAG_CLUSTER: dict[str, Any] = {
+    "brokers": 3,
+    "broker_config": {"min.insync.replicas": "2", "zookeeper.session.timeout.ms": str(int(SESSION_S * 1000))},
+    "internal_topic_partitions": 1,
+    "topics": [{"name": "orders", "partitions": 3, "replication_factor": 3, "produce_rate": 20}],
+}
+
+
+def test_metadata_of_a_lagging_broker_is_not_news() -> None:
+    """Broker 3's metadata cache stops following the controller; then broker 1 dies. Whichever broker a poll's
+    Metadata lands on, each partition changes once (broker 1 leaves its ISR, its leadership moves): an answer of
+    broker 3 after a current one is not taken for news (leaders and ISRs going back, broker 1 alive again,
+    ListOffsets sent to a broker that leads nothing). Before the fix every such poll flipped them back and forth."""
+    sc = scenario(LAG_CLUSTER, incidents=[{"type": "metadata_lag", "at": 30, "duration": 3000, "broker": 3},
+                                          {"type": "broker_crash", "at": 35, "duration": 3000, "broker": 1}])
+    answered: list[int] = []  # brokers that answered Metadata in the current poll, in order
+
+    def hook(node_id: int, req: Any) -> None:
+        if req.api_key == API_METADATA:
+            answered.append(node_id)
+
+    with running_sandbox(sc, speed=10.0) as sb:
+        p = make_poller(sb)
+        try:
+            sb.advance_to(sb.cluster.start + 10)
+            poll_until(p, sb, lambda r: not r.snapshot.alerts, timeout=30)  # every partition's epoch seen
+            assert sb.clock.now() < sb.cluster.start + 30, "the machine was too slow to poll before the lag began"
+            assert sb.wait_for(lambda c: c.brokers[3].metadata_view is not None and not c.brokers[1].registered,
+                               timeout=60)
+            truth = sb.call(lambda c: {(p.topic, p.index): (p.leader, sorted(p.isr))
+                                       for p in c.topics["orders"].partitions})
+            assert all(1 not in isr for _, isr in truth.values())
+            sb.handlers.on_request = hook
+            changes: list[tuple[str, int, str]] = []
+            current_seen, lagging_after = False, 0
+            for _ in range(60):
+                answered.clear()
+                r = poll(p, sb)
+                s = r.snapshot
+                changes += [(c.topic, c.partition, c.kind) for c in s.partition_changes if c.topic == "orders"]
+                views = {(q.topic, q.partition): (q.leader, sorted(q.isr)) for q in s.partitions
+                         if q.topic == "orders"}
+                if current_seen:
+                    if answered and answered[0] == 3:
+                        lagging_after += 1  # the poll asked the lagging broker first, after a current answer
+                    assert views == truth, answered
+                    assert not any(b.alive for b in s.brokers if b.broker_id == 1), answered
+                    assert "offsets" not in s.stale_sections, (answered, s.stale_sections)
+                    assert alert(r, "broker_down", "broker-1") is not None
+                current_seen = current_seen or views == truth
+                if lagging_after >= 2:
+                    break
+            assert lagging_after >= 2, "no poll asked the lagging broker after a current answer"
+            # one change of each partition, whatever order the brokers answered in
+            assert sorted({(t, n) for t, n, _ in changes}) == sorted(truth) and len(changes) == len(truth), changes
+        finally:
+            sb.handlers.on_request = None
+            p.close()
+    log = "\n".join(e for _, _, e in sb.cluster.events)
+    assert "broker 3: metadata cache stops following the controller" in log
+
+
 # ----------------------------------------------------------------------------- ZooKeeper mode
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from types import SimpleNamespace
 
-from collectors.sources.kafka_adapter import _topic_id
+from collectors.sources.metadata_epochs import topic_id as _topic_id
 
 
 def test_an_id_is_kept_as_text_and_a_missing_or_all_zero_one_is_none() -> None:
