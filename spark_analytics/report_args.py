@@ -57,6 +57,10 @@ def parser() -> argparse.ArgumentParser:
                         "report reads that are not rolled up or stale there, in this run's Spark session, as "
                         "kafka-monitor-rollup would: a weekly job then starts one JVM, not two. Never waits for "
                         "another roll-up run: the days it holds are computed from the history (same figures)")
+    p.add_argument("--rollups-wait", type=float, default=None, metavar="SECONDS",
+                   help="how long to wait for a roll-up run writing --rollups before reading it (the report holds the "
+                        "store's lease shared while it reads, so no run replaces a day under it); then it reads the "
+                        "store as it stands; default 900, 0 with --update-rollups (which never waits)")
     p.add_argument("--bucket-seconds", type=int, default=None,
                    help="time bucket of the charts; default: ~400 points over the data's time span")
     p.add_argument("--class-archive", default=os.environ.get(CLASS_ARCHIVE_ENV) or None, metavar="PATH",
@@ -77,6 +81,7 @@ class Args:
     verbose: bool
     class_archive: Path | None = None
     update_rollups: bool = False
+    rollups_wait_s: float | None = None  # None: `rollup_job.READ_WAIT_S`
 
 
 def parse_args(argv: Sequence[str] | None, now: float | None = None) -> Args:
@@ -101,6 +106,8 @@ def parse_args(argv: Sequence[str] | None, now: float | None = None) -> Args:
         raise ArgumentError("argument --txn-grace-seconds: must be >= 0")
     if a.poll_interval_seconds is not None and a.poll_interval_seconds <= 0:
         raise ArgumentError("argument --poll-interval-seconds: must be > 0")
+    if a.rollups_wait is not None and not 0 <= a.rollups_wait < float("inf"):
+        raise ArgumentError("argument --rollups-wait: must be a number of seconds >= 0")
     if a.bucket_seconds is not None and a.bucket_seconds < 1:
         raise ArgumentError("argument --bucket-seconds: must be >= 1")
     if not io.is_remote(a.history) and not Path(a.history.removeprefix("file://")).is_dir():
@@ -122,4 +129,4 @@ def parse_args(argv: Sequence[str] | None, now: float | None = None) -> Args:
                      txn_grace_s=a.txn_grace_seconds, poll_interval_s=a.poll_interval_seconds,
                      bucket_s=a.bucket_seconds, rollups=a.rollups)
     return Args(a.history, period, out, a.master, a.cluster, opts, a.verbose,
-                class_archive_arg(a.class_archive, ArgumentError), a.update_rollups)
+                class_archive_arg(a.class_archive, ArgumentError), a.update_rollups, a.rollups_wait)

@@ -18,14 +18,15 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
 from collectors.model.wording import plural
-from collectors.outputs.history.lease import WriterLease, read_holder
+from collectors.outputs.history.lease import ReaderLease, WriterLease, held_by_readers, read_holder
 from spark_analytics import io, rollup
 from spark_analytics.rollup import TABLES, Store
 from spark_analytics.session import CLASS_ARCHIVE_ENV, build_session, class_archive_arg, describe_failure, stop
@@ -33,6 +34,9 @@ from spark_analytics.session import CLASS_ARCHIVE_ENV, build_session, class_arch
 WAIT_S = 3600.0
 """How long a run waits for another run writing the same store (``--wait``): a first run over a month of a big
 fleet's history takes tens of minutes."""
+READ_WAIT_S = 900.0
+"""How long a report waits for a roll-up run writing the store it reads (``weekly_report --rollups-wait``): the daily
+job rolls up a day or two, a few minutes for a big fleet."""
 
 
 @dataclass
@@ -106,11 +110,58 @@ def take_store(store: Store, wait_s: float) -> WriterLease | None:
         if left <= 0:
             return None
         if not told:
-            print(f"rollup: another roll-up run ({read_holder(store.root).describe()}) is writing {store.root}; "
-                  f"waiting for it (up to {wait_s:g} s)", file=sys.stderr, flush=True)
+            print(f"rollup: {holders(store.root)} {store.root}; waiting for it (up to {wait_s:g} s)", file=sys.stderr,
+                  flush=True)
             told = True
         time.sleep(min(1.0, left))
     return lease
+
+
+def holders(root: Path, still: bool = False) -> str:
+    """Who keeps the store's lease from a run that wants to write, in words: a report reading it, or a roll-up run."""
+    if held_by_readers(root):
+        return f"a weekly report is {'still ' if still else ''}reading"
+    return f"another roll-up run ({read_holder(root).describe()}) is {'still ' if still else ''}writing"
+
+
+@contextmanager
+def reading_store(rollups: str | None, wait_s: float | None, updated: bool = False,
+                  prog: str = "weekly_report") -> Iterator[None]:
+    """Hold the store's lease shared (`ReaderLease`) while a report reads it, waiting up to `wait_s` for a roll-up run
+    writing it: between the report's check of which days are fresh and its reads, a run replacing a day's files
+    gave it rows of other history files than its ``inputs.json`` lists. A run still writing after the wait is
+    named, and the report reads the store as it stands (as before the lease: the days being written have no
+    manifest and are computed from the history). No store, nothing held. `wait_s` None: `READ_WAIT_S`, or 0 after
+    ``--update-rollups`` (`updated`), which never waits for another roll-up run, before its reads either."""
+    if not rollups:
+        yield
+        return
+    if wait_s is None:
+        wait_s = 0.0 if updated else READ_WAIT_S
+    root = Store.at(rollups).root
+    lease = ReaderLease(root)
+    deadline = time.monotonic() + wait_s
+    told = False
+    try:
+        while not lease.acquire():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                print(f"{prog}: a roll-up run ({read_holder(root).describe()}) is still writing {root} after "
+                      f"{wait_s:g} s; reading the store as it stands (the days it is writing are computed from the "
+                      "history)", file=sys.stderr, flush=True)
+                break
+            if not told:
+                print(f"{prog}: a roll-up run ({read_holder(root).describe()}) is writing {root}; waiting for it (up "
+                      f"to {wait_s:g} s)", file=sys.stderr, flush=True)
+                told = True
+            time.sleep(min(1.0, left))
+    except OSError as e:  # the lease file could not be opened or locked: read as before the lease
+        print(f"{prog}: {root}: the store's lease cannot be taken ({e.strerror or e}); reading it without",
+              file=sys.stderr)
+    try:
+        yield
+    finally:
+        lease.release()
 
 
 def update_for_report(spark: Any, history: str, rollups: str, days: Sequence[str], today: str,
@@ -130,9 +181,8 @@ def update_for_report(spark: Any, history: str, rollups: str, days: Sequence[str
               "up are computed from the history", file=sys.stderr)
         return None
     if lease is None:
-        print(f"{prog}: --update-rollups: another roll-up run ({read_holder(store.root).describe()}) is writing "
-              f"{store.root}; not waiting: the days it has not written yet are computed from the history",
-              file=sys.stderr)
+        print(f"{prog}: --update-rollups: {holders(store.root)} {store.root}; not waiting: the days not rolled up are "
+              "computed from the history", file=sys.stderr)
         return None
     try:
         present = set(rollup.history_days(history))  # as the daily job: only days the history has
@@ -233,9 +283,8 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, now: float | None
               file=sys.stderr)
         return 2
     if lease is None:
-        print(f"rollup: failed: another roll-up run ({read_holder(store.root).describe()}) is still writing "
-              f"{store.root} after {a.wait:g} s; its days are left to it, the next run does what is still missing",
-              file=sys.stderr)
+        print(f"rollup: failed: {holders(store.root, still=True)} {store.root} after {a.wait:g} s; the next run does "
+              "what is still missing", file=sys.stderr)
         return 1
     own = spark is None
     out = Outcome()

@@ -680,7 +680,8 @@ def main(argv: Sequence[str] | None = None, spark: Any = None) -> int:
             rollup_job.update_for_report(spark, args.history, args.opts.rollups or "", [
                 d for w in trend_weeks(args.period) for d in w.days()], datetime.now(UTC).date().isoformat(),
                 args.verbose)
-        code = run(args, spark)
+        with rollup_job.reading_store(args.opts.rollups, args.rollups_wait_s, args.update_rollups):
+            code = run(args, spark)
         return code
     except KeyboardInterrupt:
         return 130

@@ -82,6 +82,8 @@ def test_a_store_another_run_holds_is_not_waited_for(spark: Any, tmp_path: Path,
         other.release()
     said = capsys.readouterr()
     assert f"another roll-up run (pid {os.getpid()} on " in said.err and "not waiting" in said.err, said.err
+    # nor before its reads: the store is read as it stands (its days being written have no manifest yet)
+    assert f"is still writing {store} after 0 s; reading the store as it stands" in said.err, said.err
     assert "rolled up" not in said.out and not (store / "_days").exists()
     assert f"{W.label}: 0 of 3 days with rows read from the roll-ups" in said.err  # the usual warning
     assert _summary(tmp_path / "out")["headline"]["under_min_isr_minutes"] == 3 * 10 * 10.0

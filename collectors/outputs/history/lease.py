@@ -154,3 +154,73 @@ class WriterLease:
                 fcntl.flock(fd, fcntl.LOCK_UN)
             finally:
                 os.close(fd)
+
+
+class ReaderLease:
+    """A shared ``flock`` on a root's lease file, for a reader that must see the root stay as it found it.
+
+    The weekly report holds the roll-up store's while it reads it: between its check of which days are fresh and
+    its reads of their files, a roll-up run replacing a day's files in place gave it rows of newer history files
+    than its ``inputs.json`` lists (or, with the size changed, a file cut where Spark's listing said it ends).
+    Readers share it; a writer's exclusive `WriterLease` waits for them, and they for it.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.path = self.root / LEASE_FILE
+        self._fd: int | None = None
+        self.unlocked = False
+        """Nothing to lock: no lease file and none can be made (a read-only store), or flock unsupported there."""
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None or self.unlocked
+
+    def acquire(self) -> bool:
+        """Take it if no writer holds the root (or it is already ours). False: a writer does."""
+        if self.held:
+            return True
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError:
+            try:  # a store we may not write: its writer's lease file, if it has one, still locks
+                fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                self.unlocked = True  # no writer ever wrote here, and we cannot make the file: nothing to share
+                return True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        except OSError as e:
+            os.close(fd)
+            if e.errno not in UNSUPPORTED:
+                raise
+            self.unlocked = True
+            return True
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        self.unlocked = False
+        if fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+
+
+def held_by_readers(root: Path) -> bool:
+    """Whether what keeps a `WriterLease` of `root` from being taken is readers (`ReaderLease`), not a writer:
+    for the message of a writer that waits. A moment's answer, for words only."""
+    probe = ReaderLease(root)
+    try:
+        if not probe.acquire():
+            return False
+        return not probe.unlocked
+    except OSError:
+        return False
+    finally:
+        probe.release()
