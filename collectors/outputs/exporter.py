@@ -134,6 +134,7 @@ class SnapshotCollector(Collector):
         # loss evidence since start: (cluster, topic, kind) -> messages, (cluster, kind) -> events
         self._lost: dict[tuple[str, str, str], int] = defaultdict(int)
         self._loss_events: dict[tuple[str, str], int] = defaultdict(int)
+        # Set by the history sink after each flush, read at each scrape (`fill_scrape_time`).
         self.history_error: bool = False
         self.history_standby: bool = False  # another collector holds the history root's lease
 
@@ -185,8 +186,8 @@ class SnapshotCollector(Collector):
         return _render(self._fill)
 
     def render_scrape_time(self) -> bytes:
-        """The few lines that must be current at each scrape (the data's age per cluster, build info), rendered
-        apart from the body so the body can be built once per poll."""
+        """The few lines that must be current at each scrape (the data's age per cluster, the history's flags, build
+        info), rendered apart from the body so the body can be built once per poll."""
         return _render(self.fill_scrape_time)
 
     def fill_scrape_time(self, g: Family) -> None:
@@ -195,6 +196,11 @@ class SnapshotCollector(Collector):
         now = self._clock()
         for c, t in times.items():
             g("kafka_monitor_data_age_seconds").add_metric((c,), max(0.0, now - t))
+        # The history sink sets these after its flush, which runs after the body of the poll is built: in the body,
+        # a failed flush showed from the next poll on (and a good one cleared it a poll late).
+        for c in times:
+            g("kafka_monitor_history_write_errors").add_metric((c,), 1.0 if self.history_error else 0.0)
+            g("kafka_monitor_history_standby").add_metric((c,), 1.0 if self.history_standby else 0.0)
         g("kafka_monitor_build_info").add_metric((_VERSION, platform.python_version()), 1.0)
 
     def _fill(self, g: Family) -> None:
@@ -222,8 +228,6 @@ class SnapshotCollector(Collector):
         if last_ok is not None:
             g("kafka_monitor_last_successful_poll_timestamp_seconds").add_metric((c,), last_ok)
         g("kafka_monitor_polls").add_metric((c,), float(polls))
-        g("kafka_monitor_history_write_errors").add_metric((c,), 1.0 if self.history_error else 0.0)
-        g("kafka_monitor_history_standby").add_metric((c,), 1.0 if self.history_standby else 0.0)
         for section in s.stale_sections:
             g("kafka_monitor_stale").add_metric((c, section), 1.0)
         for a in s.alerts:

@@ -10,6 +10,7 @@ that cannot be written shows up as `kafka_monitor_history_write_errors` and a
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime
@@ -78,6 +79,10 @@ def proved_epoch_loss(results: Sequence[PollResult]) -> bool:
 
 
 class HistorySink:
+    UNPOLLED_RETRY_S = 600.0
+    """After the read of what clusters nobody polls left open failed, the wait before the next (`_lose_unpolled`):
+    not every poll, each a warning and a read of two days of event files."""
+
     def __init__(self, cfg: HistoryConfig, exporter: ExporterSink | None, monitor: Monitor | None = None,
                  thresholds: Thresholds | None = None, clusters: Sequence[str] = (),
                  carry_max_age_s: float = 3600.0, clock: Callable[[], float] = time.time) -> None:
@@ -95,6 +100,7 @@ class HistorySink:
         self.clock = clock
         self._unpolled: dict[str, float] = {}
         """Clusters of the history that no collector writing it polls now -> their last poll (`_lose_unpolled`)."""
+        self._unpolled_retry_at = -math.inf  # poll clock: after a read of theirs failed, not before then
         self.removed: set[str] = set()
         """Clusters of the history that no collector writing it polls now (taken out of the configuration), as found
         when the root was taken over: their latest-state files are retired (`LatestStateSink`). Only this root's:
@@ -198,22 +204,37 @@ class HistorySink:
         """End what the history left open of a cluster no collector writing it polls any more (taken out of the
         configuration; the last holder's, not ours) once its last poll is `carry_max_age_s` old: a collector
         polling it that took the root over before then would have carried it on. Until then it waits here (checked
-        after every poll), and a successor decides again if we stop first."""
+        after every poll), and a successor decides again if we stop first.
+
+        The clusters due together are read together: each of its own read of two days of event files took 1.1 s
+        for 8 clusters and 6.2 s for 32, all in one poll. Each is still ended as of its own last poll
+        (`left_open.open_incidents` given a time per cluster). A read that fails (a file that cannot be read, a
+        mount gone) marks nothing and is tried again `UNPOLLED_RETRY_S` later; before, each cluster was dropped
+        before its read, and one that failed stayed open until the next takeover. A read a cluster isolated little:
+        the clusters share the event files (partitioned by day), so a file that failed one read failed them all."""
         from collectors.outputs.checkpoint import unusable_age
         from collectors.outputs.history.left_open import lost_ends, open_alerts, open_incidents
 
-        due = [c for c, t in self._unpolled.items() if unusable_age(now - t, self.carry_max_age_s) is not None]
-        if not due or not writer.sole_writer:
+        due = {c: t for c, t in self._unpolled.items() if unusable_age(now - t, self.carry_max_age_s) is not None}
+        if not due or not writer.sole_writer or now < self._unpolled_retry_at:
             return
         root = writer.root
-        for c in due:
-            last = self._unpolled.pop(c)
-            try:
-                events, ended = lost_ends(open_incidents(root, [c], last), open_alerts(root, [c], last), last)
-            except Exception as e:  # a damaged file, say: the history goes on; nothing is marked
-                log.warning("history: what %s left open of %s (not polled any more) could not be read: %s", root, c,
-                            e)
-                continue
+        try:
+            incidents = open_incidents(root, list(due), due)
+            alerts = open_alerts(root, list(due), due)
+        except Exception as e:  # a damaged file, say: the history goes on; nothing is marked
+            self._unpolled_retry_at = now + self.UNPOLLED_RETRY_S
+            log.warning("history: what %s left open of %s (not polled any more) could not be read: %s (tried again "
+                        "in %.0fs)", root, ", ".join(sorted(due)), e, self.UNPOLLED_RETRY_S)
+            return
+        of: dict[str, tuple[list[IncidentRecord], list[AlertRecord]]] = {c: ([], []) for c in due}
+        for i in incidents:
+            of[i.cluster][0].append(i)
+        for a in alerts:
+            of[a.cluster][1].append(a)
+        for c, last in due.items():
+            del self._unpolled[c]
+            events, ended = lost_ends(*of[c], last)
             writer.add_events(c, events, ended)
             if events or ended:
                 n = len(events) + len(ended)

@@ -99,3 +99,59 @@ def test_a_proved_truncation_is_written_at_once_and_the_checkpoint_follows_it(tm
     finally:
         history.writer.close()
         m.close()
+
+
+def test_a_scrape_after_a_poll_shows_that_polls_flush(tmp_path: Path) -> None:
+    """The sinks as `build_sinks` orders them and the loop runs them: the exporter's first, the history's after.
+
+    Before, /metrics was rendered when the exporter sink ran, before the history sink flushed and set its flags:
+    `kafka_monitor_history_write_errors` said 1 one poll after the flush that failed, and 0 one poll after the
+    flush that succeeded. The flags are now read per scrape. The monitor's own alert (`history_write_failed`) is
+    judged in the next poll, as every alert is judged in a poll: it is the poll's snapshot that carries it."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from collectors.runtime.sinks import build_sinks
+    from tests.unit.test_api_resolved_incidents import free_port
+
+    blocked = tmp_path / "history"
+    blocked.write_text("a file where the history directory should be")  # writes fail even as root
+    cfg = monitor_config(tmp_path / "state", exporter={"port": free_port()},
+                         history={"root": str(blocked), "flush_interval_s": 0.001})
+    m = Monitor(cfg)
+    sinks = build_sinks(cfg, m)
+    exporter = sinks[0]
+
+    def cycle() -> set[str]:
+        """One poll and its sinks, as `run_loop` runs them: the rules alerting in the poll."""
+        results = m.poll_once()
+        for sink in sinks:
+            sink(results, results[0].snapshot.time)
+        return {a.rule for r in results for a in r.snapshot.alerts}
+
+    def flags(text: bytes) -> dict[str, float]:
+        return {s.name: s.value for family in text_string_to_metric_families(text.decode()) for s in family.samples
+                if s.name.startswith("kafka_monitor_history_") and s.labels == {"cluster": "prod"}}
+
+    def scraped() -> dict[str, float]:
+        """The two flags as Prometheus scrapes them; prometheus-client's own rendering of the collector agrees."""
+        served = flags(urllib.request.urlopen(f"http://127.0.0.1:{exporter.server.port}/metrics", timeout=5).read())
+        assert served == flags(exporter.endpoint.render_via_client())
+        return served
+
+    try:
+        assert "history_write_failed" not in cycle()  # judged before the flush
+        assert scraped() == {"kafka_monitor_history_write_errors": 1.0, "kafka_monitor_history_standby": 0.0}
+        assert "history_write_failed" in m.conditions
+        assert "history_write_failed" in cycle()  # the next poll's alert
+        assert scraped()["kafka_monitor_history_write_errors"] == 1.0
+        blocked.unlink()  # the operator frees the path: this poll's flush writes the rows kept
+        assert "history_write_failed" in cycle()
+        assert scraped()["kafka_monitor_history_write_errors"] == 0.0
+        assert "history_write_failed" not in m.conditions and "history_write_failed" not in cycle()
+        assert files_in(blocked, "cluster")
+    finally:
+        for sink in sinks:
+            getattr(sink, "close", lambda: None)()
+        m.close()

@@ -14,7 +14,7 @@ at the last poll that saw it open (`collectors.model.vocabulary.LOST`), so it do
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -28,14 +28,32 @@ from collectors.outputs.history.reader import read_arrow
 WINDOW_S = 2 * 86_400.0
 
 
-def open_incidents(root: Path, clusters: Sequence[str], now: float, window_s: float = WINDOW_S
+def _rows_since(root: Path, table: str, clusters: Sequence[str], now: float | Mapping[str, float], window_s: float,
+                columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """The rows of `clusters` since `window_s` before `now`: one time for all, or each cluster's own (a mapping).
+
+    Given each cluster's own, one read serves them all: from the earliest start, each cluster's rows then kept from
+    its own. A read a cluster, of two days of event files (1,440 a table a day at a flush a minute), took 6.2 s for
+    the 32 clusters of a history nobody polls any more, each with its own last poll (`HistorySink._lose_unpolled`).
+    Each finds what a read of its own found: the same ``>=`` on the same float seconds as `read_arrow`'s start."""
+    if not isinstance(now, Mapping):
+        return read_arrow(Path(root), table, start=now - window_s, clusters=list(clusters), columns=columns).to_pylist()
+    starts = {c: now[c] - window_s for c in clusters}
+    if not starts:
+        return []
+    rows = read_arrow(Path(root), table, start=min(starts.values()), clusters=list(starts), columns=columns)
+    return [r for r in rows.to_pylist() if r["time"] >= starts[r["cluster"]]]
+
+
+def open_incidents(root: Path, clusters: Sequence[str], now: float | Mapping[str, float], window_s: float = WINDOW_S
                    ) -> list[IncidentRecord]:
-    """The incidents of `clusters` whose last event since `window_s` before `now` is not ``resolved`` or ``lost``.
+    """The incidents of `clusters` whose last event since `window_s` before `now` (per cluster, given a mapping:
+    `_rows_since`) is not ``resolved`` or ``lost``.
 
     Reads Arrow, not pandas: the collector's image has no pandas."""
-    events = read_arrow(Path(root), "incident_events", start=now - window_s, clusters=list(clusters))
+    events = _rows_since(root, "incident_events", clusters, now, window_s)
     last: dict[tuple[str, str], dict[str, Any]] = {}
-    for row in sorted(events.to_pylist(), key=lambda r: (r["time"], INCIDENT_EVENT_ORDER.get(r["event"], 2))):
+    for row in sorted(events, key=lambda r: (r["time"], INCIDENT_EVENT_ORDER.get(r["event"], 2))):
         last[(row["cluster"], row["id"])] = row
     out = []
     for r in last.values():
@@ -51,14 +69,16 @@ def open_incidents(root: Path, clusters: Sequence[str], now: float, window_s: fl
     return sorted(out, key=lambda i: (i.cluster, i.opened, i.id))
 
 
-def open_alerts(root: Path, clusters: Sequence[str], now: float, window_s: float = WINDOW_S) -> list[AlertRecord]:
-    """The alerts of `clusters` whose last event since `window_s` before `now` is not ``resolve`` or ``lost``: per
-    (cluster, rule, subject) the episode first seen last (an older one never resolved was lost by its collector)."""
-    events = read_arrow(Path(root), "alert_events", start=now - window_s, clusters=list(clusters),
-                        columns=["cluster", "time", "event", "rule", "severity", "subject", "summary", "first_seen",
-                                 "last_seen", "value"])
+def open_alerts(root: Path, clusters: Sequence[str], now: float | Mapping[str, float], window_s: float = WINDOW_S
+                ) -> list[AlertRecord]:
+    """The alerts of `clusters` whose last event since `window_s` before `now` (per cluster, given a mapping:
+    `_rows_since`) is not ``resolve`` or ``lost``: per (cluster, rule, subject) the episode first seen last (an
+    older one never resolved was lost by its collector)."""
+    events = _rows_since(root, "alert_events", clusters, now, window_s,
+                         columns=["cluster", "time", "event", "rule", "severity", "subject", "summary", "first_seen",
+                                  "last_seen", "value"])
     last: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for r in sorted((r for r in events.to_pylist() if r["first_seen"] is not None),
+    for r in sorted((r for r in events if r["first_seen"] is not None),
                     key=lambda r: (r["first_seen"], r["time"], ALERT_EVENT_ORDER.get(r["event"], 1))):
         last[(r["cluster"], r["rule"], r["subject"])] = r
     out = [AlertRecord(rule=r["rule"], severity=r["severity"], cluster=r["cluster"], subject=r["subject"],
