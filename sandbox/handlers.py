@@ -18,12 +18,13 @@ from sandbox import kafka_defaults as kd
 from sandbox.groups import Group, client_host, client_id, member_id
 from sandbox.model import Cluster
 from sandbox.protocol import KRAFT_ONLY, Request, UnsupportedRequest, supported_api_versions
-from sandbox.topology import Partition
+from sandbox.topology import CONSUMER_OFFSETS, Partition
 
 NONE = 0
 UNKNOWN_TOPIC_OR_PARTITION = 3
 LEADER_NOT_AVAILABLE = 5
 NOT_LEADER_OR_FOLLOWER = 6
+COORDINATOR_LOAD_IN_PROGRESS = 14
 COORDINATOR_NOT_AVAILABLE = 15
 NOT_COORDINATOR = 16
 INVALID_REQUEST = 42
@@ -217,6 +218,10 @@ class Handlers:
         injected = self.c.coordinator_errors.get(node_id)
         if injected:
             return injected
+        if key_type == 0 and self.c.loading_offsets:
+            held_in = kd.coordinator_partition(key, len(self.c.topics[CONSUMER_OFFSETS].partitions))
+            if held_in in self.c.loading_offsets:
+                return COORDINATOR_LOAD_IN_PROGRESS
         coord = self.c.coordinator_for(key, key_type)
         if coord < 0:
             return COORDINATOR_NOT_AVAILABLE

@@ -221,6 +221,9 @@ class Topology:
         if spec.generated_topics is not None:
             self._add_generated_topics(spec.generated_topics)
         self.coordinator_errors: dict[int, int] = {}  # broker → error code answered by its coordinators
+        # __consumer_offsets partitions their coordinator is still loading (after it took them over): the groups
+        # they hold answer COORDINATOR_LOAD_IN_PROGRESS, the coordinator's other groups answer as usual
+        self.loading_offsets: set[int] = set()
         self.events: deque[tuple[int, float, str]] = deque(maxlen=1000)  # (sequence, time, what)
         self.event_seq = 0
 

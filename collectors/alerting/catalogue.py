@@ -15,10 +15,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import TypeAlias
 
 import yaml
 
-from collectors.model.vocabulary import SEVERITIES, STALE_SECTIONS
+from collectors.model.records import ClusterSnapshot
+from collectors.model.vocabulary import SEVERITIES, STALE_SECTIONS, STALE_SUBJECT_KINDS
 
 RUNBOOK = "docs/alerts.md"
 
@@ -139,9 +141,70 @@ CLUSTER_RULES = ("cluster_unreachable", "data_stale")
 
 
 def kept_when_stale(sections: list[str] | set[str] | frozenset[str]) -> frozenset[str]:
-    """Rules whose open alerts are kept while these sections are stale."""
+    """Rules whose open alerts are kept while these sections are stale (as a whole: `kept_over_stale` says which
+    subjects' alerts a poll keeps)."""
     stale = set(sections)
     return frozenset(r.name for r in CATALOGUE if r.keep_when_stale & stale)
+
+
+Kept: TypeAlias = Mapping[str, frozenset[str] | None]
+"""The open alerts a poll keeps rather than resolves on missing evidence: rule -> the subjects whose alerts are
+kept, None for every subject of the rule. A rule not in it keeps nothing."""
+
+
+def kept_over_stale(snap: ClusterSnapshot) -> Kept:
+    """The open alerts this poll's stale sections keep (`RuleSpec.keep_when_stale`), subject by subject.
+
+    A section stale as a whole keeps every alert of the rules that depend on it, as `kept_when_stale` does. A
+    section whose failures named the subjects they concern (`ClusterSnapshot.stale_subjects`: one group's
+    OffsetFetch refused) keeps those subjects' alerts only, and the others resolve as usual: otherwise one group
+    denied by an ACL holds every group's alerts open for as long as it lasts. Where the section's subjects are not
+    the rule's (`STALE_SUBJECT_KINDS`), the groups reading a partition stand for the partition; any other kind
+    cannot say which of the rule's subjects it concerns, and keeps them all."""
+    stale = set(snap.stale_sections)
+    out: dict[str, frozenset[str] | None] = {}
+    named: dict[tuple[str, str], set[str] | None] = {}  # (section, subject kind): the same for several rules
+    for r in CATALOGUE:
+        sections = r.keep_when_stale & stale
+        if not sections:
+            continue
+        subjects: set[str] = set()
+        for section in sections:
+            key = (section, r.subject)
+            if key not in named:
+                named[key] = _stale_subjects(snap, section, r.subject)
+            if named[key] is None:
+                out[r.name] = None
+                break
+            subjects |= named[key] or set()
+        else:
+            if subjects:
+                out[r.name] = frozenset(subjects)
+    return out
+
+
+def _stale_subjects(snap: ClusterSnapshot, section: str, kind: str) -> set[str] | None:
+    """The subjects of `kind` that the failures of stale `section` concern; None: all of them."""
+    names = snap.stale_subjects.get(section)
+    own = STALE_SUBJECT_KINDS.get(section)
+    if not names or own is None:
+        return None
+    if own == kind:
+        return set(names)
+    if own == "partition" and kind == "group":
+        partitions = set(names)
+        return {gp.group_id for gp in snap.group_partitions if f"{gp.topic}-{gp.partition}" in partitions}
+    return None
+
+
+def is_kept(kept: frozenset[str] | Kept, rule: str, subject: str) -> bool:
+    """Whether the open alert of (`rule`, `subject`) is kept: `kept` is a `Kept`, or rule names kept whole."""
+    if isinstance(kept, Mapping):
+        if rule not in kept:
+            return False
+        subjects = kept[rule]
+        return subjects is None or subject in subjects
+    return rule in kept
 
 
 MONITOR_RULES = tuple(sorted(rules_of("monitor")))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from collectors.alerting.catalogue import TIMED_RULES, kept_when_stale, rules_of
+from collectors.alerting.catalogue import TIMED_RULES, Kept, is_kept, kept_over_stale, rules_of
 from collectors.alerting.rules import CONTROLLER_MISMATCH_GRACE_S, Candidate, Held, evaluate, families_evaluated
 from collectors.alerting.thresholds import Thresholds
 from collectors.model.records import AlertRecord, ClusterSnapshot
@@ -23,14 +23,15 @@ def firing(candidates: Iterable[Candidate]) -> list[Candidate]:
 
 
 def advance_timers(held: Held, candidates: Iterable[Candidate], families: Iterable[str], now: float,
-                   kept: frozenset[str] = frozenset()) -> dict[tuple[str, str], float]:
+                   kept: frozenset[str] | Kept = frozenset()) -> dict[tuple[str, str], float]:
     """The timers after this poll: a timed condition reported now keeps its start (or starts now); one not
     reported stopped holding and is dropped — unless nothing is known of it this poll, in which case the timer is
-    kept as it was: its rule was not evaluated at all (the cluster was unreachable), or it is one of `kept`, the
-    rules whose open alerts are kept over this poll's stale sections (`kept_when_stale`). Dropping those would
-    resolve the kept alert at the next good poll (its condition "pending" again) and open it anew after the grace."""
-    judged = set().union(*(rules_of(f) for f in families)) - kept
-    out = {k: since for k, since in held.items() if k[0] not in judged}
+    kept as it was: its rule was not evaluated at all (the cluster was unreachable), or its (rule, subject) is one
+    of `kept`, whose open alerts are kept over this poll's stale sections (`kept_over_stale`; rule names: every
+    subject). Dropping those would resolve the kept alert at the next good poll (its condition "pending" again)
+    and open it anew after the grace."""
+    judged = set().union(*(rules_of(f) for f in families))
+    out = {k: since for k, since in held.items() if k[0] not in judged or is_kept(kept, k[0], k[1])}
     for c in candidates:
         if c.rule in TIMED_RULES:
             key = (c.rule, c.subject)
@@ -61,11 +62,12 @@ def seed_timers(held: dict[tuple[str, str], float], alerts: Iterable[AlertRecord
             held[key] = min(held.get(key, since), since)
 
 
-def judge(snap: ClusterSnapshot, state: ClusterState, thresholds: Thresholds, now: float) -> list[Candidate]:
+def judge(snap: ClusterSnapshot, state: ClusterState, thresholds: Thresholds, now: float,
+          kept: Kept | None = None) -> list[Candidate]:
     """Evaluate the rules on this poll's snapshot, advance the timers kept in `state`, return the alerts that
-    fire (pending conditions left out)."""
+    fire (pending conditions left out). `kept`: `kept_over_stale(snap)`, when the caller has it already."""
     held = state.condition_since
     candidates = evaluate(snap, state, held, thresholds, now)
     state.condition_since = advance_timers(held, candidates, families_evaluated(snap), now,
-                                           kept_when_stale(snap.stale_sections))
+                                           kept_over_stale(snap) if kept is None else kept)
     return firing(candidates)

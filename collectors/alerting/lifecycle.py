@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
+from collectors.alerting.catalogue import Kept, is_kept
 from collectors.alerting.rules import Candidate
 from collectors.model.records import AlertRecord
 from collectors.model.vocabulary import SEVERITY_RANK
@@ -92,12 +93,14 @@ class AlertTracker:
                 adopted[key] = None
         return adopted
 
-    def update(self, cluster: str, candidates: Iterable[Candidate], now: float, keep_rules: frozenset[str] = frozenset()
+    def update(self, cluster: str, candidates: Iterable[Candidate], now: float,
+               keep_rules: frozenset[str] | Kept = frozenset()
                ) -> tuple[list[AlertRecord], list[AlertRecord], list[AlertRecord]]:
         """Apply one poll's candidates for a cluster: returns (open alerts, newly opened, newly resolved).
 
-        `keep_rules` are rules whose inputs could not be refreshed this poll (stale data):
-        their open alerts are kept as they are rather than resolved on missing evidence.
+        `keep_rules` are the open alerts whose inputs could not be refreshed this poll (stale data): rule names
+        (every subject's), or per rule the subjects (`catalogue.kept_over_stale`). They are kept as they are
+        rather than resolved on missing evidence.
         """
         seen: set[tuple[str, str, str]] = set()
         opened: list[AlertRecord] = []
@@ -114,7 +117,7 @@ class AlertTracker:
                 rec.team = c.team
         resolved: list[AlertRecord] = []
         for key in [k for k in self.open if k[0] == cluster and k not in seen]:
-            if key[1] in keep_rules:
+            if is_kept(keep_rules, key[1], key[2]):
                 continue
             rec = self.open.pop(key)
             self._told.pop(key, None)

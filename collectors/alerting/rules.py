@@ -144,14 +144,20 @@ def partitions(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds,
 
 
 def topics(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now: float) -> Iterator[Candidate]:
+    not_read: set[str] = set()
     if "configs" in s.stale_sections:
-        # DescribeConfigs failed this poll (e.g. the controller answers too late): the snapshot then holds Kafka's
-        # defaults (min.insync.replicas=1), not the topics' settings. Open alerts are kept (KEEP_WHEN_STALE);
-        # new ones wait for real answers.
-        return
+        # DescribeConfigs failed this poll (e.g. the controller answers too late): the snapshot then holds the
+        # settings last read, or Kafka's defaults (min.insync.replicas=1), not the topics' settings. Open alerts are
+        # kept (keep_when_stale); new ones wait for real answers. Where only some topics failed
+        # (`stale_subjects`), the others are judged.
+        if "configs" not in s.stale_subjects:
+            return
+        not_read = set(s.stale_subjects["configs"])
     for t in s.topics:
         if t.internal and t.topic == "__consumer_offsets":
             continue  # its durability is the broker's offsets.topic.* business, checked by the broker
+        if t.topic in not_read:
+            continue
         problems, severity = [], WARNING
         if t.unclean_leader_election:
             problems.append("unclean.leader.election.enable=true (acknowledged writes can be lost)")

@@ -8,10 +8,12 @@ adapters and the builder meet on a type both can see.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NotRequired, TypedDict
 
 from collectors.model.records import ZkServerRecord
+from collectors.model.vocabulary import STALE_SUBJECT_KINDS
 
 
 class GroupInfo(TypedDict, total=False):
@@ -140,10 +142,23 @@ class KafkaObservation:
     filtered_groups: int = 0  # groups left out by the cluster's filters (never described, offsets never fetched)
     errors: list[str] = field(default_factory=list)
     stale_sections: set[str] = field(default_factory=set)
+    stale_subjects: dict[str, set[str]] = field(default_factory=dict)
+    """The stale sections whose every failure this poll named the subjects it concerns (`fail`): section -> those
+    subjects, named as `STALE_SUBJECT_KINDS` says. A stale section not in here failed as a whole."""
     requests: int = 0
 
-    def fail(self, section: str, message: str) -> None:
+    def fail(self, section: str, message: str, subjects: Iterable[str] | None = None) -> None:
+        """`section` could not be refreshed this poll. `subjects`: the only ones the failure concerns (the group
+        whose OffsetFetch was refused, the partitions a timed-out ListOffsets asked about), named as
+        `STALE_SUBJECT_KINDS` says; None (or none named, or a section whose subjects have no such names): the whole
+        section. A section that failed as a whole stays so for the poll, whatever else fails in it."""
+        named = set(subjects) if subjects is not None and section in STALE_SUBJECT_KINDS else set()
+        whole = section in self.stale_sections and section not in self.stale_subjects
         self.stale_sections.add(section)
+        if not named:
+            self.stale_subjects.pop(section, None)
+        elif not whole:
+            self.stale_subjects.setdefault(section, set()).update(named)
         if message not in self.errors:
             self.errors.append(message)
 

@@ -340,6 +340,9 @@ class ClusterSnapshot:
     reachable: bool = True
     stale: bool = False  # some section could not be refreshed this poll
     stale_sections: list[str] = field(default_factory=list)
+    # of the stale sections, those a failure left stale for some subjects only: section -> those subjects, named
+    # as `vocabulary.STALE_SUBJECT_KINDS` says (a stale section not in here is stale as a whole)
+    stale_subjects: dict[str, list[str]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     poll_duration_s: float = 0.0
     requests: int = 0

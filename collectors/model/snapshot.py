@@ -83,6 +83,8 @@ def build_snapshot(name: str, obs: KafkaObservation, zk: ZkObservation | None, s
     elif obs.kraft:
         snap.mode = "kraft"
     snap.stale_sections = sorted(obs.stale_sections | (set(zk.stale_sections) if zk is not None else set()))
+    snap.stale_subjects = {section: sorted(subjects) for section, subjects in sorted(obs.stale_subjects.items())
+                           if subjects and section in obs.stale_sections}
     if zk is not None:
         snap.errors.extend(e for e in zk.errors if e not in snap.errors)
         snap.zookeeper = list(zk.servers)

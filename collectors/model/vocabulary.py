@@ -121,6 +121,12 @@ STALE_SECTIONS: Final = ("cluster", "partitions", "offsets", "groups", "transact
                          "znodes", "zookeeper", "quorum")
 """Parts of a poll that can fail on their own; a failed one is listed in the snapshot's ``stale_sections``
 (``cluster``: nothing answered at all)."""
+STALE_SUBJECT_KINDS: Final = {"groups": "group", "offsets": "partition", "transactions": "transactional_id",
+                              "producers": "partition", "configs": "topic"}
+"""The sections a failure can leave stale for some subjects only (one group's OffsetFetch refused, one leader's
+ListOffsets timed out), and what those subjects are: a group id, a partition as ``topic-partition``, a
+transactional id, a topic: the alert subjects of the same names. A failure that names them keeps the open alerts
+of those subjects only (the snapshot's ``stale_subjects``); one that does not, the whole section's."""
 STALE_POLLS: Final = 3
 """Poll intervals without a new poll after which a cluster's data is stale: the dashboard marks it STALE, and the
 weekly report says its polls stopped (`spark_analytics.weekly_report.stopped_polls_note`)."""

@@ -3,7 +3,8 @@
 Clusters are polled concurrently and independently: one unreachable cluster
 or ZooKeeper server delays nothing else beyond its own request timeout. What
 could not be refreshed is marked stale, and alerts that depend on it are kept
-open rather than resolved on missing evidence.
+open rather than resolved on missing evidence: those of the subjects the failure
+concerns where it says (one group's offsets), else all of them.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from collectors.alerting.catalogue import kept_when_stale
+from collectors.alerting.catalogue import kept_over_stale
 from collectors.alerting.correlation import correlate
 from collectors.alerting.evaluation import judge
 from collectors.alerting.incidents import IncidentTracker
@@ -96,8 +97,9 @@ class ClusterPoller:
             self._check_resumed_identity(obs.cluster_id)
             self.cluster_id = obs.cluster_id
         snap = build_snapshot(self.name, obs, zk_obs, self.state, self.thresholds, now, self.policies)
-        candidates = judge(snap, self.state, self.thresholds, now) + list(extra or [])
-        current, opened, resolved = self.alerts.update(self.name, candidates, now, kept_when_stale(snap.stale_sections))
+        kept = kept_over_stale(snap)  # the open alerts this poll's stale data keeps (and their timers)
+        candidates = judge(snap, self.state, self.thresholds, now, kept) + list(extra or [])
+        current, opened, resolved = self.alerts.update(self.name, candidates, now, kept)
         snap.alerts = current
         for a in current:
             a.incident = None  # the incident tracker stamps the members of this poll's causes

@@ -84,7 +84,8 @@ NEW_PROTOCOL_GROUPS = frozenset({"consumer", "streams"})  # ListGroups v5's grou
 
 
 def _answered_groups(groups: Iterable[Any], api: str, obs: KafkaObservation) -> Iterator[Any]:
-    """The groups of an answer that carry no error; each error is recorded against the groups section. A group
+    """The groups of an answer that carry no error; each error is recorded against that group (in the groups
+    section: its alerts are kept, the other groups' are judged as usual, `KafkaObservation.fail`). A group
     that no longer exists is an answer, not an error: deleted between ListGroups and this request (an ephemeral
     console consumer's group, say), DescribeGroups v6+ says GROUP_ID_NOT_FOUND where older versions said state
     Dead. It is marked Dead like them, rather than making every group's data stale for a poll (a data_stale alert,
@@ -100,7 +101,7 @@ def _answered_groups(groups: Iterable[Any], api: str, obs: KafkaObservation) -> 
             else:
                 info.update(state="Dead", members=0)
         elif g.error_code:
-            obs.fail("groups", f"{api} {g.group_id}: {error_name(g.error_code)}")
+            obs.fail("groups", f"{api} {g.group_id}: {error_name(g.error_code)}", subjects=[g.group_id])
         else:
             yield g
 
@@ -338,9 +339,10 @@ class KafkaAdapter:
                 if not out.ok:
                     # a fresh request next time: the kept one carries the API version negotiated with the broker
                     # it was last sent to, which a broker restarted at another version may not speak
-                    self._offset_requests.pop((node, kind), None)
+                    asked_of = self._offset_requests.pop((node, kind), ((), None))[0]
                     obs.unreachable_brokers.add(node)
-                    obs.fail("offsets", f"ListOffsets to broker {node} failed: {type(out.error).__name__}")
+                    obs.fail("offsets", f"ListOffsets to broker {node} failed: {type(out.error).__name__}",
+                             subjects=[f"{t}-{p}" for t, p in asked_of])
                     continue
                 for t in out.response.topics:
                     for p in t.partitions:
@@ -350,7 +352,8 @@ class KafkaAdapter:
                                 obs.high_watermark_epoch[(t.name, p.partition_index)] = p.leader_epoch
                         elif p.error_code:
                             obs.fail("offsets", f"ListOffsets {t.name}-{p.partition_index}: "
-                                                f"{error_name(p.error_code)}")
+                                                f"{error_name(p.error_code)}",
+                                     subjects=[f"{t.name}-{p.partition_index}"])
             elif kind == "txn_list":
                 if not out.ok or out.response.error_code:
                     why = type(out.error).__name__ if not out.ok else error_name(out.response.error_code)
@@ -448,18 +451,19 @@ class KafkaAdapter:
                            section: str) -> dict[str, int]:
         # ask a broker that answered this poll: a slow one would cost a whole request timeout again
         node = self._healthy_broker(obs)
+        chunks = _chunks(keys, COORDINATOR_KEYS_PER_REQUEST)
         requests = [(node, FindCoordinatorRequest(key_type=key_type, coordinator_keys=chunk, min_version=4))
-                    for chunk in _chunks(keys, COORDINATOR_KEYS_PER_REQUEST)]
+                    for chunk in chunks]
         found: dict[str, int] = {}
-        for out in kp.send_many(requests):
+        for chunk, out in zip(chunks, kp.send_many(requests), strict=True):
             if not out.ok:
-                obs.fail(section, f"FindCoordinator failed: {type(out.error).__name__}")
+                obs.fail(section, f"FindCoordinator failed: {type(out.error).__name__}", subjects=chunk)
                 continue
             for c in out.response.coordinators:
                 if c.error_code == 0 and c.node_id >= 0:
                     found[c.key] = c.node_id
                 else:
-                    obs.fail(section, f"FindCoordinator {c.key}: {error_name(c.error_code)}")
+                    obs.fail(section, f"FindCoordinator {c.key}: {error_name(c.error_code)}", subjects=[c.key])
         return found
 
     def _groups_and_transactions(self, kp: Any, obs: KafkaObservation) -> None:
@@ -474,6 +478,7 @@ class KafkaAdapter:
             obs.groups[gid]["coordinator"] = node
         requests: list[tuple[int | None, Any]] = []
         kinds: list[str] = []
+        asked: list[list[str]] = []  # the groups / transactional ids each request asks about
         OG = OffsetFetchRequest.OffsetFetchRequestGroup
         for node, gids in sorted(by_coord.items()):
             for chunk in _chunks(sorted(gids), GROUPS_PER_REQUEST):
@@ -483,12 +488,14 @@ class KafkaAdapter:
                     groups=[OG(group_id=g, member_id=None, member_epoch=-1, topics=None) for g in chunk],
                     require_stable=False, min_version=8)))
                 kinds.append("offsets")
+                asked += [chunk, chunk]
         txn_by_coord: dict[int, list[str]] = defaultdict(list)
         for tid, node in txn_coords.items():
             txn_by_coord[node].append(tid)
         for node, tids in sorted(txn_by_coord.items()):
             requests.append((node, DescribeTransactionsRequest(transactional_ids=sorted(tids))))
             kinds.append("txn")
+            asked.append(sorted(tids))
         if self.kraft_hint is not False:
             # any broker forwards it to the quorum; ask one that answered this poll (a dead one picked at random
             # by the client would cost the quorum view for the poll)
@@ -496,14 +503,15 @@ class KafkaAdapter:
                 topic_name="__cluster_metadata", partitions=[
                     DescribeQuorumRequest.TopicData.PartitionData(partition_index=0)])])))
             kinds.append("quorum")
-        for kind, out in zip(kinds, kp.send_many(requests), strict=True):
+            asked.append([])
+        for kind, keys, out in zip(kinds, asked, kp.send_many(requests), strict=True):
             if kind == "quorum":
                 self._parse_quorum(out, obs)
                 continue
             section = "transactions" if kind == "txn" else "groups"
             if not out.ok:
                 obs.fail(section, f"{type(out.request).__name__} to broker {out.node_id} failed: "
-                                  f"{type(out.error).__name__}")
+                                  f"{type(out.error).__name__}", subjects=keys)
                 continue
             if kind == "describe":
                 for g in _answered_groups(out.response.groups, "DescribeGroups", obs):
@@ -530,7 +538,7 @@ class KafkaAdapter:
                 for ts in out.response.transaction_states:
                     if ts.error_code:
                         obs.fail("transactions", f"DescribeTransactions {ts.transactional_id}: "
-                                                 f"{error_name(ts.error_code)}")
+                                                 f"{error_name(ts.error_code)}", subjects=[ts.transactional_id])
                         continue
                     obs.transactions.append({
                         "transactional_id": ts.transactional_id, "coordinator": out.node_id,
@@ -552,6 +560,7 @@ class KafkaAdapter:
             if leaders.get(key, -1) >= 0:
                 by_leader[leaders[key]].append(key)
         requests: list[tuple[int | None, Any]] = []
+        asked: list[list[str]] = []  # the partitions each request asks about
         TR = DescribeProducersRequest.TopicRequest
         for leader, keys in sorted(by_leader.items()):
             for chunk in _chunks(keys, PRODUCER_PARTITIONS_PER_REQUEST):
@@ -560,15 +569,17 @@ class KafkaAdapter:
                     topics[t].append(p)
                 requests.append((leader, DescribeProducersRequest(
                     topics=[TR(name=t, partition_indexes=ps) for t, ps in topics.items()])))
-        for out in kp.send_many(requests):
+                asked.append([f"{t}-{p}" for t, p in chunk])
+        for parts, out in zip(asked, kp.send_many(requests), strict=True):
             if not out.ok:
-                obs.fail("producers", f"DescribeProducers to broker {out.node_id} failed: {type(out.error).__name__}")
+                obs.fail("producers", f"DescribeProducers to broker {out.node_id} failed: {type(out.error).__name__}",
+                         subjects=parts)
                 continue
             for t in out.response.topics:
                 for p in t.partitions:
                     if p.error_code:
                         obs.fail("producers", f"DescribeProducers {t.name}-{p.partition_index}: "
-                                              f"{error_name(p.error_code)}")
+                                              f"{error_name(p.error_code)}", subjects=[f"{t.name}-{p.partition_index}"])
                         continue
                     obs.producers[(t.name, p.partition_index)] = [
                         {"producer_id": s.producer_id, "producer_epoch": s.producer_epoch,
@@ -629,7 +640,9 @@ class KafkaAdapter:
             try:
                 entries = fut.result(timeout=0)
             except Exception as e:
-                obs.fail("configs", f"DescribeConfigs {res.name}: {type(e).__name__}")
+                topic = getattr(res.restype, "name", "") == "TOPIC"
+                obs.fail("configs", f"DescribeConfigs {res.name}: {type(e).__name__}",
+                         subjects=[res.name] if topic else None)
                 continue
             values = {k: (None if v.is_sensitive else v.value) for k, v in entries.items()}
             if getattr(res.restype, "name", "") == "TOPIC":

@@ -66,6 +66,33 @@ def test_coordinator_errors_make_groups_stale_and_keep_their_alerts(sb: Sandbox,
     poll_until(poller, sb, lambda r: not ({"data_stale", "consumer_lag_status"} & rules_of(r)), timeout=60)
 
 
+def test_one_loading_offsets_partition_keeps_only_its_groups_alerts(sb: Sandbox, poller: ClusterPoller) -> None:
+    """After a coordinator takes __consumer_offsets partitions over it loads each; the groups of one still loading
+    answer COORDINATOR_LOAD_IN_PROGRESS while the others answer. Their alerts are kept; every other group's are
+    judged: before, one group's error kept all the groups' alerts open (the section stale as a whole), so billing,
+    caught up again, stayed paged for as long as reporting's partition loaded."""
+    from sandbox import kafka_defaults as kd
+
+    n = sb.call(lambda c: len(c.topics["__consumer_offsets"].partitions))
+    held_in = {g: kd.coordinator_partition(g, n) for g in ("billing", "reporting")}
+    assert held_in["billing"] != held_in["reporting"]
+    sb.call(lambda c: [c.set_group_mode(g, "stopped") for g in ("billing", "reporting")])
+    try:
+        poll_until(poller, sb, lambda r: alert(r, "consumer_lag_status", "billing") is not None
+                   and alert(r, "consumer_lag_status", "reporting") is not None, timeout=40)
+        sb.call(lambda c: (c.loading_offsets.add(held_in["reporting"]),
+                           [c.set_group_mode(g, "running") for g in ("billing", "reporting")]))
+        r = poll_until(poller, sb, lambda r: alert(r, "consumer_lag_status", "billing") is None, timeout=40)
+        assert "groups" in r.snapshot.stale_sections and r.snapshot.stale_subjects.get("groups") == ["reporting"]
+        assert any("COORDINATOR_LOAD_IN_PROGRESS" in e for e in r.snapshot.errors), r.snapshot.errors
+        assert alert(r, "consumer_lag_status", "reporting") is not None  # no evidence either way: kept
+        assert alert(r, "data_stale") is not None
+    finally:
+        sb.call(lambda c: (c.loading_offsets.clear(),
+                           [c.set_group_mode(g, "running") for g in ("billing", "reporting")]))
+    poll_until(poller, sb, lambda r: not ({"data_stale", "consumer_lag_status"} & rules_of(r)), timeout=60)
+
+
 def test_all_brokers_down_then_back(sb: Sandbox, poller: ClusterPoller) -> None:
     sb.call(lambda c: [c.crash_broker(i) for i in (1, 2, 3)])
     try:
