@@ -232,7 +232,6 @@ def test_history_is_read_once_for_every_cluster_a_page_asks_for(tmp_path: Any, m
 
     from collectors.model.poll import PollResult
     from collectors.model.records import ClusterSnapshot
-    from collectors.outputs import history as hist
     from collectors.outputs.history import HistoryWriter
     from dashboard import data
 
@@ -243,11 +242,11 @@ def test_history_is_read_once_for_every_cluster_a_page_asks_for(tmp_path: Any, m
             w.add(PollResult(ClusterSnapshot(cluster=c, time=NOW - 600 + 60 * k)))
         w.flush()
     reads: list[Any] = []
-    real = hist.read_table
-    monkeypatch.setattr(hist, "read_table", lambda *a, **k: reads.append(a) or real(*a, **k))
+    real = data._read_window
+    monkeypatch.setattr(data, "_read_window", lambda *a, **k: reads.append(a) or real(*a, **k))
     data._history_cached.clear()
     got = {c: data.read_history(root, "cluster", NOW - 900, None, [c], ["time"]) for c in ("prod", "staging", "dev")}
-    assert len(reads) == 1 and reads[0][3] is None  # one read, of every cluster
+    assert len(reads) == 1 and reads[0][4] is None  # one read, of every cluster
     assert {c: (list(df.columns), len(df)) for c, df in got.items()} == {c: (["time"], 4) for c in got}
     both = data.read_history(root, "cluster", NOW - 900, None, ["prod", "dev"], ["cluster", "time"])
     assert len(reads) == 1 and sorted(set(both["cluster"])) == ["dev", "prod"] and len(both) == 8
@@ -276,3 +275,207 @@ def test_a_listing_answers_again_until_a_day_of_the_window_changes(tmp_path: Any
     w.add(PollResult(ClusterSnapshot(cluster="prod", time=NOW - 60)))
     w.flush()  # a new file in the day: its directory changed
     assert data.history_signature(root, "cluster", NOW - 900, None) != first and listed == ["cluster", "cluster"]
+
+
+# ----- History: a rerun after a flush reads what is new
+
+
+DAY = 86_400.0
+TODAY = NOW - NOW % DAY  # midnight (UTC) of NOW's day
+YESTERDAY = TODAY - DAY
+WINDOWS = [(None, None), (YESTERDAY + 5_000, None), (TODAY + 210, None), (YESTERDAY + 3_600, TODAY + 200)]
+COLUMNS: list[list[str] | None] = [None, ["time"], ["schema_version", "cluster"]]  # the last without time: no sort
+TABLES_READ = ("cluster", "group_lag", "partition_changes")
+
+
+def _history(root: Any) -> Any:
+    """Yesterday as a collector upgraded mid-day left it (files of both encodings), then today's flushes of two
+    clusters by the real writer, one a poll. Returns that writer, for more flushes."""
+    from collectors.model.poll import PollResult
+    from collectors.outputs.history import HistoryWriter
+    from tests.support.mixed_history import write_upgraded_mid_day
+    from tests.unit.test_history import full_snapshot, polls_at
+
+    write_upgraded_mid_day(root, polls_at(YESTERDAY + 3_600) + polls_at(YESTERDAY + 7_200), polls_at(YESTERDAY + 9_000))
+    w = HistoryWriter(root, flush_interval_s=0, retention_days=None, compact_min_files=10**6)
+    for k in range(6):
+        for c in ("c1", "c2"):
+            w.add(PollResult(full_snapshot(TODAY + 60 * k, c)))
+        w.flush()
+    return w
+
+
+def _parquet(root: Any) -> set[str]:
+    return {str(f) for f in root.rglob("*.parquet")}
+
+
+def _rerun(root: Any, opened: list[str], tables: tuple[str, ...] = TABLES_READ) -> set[str]:
+    """Every table, window and columns read as the pages read them, each checked against a full read of the files
+    as they are (`read_table`: same rows, order, dtypes and columns); returns the files the reads opened."""
+    from collectors.outputs import history as hist
+    from dashboard import data
+
+    opened.clear()
+    cases = [(t, w, c) for t in tables for w in WINDOWS for c in COLUMNS]
+    got = {(t, w, None if c is None else tuple(c)): data.read_history(root, t, *w, None, c) for t, w, c in cases}
+    files = set(opened)
+    for (table, (start, end), columns), df in got.items():
+        want = hist.read_table(root, table, float(int(start // 60) * 60) if start is not None else None, end, None,
+                               None if columns is None else list(columns))
+        pd.testing.assert_frame_equal(df, want, obj=f"{table} {start} {end} {columns}")
+    return files
+
+
+def _fresh(monkeypatch: Any) -> list[str]:
+    """Empty dashboard caches, and a list of the files every Parquet dataset made from then on is over."""
+    import pyarrow.dataset as ds
+
+    from dashboard import data
+
+    for cache in (data._history_cached, data._listings, data._pieces, data._bounds):
+        cache.clear()
+    opened: list[str] = []
+    real = ds.dataset
+
+    def dataset(source: Any, *a: Any, **k: Any) -> Any:
+        opened.extend(map(str, source if isinstance(source, list) else [source]))
+        return real(source, *a, **k)
+
+    monkeypatch.setattr(ds, "dataset", dataset)
+    return opened
+
+
+def test_a_rerun_after_a_flush_opens_only_the_new_files_for_the_same_rows(tmp_path: Any, monkeypatch: Any) -> None:
+    """Each flush (a minute) changes the listing, and the next rerun read every file of the window's days again:
+    3.6-3.7 s over a day of minute flushes. What a file held is now kept (published files never change), so a rerun
+    opens only the new files; the frames are what a full read of the files gives, also across a compaction (which
+    replaces files) and with files of both encodings in a day."""
+    from collectors.model.poll import PollResult
+    from tests.unit.test_history import full_snapshot
+
+    root = tmp_path / "history"
+    w = _history(root)
+    opened = _fresh(monkeypatch)
+    assert _rerun(root, opened)  # cold: the files of the windows
+    assert _rerun(root, opened) == set()  # nothing new: the frames from the cache
+    before = _parquet(root)
+    w.add(PollResult(full_snapshot(TODAY + 400, "c1")))
+    w.flush()
+    new = _parquet(root) - before
+    assert new and _rerun(root, opened) == {f for f in new if f.split("/")[-3] in TABLES_READ}
+    before = _parquet(root)
+    for table in TABLES_READ:
+        assert w.compact(table, _day(YESTERDAY))
+    compacts = _parquet(root) - before
+    assert compacts and _rerun(root, opened) == compacts
+
+
+def _day(t: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(t, UTC).date().isoformat()
+
+
+def test_what_files_held_is_kept_within_its_budget(tmp_path: Any, monkeypatch: Any) -> None:
+    """What files held is kept up to a budget of bytes, the least recently used dropped first; a rerun then opens
+    again what was dropped, and reads the same rows."""
+    from collectors.outputs.history import files as hist_files
+    from dashboard import data
+
+    root = tmp_path / "history"
+    _history(root)
+    opened = _fresh(monkeypatch)
+    monkeypatch.setattr(data, "_pieces", hist_files._Recent(64 << 10, data._piece_weight))
+    assert _rerun(root, opened, ("group_lag",))
+    assert 0 < data._pieces.held <= 64 << 10 and len(data._pieces) < len(COLUMNS) * len(_parquet(root / "group_lag"))
+    data._history_cached.clear()
+    assert _rerun(root, opened, ("group_lag",))  # what fell out is read again, checked against a full read
+
+
+def test_a_file_gone_or_damaged_since_the_listing_is_read_as_listed_now(tmp_path: Any, monkeypatch: Any) -> None:
+    """A compaction or retention run deletes files between a listing and the read, and a damaged file shows only
+    when read: the read is then `read_table`'s, which lists again and leaves damaged files out, not an error."""
+    from pathlib import Path
+
+    from collectors.outputs import history as hist
+    from dashboard import data
+    from tests.support.damage import damage_pages
+
+    root = tmp_path / "history"
+    _history(root)
+    _fresh(monkeypatch)
+    files = data.history_signature(root, "group_lag", None, None)
+    Path(files[-1][0]).unlink()
+    damage_pages(Path(files[-2][0]))
+    got = data._read_window(root, "group_lag", None, None, None, None, files)
+    want = hist.read_table(root, "group_lag")
+    assert len(want) and len(set(want["time"])) == len({k[0] for k in files}) - 2
+    pd.testing.assert_frame_equal(got, want)
+
+
+def test_the_listing_memo_drops_the_least_recently_used_day_not_all_of_them(tmp_path: Any, monkeypatch: Any) -> None:
+    """The memo of listings was cleared whole past 4,096 windows, so a busy dashboard listed every table's days
+    again at once (a day of minute flushes: ~0.1 s a table and day). It keeps days now, least recently used out."""
+    from collectors.outputs import history as hist
+    from collectors.outputs.history import files as hist_files
+    from dashboard import data
+
+    root = tmp_path / "history"
+    _history(root)
+    _fresh(monkeypatch)
+    monkeypatch.setattr(data, "_listings", hist_files._Recent(2))
+    listed: list[tuple[str, float]] = []
+    real = hist.live_files
+    monkeypatch.setattr(hist, "live_files", lambda *a, **k: listed.append((a[1], a[2])) or real(*a, **k))
+    data.history_signature(root, "cluster", None, None)  # yesterday and today
+    data.history_signature(root, "group_lag", TODAY + 60, None)  # today: cluster's yesterday was the least used
+    assert listed == [("cluster", YESTERDAY), ("cluster", TODAY), ("group_lag", TODAY)]
+    listed.clear()
+    data.history_signature(root, "cluster", TODAY + 120, None)  # another window, the same day: not listed again
+    data.history_signature(root, "cluster", None, None)
+    assert listed == [("cluster", YESTERDAY)]
+
+
+def test_reruns_at_the_same_time_read_the_same_rows(tmp_path: Any, monkeypatch: Any) -> None:
+    """Streamlit reruns each session on a thread of its own: reads at once share the caches of files and listings."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from collectors.outputs import history as hist
+    from dashboard import data
+
+    root = tmp_path / "history"
+    _history(root)
+    _fresh(monkeypatch)
+    cases = [(t, w, c) for t in TABLES_READ for w in WINDOWS for c in COLUMNS] * 2
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda case: data.read_history(root, case[0], *case[1], None, case[2]), cases))
+    for (table, (start, end), columns), df in zip(cases, got, strict=True):
+        want = hist.read_table(root, table, float(int(start // 60) * 60) if start is not None else None, end, None,
+                               columns)
+        pd.testing.assert_frame_equal(df, want)
+
+
+def test_a_window_shorter_than_its_days_opens_only_the_files_that_may_hold_its_rows(tmp_path: Any,
+                                                                                    monkeypatch: Any) -> None:
+    """A window of the last minutes opened every file of today (1,440 at a flush a minute); the files' footers say
+    which times each holds (older float-second files too), and the others are left out."""
+    from dashboard import data
+
+    root = tmp_path / "history"
+    _history(root)
+    opened = _fresh(monkeypatch)
+
+    def polls_in(files: list[str]) -> list[float]:
+        import pyarrow.parquet as pq
+
+        from collectors.outputs.history.schema import to_seconds
+
+        times = (to_seconds(pq.read_table(f, columns=["time"]))["time"].to_pylist() for f in set(files))
+        return sorted({t for each in times for t in each})
+
+    late = data.read_history(root, "cluster", TODAY + 240, None, None, ["time"])
+    assert late["time"].tolist() == [TODAY + 240] * 2 + [TODAY + 300] * 2
+    assert polls_in(list(opened)) == [TODAY + 240, TODAY + 300]
+    opened.clear()
+    mid = data.read_history(root, "cluster", YESTERDAY + 5_000, YESTERDAY + 8_000, None, ["time"])
+    assert mid["time"].tolist() == [YESTERDAY + 7_200] and polls_in(list(opened)) == [YESTERDAY + 7_200]

@@ -928,6 +928,25 @@ def test_the_file_caches_drop_the_least_recently_used_not_everything() -> None:
     assert cache.get(("z",), "none") == "none"
 
 
+def test_a_cache_weighed_in_bytes_keeps_within_its_size() -> None:
+    """The dashboard keeps what files held (`dashboard.data._pieces`), from a few rows to a compacted day: its cache
+    counts bytes, not entries, and an entry heavier than the whole is not kept (it would push out every other)."""
+    from collectors.outputs.history.files import _Recent
+
+    cache = _Recent(10, weight=len)
+    cache.put(("a",), "aaaa")
+    cache.put(("b",), "bbbb")
+    cache.get(("a",))
+    cache.put(("c",), "ccc")  # 11 > 10: the least recently used goes
+    assert list(cache) == [("a",), ("c",)] and cache.held == 7
+    cache.put(("a",), "a")  # replaced: its old weight is given back
+    assert list(cache) == [("c",), ("a",)] and cache.held == 4
+    cache.put(("d",), "d" * 11)
+    assert list(cache) == [("c",), ("a",)] and cache.held == 4
+    cache.clear()
+    assert not cache and cache.held == 0
+
+
 def test_background_maintenance_does_not_hold_up_the_poll_and_close_waits_for_it(tmp_path: Path) -> None:
     """Compacting yesterday takes seconds to minutes on a big fleet; the collector's writer runs it on its own
     thread, so the poll that starts it goes on (and /metrics with it). Closing waits for it: the next holder of

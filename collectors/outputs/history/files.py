@@ -79,11 +79,18 @@ def publish_file(directory: Path, name: str, write: Callable[[Any], None]) -> in
 class _Recent(OrderedDict[tuple[Any, ...], Any]):
     """A cache of what files hold, keyed by path, inode, size and mtime (published files never change), that drops
     its least recently used entries past `size`. Cleared whole instead, a reader over more files than that (a week
-    of uncompacted days: ~66,000) read every one of them again at every listing."""
+    of uncompacted days: ~66,000) read every one of them again at every listing.
 
-    def __init__(self, size: int) -> None:
+    `weight` counts what an entry takes of `size` (1 by default: `size` is a number of entries). The dashboard's
+    cache of file contents weighs them in bytes, since one file holds a few rows and another a compacted day; an
+    entry heavier than `size` on its own is not kept (it would push out everything else, then itself)."""
+
+    def __init__(self, size: int, weight: Callable[[Any], int] | None = None) -> None:
         super().__init__()
         self.size = size
+        self.weight = weight
+        self.held = 0  # the sum of the entries' weights
+        self._weights: dict[tuple[Any, ...], int] = {}
         self._lock = threading.Lock()  # the collector's maintenance thread lists days beside the poll loop
 
     def get(self, key: tuple[Any, ...], default: Any = None) -> Any:
@@ -94,11 +101,24 @@ class _Recent(OrderedDict[tuple[Any, ...], Any]):
             return self[key]
 
     def put(self, key: tuple[Any, ...], value: Any) -> None:
+        w = 1 if self.weight is None else self.weight(value)
         with self._lock:
+            self.held -= self._weights.pop(key, 0)
+            self.pop(key, None)
+            if w > self.size:
+                return
             self[key] = value
-            self.move_to_end(key)
-            while len(self) > self.size:
-                self.popitem(last=False)
+            self._weights[key] = w
+            self.held += w
+            while self.held > self.size:
+                old, _ = self.popitem(last=False)
+                self.held -= self._weights.pop(old)
+
+    def clear(self) -> None:
+        with self._lock:
+            super().clear()
+            self._weights.clear()
+            self.held = 0
 
 
 _REPLACES_CACHE = _Recent(16_384)
