@@ -74,6 +74,23 @@ def read_holder(root: Path) -> Holder:
                   float(flushed) if isinstance(flushed, (int, float)) and not isinstance(flushed, bool) else None)
 
 
+def _flock(fd: int, mode: int) -> bool | OSError:
+    """``flock`` `fd` without waiting: True locked (the caller keeps `fd`); False another holds it, or the error
+    of a file system that does not lock (`UNSUPPORTED`), both with `fd` closed. Raises any other OSError, `fd`
+    closed."""
+    try:
+        fcntl.flock(fd, mode | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return False
+    except OSError as e:
+        os.close(fd)
+        if e.errno not in UNSUPPORTED:
+            raise
+        return e
+    return True
+
+
 class WriterLease:
     """The exclusive right to write `root`, taken with `acquire` and kept until `release` or the process ends."""
 
@@ -107,18 +124,13 @@ class WriterLease:
             return True
         self.root.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
+        locked = _flock(fd, fcntl.LOCK_EX)
+        if locked is False:
             return False
-        except OSError as e:
-            os.close(fd)
-            if e.errno not in UNSUPPORTED:
-                raise
+        if isinstance(locked, OSError):
             self.unsupported = True
             log.warning("%s cannot be locked (%s); writing without a lease: a second %s on this root would write "
-                        "beside this one", self.path, e.strerror or e, self.writer)
+                        "beside this one", self.path, locked.strerror or locked, self.writer)
             return True
         self._fd = fd
         self._record = {"pid": os.getpid(), "host": socket.gethostname(), "clusters": list(self.clusters),
@@ -188,19 +200,12 @@ class ReaderLease:
             except OSError:
                 self.unlocked = True  # no writer ever wrote here, and we cannot make the file: nothing to share
                 return True
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return False
-        except OSError as e:
-            os.close(fd)
-            if e.errno not in UNSUPPORTED:
-                raise
+        locked = _flock(fd, fcntl.LOCK_SH)
+        if isinstance(locked, OSError):
             self.unlocked = True
-            return True
-        self._fd = fd
-        return True
+        elif locked:
+            self._fd = fd
+        return locked is not False
 
     def release(self) -> None:
         fd, self._fd = self._fd, None
