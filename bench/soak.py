@@ -5,7 +5,8 @@
 A sandbox cluster (KRaft by default) replays a cycle of the Kafka-side incidents
 (broker_crash, broker_slow, slow_follower, consumer_stall, consumer_stop,
 consumer_rewind, producer_crash_in_txn, producer_restart, hanging_transaction,
-controller_failover, leader_change_hw_dip), one every few simulated minutes, each followed by its
+controller_failover, leader_change_hw_dip, metadata_lag with a broker crash inside it), one every few
+simulated minutes, each followed by its
 recovery allowance and a quiet period. Simulated time is stepped by hand (a
 ManualClock): the model advances exactly one poll interval, then the real
 collector (ClusterPoller, real clients over TCP) polls with that simulated
@@ -247,6 +248,13 @@ def plans(cluster: dict[str, Any], thresholds: dict[str, Any], poll_s: float, zo
              drain_s(cluster, "billing", messages=3000) + commit + base,
              "3,000 messages per partition re-read at consume - produce rate (REWIND ends when the group passes "
              "its old offset, lag seconds when it is back at the head)"),
+        Plan("metadata_lag", ({"type": "metadata_lag", "at": 0, "duration": 150, "broker": 1},
+                              {"type": "broker_crash", "at": 10, "duration": 120, "broker": 3}), 150,
+             frozenset({"broker_down", "broker_unreachable"}),
+             300 + base,
+             "broker 1's metadata stops at the crash's eve while broker 3 dies and returns: the polls it answers "
+             "must not flip leaders and ISRs back (no isr_flapping, no broker alert resolved early); as broker_crash "
+             "after that"),
         Plan("broker_slow", ({"type": "broker_slow", "at": 0, "duration": 90, "broker": 2,
                               "delay_s": SLOW_BROKER_DELAY_S},), 90,
              frozenset({"broker_unreachable"}), base,
@@ -292,7 +300,7 @@ def schedule(plan_list: list[Plan], poll_s: float, quiet_s: float, first_at: flo
     return slots, t
 
 
-ISR_CHANGING = frozenset({"broker_crash", "slow_follower"})  # each shrinks and re-expands ISRs once
+ISR_CHANGING = frozenset({"broker_crash", "slow_follower", "metadata_lag"})  # each shrinks and re-expands ISRs once
 
 
 def check_isr_spacing(slots: list[Slot], period_s: float, window_s: float) -> None:
@@ -576,8 +584,9 @@ def _file_events(events: list[tuple[int, float, str]], t0: float, episodes: list
                     e.events.append(f"t+{rel:.0f}s {what}")
             continue
         kind = m.group(1)
-        # its episode: same type, the slot that contains the marker (markers fire STEP_EPS early)
-        ep = next((e for e in episodes if e.plan.type == kind
+        # its episode: a plan with an incident of that type (a plan may script several: metadata_lag's crash), the
+        # slot that contains the marker (markers fire STEP_EPS early)
+        ep = next((e for e in episodes if any(s["type"] == kind for s in e.plan.specs)
                    and e.window[0] - 1.0 <= rel < e.window[1]), None)
         if ep is None:
             continue
