@@ -60,6 +60,10 @@ from collectors.sources.metadata_epochs import KnownEpochs, behind, newest, topi
 log = logging.getLogger(__name__)
 
 GROUPS_PER_REQUEST = 500
+METADATA_ASKS = 4
+"""Other brokers asked for Metadata, at most, when an answer shows partitions at older leader epochs than seen
+(`_newest_metadata`): a 100-broker cluster whose epochs all went back (restored from a backup) would otherwise be
+asked a 100,000-partition answer a broker, all in one poll. The newest of what they said is believed."""
 PRODUCER_PARTITIONS_PER_REQUEST = 500
 COORDINATOR_KEYS_PER_REQUEST = 1000
 EARLIEST, LATEST = -2, -1
@@ -286,7 +290,8 @@ class KafkaAdapter:
                          ) -> tuple[Any, dict[tuple[str, int], Any]]:
         """The Metadata answer to believe, and partition answers of other brokers to put in it
         (`metadata_epochs`). Where `md` shows partitions at an older leader epoch than already seen, its broker's
-        cache lags: every other broker is asked in turn until one answer is not behind. The epochs seen are the
+        cache lags: other brokers are asked in turn (`METADATA_ASKS` at most) until one answer is not behind. The
+        epochs seen are the
         last poll's, or after a restart the loss ledger's watch (checkpointed)."""
         known: KnownEpochs = self._epochs or {k: (w.epoch, w.topic_id) for k, w in (watched or {}).items()}
         late = behind(md, known)
@@ -297,7 +302,7 @@ class KafkaAdapter:
             out = kp.send_one(node, MetadataRequest(topics=None, allow_auto_topic_creation=False))
             if out.ok:
                 answers.append((out.response, behind(out.response, known)))
-                if not answers[-1][1]:
+                if not answers[-1][1] or len(answers) > METADATA_ASKS:
                     break
         best, patches = newest(answers)
         left = min(len(b) for _, b in answers) - len(patches)  # partitions older in every answer: believed

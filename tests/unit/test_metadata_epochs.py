@@ -17,7 +17,7 @@ NIL = uuid.UUID(int=0)
 
 
 def answer(parts: dict[int, tuple[int, int, list[int]]], tid: uuid.UUID | None = ORDERS,
-           topic_error: int = 0) -> Any:
+           topic_error: int = 0, brokers: int = 0) -> Any:
     """A Metadata answer for topic ``orders``: partition -> (leader, leader epoch, isr)."""
     cls = MetadataResponse[12]
     topic = cls.MetadataResponseTopic(
@@ -25,7 +25,8 @@ def answer(parts: dict[int, tuple[int, int, list[int]]], tid: uuid.UUID | None =
         partitions=[cls.MetadataResponseTopic.MetadataResponsePartition(
             error_code=0, partition_index=i, leader_id=leader, leader_epoch=epoch, replica_nodes=[1, 2, 3],
             isr_nodes=isr, offline_replicas=[]) for i, (leader, epoch, isr) in parts.items()])
-    return cls(throttle_time_ms=0, brokers=[], cluster_id="c", controller_id=1, topics=[topic])
+    nodes = [cls.MetadataResponseBroker(node_id=i, host=f"b{i}", port=9092, rack=None) for i in range(1, brokers + 1)]
+    return cls(throttle_time_ms=0, brokers=nodes, cluster_id="c", controller_id=1, topics=[topic])
 
 
 KNOWN = {("orders", 0): (6, str(ORDERS)), ("orders", 1): (3, str(ORDERS))}
@@ -102,3 +103,27 @@ def test_a_patch_is_never_older_than_what_the_chosen_answer_has() -> None:
     b = answer({0: (2, 6, [2])})
     best, patches = newest([(a, behind(a, known)), (b, behind(b, known))])
     assert best is a and patches == {}
+
+
+def test_the_adapter_asks_a_few_other_brokers_then_believes_the_newest() -> None:
+    """Every broker of ten answers partition 0 at an older epoch than the last poll saw (the cluster restored from a
+    backup, say): the adapter asks `METADATA_ASKS` others, not all nine, believes what they agree on, and the next
+    poll compares with that, asking nobody more."""
+    from collectors.sources.kafka_adapter import METADATA_ASKS, KafkaAdapter
+    from collectors.sources.kafka_transport import Outcome
+
+    old = answer({0: (1, 2, [1, 2, 3])}, brokers=10)
+    asked: list[int | None] = []
+
+    def send_one(node: int | None, req: Any) -> Outcome:
+        asked.append(node)
+        return Outcome(node, req, old, None)
+
+    adapter = KafkaAdapter("c", {}, {}, 5.0)
+    adapter._epochs = {("orders", 0): (6, str(ORDERS))}
+    kp = type("Kp", (), {"send_one": staticmethod(send_one)})()
+    best, patches = adapter._newest_metadata(kp, old, None)
+    assert len(asked) == METADATA_ASKS and best is old and patches == {}
+    adapter._epochs = {("orders", 0): (2, str(ORDERS))}  # what `_metadata` keeps of the answer believed
+    asked.clear()
+    assert adapter._newest_metadata(kp, old, None) == (old, {}) and asked == []
