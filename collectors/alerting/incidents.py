@@ -30,7 +30,8 @@ elsewhere than the incident it was in at the last poll stays there (`IncidentTra
   rather than an unreachable cluster during an outage opening an incident per topic and per group.
 
 Otherwise it goes where `correlate` put it. The places are memory of the last poll; a restart from a checkpoint
-takes them from its alerts' incident ids (`restore`).
+takes them from its alerts' incident ids (`restore`). A history carried on (`adopt`) records no alert's incident,
+so each alert carried on is placed in the one incident carried on that can hold it (`_recorded_homes`).
 """
 
 from __future__ import annotations
@@ -40,10 +41,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from collectors.alerting.catalogue import rules_of
-from collectors.alerting.correlation import Cause, aftermath
+from collectors.alerting.correlation import BROKER, CONSENSUS, Cause, aftermath, correlate
 from collectors.alerting.lifecycle import first_of_each
 from collectors.model.poll import IncidentEvent
-from collectors.model.records import AlertRecord, IncidentRecord
+from collectors.model.records import AlertRecord, ClusterSnapshot, IncidentRecord
 from collectors.model.vocabulary import CLUSTER_WIDE_INCIDENT_KINDS, SEVERITY_RANK
 
 OPENED, UPDATED, RESOLVED, REOPENED = "opened", "updated", "resolved", "reopened"
@@ -63,6 +64,10 @@ RESTATE_S = 86_400.0
 which reads two weeks of events, sees every incident open in it."""
 RADIUS = ("alerts", "partitions", "topics", "offline", "under_min_isr")
 """The counts the report takes the most of over an incident's events."""
+HOLDS_OTHERS = frozenset({BROKER, CONSENSUS})
+"""The kinds whose incident `correlate` gives alerts another cause would have alone: a down broker's holds the
+partition alerts of its partitions, the groups and transactions stuck on them and the stale data it left; the
+consensus layer's holds the stale data of that layer."""
 
 
 @dataclass(slots=True)
@@ -136,13 +141,15 @@ class IncidentTracker:
             if home is not None:
                 self._home[a.key] = home
 
-    def adopt(self, incidents: Iterable[IncidentRecord]) -> dict[str, str | None]:
+    def adopt(self, incidents: Iterable[IncidentRecord], alerts: Iterable[AlertRecord] = ()
+              ) -> dict[str, str | None]:
         """Carry on incidents another collector recorded and left open (a history taken over, or left by a collector
         that stopped shortly before this one started): recorded id -> the id of ours it replaces (None: carried).
 
         An open incident of ours for the same cause takes the recorded id and opening, so the history keeps one
         incident for the cause (the events already buffered under our id are to be dropped); a recorded one we
-        have no cause for is carried as open, and the next poll resolves it if its cause is gone."""
+        have no cause for is carried as open, and the next poll resolves it if its cause is gone. `alerts`, the
+        alerts carried on with them, are placed in them as `restore` places a checkpoint's (`_recorded_homes`)."""
         adopted: dict[str, str | None] = {}
         for rec in incidents:
             key = (rec.cluster, rec.kind, _key_of(rec))
@@ -155,7 +162,39 @@ class IncidentTracker:
                 self.open[key] = rec
                 self._told.pop(key, None)
                 adopted[rec.id] = None
+        self._recorded_homes(list(alerts))
         return adopted
+
+    def _recorded_homes(self, alerts: list[AlertRecord]) -> None:
+        """Where each alert a history left open was: the history records no alert's incident (only an incident's
+        member count per rule), and without a place the first poll after the takeover placed every alert afresh.
+        An alert outside `correlate`'s placement of that poll then left the incident carried on for one of its
+        own cause, opened anew for the same outage: an incident per topic for the partitions still catching up
+        after one of two down brokers returned, or for every partition (and group) of a broker outage at a first
+        poll that could not read the partitions. A checkpoint's alerts keep theirs (`restore`).
+
+        An alert was in the incident of the cause it makes alone (`correlate` given it and nothing else), or in one
+        of a kind that holds others' alerts (`HOLDS_OTHERS`) whose members have its rule. Placed where only one
+        incident open now fits; where both do (a topic incident beside the broker one holding the same rule), the
+        poll places it as before: either is an incident carried on, not a new one. Alerts that have a place of ours
+        (a standby's own polls, a resumed checkpoint) keep it."""
+        by_cluster: dict[str, list[AlertRecord]] = {}
+        for a in alerts:
+            if a.key not in self._home:
+                by_cluster.setdefault(a.cluster, []).append(a)
+        for cluster, items in by_cluster.items():
+            here = {k: i for k, i in self.open.items() if k[0] == cluster}
+            holders: dict[str, list[Key]] = {}
+            for k, i in here.items():
+                if k[1] in HOLDS_OTHERS:
+                    for rule in i.members:
+                        holders.setdefault(rule, []).append(k)
+            for c in correlate(ClusterSnapshot(cluster=cluster, time=0.0), items):
+                own = (cluster, c.kind, c.key)
+                for a in c.alerts:
+                    fits = set(holders.get(a.rule, ())) | ({own} if own in here else set())
+                    if len(fits) == 1:
+                        self._home[a.key] = fits.pop()
 
     def update(self, cluster: str, causes: Iterable[Cause], now: float
                ) -> tuple[list[IncidentRecord], list[IncidentEvent]]:

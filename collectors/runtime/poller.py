@@ -205,11 +205,12 @@ class Monitor:
         """`ClusterPoller.resolved_incidents` of every cluster, by name."""
         return {p.name: p.resolved_incidents() for p in self.pollers}
 
-    def adopt_incidents(self, incidents: list[IncidentRecord]) -> dict[str, str | None]:
-        """Carry on the open incidents a history holds (`IncidentTracker.adopt`), each cluster its own: recorded id
-        -> the id of ours it replaces, if any."""
-        return {k: v for p in self.pollers for k, v in p.incidents.adopt(r for r in incidents if r.cluster == p.name
-                                                                          ).items()}
+    def adopt_incidents(self, incidents: list[IncidentRecord], alerts: list[AlertRecord] | None = None
+                        ) -> dict[str, str | None]:
+        """Carry on the open incidents a history holds (`IncidentTracker.adopt`), each cluster its own, and place in
+        them the `alerts` carried on with them: recorded id -> the id of ours it replaces, if any."""
+        return {k: v for p in self.pollers for k, v in p.incidents.adopt(
+            (r for r in incidents if r.cluster == p.name), (a for a in alerts or () if a.cluster == p.name)).items()}
 
     def expect_cluster_ids(self, polls: dict[str, LastPoll]) -> set[str]:
         """`ClusterPoller.expect_cluster_id` for each cluster's last poll in a history: the names whose memory the

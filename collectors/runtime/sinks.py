@@ -248,7 +248,7 @@ class HistorySink:
         from collectors.alerting.lifecycle import SAME_TIME_S
 
         assert self.monitor is not None
-        adopted = self.monitor.adopt_incidents(incidents)
+        adopted = self.monitor.adopt_incidents(incidents, alerts)  # each alert in the incident it was in
         given_up = {ours for ours in adopted.values() if ours}
         dropped = writer.drop_buffered("incident_events", lambda r: r["id"] in given_up) if given_up else 0
         adopted_alerts = self.monitor.adopt_alerts(alerts)

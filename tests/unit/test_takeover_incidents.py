@@ -1,0 +1,125 @@
+"""A history taken over without a checkpoint keeps each alert in the incident the history left it in.
+
+Collector A polls a cluster with brokers down, writes the history root and stops; collector B, without A's
+checkpoint (a new pod, an emptied state_dir), takes the root over (`HistorySink._take_over`) and polls the cluster,
+still broken. The history records each incident's member count per rule, not which incident an alert was in, and
+before, B's first poll placed every alert carried on afresh: where that poll's placement differed from A's (the
+partitions not read, one of two brokers back and its partitions catching up), the alerts left the broker incident
+carried on and each topic opened an incident of its own — a page per topic, and incidents the weekly report
+counted for the same outage. A restart with the checkpoint (its alerts' incident ids, `IncidentTracker.restore`)
+did not. Now the takeover records what that restart records, row for row.
+
+The trackers, the monitor, its first poll of an unreachable cluster, the checkpoint, the writer and its lease are
+real; A's polls of the broken cluster are snapshots put through a poller's own state and trackers, as
+`ClusterPoller.poll` does after its observation.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from collectors.alerting.catalogue import RISK_RULES, kept_over_stale
+from collectors.alerting.correlation import correlate
+from collectors.alerting.evaluation import judge
+from collectors.config import MonitorConfig
+from collectors.model.poll import PollResult
+from collectors.model.records import ClusterSnapshot
+from collectors.outputs.checkpoint import save_checkpoint
+from collectors.outputs.history import HistoryWriter, read_table
+from collectors.runtime.poller import ClusterPoller, Monitor
+from collectors.runtime.sinks import HistorySink
+from tests.unit.test_history_sink import monitor_config
+from tests.unit.test_incidents import cluster
+
+Poll = Callable[[Monitor, float], PollResult]
+
+
+def _poll(p: ClusterPoller, s: ClusterSnapshot, t: float) -> PollResult:
+    """`ClusterPoller.poll` after its observation: the snapshot through the poller's own state and trackers."""
+    s.time = t
+    kept = kept_over_stale(s)
+    current, opened, resolved = p.alerts.update(p.name, judge(s, p.state, p.thresholds, t, kept), t, kept)
+    s.alerts = current
+    for a in current:
+        a.incident = None
+    s.incidents, events = p.incidents.update(p.name, correlate(s, current), t)
+    return PollResult(s, opened, resolved, events, p.alerts.restate_due(p.name, t))
+
+
+def _catching_up(m: Monitor, t: float) -> PollResult:
+    """Broker 2 is back and not yet in the ISRs of its partitions; broker 3 is still down."""
+    s = cluster(down=(3,))
+    for x in s.partitions:
+        x.isr = [b for b in x.isr if b != 2]
+    return _poll(m.pollers[0], s, t)
+
+
+def _unreadable(m: Monitor, t: float) -> PollResult:
+    """A real poll: nobody answers (127.0.0.1:1), so the partitions are not read and every alert is kept."""
+    (r,) = m.poll_once(t)
+    return r
+
+
+def _takeover(tmp_path: Path, now: float, down: tuple[int, ...], first: Poll, checkpoint: bool
+              ) -> tuple[list[PollResult], list[tuple[object, ...]], list[tuple[object, ...]]]:
+    """A polls the cluster with `down` twice, writes the root and stops; B (A's checkpoint in its state_dir or
+    not) takes the root over, polls with `first`, then the cluster read whole, broker 3 down. B's results and the
+    rows of the incident and alert events (times relative to `now`)."""
+    root = tmp_path / "history"
+
+    def config(name: str) -> MonitorConfig:
+        return monitor_config(tmp_path / f"state-{name}", history={"root": str(root)},
+                              clusters=[{"name": "c", "bootstrap_servers": "127.0.0.1:1"}])
+
+    a = Monitor(config("a"))
+    try:
+        writer = HistoryWriter(root, exclusive=True, clusters=["c"])
+        for t in (now - 300, now - 240):
+            writer.add(_poll(a.pollers[0], cluster(down=down), t))
+        writer.close()
+        if checkpoint:
+            save_checkpoint(tmp_path / "state-b", a.pollers[0].checkpoint(now - 240))
+    finally:
+        a.close()
+    cfg = config("b")
+    b = Monitor(cfg)
+    try:
+        (line,) = b.resume(tmp_path / "state-b", now)
+        assert line.startswith("c: resumed from checkpoint" if checkpoint else "c: starting fresh")
+        sink = HistorySink(cfg.history, exporter=None, monitor=b, clusters=["c"])
+        results = []
+        for t, poll in ((now - 120, first), (now - 60, lambda m, t: _poll(m.pollers[0], cluster(down=(3,)), t))):
+            results.append(r := poll(b, t))
+            sink([r], t)
+        sink.close()
+    finally:
+        b.close()
+    incidents = read_table(root, "incident_events").sort_values(["time", "event", "id"])
+    alerts = read_table(root, "alert_events").sort_values(["time", "event", "rule", "subject"])
+    return (results,
+            [(round(t - now), e, i, k, n) for t, e, i, k, n in zip(
+                incidents.time, incidents.event, incidents.id, incidents.kind, incidents.alerts, strict=True)],
+            [(round(t - now), e, r, s, round(f - now)) for t, e, r, s, f in zip(
+                alerts.time, alerts.event, alerts.rule, alerts.subject, alerts.first_seen, strict=True)])
+
+
+@pytest.mark.parametrize(("down", "first"), [((3,), _unreadable), ((2, 3), _catching_up)],
+                         ids=["partitions not read", "one of two brokers back"])
+def test_a_takeover_without_a_checkpoint_keeps_each_alert_in_the_incident_carried_on(
+        tmp_path: Path, down: tuple[int, ...], first: Poll) -> None:
+    now = time.time()
+    results, incidents, alerts = _takeover(tmp_path / "fresh", now, down, first, checkpoint=False)
+    (broker,) = {i for _, e, i, k, _ in incidents if (e, k) == ("opened", "broker")}  # A's, opened at -300
+    for r in results:  # the outage goes on in its one incident; nothing of a topic opens
+        assert [(i.id, i.kind) for i in r.snapshot.incidents if i.kind != "cluster"] == [(broker, "broker")]
+        assert {a.incident for a in r.snapshot.alerts if a.rule not in RISK_RULES} <= {
+            broker, *(i.id for i in r.snapshot.incidents if i.kind == "cluster")}
+    assert [k for _, e, _, k, _ in incidents if e == "opened"] == ["broker"] + ["cluster"] * (first is _unreadable)
+    opens = [(r, s) for _, e, r, s, _ in alerts if e == "open"]
+    assert len(opens) == len(set(opens))  # no alert opened again: one episode each across the takeover
+    # what a restart with A's checkpoint records, row for row
+    assert _takeover(tmp_path / "resumed", now, down, first, checkpoint=True)[1:] == (incidents, alerts)
