@@ -27,8 +27,8 @@ from collectors.config import ClusterConfig, MonitorConfig
 from collectors.model.observations import KafkaObservation
 from collectors.model.policy import Policies
 from collectors.model.poll import IncidentEvent, PollResult
-from collectors.model.records import AlertRecord, IncidentRecord
-from collectors.model.snapshot import build_snapshot
+from collectors.model.records import AlertRecord, IncidentRecord, LossRecord
+from collectors.model.snapshot import LOSS_MEMORY_MAX, build_snapshot
 from collectors.model.state import ClusterState
 from collectors.sources.client_settings import confluent_settings, kafka_python_settings, kazoo_settings
 from collectors.sources.kafka_adapter import KafkaAdapter
@@ -183,6 +183,11 @@ class ClusterPoller:
             return obs
 
 
+def _loss_key(x: LossRecord) -> tuple[object, ...]:
+    """A loss as the ledger records it once: the same in a checkpoint and in the history (times as float seconds)."""
+    return (x.cluster, round(x.time, 3), x.kind, x.topic, x.partition, x.group_id, x.transactional_id, x.server)
+
+
 class Monitor:
     """All configured clusters; `poll_once` polls them concurrently."""
 
@@ -233,6 +238,20 @@ class Monitor:
                 p.lose(lost, gone, until.get(p.name, 0.0))
             n += len(lost) + len(gone)
         return n
+
+    def recall_losses(self, losses: list[LossRecord]) -> int:
+        """Add the losses a history recorded (`left_open.recent_losses`) to each cluster's memory of recent losses
+        that it does not hold already (a checkpoint older than the history, or none): the alerts a loss keeps open
+        for `loss_alert_hold_s` stay open across a takeover. How many were added."""
+        added = 0
+        for p in self.pollers:
+            st = p.state
+            known = {_loss_key(x) for x in st.recent_losses}
+            new = [x for x in losses if x.cluster == p.name and _loss_key(x) not in known]
+            if new:
+                st.recent_losses = sorted([*st.recent_losses, *new], key=lambda x: x.time)[-LOSS_MEMORY_MAX:]
+                added += len(new)
+        return added
 
     def adopt_alerts(self, alerts: list[AlertRecord]) -> dict[tuple[str, str, str], float | None]:
         """Carry on the open alerts a history holds (`AlertTracker.adopt`): key -> the first_seen of ours it

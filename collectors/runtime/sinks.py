@@ -192,6 +192,7 @@ class HistorySink:
 
             if carried:
                 self._carry_on(writer, last, *of(carried))
+                self._recall_losses(writer, carried, until)
             if lost:
                 n = self.monitor.lose(*of(lost), {c: p.time for c, p in polls.items()})
                 if n:
@@ -199,6 +200,25 @@ class HistorySink:
                              "after the last poll that saw them open)", _left_open(n), writer.root,
                              count_of(n, "is", "are"))
         self._lose_unpolled(writer, now)
+
+    def _recall_losses(self, writer: HistoryWriter, clusters: list[str], until: float) -> None:
+        """The losses the history recorded of the clusters carried on, in their pollers' memory: the loss alerts
+        (`data_truncated`, `unclean_election`, ...) stay open `loss_alert_hold_s` after a loss, from memory only
+        the checkpoint held; without it the first poll resolved them. A read that fails loses only that."""
+        from collectors.model.snapshot import LOSS_MEMORY_S
+        from collectors.outputs.history.left_open import recent_losses
+
+        assert self.monitor is not None
+        try:
+            losses = recent_losses(writer.root, clusters, until, LOSS_MEMORY_S)
+        except Exception as e:  # a damaged file, say: the takeover goes on; loss alerts may resolve early
+            log.warning("history: the losses %s recorded of %s could not be read: %s", writer.root,
+                        ", ".join(clusters), e)
+            return
+        n = self.monitor.recall_losses(losses)
+        if n:
+            log.info("history: %s recorded in %s carried on (their alerts stay open as after a restart)",
+                     plural(n, "loss", "losses"), writer.root)
 
     def _lose_unpolled(self, writer: HistoryWriter, now: float) -> None:
         """End what the history left open of a cluster no collector writing it polls any more (taken out of the

@@ -27,7 +27,8 @@ from collectors.alerting.correlation import correlate
 from collectors.alerting.evaluation import judge
 from collectors.config import MonitorConfig
 from collectors.model.poll import PollResult
-from collectors.model.records import ClusterSnapshot
+from collectors.model.records import ClusterSnapshot, LossRecord
+from collectors.model.vocabulary import TRUNCATION
 from collectors.outputs.checkpoint import save_checkpoint
 from collectors.outputs.history import HistoryWriter, read_table
 from collectors.runtime.poller import ClusterPoller, Monitor
@@ -123,3 +124,54 @@ def test_a_takeover_without_a_checkpoint_keeps_each_alert_in_the_incident_carrie
     assert len(opens) == len(set(opens))  # no alert opened again: one episode each across the takeover
     # what a restart with A's checkpoint records, row for row
     assert _takeover(tmp_path / "resumed", now, down, first, checkpoint=True)[1:] == (incidents, alerts)
+
+
+def _truncated(m: Monitor, t: float) -> PollResult:
+    """A's poll in which a new leader ended the old epoch below what was committed: the ledger records the loss and
+    `data_truncated` opens, held `loss_alert_hold_s` from then (as `build_snapshot` keeps it in memory)."""
+    s = cluster()
+    loss = LossRecord("c", t, TRUNCATION, "t1", 2, 120, "leader 1 (epoch 4) -> 2 (epoch 5): 120 committed messages "
+                      "gone", leader_before=1, leader_after=2, epoch_before=4, epoch_after=5, offset=5_000)
+    s.losses = [loss]
+    m.pollers[0].state.recent_losses.append(loss)
+    return _poll(m.pollers[0], s, t)
+
+
+@pytest.mark.parametrize("checkpoint", [False, True], ids=["without a checkpoint", "with it"])
+def test_a_loss_alert_stays_open_across_a_takeover(tmp_path: Path, checkpoint: bool) -> None:
+    """A records a truncation, then stops; B takes the root over and polls the cluster, healthy again. The alert
+    stays open `loss_alert_hold_s` after the loss, as after a restart with the checkpoint: before, B's memory of
+    recent losses (the checkpoint's alone) was empty without one, and its first poll resolved the alert."""
+    now = time.time()
+    root = tmp_path / "history"
+
+    def config(name: str) -> MonitorConfig:
+        return monitor_config(tmp_path / f"state-{name}", history={"root": str(root)},
+                              clusters=[{"name": "c", "bootstrap_servers": "127.0.0.1:1"}])
+
+    a = Monitor(config("a"))
+    try:
+        writer = HistoryWriter(root, exclusive=True, clusters=["c"])
+        writer.add(_truncated(a, now - 240))
+        writer.add(_poll(a.pollers[0], cluster(), now - 180))
+        writer.close()
+        if checkpoint:
+            save_checkpoint(tmp_path / "state-b", a.pollers[0].checkpoint(now - 180))
+    finally:
+        a.close()
+    cfg = config("b")
+    b = Monitor(cfg)
+    try:
+        b.resume(tmp_path / "state-b", now)
+        sink = HistorySink(cfg.history, exporter=None, monitor=b, clusters=["c"])
+        r = _poll(b.pollers[0], cluster(), now - 120)
+        sink([r], now - 120)
+        sink.close()
+        assert [(x.kind, x.topic, x.partition, x.messages) for x in b.pollers[0].state.recent_losses] == [
+            (TRUNCATION, "t1", 2, 120)]  # recalled once, however many times it is found
+    finally:
+        b.close()
+    (kept,) = [a for a in r.snapshot.alerts if a.rule == "data_truncated"]
+    assert kept.subject == "t1-2" and kept.value == 120 and not r.resolved
+    events = read_table(root, "alert_events")
+    assert list(events[events.rule == "data_truncated"].event) == ["open"]  # one episode, not resolved

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import fields as dataclass_fields
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from collectors.model.poll import IncidentEvent
-from collectors.model.records import AlertRecord, IncidentRecord
+from collectors.model.records import AlertRecord, IncidentRecord, LossRecord
 from collectors.model.vocabulary import ALERT_EVENT_ORDER, INCIDENT_EVENT_ORDER, LOST
 from collectors.outputs.history.lease import Holder
 from collectors.outputs.history.reader import read_arrow
@@ -93,6 +94,17 @@ class LastPoll(NamedTuple):
 
     time: float
     cluster_id: str | None
+
+
+def recent_losses(root: Path, clusters: Sequence[str], now: float, window_s: float) -> list[LossRecord]:
+    """The loss ledger's records of `clusters` from `window_s` before `now` on, oldest first: the losses a poller
+    keeps in memory (`ClusterState.recent_losses`) for the alerts that stay open after one (`loss_alert_hold_s`),
+    which only the checkpoint holds. A collector carrying a history on without it resolved those alerts at its
+    first poll."""
+    names = [f.name for f in dataclass_fields(LossRecord)]
+    rows = _rows_since(root, "loss_events", clusters, now, window_s)
+    out = [LossRecord(**{k: r.get(k) for k in names}) for r in rows if r["time"] <= now]
+    return sorted(out, key=lambda x: x.time)
 
 
 def last_polls(root: Path, clusters: Sequence[str] | None, now: float, window_s: float = WINDOW_S
