@@ -27,7 +27,9 @@ from collectors.model.poll import IncidentEvent, PollResult
 from collectors.model.records import AlertRecord, ClusterSnapshot
 from collectors.model.wording import plural
 from collectors.outputs.atomic import fsync_dir
+from collectors.outputs.history.compaction import Footer, read_footer, row_groups
 from collectors.outputs.history.files import (
+    DayFiles,
     damage,
     date_dirs,
     day_files,
@@ -53,7 +55,6 @@ from collectors.outputs.history.schema import (
     REPLACES_KEY,
     TABLES,
     TEMP_PREFIX,
-    conform,
     in_row_group_order,
 )
 
@@ -479,9 +480,10 @@ class HistoryWriter:
             for day, d in date_dirs(table_dir):
                 if day >= today:
                     continue
-                live, _ = scan_date_dir(d)
+                files = day_files(d)
                 try:
-                    if len(live) >= self.compact_min_files and self.compact(table_dir.name, day.isoformat()):
+                    if len(files.live) >= self.compact_min_files and self.compact(table_dir.name, day.isoformat(),
+                                                                                  files):
                         done += 1
                 except Exception as e:  # one day that cannot be merged must not hold back every day after it
                     log.warning("history: cannot compact %s/%s: %s: %s", table_dir.name, d.name, type(e).__name__, e)
@@ -499,38 +501,40 @@ class HistoryWriter:
             log.warning("history: %s is not readable Parquet (%s); left out of its day's compaction and "
                         "skipped by readers", path, problem)
 
-    def compact(self, table: str, day: str) -> bool:
-        """Merge the live files of one table and day into one (see the module doc for the scheme).
+    def compact(self, table: str, day: str, files: DayFiles | None = None) -> bool:
+        """Merge the live files of one table and day into one (see the module doc for the scheme). `files`: the
+        day's `day_files`, when the caller has just listed it (a listing of 1,440 files is not free).
 
         A file that does not read stays where it is, outside the merge (deleting it could lose rows; readers skip
         it too): a footer that does not read is found before merging; pages that do not decode (a file damaged past
         an intact footer) only when the merge fails, then looked for file by file, and the merge is redone without
         them. A failure that no single file explains is raised."""
         directory = self.root / table / f"{DATE_PREFIX}{day}"
-        self._delete_superseded(directory)  # finish any interrupted compaction first
-        files = day_files(directory)
-        schemas: dict[str, pa.Schema] = {}
+        files = day_files(directory) if files is None else files
+        if files.superseded:  # finish an interrupted compaction first (what is live stays so)
+            self._delete_superseded(directory)
+        footers: dict[str, Footer] = {}
         for name in files.live:  # those found damaged before are not live any more (`day_files`)
             try:
-                schemas[name] = pq.read_schema(directory / name)
+                footers[name] = read_footer(directory / name)
             except (OSError, pa.ArrowException) as e:  # cut short by hand (we never publish one)
                 self._left_out(directory / name, problem_of(e))
         try:
-            return self._merge(table, day, directory, schemas, files.repeats)
+            return self._merge(table, day, directory, footers, files.repeats)
         except (OSError, pa.ArrowException):
-            damaged = {name: problem for name in schemas if (problem := damage(directory / name)) is not None}
+            damaged = {name: problem for name in footers if (problem := damage(directory / name)) is not None}
             if not damaged:
                 raise
             for name, problem in damaged.items():
                 self._left_out(directory / name, problem)
-            return self._merge(table, day, directory, {n: s for n, s in schemas.items() if n not in damaged},
+            return self._merge(table, day, directory, {n: f for n, f in footers.items() if n not in damaged},
                                files.repeats)
 
-    def _merge(self, table: str, day: str, directory: Path, schemas: dict[str, pa.Schema],
+    def _merge(self, table: str, day: str, directory: Path, footers: dict[str, Footer],
                repeats: dict[str, str]) -> bool:
-        """Publish one compact file holding the rows of the files `schemas` names (in that order), superseding
+        """Publish one compact file holding the rows of the files `footers` names (in that order), superseding
         them and `repeats`; False (nothing written) for fewer than two files."""
-        live = list(schemas)
+        live = list(footers)
         if len(live) < 2:
             return False
         # a repeat's rows are in the file it repeats: superseded with the inputs, its rows not read twice
@@ -538,10 +542,14 @@ class HistoryWriter:
         for name in live:
             if name.startswith("compact-"):
                 replaces |= replaced_names(directory / name)
+        schemas: list[pa.Schema] = []  # each once, in the order of the files (a day's 1,440 are one or two)
+        for footer in footers.values():
+            if not any(footer.schema.equals(s, check_metadata=True) for s in schemas):
+                schemas.append(footer.schema)
         target = TABLES.get(table)
         if target is None:
-            target = pa.unify_schemas([s.remove_metadata() for s in schemas.values()])
-        for f in (f for s in schemas.values() for f in s):  # columns from a newer writer survive the merge
+            target = pa.unify_schemas([s.remove_metadata() for s in schemas])
+        for f in (f for s in schemas for f in s):  # columns from a newer writer survive the merge
             if f.name not in target.names and f.name != "date":
                 target = target.append(f)
         target = target.with_metadata({"kmon.table": table, "kmon.history_schema_version": str(HISTORY_SCHEMA_VERSION),
@@ -551,19 +559,9 @@ class HistoryWriter:
         def write(f: Any) -> None:
             nonlocal rows
             with pq.ParquetWriter(f, target, compression=COMPRESSION) as w:
-                pending: list[pa.Table] = []
-                size = 0
-                for name in live:
-                    with pq.ParquetFile(directory / name) as source:
-                        for batch in source.iter_batches(batch_size=COMPACT_ROW_GROUP):
-                            pending.append(conform(batch, target))
-                            size += batch.num_rows
-                            rows += batch.num_rows
-                            if size >= COMPACT_ROW_GROUP:
-                                w.write_table(in_row_group_order(table, pa.concat_tables(pending)))
-                                pending, size = [], 0
-                if pending:
-                    w.write_table(in_row_group_order(table, pa.concat_tables(pending)))
+                for group in row_groups(footers, target, COMPACT_ROW_GROUP):
+                    w.write_table(in_row_group_order(table, group))
+                    rows += group.num_rows
 
         name = new_name("compact")
         publish_file(directory, name, write)
