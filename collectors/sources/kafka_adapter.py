@@ -291,8 +291,7 @@ class KafkaAdapter:
         """The Metadata answer to believe, and partition answers of other brokers to put in it
         (`metadata_epochs`). Where `md` shows partitions at an older leader epoch than already seen, its broker's
         cache lags: other brokers are asked in turn (`METADATA_ASKS` at most) until one answer is not behind. The
-        epochs seen are the
-        last poll's, or after a restart the loss ledger's watch (checkpointed)."""
+        epochs seen are the last poll's, or after a restart the loss ledger's watch (checkpointed)."""
         known: KnownEpochs = self._epochs or {k: (w.epoch, w.topic_id) for k, w in (watched or {}).items()}
         late = behind(md, known)
         if not late:
