@@ -65,6 +65,47 @@ def _unreadable(m: Monitor, t: float) -> PollResult:
     return r
 
 
+def _config(tmp_path: Path, name: str) -> MonitorConfig:
+    return monitor_config(tmp_path / f"state-{name}", history={"root": str(tmp_path / "history")},
+                          clusters=[{"name": "c", "bootstrap_servers": "127.0.0.1:1"}])
+
+
+def _a_writes(tmp_path: Path, polls: list[tuple[float, Callable[[Monitor, float], PollResult]]],
+              checkpoint: bool) -> None:
+    """Collector A's `polls` written to the root; A stops, its checkpoint (of its last poll) in B's state_dir or
+    not."""
+    a = Monitor(_config(tmp_path, "a"))
+    try:
+        writer = HistoryWriter(tmp_path / "history", exclusive=True, clusters=["c"])
+        for t, poll in polls:
+            writer.add(poll(a, t))
+        writer.close()
+        if checkpoint:
+            save_checkpoint(tmp_path / "state-b", a.pollers[0].checkpoint(polls[-1][0]))
+    finally:
+        a.close()
+
+
+def _b_takes_over(tmp_path: Path, now: float, polls: list[tuple[float, Callable[[Monitor, float], PollResult]]],
+                  checkpoint: bool) -> tuple[Monitor, list[PollResult]]:
+    """Collector B resumes from its state_dir (A's checkpoint or nothing), takes the root over, polls `polls` (each
+    through the history sink); B's monitor (closed) and results."""
+    cfg = _config(tmp_path, "b")
+    b = Monitor(cfg)
+    try:
+        (line,) = b.resume(tmp_path / "state-b", now)
+        assert line.startswith("c: resumed from checkpoint" if checkpoint else "c: starting fresh")
+        sink = HistorySink(cfg.history, exporter=None, monitor=b, clusters=["c"])
+        results = []
+        for t, poll in polls:
+            results.append(r := poll(b, t))
+            sink([r], t)
+        sink.close()
+    finally:
+        b.close()
+    return b, results
+
+
 def _takeover(tmp_path: Path, now: float, down: tuple[int, ...], first: Poll, checkpoint: bool
               ) -> tuple[list[PollResult], list[tuple[object, ...]], list[tuple[object, ...]]]:
     """A polls the cluster with `down` twice, writes the root and stops; B (A's checkpoint in its state_dir or
@@ -72,33 +113,14 @@ def _takeover(tmp_path: Path, now: float, down: tuple[int, ...], first: Poll, ch
     rows of the incident and alert events (times relative to `now`)."""
     root = tmp_path / "history"
 
-    def config(name: str) -> MonitorConfig:
-        return monitor_config(tmp_path / f"state-{name}", history={"root": str(root)},
-                              clusters=[{"name": "c", "bootstrap_servers": "127.0.0.1:1"}])
+    def broken(m: Monitor, t: float) -> PollResult:
+        return _poll(m.pollers[0], cluster(down=down), t)
 
-    a = Monitor(config("a"))
-    try:
-        writer = HistoryWriter(root, exclusive=True, clusters=["c"])
-        for t in (now - 300, now - 240):
-            writer.add(_poll(a.pollers[0], cluster(down=down), t))
-        writer.close()
-        if checkpoint:
-            save_checkpoint(tmp_path / "state-b", a.pollers[0].checkpoint(now - 240))
-    finally:
-        a.close()
-    cfg = config("b")
-    b = Monitor(cfg)
-    try:
-        (line,) = b.resume(tmp_path / "state-b", now)
-        assert line.startswith("c: resumed from checkpoint" if checkpoint else "c: starting fresh")
-        sink = HistorySink(cfg.history, exporter=None, monitor=b, clusters=["c"])
-        results = []
-        for t, poll in ((now - 120, first), (now - 60, lambda m, t: _poll(m.pollers[0], cluster(down=(3,)), t))):
-            results.append(r := poll(b, t))
-            sink([r], t)
-        sink.close()
-    finally:
-        b.close()
+    def broker_3_down(m: Monitor, t: float) -> PollResult:
+        return _poll(m.pollers[0], cluster(down=(3,)), t)
+
+    _a_writes(tmp_path, [(now - 300, broken), (now - 240, broken)], checkpoint)
+    _, results = _b_takes_over(tmp_path, now, [(now - 120, first), (now - 60, broker_3_down)], checkpoint)
     incidents = read_table(root, "incident_events").sort_values(["time", "event", "id"])
     alerts = read_table(root, "alert_events").sort_values(["time", "event", "rule", "subject"])
     return (results,
@@ -143,35 +165,15 @@ def test_a_loss_alert_stays_open_across_a_takeover(tmp_path: Path, checkpoint: b
     stays open `loss_alert_hold_s` after the loss, as after a restart with the checkpoint: before, B's memory of
     recent losses (the checkpoint's alone) was empty without one, and its first poll resolved the alert."""
     now = time.time()
-    root = tmp_path / "history"
 
-    def config(name: str) -> MonitorConfig:
-        return monitor_config(tmp_path / f"state-{name}", history={"root": str(root)},
-                              clusters=[{"name": "c", "bootstrap_servers": "127.0.0.1:1"}])
+    def healthy(m: Monitor, t: float) -> PollResult:
+        return _poll(m.pollers[0], cluster(), t)
 
-    a = Monitor(config("a"))
-    try:
-        writer = HistoryWriter(root, exclusive=True, clusters=["c"])
-        writer.add(_truncated(a, now - 240))
-        writer.add(_poll(a.pollers[0], cluster(), now - 180))
-        writer.close()
-        if checkpoint:
-            save_checkpoint(tmp_path / "state-b", a.pollers[0].checkpoint(now - 180))
-    finally:
-        a.close()
-    cfg = config("b")
-    b = Monitor(cfg)
-    try:
-        b.resume(tmp_path / "state-b", now)
-        sink = HistorySink(cfg.history, exporter=None, monitor=b, clusters=["c"])
-        r = _poll(b.pollers[0], cluster(), now - 120)
-        sink([r], now - 120)
-        sink.close()
-        assert [(x.kind, x.topic, x.partition, x.messages) for x in b.pollers[0].state.recent_losses] == [
-            (TRUNCATION, "t1", 2, 120)]  # recalled once, however many times it is found
-    finally:
-        b.close()
+    _a_writes(tmp_path, [(now - 240, _truncated), (now - 180, healthy)], checkpoint)
+    b, (r,) = _b_takes_over(tmp_path, now, [(now - 120, healthy)], checkpoint)
+    assert [(x.kind, x.topic, x.partition, x.messages) for x in b.pollers[0].state.recent_losses] == [
+        (TRUNCATION, "t1", 2, 120)]  # recalled once, however many times it is found
     (kept,) = [a for a in r.snapshot.alerts if a.rule == "data_truncated"]
     assert kept.subject == "t1-2" and kept.value == 120 and not r.resolved
-    events = read_table(root, "alert_events")
+    events = read_table(tmp_path / "history", "alert_events")
     assert list(events[events.rule == "data_truncated"].event) == ["open"]  # one episode, not resolved
