@@ -20,7 +20,7 @@ from typing import TypeAlias
 import yaml
 
 from collectors.model.records import ClusterSnapshot
-from collectors.model.vocabulary import SEVERITIES, STALE_SECTIONS, STALE_SUBJECT_KINDS
+from collectors.model.vocabulary import SEVERITIES, STALE_SECTIONS, STALE_SUBJECT_KINDS, partition_subject
 
 RUNBOOK = "docs/alerts.md"
 
@@ -193,7 +193,7 @@ def _stale_subjects(snap: ClusterSnapshot, section: str, kind: str) -> set[str] 
         return set(names)
     if own == "partition" and kind == "group":
         partitions = set(names)
-        return {gp.group_id for gp in snap.group_partitions if f"{gp.topic}-{gp.partition}" in partitions}
+        return {gp.group_id for gp in snap.group_partitions if partition_subject(gp.topic, gp.partition) in partitions}
     return None
 
 

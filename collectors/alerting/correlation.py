@@ -54,7 +54,14 @@ from collectors.alerting.catalogue import (
     RULES,
 )
 from collectors.model.records import AlertRecord, ClusterSnapshot, IncidentRecord, PartitionRecord
-from collectors.model.vocabulary import AT_MIN_ISR, INCIDENT_KINDS, OFFLINE, SEVERITY_RANK, UNDER_MIN_ISR
+from collectors.model.vocabulary import (
+    AT_MIN_ISR,
+    INCIDENT_KINDS,
+    OFFLINE,
+    SEVERITY_RANK,
+    UNDER_MIN_ISR,
+    partition_subject,
+)
 from collectors.model.wording import count_of, plural
 
 BROKER, CONSENSUS, TOPIC, GROUP, TRANSACTION, CLUSTER, MONITOR = INCIDENT_KINDS
@@ -165,7 +172,7 @@ def correlate(snap: ClusterSnapshot, alerts: Sequence[AlertRecord]) -> list[Caus
     for a in alerts:
         if a.rule not in RISK_RULES:
             by_rule[a.rule].append(a)
-    parts = {f"{p.topic}-{p.partition}": p for p in snap.partitions} if (
+    parts = {partition_subject(p.topic, p.partition): p for p in snap.partitions} if (
         any(r in by_rule for r in PARTITION_SYMPTOMS | TXN_PARTITION_RULES) or by_rule.keys() & BROKER_CAUSES) else {}
     measured = not PARTITION_SECTIONS & set(snap.stale_sections)
     causes: list[Cause] = []
@@ -223,7 +230,7 @@ def correlate(snap: ClusterSnapshot, alerts: Sequence[AlertRecord]) -> list[Caus
     if broker_cause is not None:  # only a broker outage can explain a group away
         for gp in snap.group_partitions:
             if gp.status != "OK":
-                bad_parts[gp.group_id].append(parts.get(f"{gp.topic}-{gp.partition}"))
+                bad_parts[gp.group_id].append(parts.get(partition_subject(gp.topic, gp.partition)))
     by_group: dict[str, list[AlertRecord]] = defaultdict(list)
     for rule, items in by_rule.items():
         if RULES.get(rule) is not None and RULES[rule].subject == "group":

@@ -40,6 +40,7 @@ from collectors.model.vocabulary import (
     ZK_TIMEOUT,
     ZK_UNREACHABLE,
     ZXID_REGRESSED,
+    partition_subject,
 )
 from collectors.model.wording import plural
 
@@ -85,10 +86,6 @@ CONTROLLER_MISMATCH_GRACE_S = 30.0
 Rule = Callable[[ClusterSnapshot, ClusterState, Held, Thresholds, float], Iterator[Candidate]]
 
 
-def _tp(topic: str, partition: int) -> str:
-    return f"{topic}-{partition}"
-
-
 def cluster_health(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now: float) -> Iterator[Candidate]:
     if not s.reachable:
         yield Candidate("cluster_unreachable", CRITICAL, s.cluster,
@@ -100,7 +97,7 @@ def cluster_health(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresho
 
 def partitions(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now: float) -> Iterator[Candidate]:
     for p in s.partitions:
-        subj = _tp(p.topic, p.partition)
+        subj = partition_subject(p.topic, p.partition)
         isr, rf, mi = len(p.isr), p.replication_factor, p.min_insync_replicas
         cls = p.partition_class
         if cls == OFFLINE:
@@ -212,7 +209,7 @@ def groups(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now
             skipped = sum((p.log_start_offset or 0) - (p.committed_offset or 0) for p in lost)
             yield Candidate("retention_data_loss", CRITICAL, g.group_id,
                             f"group {g.group_id}: retention deleted {plural(skipped, 'unread message')} on "
-                            f"{', '.join(_tp(p.topic, p.partition) for p in lost[:5])}"
+                            f"{', '.join(partition_subject(p.topic, p.partition) for p in lost[:5])}"
                             f"{' …' if len(lost) > 5 else ''}", float(skipped))
         def horizon(p: GroupPartitionRecord, g: GroupRecord = g) -> float:
             if g.retention_risk_s is not None:
@@ -251,14 +248,15 @@ def transactions(s: ClusterSnapshot, st: ClusterState, held: Held, th: Threshold
                                 f"{th.producer_epoch_window_s:.0f}s (now {t.producer_epoch})", float(bumps))
     for p in s.producers:
         if p.hanging:
-            yield Candidate("hanging_transaction", CRITICAL, _tp(p.topic, p.partition),
-                            f"{_tp(p.topic, p.partition)}: producer {p.producer_id} has a transaction open since "
+            subj = partition_subject(p.topic, p.partition)
+            yield Candidate("hanging_transaction", CRITICAL, subj,
+                            f"{subj}: producer {p.producer_id} has a transaction open since "
                             f"offset {p.txn_start_offset} that no coordinator knows (LSO held back)")
     for part in s.partitions:
         gap = part.lso_gap
         if gap is not None and gap > th.lso_gap_messages:
-            yield Candidate("lso_gap", WARNING, _tp(part.topic, part.partition),
-                            f"{_tp(part.topic, part.partition)}: LSO {gap} messages behind the high watermark",
+            subj = partition_subject(part.topic, part.partition)
+            yield Candidate("lso_gap", WARNING, subj, f"{subj}: LSO {gap} messages behind the high watermark",
                             float(gap))
 
 

@@ -326,7 +326,7 @@ class LossRecord:
     @property
     def subject(self) -> str:
         if self.topic is not None and self.partition is not None:
-            return f"{self.topic}-{self.partition}"
+            return V.partition_subject(self.topic, self.partition)
         return self.group_id or self.transactional_id or self.server or self.topic or self.cluster
 
 

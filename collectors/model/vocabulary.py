@@ -127,6 +127,14 @@ STALE_SUBJECT_KINDS: Final = {"groups": "group", "offsets": "partition", "transa
 ListOffsets timed out), and what those subjects are: a group id, a partition as ``topic-partition``, a
 transactional id, a topic: the alert subjects of the same names. A failure that names them keeps the open alerts
 of those subjects only (the snapshot's ``stale_subjects``); one that does not, the whole section's."""
+
+
+def partition_subject(topic: str, partition: int) -> str:
+    """A partition as an alert subject (and a stale subject, `STALE_SUBJECT_KINDS`): ``orders-3``, as Kafka's tools
+    name it. One spelling, so that what a failure names matches the alerts it keeps."""
+    return f"{topic}-{partition}"
+
+
 STALE_POLLS: Final = 3
 """Poll intervals without a new poll after which a cluster's data is stale: the dashboard marks it STALE, and the
 weekly report says its polls stopped (`spark_analytics.weekly_report.stopped_polls_note`)."""

@@ -46,6 +46,7 @@ from collectors.model.vocabulary import (
     OK,
     PARTITION_STATUS_RANK,
     SEVERITIES,
+    partition_subject,
 )
 from collectors.outputs.api import API_PREFIX, JsonApi
 
@@ -491,7 +492,7 @@ def _partition_exceptions(s: ClusterSnapshot, alerted: set[str], hanging: set[tu
     return {(p.topic, p.partition) for p in s.partitions
             if p.partition_class != HEALTHY or p.at_min_isr or p.zk_isr_mismatch
             or (p.topic, p.partition) in hanging or (c, p.topic, p.partition) in isr_recent
-            or (alerted and f"{p.topic}-{p.partition}" in alerted)}
+            or (alerted and partition_subject(p.topic, p.partition) in alerted)}
 
 
 def _group_exceptions(s: ClusterSnapshot, alerted: set[str]) -> set[str]:

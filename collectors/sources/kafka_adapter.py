@@ -53,6 +53,7 @@ from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 from collectors.model.loss import EpochQuestion, EpochWatch, epoch_questions
 from collectors.model.observations import KafkaObservation, Owner, PartitionMeta, QuorumReplica
 from collectors.model.patterns import TopicFilter
+from collectors.model.vocabulary import partition_subject
 from collectors.model.wording import plural
 from collectors.sources.limiter import RequestLimiter
 from collectors.sources.metadata_epochs import KnownEpochs, behind, newest, topic_id
@@ -346,7 +347,7 @@ class KafkaAdapter:
                     asked_of = self._offset_requests.pop((node, kind), ((), None))[0]
                     obs.unreachable_brokers.add(node)
                     obs.fail("offsets", f"ListOffsets to broker {node} failed: {type(out.error).__name__}",
-                             subjects=[f"{t}-{p}" for t, p in asked_of])
+                             subjects=[partition_subject(t, p) for t, p in asked_of])
                     continue
                 for t in out.response.topics:
                     for p in t.partitions:
@@ -355,9 +356,8 @@ class KafkaAdapter:
                             if kind == "latest" and (getattr(p, "leader_epoch", -1) or -1) >= 0:
                                 obs.high_watermark_epoch[(t.name, p.partition_index)] = p.leader_epoch
                         elif p.error_code:
-                            obs.fail("offsets", f"ListOffsets {t.name}-{p.partition_index}: "
-                                                f"{error_name(p.error_code)}",
-                                     subjects=[f"{t.name}-{p.partition_index}"])
+                            subj = partition_subject(t.name, p.partition_index)
+                            obs.fail("offsets", f"ListOffsets {subj}: {error_name(p.error_code)}", subjects=[subj])
             elif kind == "txn_list":
                 if not out.ok or out.response.error_code:
                     why = type(out.error).__name__ if not out.ok else error_name(out.response.error_code)
@@ -573,7 +573,7 @@ class KafkaAdapter:
                     topics[t].append(p)
                 requests.append((leader, DescribeProducersRequest(
                     topics=[TR(name=t, partition_indexes=ps) for t, ps in topics.items()])))
-                asked.append([f"{t}-{p}" for t, p in chunk])
+                asked.append([partition_subject(t, p) for t, p in chunk])
         for parts, out in zip(asked, kp.send_many(requests), strict=True):
             if not out.ok:
                 obs.fail("producers", f"DescribeProducers to broker {out.node_id} failed: {type(out.error).__name__}",
@@ -582,8 +582,8 @@ class KafkaAdapter:
             for t in out.response.topics:
                 for p in t.partitions:
                     if p.error_code:
-                        obs.fail("producers", f"DescribeProducers {t.name}-{p.partition_index}: "
-                                              f"{error_name(p.error_code)}", subjects=[f"{t.name}-{p.partition_index}"])
+                        subj = partition_subject(t.name, p.partition_index)
+                        obs.fail("producers", f"DescribeProducers {subj}: {error_name(p.error_code)}", subjects=[subj])
                         continue
                     obs.producers[(t.name, p.partition_index)] = [
                         {"producer_id": s.producer_id, "producer_epoch": s.producer_epoch,
