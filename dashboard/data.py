@@ -33,7 +33,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 import pyarrow as pa
@@ -89,17 +89,22 @@ def _float(v: str | None, default: float | None) -> float | None:
 # ----- latest state
 
 
-def _signature(files: Iterable[os.DirEntry[str] | Path]) -> tuple[tuple[str, int, int], ...]:
-    """(name, mtime_ns, size) of each file still there: a cache key that changes whenever one is written,
-    replaced or removed (a file removed between the listing and the stat is simply left out)."""
-    out = []
+F = TypeVar("F", bound="os.DirEntry[str] | Path")
+
+
+def _stats(files: Iterable[F]) -> Iterator[tuple[F, os.stat_result]]:
+    """Each file still there with its stat: one removed between the listing and the stat is simply left out."""
     for f in files:
         try:
-            stt = f.stat()
+            yield f, f.stat()
         except FileNotFoundError:
             continue
-        out.append((f.name, stt.st_mtime_ns, stt.st_size))
-    return tuple(out)
+
+
+def _signature(files: Iterable[os.DirEntry[str] | Path]) -> tuple[tuple[str, int, int], ...]:
+    """(name, mtime_ns, size) of each file still there: a cache key that changes whenever one is written,
+    replaced or removed."""
+    return tuple((f.name, stt.st_mtime_ns, stt.st_size) for f, stt in _stats(files))
 
 
 def state_signature(state_dir: Path) -> tuple[tuple[str, int, int], ...]:
@@ -181,15 +186,8 @@ _bounds = hist_files._Recent(65_536)  # (least, greatest) time of a file by its 
 
 def _file_keys(files: Iterable[Path]) -> tuple[FileKey, ...]:
     """(path, inode, size, mtime_ns) of each file still there (`hist_reader.FileKey`): changes whenever one is
-    written, replaced or removed, and keys what was read of it (a file removed since the listing is left out)."""
-    out = []
-    for f in files:
-        try:
-            stt = f.stat()
-        except FileNotFoundError:
-            continue
-        out.append((str(f), stt.st_ino, stt.st_size, stt.st_mtime_ns))
-    return tuple(out)
+    written, replaced or removed, and keys what was read of it."""
+    return tuple((str(f), stt.st_ino, stt.st_size, stt.st_mtime_ns) for f, stt in _stats(files))
 
 
 def _listed(root: Path, table: str, start: float | None, end: float | None) -> tuple[tuple[FileKey, ...], str]:
