@@ -18,7 +18,7 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -103,18 +103,25 @@ def take_store(store: Store, wait_s: float) -> WriterLease | None:
     the run that waited does only what the other left. Raises OSError when the lock file cannot be created
     (a read-only store)."""
     lease = WriterLease(store.root, writer="roll-up run")
+    taken = _wait_to_take(lease.acquire, wait_s,
+                          lambda: f"rollup: {holders(store.root)} {store.root}; waiting for it (up to {wait_s:g} s)")
+    return lease if taken else None
+
+
+def _wait_to_take(acquire: Callable[[], bool], wait_s: float, waiting: Callable[[], str]) -> bool:
+    """Try `acquire` every second for up to `wait_s`, saying `waiting()` once on stderr if it has to wait; whether it
+    was taken."""
     deadline = time.monotonic() + wait_s
     told = False
-    while not lease.acquire():
+    while not acquire():
         left = deadline - time.monotonic()
         if left <= 0:
-            return None
+            return False
         if not told:
-            print(f"rollup: {holders(store.root)} {store.root}; waiting for it (up to {wait_s:g} s)", file=sys.stderr,
-                  flush=True)
+            print(waiting(), file=sys.stderr, flush=True)
             told = True
         time.sleep(min(1.0, left))
-    return lease
+    return True
 
 
 def holders(root: Path, still: bool = False) -> str:
@@ -140,21 +147,12 @@ def reading_store(rollups: str | None, wait_s: float | None, updated: bool = Fal
         wait_s = 0.0 if updated else READ_WAIT_S
     root = Store.at(rollups).root
     lease = ReaderLease(root)
-    deadline = time.monotonic() + wait_s
-    told = False
     try:
-        while not lease.acquire():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                print(f"{prog}: a roll-up run ({read_holder(root).describe()}) is still writing {root} after "
-                      f"{wait_s:g} s; reading the store as it stands (the days it is writing are computed from the "
-                      "history)", file=sys.stderr, flush=True)
-                break
-            if not told:
-                print(f"{prog}: a roll-up run ({read_holder(root).describe()}) is writing {root}; waiting for it (up "
-                      f"to {wait_s:g} s)", file=sys.stderr, flush=True)
-                told = True
-            time.sleep(min(1.0, left))
+        if not _wait_to_take(lease.acquire, wait_s, lambda: f"{prog}: a roll-up run ({read_holder(root).describe()}) "
+                             f"is writing {root}; waiting for it (up to {wait_s:g} s)"):
+            print(f"{prog}: a roll-up run ({read_holder(root).describe()}) is still writing {root} after "
+                  f"{wait_s:g} s; reading the store as it stands (the days it is writing are computed from the "
+                  "history)", file=sys.stderr, flush=True)
     except OSError as e:  # the lease file could not be opened or locked: read as before the lease
         print(f"{prog}: {root}: the store's lease cannot be taken ({e.strerror or e}); reading it without",
               file=sys.stderr)
