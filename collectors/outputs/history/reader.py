@@ -150,15 +150,23 @@ def _read_group(files: Sequence[Path], file_schema: pa.Schema, table_dir: Path, 
                          partition_base_dir=str(table_dir))
     if not stamped:
         return dataset.to_table(columns=wanted, filter=expr)
-    exact = start is not None or end is not None
-    read = [*wanted, "time"] if exact and "time" not in wanted else wanted
-    result = to_seconds(dataset.to_table(columns=read, filter=expr))
-    if exact:
-        t = result.column("time")
-        keep = _all_of([pc.greater_equal(t, start) if start is not None else None,
-                        pc.less(t, end) if end is not None else None], pc.and_)
-        result = result.filter(keep).select(wanted)
-    return result
+    result = to_seconds(dataset.to_table(columns=_with_time(wanted, start, end), filter=expr))
+    return _in_window(result, start, end).select(wanted)
+
+
+def _with_time(wanted: Sequence[str], start: float | None, end: float | None) -> list[str]:
+    """The columns to read for `wanted` in [start, end): ``time`` too when there is a window to cut on it."""
+    window = start is not None or end is not None
+    return [*wanted, "time"] if window and "time" not in wanted else list(wanted)
+
+
+def _in_window(table: pa.Table, start: float | None, end: float | None) -> pa.Table:
+    """The rows of `table` (times in float seconds) in [start, end), exactly; all of them without a window."""
+    if start is None and end is None:
+        return table
+    t = table.column("time")
+    return table.filter(_all_of([pc.greater_equal(t, start) if start is not None else None,
+                                 pc.less(t, end) if end is not None else None], pc.and_))
 
 
 FileKey = tuple[str, int, int, int]
@@ -194,8 +202,7 @@ def read_arrow_pieces(root: Path, table: str, files: Sequence[FileKey], start: f
     and leaves damaged files out."""
     full = _with_date(TABLES[table])
     wanted = _wanted(table, full, columns)
-    window = start is not None or end is not None
-    read = (*wanted, "time") if window and "time" not in wanted else tuple(wanted)
+    read = tuple(_with_time(wanted, start, end))
     edges = {f"{DATE_PREFIX}{utc_date(t).isoformat()}" for t in (start, end) if t is not None}
     order: list[FileKey] = []
     held: dict[FileKey, pa.Table] = {}
@@ -215,11 +222,7 @@ def read_arrow_pieces(root: Path, table: str, files: Sequence[FileKey], start: f
     if not order:
         return seconds_schema(full).empty_table().select(wanted)
     result = pa.concat_tables([held[k] for k in order])
-    if window:
-        t = result.column("time")
-        result = result.filter(_all_of([pc.greater_equal(t, start) if start is not None else None,
-                                        pc.less(t, end) if end is not None else None], pc.and_))
-    result = result.select(wanted)
+    result = _in_window(result, start, end).select(wanted)
     if "time" in wanted and result.num_rows:
         result = result.sort_by("time")
     return result
