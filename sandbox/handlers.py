@@ -64,13 +64,15 @@ def partition_metadata(p: Partition, unavailable: set[int]) -> dict[str, Any]:
 
 def metadata_answer(c: Cluster, wanted: list[str] | None = None) -> dict[str, Any]:
     """A Metadata answer (of `wanted` topics; None: all) as the controller sees the cluster now. Also what a broker
-    whose metadata cache stops following the controller keeps answering (`Cluster.lag_metadata`)."""
+    whose metadata cache stops following the controller keeps answering (`Cluster.lag_metadata`). A topic of
+    `Cluster.topic_errors` answers its error code and no partitions."""
     topics = []
     unavailable = {i for i, b in c.brokers.items() if not b.registered}
     for name in list(c.topics) if wanted is None else wanted:
         t = c.topics.get(name)
-        if t is None:
-            topics.append({"error_code": UNKNOWN_TOPIC_OR_PARTITION, "name": name, "partitions": []})
+        if t is None or name in c.topic_errors:
+            topics.append({"error_code": c.topic_errors.get(name, UNKNOWN_TOPIC_OR_PARTITION), "name": name,
+                           "partitions": []})
             continue
         topics.append({
             "error_code": NONE, "name": t.name, "topic_id": t.topic_id, "is_internal": t.internal,

@@ -224,6 +224,9 @@ class Topology:
         # __consumer_offsets partitions their coordinator is still loading (after it took them over): the groups
         # they hold answer COORDINATOR_LOAD_IN_PROGRESS, the coordinator's other groups answer as usual
         self.loading_offsets: set[int] = set()
+        # topic → the error code its Metadata answer carries instead of its partitions (UNKNOWN_TOPIC_OR_PARTITION
+        # while it is being deleted, TOPIC_AUTHORIZATION_FAILED); the topic itself goes on as before
+        self.topic_errors: dict[str, int] = {}
         self.events: deque[tuple[int, float, str]] = deque(maxlen=1000)  # (sequence, time, what)
         self.event_seq = 0
 

@@ -20,7 +20,13 @@ from typing import TypeAlias
 import yaml
 
 from collectors.model.records import ClusterSnapshot
-from collectors.model.vocabulary import SEVERITIES, STALE_SECTIONS, STALE_SUBJECT_KINDS, partition_subject
+from collectors.model.vocabulary import (
+    SEVERITIES,
+    STALE_SECTIONS,
+    STALE_SUBJECT_KINDS,
+    partition_of,
+    partition_subject,
+)
 
 RUNBOOK = "docs/alerts.md"
 
@@ -147,9 +153,27 @@ def kept_when_stale(sections: list[str] | set[str] | frozenset[str]) -> frozense
     return frozenset(r.name for r in CATALOGUE if r.keep_when_stale & stale)
 
 
-Kept: TypeAlias = Mapping[str, frozenset[str] | None]
+@dataclass(frozen=True, slots=True)
+class Subjects:
+    """Some subjects of a rule: `names`, and every partition of the topics `partitions_of`. The partitions of a topic
+    whose Metadata answered an error are kept so: this poll has none of them, so they cannot be listed (nor their
+    number known), and a subject is read back instead (`vocabulary.partition_of`). Answers ``in`` as a frozenset
+    does, which is all a `Kept` entry is asked."""
+
+    names: frozenset[str] = frozenset()
+    partitions_of: frozenset[str] = frozenset()
+
+    def __contains__(self, subject: object) -> bool:
+        if subject in self.names:
+            return True
+        partition = partition_of(subject) if isinstance(subject, str) and self.partitions_of else None
+        return partition is not None and partition[0] in self.partitions_of
+
+
+Kept: TypeAlias = Mapping[str, frozenset[str] | Subjects | None]
 """The open alerts a poll keeps rather than resolves on missing evidence: rule -> the subjects whose alerts are
-kept, None for every subject of the rule. A rule not in it keeps nothing."""
+kept (a frozenset where all are named; `Subjects` where the partitions of some topics are kept too), None for every
+subject of the rule. A rule not in it keeps nothing."""
 
 
 def kept_over_stale(snap: ClusterSnapshot) -> Kept:
@@ -157,43 +181,55 @@ def kept_over_stale(snap: ClusterSnapshot) -> Kept:
 
     A section stale as a whole keeps every alert of the rules that depend on it, as `kept_when_stale` does. A
     section whose failures named the subjects they concern (`ClusterSnapshot.stale_subjects`: one group's
-    OffsetFetch refused) keeps those subjects' alerts only, and the others resolve as usual: otherwise one group
-    denied by an ACL holds every group's alerts open for as long as it lasts. Where the section's subjects are not
-    the rule's (`STALE_SUBJECT_KINDS`), the groups reading a partition stand for the partition; any other kind
+    OffsetFetch refused, one topic's Metadata in error) keeps those subjects' alerts only, and the others resolve as
+    usual: otherwise one group denied by an ACL holds every group's alerts open for as long as it lasts, and one
+    topic being deleted every partition's. Where the section's subjects are not the rule's (`STALE_SUBJECT_KINDS`),
+    the groups reading a partition or a topic stand for it, and a topic's partitions for the topic; any other kind
     cannot say which of the rule's subjects it concerns, and keeps them all."""
     stale = set(snap.stale_sections)
-    out: dict[str, frozenset[str] | None] = {}
-    named: dict[tuple[str, str], set[str] | None] = {}  # (section, subject kind): the same for several rules
+    out: dict[str, frozenset[str] | Subjects | None] = {}
+    named: dict[tuple[str, str], Subjects | None] = {}  # (section, subject kind): the same for several rules
     for r in CATALOGUE:
         sections = r.keep_when_stale & stale
         if not sections:
             continue
-        subjects: set[str] = set()
+        names: set[str] = set()
+        topics: set[str] = set()
         for section in sections:
             key = (section, r.subject)
             if key not in named:
                 named[key] = _stale_subjects(snap, section, r.subject)
-            if named[key] is None:
+            got = named[key]
+            if got is None:
                 out[r.name] = None
                 break
-            subjects |= named[key] or set()
+            names |= got.names
+            topics |= got.partitions_of
         else:
-            if subjects:
-                out[r.name] = frozenset(subjects)
+            if topics:
+                out[r.name] = Subjects(frozenset(names), frozenset(topics))
+            elif names:
+                out[r.name] = frozenset(names)
     return out
 
 
-def _stale_subjects(snap: ClusterSnapshot, section: str, kind: str) -> set[str] | None:
-    """The subjects of `kind` that the failures of stale `section` concern; None: all of them."""
+def _stale_subjects(snap: ClusterSnapshot, section: str, kind: str) -> Subjects | None:
+    """The subjects of `kind` that the failures of stale `section` concern (named, or the partitions of topics);
+    None: all of them."""
     names = snap.stale_subjects.get(section)
     own = STALE_SUBJECT_KINDS.get(section)
     if not names or own is None:
         return None
     if own == kind:
-        return set(names)
-    if own == "partition" and kind == "group":
-        partitions = set(names)
-        return {gp.group_id for gp in snap.group_partitions if partition_subject(gp.topic, gp.partition) in partitions}
+        return Subjects(frozenset(names))
+    if own == "topic" and kind == "partition":
+        return Subjects(partitions_of=frozenset(names))
+    if kind == "group" and own in ("partition", "topic"):
+        stale = set(names)
+        if own == "topic":
+            return Subjects(frozenset(gp.group_id for gp in snap.group_partitions if gp.topic in stale))
+        return Subjects(frozenset(gp.group_id for gp in snap.group_partitions
+                                  if partition_subject(gp.topic, gp.partition) in stale))
     return None
 
 

@@ -55,6 +55,7 @@ from collectors.model.vocabulary import (
     OPEN_TXN_STATES,
     STALL,
     STOP,
+    partition_of,
 )
 
 NO_POLICIES = Policies()
@@ -104,12 +105,16 @@ def build_snapshot(name: str, obs: KafkaObservation, zk: ZkObservation | None, s
     _losses(snap, obs, state, now)
     snap.stale = bool(snap.stale_sections)
     # What could not be read this poll is not gone: its memory (commit windows, epoch watches, ledger marks)
-    # is kept until a complete poll says it no longer exists.
-    stale = set(snap.stale_sections)
-    state.prune(None if "partitions" in stale else {(p.topic, p.partition) for p in snap.partitions},
-                None if stale & {"groups", "offsets"} else
+    # is kept until a complete poll says it no longer exists. A section stale for some subjects only (one topic's
+    # Metadata in error) keeps theirs, and the rest is pruned.
+    unread = snap.stale_subjects
+    whole = set(snap.stale_sections) - set(unread)
+    state.prune(None if "partitions" in whole else {(p.topic, p.partition) for p in snap.partitions},
+                None if whole & {"groups", "offsets"} else
                 {(g.group_id, g.topic, g.partition) for g in snap.group_partitions},
-                None if "groups" in stale else {g.group_id for g in snap.groups})
+                None if "groups" in whole else {g.group_id for g in snap.groups},
+                unread_topics=unread.get("partitions", ()), unread_groups=unread.get("groups", ()),
+                unread_partitions=[p for p in map(partition_of, unread.get("offsets", ())) if p is not None])
     state.polls += 1
     state.last_good = now
     return snap

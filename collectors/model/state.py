@@ -10,6 +10,7 @@ kept alerting on deleted groups until a restart; we forget them).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from collectors.model.activity import GroupLife
@@ -69,16 +70,29 @@ class ClusterState:
         return w
 
     def prune(self, partitions: set[tuple[str, int]] | None,
-              group_partitions: set[tuple[str, str, int]] | None, groups: set[str] | None = None) -> None:
-        """Forget what no longer exists (None: that part of the poll was incomplete, forget nothing of it)."""
-        if groups is not None and any(g not in groups for g in self.group_life):
-            for g in [g for g in self.group_life if g not in groups]:
+              group_partitions: set[tuple[str, str, int]] | None, groups: set[str] | None = None, *,
+              unread_topics: Collection[str] = (), unread_groups: Collection[str] = (),
+              unread_partitions: Collection[tuple[str, int]] = ()) -> None:
+        """Forget what no longer exists (None: that part of the poll was incomplete, forget nothing of it).
+
+        The unread subjects are those this poll could not read although the rest of their section was read (the
+        snapshot's ``stale_subjects``: a topic whose Metadata answered an error, a group whose OffsetFetch was
+        refused, a partition whose leader's ListOffsets failed): missing from the sets, but not gone, so their memory
+        is kept (of a topic, its partitions' and the group partitions on it) while the rest is pruned. Forgetting
+        nothing of a section stale in part instead would keep every deleted topic's and group's memory for as long
+        as one topic is being deleted or one group is denied."""
+        topics, gids, parts = set(unread_topics), set(unread_groups), set(unread_partitions)
+        if groups is not None and any(g not in groups and g not in gids for g in self.group_life):
+            for g in [g for g in self.group_life if g not in groups and g not in gids]:
                 del self.group_life[g]
         for d, keep in ((self.hw_history, partitions), (self.partition_view, partitions),
-                        (self.isr_changes, partitions), (self.epoch_watch, partitions),
-                        (self.commit_windows, group_partitions), (self.group_marks, group_partitions)):
-            if keep is None:
-                continue
-            if len(d) > len(keep) or any(k not in keep for k in d):
-                for k in [k for k in d if k not in keep]:
+                        (self.isr_changes, partitions), (self.epoch_watch, partitions)):
+            if keep is not None and (len(d) > len(keep) or any(k not in keep for k in d)):
+                for k in [k for k in d if k not in keep and k[0] not in topics]:
                     del d[k]
+        for gd in (self.commit_windows, self.group_marks):
+            if group_partitions is not None and (len(gd) > len(group_partitions)
+                                                 or any(k not in group_partitions for k in gd)):
+                for k in [k for k in gd if k not in group_partitions and k[0] not in gids
+                          and k[1] not in topics and (k[1], k[2]) not in parts]:
+                    del gd[k]

@@ -121,18 +121,30 @@ STALE_SECTIONS: Final = ("cluster", "partitions", "offsets", "groups", "transact
                          "znodes", "zookeeper", "quorum")
 """Parts of a poll that can fail on their own; a failed one is listed in the snapshot's ``stale_sections``
 (``cluster``: nothing answered at all)."""
-STALE_SUBJECT_KINDS: Final = {"groups": "group", "offsets": "partition", "transactions": "transactional_id",
-                              "producers": "partition", "configs": "topic"}
-"""The sections a failure can leave stale for some subjects only (one group's OffsetFetch refused, one leader's
-ListOffsets timed out), and what those subjects are: a group id, a partition as ``topic-partition``, a
-transactional id, a topic: the alert subjects of the same names. A failure that names them keeps the open alerts
-of those subjects only (the snapshot's ``stale_subjects``); one that does not, the whole section's."""
+STALE_SUBJECT_KINDS: Final = {"partitions": "topic", "groups": "group", "offsets": "partition",
+                              "transactions": "transactional_id", "producers": "partition", "configs": "topic"}
+"""The sections a failure can leave stale for some subjects only (one topic's Metadata answered an error, one
+group's OffsetFetch refused, one leader's ListOffsets timed out), and what those subjects are: a topic, a group id, a
+partition as ``topic-partition``, a transactional id: the alert subjects of the same names. A failure that names
+them keeps the open alerts of those subjects only (the snapshot's ``stale_subjects``; a stale topic keeps its
+partitions' alerts, `catalogue.kept_over_stale`); one that does not, the whole section's."""
 
 
 def partition_subject(topic: str, partition: int) -> str:
     """A partition as an alert subject (and a stale subject, `STALE_SUBJECT_KINDS`): ``orders-3``, as Kafka's tools
     name it. One spelling, so that what a failure names matches the alerts it keeps."""
     return f"{topic}-{partition}"
+
+
+def partition_of(subject: str) -> tuple[str, int] | None:
+    """The topic and partition a partition subject names (`partition_subject` read back); None for a subject that
+    is no partition's (no ``-`` followed by digits at its end). Unambiguous although topics have dashes of their own:
+    the partition number is always the last part, so ``my-topic-12`` is (``my-topic``, 12). Lets a stale topic whose
+    partitions this poll could not list (`STALE_SUBJECT_KINDS`) still say which open alerts are its partitions'."""
+    topic, dash, number = subject.rpartition("-")
+    if not (dash and topic and number.isascii() and number.isdigit()):
+        return None
+    return topic, int(number)
 
 
 STALE_POLLS: Final = 3

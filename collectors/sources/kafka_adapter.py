@@ -256,7 +256,11 @@ class KafkaAdapter:
         holders: set[int] | None = set()
         for t in md.topics:
             if t.error_code not in (0, 5):
-                obs.fail("partitions", f"metadata for topic {t.name}: {error_name(t.error_code)}")
+                # One topic's error (UNKNOWN_TOPIC_OR_PARTITION while it is being deleted, TOPIC_AUTHORIZATION_FAILED)
+                # leaves that topic's partitions unread, not the others': only its alerts are kept (a topic known by
+                # no name cannot be told apart: all of them are).
+                obs.fail("partitions", f"metadata for topic {t.name}: {error_name(t.error_code)}",
+                         subjects=[t.name] if t.name else None)
                 holders = None  # that topic's replicas are unknown
                 continue
             parts = [patches.get((t.name, p.partition_index), p) for p in t.partitions] if patches else t.partitions

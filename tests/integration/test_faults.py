@@ -93,6 +93,32 @@ def test_one_loading_offsets_partition_keeps_only_its_groups_alerts(sb: Sandbox,
     poll_until(poller, sb, lambda r: not ({"data_stale", "consumer_lag_status"} & rules_of(r)), timeout=60)
 
 
+def test_a_topic_whose_metadata_fails_keeps_only_its_partitions_alerts(sb: Sandbox) -> None:
+    """While a topic is being deleted its Metadata answers UNKNOWN_TOPIC_OR_PARTITION. Its partitions' alerts are
+    kept (single-0 stays offline for all we know); every other topic's are judged: before, the whole partitions
+    section was stale and orders-0, back in sync, stayed under-replicated for as long as the deletion lasted."""
+    p = make_poller(sb, under_replicated_grace_s=0)
+    try:
+        poll_until(p, sb, lambda r: not r.snapshot.alerts, timeout=30)
+        sb.call(lambda c: (c.fail_partition("single", 0), c.stall_followers("orders", 0)))
+        poll_until(p, sb, lambda r: alert(r, "offline_partition", "single-0") is not None
+                   and alert(r, "under_replicated", "orders-0") is not None, timeout=30)
+        sb.call(lambda c: (c.topic_errors.update(single=3), c.stall_followers("orders", 0, False)))
+        r = poll_until(p, sb, lambda r: alert(r, "under_replicated", "orders-0") is None, timeout=30)
+        assert r.snapshot.stale_subjects == {"partitions": ["single"]}, r.snapshot.stale_sections
+        assert any("UNKNOWN_TOPIC_OR_PARTITION" in e for e in r.snapshot.errors), r.snapshot.errors
+        assert alert(r, "offline_partition", "single-0") is not None  # no evidence either way: kept
+        assert alert(r, "data_stale") is not None
+    finally:
+        sb.call(lambda c: (c.topic_errors.clear(), c.recover_partition("single", 0),
+                           c.stall_followers("orders", 0, False)))
+    try:
+        poll_until(p, sb, lambda r: not ({"data_stale", "offline_partition", "under_replicated", "under_min_isr"}
+                                         & rules_of(r)), timeout=30)
+    finally:
+        p.close()
+
+
 def test_all_brokers_down_then_back(sb: Sandbox, poller: ClusterPoller) -> None:
     sb.call(lambda c: [c.crash_broker(i) for i in (1, 2, 3)])
     try:
