@@ -5,10 +5,12 @@
 
 The snapshot is built from a synthetic observation (bench/synthetic.py: RF 3, about 2 % of partitions
 under-replicated, 0.1 % offline), then copied as a healthy cluster (every ISR full, every leader present, no
-open transaction holding the LSO back). For each granularity it prints the series count, the body size, the
+open transaction holding the LSO back), and as that cluster with one broker down (a tenth of the partitions
+under-replicated, an alert each). For each granularity it prints the series count, the body size, the
 build time once per poll (`MetricsEndpoint.refresh`) and the time of one scrape over HTTP on loopback, plain
 and gzip (what Prometheus asks for), through the real server. ``partition`` is the old default (every
 per-partition series); before this change a scrape also re-rendered the body whenever it was older than 5 s.
+``exceptions, no limit`` is ``exceptions`` before `exporter.exceptions_limit` (`collectors.outputs.exceptions`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ import time
 import urllib.request
 
 from bench.common import median_of, size_of, size_parser, timed, warmed
-from collectors.model.records import ClusterSnapshot
+from collectors.model.records import AlertRecord, ClusterSnapshot
+from collectors.model.vocabulary import partition_subject
+from collectors.outputs.exceptions import DEFAULT_LIMIT
 from collectors.outputs.exporter import GRANULARITIES, MetricsEndpoint, MetricsServer
 
 
@@ -35,6 +39,26 @@ def healthy(snap: ClusterSnapshot) -> ClusterSnapshot:
         t.under_replicated = t.under_min_isr = t.at_min_isr = t.offline = 0
     out.producers = []
     out.alerts = []
+    return out
+
+
+def broker_down(snap: ClusterSnapshot, broker: int = 1) -> ClusterSnapshot:
+    """The healthy cluster with one broker down: out of every ISR, its leaderships moved to the next ISR member,
+    and one open under_replicated alert per partition it held, as the monitor has them (one incident pages)."""
+    out = healthy(snap)
+    hit: dict[str, int] = {}
+    for p in out.partitions:
+        if broker in p.replicas:
+            p.isr = [r for r in p.isr if r != broker]
+            if p.leader == broker:
+                p.leader = p.isr[0] if p.isr else -1
+            hit[p.topic] = hit.get(p.topic, 0) + 1
+            out.alerts.append(AlertRecord("under_replicated", "warning", out.cluster,
+                                          partition_subject(p.topic, p.partition), "x", out.time, out.time))
+    for t in out.topics:
+        t.under_replicated = hit.get(t.topic, 0)
+    for b in out.brokers:
+        b.alive = b.alive and b.broker_id != broker
     return out
 
 
@@ -63,9 +87,15 @@ def main() -> None:
     print("| cluster | granularity | series | per partition | body MB | gzip MB | build per poll | scrape | "
           "scrape gzip |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for name, snap in (("healthy", ok), ("broken", broken)):
-        for granularity in GRANULARITIES:
-            ep = MetricsEndpoint(granularity=granularity)
+    down = broker_down(broken)
+    print(f"broker down: {sum(p.under_replicated for p in down.partitions):,} partitions under-replicated, "
+          f"{len(down.alerts):,} open alerts; exceptions cut at exporter.exceptions_limit {DEFAULT_LIMIT:,}, "
+          "'exceptions, no limit' is the behaviour before the limit")
+    modes = [(g, DEFAULT_LIMIT) for g in GRANULARITIES]
+    modes.insert(1, ("exceptions, no limit", 0))
+    for name, snap in (("healthy", ok), ("broken", broken), ("broker down", down)):
+        for granularity, limit in modes:
+            ep = MetricsEndpoint(granularity=granularity.split(",")[0], exceptions_limit=limit)
             ep.collector.update([snap])
             builds: list[float] = []
             for _ in range(a.runs):

@@ -41,14 +41,21 @@ from collectors.model.vocabulary import (
     ACTIVE_GROUP,
     GROUP_STATUS_RANK,
     GROUP_STATUSES,
-    HEALTHY,
     IDLE_GROUP_STATUSES,
-    OK,
+    LOSS_KINDS,
     PARTITION_STATUS_RANK,
     SEVERITIES,
-    partition_subject,
 )
 from collectors.outputs.api import API_PREFIX, JsonApi
+from collectors.outputs.exceptions import (
+    DEFAULT_LIMIT,
+    first,
+    group_ranks,
+    group_sizes,
+    partition_ranks,
+    pick_alerts,
+    pick_groups,
+)
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +101,7 @@ GRANULARITIES = ("exceptions", "partition", "topic")
   min ISR, offline, a hanging transaction, ZooKeeper's ISR disagreeing, an open alert, or an ISR change in the
   last `ISR_RECENT_S`), and per group partition only in groups that are not OK (WARN / ERR, past their
   lag-seconds SLO, with unread data deleted, or with an open alert). A healthy cluster exports about one
-  series per partition; a broken one shows exactly what is broken.
+  series per partition; a broken one what is broken, the worst first up to a limit (`exceptions`).
 * ``partition``: every per-partition series for every partition (kminion's ``granularity: partition``).
 * ``topic``: roll-ups only, no per-partition series at all."""
 
@@ -121,10 +128,11 @@ class SnapshotCollector(Collector):
     """prometheus-client collector over the latest snapshot per cluster (no cluster requests)."""
 
     def __init__(self, clock: Callable[[], float] = time.time, owner_labels: bool = False,
-                 granularity: str = "exceptions") -> None:
+                 granularity: str = "exceptions", exceptions_limit: int = DEFAULT_LIMIT) -> None:
         if granularity not in GRANULARITIES:
             raise ValueError(f"granularity must be one of {', '.join(GRANULARITIES)}, not {granularity!r}")
         self.granularity = granularity
+        self.exceptions_limit = exceptions_limit  # per cluster, each of partitions, group partitions, alerts; 0: all
         self.owner_labels = owner_labels  # kafka_consumergroup_partition_owner: one series per owned partition
         self._clock = clock
         self._lock = threading.Lock()
@@ -216,8 +224,8 @@ class SnapshotCollector(Collector):
             self._cluster(s, g, polls.get(s.cluster, 0), now, last_ok.get(s.cluster), isr_recent)
         for (c, topic, kind), n in sorted(lost.items()):
             g("kafka_monitor_messages_lost").add_metric((c, topic, kind), float(n))
-        for (c, kind), n in sorted(loss_events.items()):
-            g("kafka_monitor_loss_events").add_metric((c, kind), float(n))
+        for c, kind in sorted({(s.cluster, k) for s in snaps for k in LOSS_KINDS} | set(loss_events)):
+            g("kafka_monitor_loss_events").add_metric((c, kind), float(loss_events.get((c, kind), 0)))
 
     def _cluster(self, s: ClusterSnapshot, g: Family, polls: int, now: float, last_ok: float | None,
                  isr_recent: set[tuple[str, str, int]]) -> None:
@@ -231,7 +239,12 @@ class SnapshotCollector(Collector):
         g("kafka_monitor_polls").add_metric((c,), float(polls))
         for section in s.stale_sections:
             g("kafka_monitor_stale").add_metric((c, section), 1.0)
-        for a in s.alerts:
+        alerted = {a.subject for a in s.alerts if a.resolved_at is None}
+        shown = s.alerts
+        if self.granularity != "partition":  # one alert per partition of a dead broker is per-partition detail
+            shown, omitted = pick_alerts(s.alerts, self.exceptions_limit)
+            g("kafka_monitor_detail_omitted").add_metric((c, "alerts"), float(omitted))
+        for a in shown:
             g("kafka_monitor_alert").add_metric((c, a.rule, a.severity, a.subject, a.team or ""), 1.0)
         opened = [i for i in s.incidents if i.resolved_at is None]  # a resolved incident never pages
         for i in opened:
@@ -251,18 +264,25 @@ class SnapshotCollector(Collector):
             if b.in_zookeeper is not None:
                 g("kafka_broker_registered_in_zookeeper").add_metric((c, bid), 1.0 if b.in_zookeeper else 0.0)
         self._topics(s, g)
-        alerted = {a.subject for a in s.alerts if a.resolved_at is None}
         hanging = {(p.topic, p.partition) for p in s.producers if p.hanging}
         detail = self.granularity
-        only = _partition_exceptions(s, alerted, hanging, isr_recent) if detail == "exceptions" else None
+        only: set[tuple[str, int]] | None = None
+        detail_groups: set[str] | None = None if detail == "partition" else set()
+        partition_groups = detail_groups
+        if detail == "exceptions":  # the most serious first, up to the limit (collectors.outputs.exceptions)
+            limit = self.exceptions_limit
+            only, parts_omitted = first(partition_ranks(s, alerted, hanging, isr_recent), limit)
+            ranked = group_ranks(s, alerted)
+            pick = pick_groups(ranked, group_sizes(s, ranked), limit)
+            detail_groups, partition_groups = pick.groups, pick.partitions
+            for what, n in (("partitions", parts_omitted), ("group_partitions", pick.omitted)):
+                g("kafka_monitor_detail_omitted").add_metric((c, what), float(n))
         if detail != "topic":
             self._partitions(s, g, only, hanging)
-        detail_groups = None if detail == "partition" else (
-            _group_exceptions(s, alerted) if detail == "exceptions" else set())
-        self._groups(s, g, detail_groups)
+        self._groups(s, g, detail_groups, partition_groups)
         if detail != "topic":
             parts = len(s.partitions) if only is None else len(only)
-            gps = sum(1 for gp in s.group_partitions if detail_groups is None or gp.group_id in detail_groups)
+            gps = sum(1 for gp in s.group_partitions if partition_groups is None or gp.group_id in partition_groups)
             g("kafka_monitor_exported_partitions").add_metric((c, detail), float(parts + gps))
         self._transactions(s, g, now)
         self._zookeeper(s, g)
@@ -340,8 +360,9 @@ class SnapshotCollector(Collector):
             if m_zk is not None and p.zk_isr is not None:
                 m_zk.add_metric(lab, 1.0 if sorted(p.zk_isr) != sorted(p.isr) else 0.0)
 
-    def _groups(self, s: ClusterSnapshot, g: Family, detail: set[str] | None) -> None:
-        """Group roll-ups always; per-partition series for the groups in ``detail`` (None: every group)."""
+    def _groups(self, s: ClusterSnapshot, g: Family, detail: set[str] | None,
+                partition_detail: set[str] | None) -> None:
+        """Group roll-ups; all per-group series of ``detail``, per-partition of ``partition_detail`` (None: all)."""
         c = s.cluster
         lag_sum: dict[tuple[str, str], int] = defaultdict(int)
         offset_sum: dict[tuple[str, str], int] = defaultdict(int)
@@ -368,7 +389,7 @@ class SnapshotCollector(Collector):
             if gp.seconds_to_retention is not None and gp.lag:
                 prev = to_ret.get(gp.group_id)
                 to_ret[gp.group_id] = gp.seconds_to_retention if prev is None else min(prev, gp.seconds_to_retention)
-            if detail is not None and gp.group_id not in detail:
+            if partition_detail is not None and gp.group_id not in partition_detail:
                 continue
             lab = (c, gp.group_id, gp.topic, str(gp.partition))
             if gp.lag is not None:
@@ -484,27 +505,6 @@ def _render(fill: Callable[[Family], None]) -> bytes:
     return "\n".join(parts).encode()
 
 
-def _partition_exceptions(s: ClusterSnapshot, alerted: set[str], hanging: set[tuple[str, int]],
-                          isr_recent: set[tuple[str, str, int]]) -> set[tuple[str, int]]:
-    """The partitions that are not healthy, for ``exceptions`` granularity (see `GRANULARITIES`). At min ISR
-    counts even where min ISR equals the replication factor, as ``kafka_topic_partition_at_min_isr`` does."""
-    c = s.cluster
-    return {(p.topic, p.partition) for p in s.partitions
-            if p.partition_class != HEALTHY or p.at_min_isr or p.zk_isr_mismatch
-            or (p.topic, p.partition) in hanging or (c, p.topic, p.partition) in isr_recent
-            or (alerted and partition_subject(p.topic, p.partition) in alerted)}
-
-
-def _group_exceptions(s: ClusterSnapshot, alerted: set[str]) -> set[str]:
-    """The running groups that are not OK, for ``exceptions`` granularity: their every partition is exported."""
-    out = {g.group_id for g in s.groups if g.activity == ACTIVE_GROUP and (
-        g.status != OK or g.group_id in alerted
-        or (g.lag_seconds_slo is not None and g.lag_seconds_max is not None and g.lag_seconds_max > g.lag_seconds_slo
-            and not g.idle))}  # no lag SLO in an idle window of its policy
-    out.update(gp.group_id for gp in s.group_partitions if gp.below_log_start)
-    return out
-
-
 def _seconds(ms: float | None) -> float | None:
     return None if ms is None else ms / 1000.0
 
@@ -549,8 +549,10 @@ class MetricsEndpoint:
     process's own metrics. Compressed, those are a second gzip member: a gzip stream may hold several, and
     Prometheus (Go's gzip reader), curl and Python all read them as one."""
 
-    def __init__(self, owner_labels: bool = False, granularity: str = "exceptions") -> None:
-        self.collector = SnapshotCollector(owner_labels=owner_labels, granularity=granularity)
+    def __init__(self, owner_labels: bool = False, granularity: str = "exceptions",
+                 exceptions_limit: int = DEFAULT_LIMIT) -> None:
+        self.collector = SnapshotCollector(owner_labels=owner_labels, granularity=granularity,
+                                           exceptions_limit=exceptions_limit)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.collector)
         self.process = CollectorRegistry(auto_describe=False)

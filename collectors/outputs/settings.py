@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from collectors.model.settings import DAY, ConfigPath, Count, Seconds, StrictModel, is_host_name
+from collectors.outputs.exceptions import DEFAULT_LIMIT
 
 __all__ = ["ExporterConfig", "HistoryConfig"]
 
@@ -31,6 +32,12 @@ class ExporterConfig(StrictModel):
     series only where something is not healthy (under one series a partition on a healthy cluster).
     ``partition``: every series for every partition. ``topic``: roll-ups only.
     See `collectors.outputs.exporter.GRANULARITIES`."""
+    exceptions_limit: Count = Field(DEFAULT_LIMIT, ge=0)
+    """With ``granularity: exceptions``, at most this many partitions, group partitions and open alerts (each)
+    exported one by one per cluster, the most serious first (`collectors.outputs.exceptions`); the others are
+    counted in ``kafka_monitor_detail_omitted``. Roll-ups, per-group series and incidents are never cut. 0: no
+    limit. It bounds what a big outage adds to Prometheus (one broker down on 100,000 partitions: about 25,000
+    partitions not healthy, a dozen series each)."""
     partition_series: bool | None = None
     """Deprecated (kept so older configs load): ``true`` means ``granularity: partition``, ``false``
     ``granularity: topic``, unless ``granularity`` is also given."""

@@ -25,6 +25,7 @@ from collectors.model.records import AlertRecord, IncidentRecord, snapshot_to_di
 from collectors.model.vocabulary import TRUNCATION, UNCLEAN_ELECTION
 from collectors.model.wording import count_of, plural
 from collectors.outputs.api import JsonApi
+from collectors.outputs.exceptions import DEFAULT_LIMIT
 from collectors.outputs.exporter import MetricsEndpoint, MetricsServer
 
 if TYPE_CHECKING:
@@ -51,8 +52,9 @@ class ExporterSink:
     API's ``?all=1`` also lists the incidents its pollers resolved within the hold-down (never /metrics)."""
 
     def __init__(self, host: str, port: int, granularity: str = "exceptions", owner_labels: bool = False,
-                 monitor: Monitor | None = None) -> None:
-        self.endpoint = MetricsEndpoint(owner_labels=owner_labels, granularity=granularity)
+                 monitor: Monitor | None = None, exceptions_limit: int = DEFAULT_LIMIT) -> None:
+        self.endpoint = MetricsEndpoint(owner_labels=owner_labels, granularity=granularity,
+                                        exceptions_limit=exceptions_limit)
         self.api = JsonApi(RISK_RULES)
         self.monitor = monitor
         self.server = MetricsServer(self.endpoint, host, port, self.api).start()
@@ -359,7 +361,7 @@ def build_sinks(config: MonitorConfig, monitor: Monitor | None = None,
     exporter = None
     if config.exporter.enabled:
         exporter = ExporterSink(config.exporter.host, config.exporter.port, config.exporter.granularity,
-                                config.exporter.owner_labels, monitor)
+                                config.exporter.owner_labels, monitor, config.exporter.exceptions_limit)
         sinks.append(exporter)
     history = None
     if config.history.enabled:

@@ -38,6 +38,7 @@ DS: dict[str, str] = {"type": "prometheus", "uid": "${datasource}"}
 
 C = 'cluster=~"$cluster"'
 CT = f'{C}, topic=~"$topic"'
+LOST = f"kafka_monitor_messages_lost_total{{{CT}}}"
 CG = f'{C}, consumergroup=~"$consumergroup"'
 CGT = f'{CG}, topic=~"$topic"'
 
@@ -220,14 +221,16 @@ def incidents_row() -> list[Panel]:
         stat("Messages lost in the time range",
              "kafka_monitor_messages_lost_total: the loss ledger (truncation: committed messages a new leader no "
              "longer has, a lower bound; retention_skipped: deleted before a group read them; offset_beyond_log_end: "
-             "read past a truncation), increase over the dashboard's time range.",
-             targets((f"sum by (kind) (max by (cluster, topic, kind) "
-                      f"(increase(kafka_monitor_messages_lost_total{{{CT}}}[$__range])))", "{{kind}}")),
+             "read past a truncation), increase over the dashboard's time range. A topic's counter is born at its "
+             "first loss, already counting it: a series born in the range counts whole.",
+             targets((f"sum by (kind) (max by (cluster, topic, kind) ({LOST} unless {LOST} offset $__range "
+                      f"or increase({LOST}[$__range])))", "{{kind}}")),
              w=6, h=7),
         timeseries("Messages lost by topic and kind",
-                   "kafka_monitor_messages_lost_total, increase per interval, by topic and kind.",
+                   "kafka_monitor_messages_lost_total, its growth per interval, by topic and kind (the first "
+                   "loss of a topic included: its counter is born counting it).",
                    targets((f"max by (cluster, topic, kind) "
-                            f"(increase(kafka_monitor_messages_lost_total{{{CT}}}[$__rate_interval])) > 0",
+                            f"({LOST} - ({LOST} offset $__interval or {LOST} * 0)) > 0",
                             "{{cluster}} {{topic}} {{kind}}")),
                    w=9, h=7, bars=True),
         timeseries("Loss events by kind",
@@ -509,7 +512,15 @@ def monitor_row() -> list[Panel]:
                        "poll could not refresh (KafkaMonitorSectionStale).",
                        targets((f"max by (cluster, section) (kafka_monitor_stale{{{C}}})",
                                 "{{cluster}} {{section}}")),
-                       value_map((0, "fresh", GREEN), (1, "stale", ORANGE)), w=24, h=7),
+                       value_map((0, "fresh", GREEN), (1, "stale", ORANGE)), w=16, h=7),
+        timeseries("Detail left out of /metrics",
+                   "kafka_monitor_detail_omitted: partitions, group partitions and open alerts not exported one by "
+                   "one because more than exporter.exceptions_limit were not healthy (the worst are exported). "
+                   "While it is above 0 the per-partition panels show part of the problem; the roll-ups, incidents "
+                   "and the collector's own dashboard show all of it.",
+                   targets((f"max by (cluster, detail) (kafka_monitor_detail_omitted{{{C}}})",
+                            "{{cluster}} {{detail}}")),
+                   w=8, h=7),
     ]
 
 

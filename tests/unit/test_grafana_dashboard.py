@@ -212,12 +212,41 @@ def test_every_query_parses(dashboard: dict[str, Any], tmp_path: Path) -> None:
     for i, (_, expr, _) in enumerate(_expressions(dashboard)):
         m = re.fullmatch(rf"\s*label_values\((.*),\s*({NAME})\s*\)\s*", expr, re.S)
         expr = m.group(1) if m else expr
-        expr = expr.replace("$__rate_interval", "2m").replace("$__range", "6h")
+        expr = expr.replace("$__rate_interval", "2m").replace("$__range", "6h").replace("$__interval", "30s")
         assert "$" not in _strip_strings(expr), expr
         rules.append({"record": f"dashboard:query_{i}", "expr": expr})
     path = tmp_path / "queries.yml"
     path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
     r = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_the_loss_panels_count_a_topics_first_loss(dashboard: dict[str, Any], tmp_path: Path) -> None:
+    """The exporter's per-topic loss counter is born at a topic's first loss, already counting it (1,200 messages
+    truncated): increase() alone sees nothing until a second loss. promtool evaluates the panels' own queries
+    (Grafana's variables as it would send them, a 15 s step) over a counter born at 5m."""
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool missing: ./run.sh setup installs Debian's prometheus package"
+    exprs = {p["title"]: p["targets"][0]["expr"] for p in _panels(dashboard)
+             if p["title"] in ("Messages lost in the time range", "Messages lost by topic and kind")}
+    assert len(exprs) == 2
+
+    def grafana(expr: str) -> str:
+        return (expr.replace("$__range", "1h").replace("$__interval", "15s").replace('"$cluster"', '".*"')
+                .replace('"$topic"', '".*"'))
+
+    series = 'kafka_monitor_messages_lost_total{cluster="a",topic="orders",kind="truncation"}'
+    lost = {"series": series, "values": "_x20 1200x40"}  # absent for 5m, born at 1,200, no loss since
+    tests = [{"interval": "15s", "input_series": [lost], "promql_expr_test": [
+        {"expr": grafana(exprs["Messages lost in the time range"]), "eval_time": "10m",
+         "exp_samples": [{"labels": '{kind="truncation"}', "value": 1200}]},
+        {"expr": grafana(exprs["Messages lost by topic and kind"]), "eval_time": "5m",
+         "exp_samples": [{"labels": '{cluster="a",topic="orders",kind="truncation"}', "value": 1200}]},
+        {"expr": grafana(exprs["Messages lost by topic and kind"]), "eval_time": "5m15s", "exp_samples": []},
+    ]}]
+    path = tmp_path / "loss.yml"
+    path.write_text(yaml.safe_dump({"evaluation_interval": "15s", "tests": tests}))
+    r = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
 
 
