@@ -7,7 +7,10 @@ Why each step is there:
 * Secrets stay out of the file: ``${VAR}`` / ``${VAR:-default}`` in string values are read from the
   environment, as in the shell.
 * ``KMON__...`` environment variables override single values, so a container can change a threshold or a
-  broker list without a new file; a problem in an overridden value names the variable, not a line.
+  broker list without a new file; a problem in an overridden value names the variable, not a line. A secret
+  and a librdkafka setting are taken as written: ``007`` stays ``007``, not 7 (`_parse_scalar`).
+* No problem quotes a secret: not a bad value under a secret-named key, not what a YAML error quotes from
+  one (`_yaml_problem`), not text that an override tried to descend into.
 * Size, nesting and alias expansion are bounded before anything is validated, because a configuration is a
   few KiB and anything else is the wrong file or an attack on the parser.
 
@@ -27,8 +30,9 @@ from pydantic import ValidationError
 
 from collectors.config.models import MonitorConfig
 from collectors.config.problems import ConfigError, format_loc, one_line, validation_problems, yaml_line_of
+from collectors.config.redaction import describe_hidden, describe_safely, is_secret_path
 from collectors.model.secrets import is_secret_key
-from collectors.model.settings import describe_value, shorten
+from collectors.model.settings import shorten
 from collectors.model.wording import plural
 
 __all__ = ["ENV_PREFIX", "ENV_SEPARATOR", "MAX_CONFIG_BYTES", "load_config", "parse_config"]
@@ -78,7 +82,8 @@ def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> M
     and ``KMON__`` overrides: ``KMON__POLL_INTERVAL_S=10``, ``KMON__THRESHOLDS__LAG_SECONDS_SLO=600``,
     ``KMON__CLUSTERS__0__BOOTSTRAP_SERVERS=h:9092``, ``KMON__CLUSTERS__1__KAFKA__SASL_USERNAME=monitor``
     (path segments separated by ``__`` and lower-cased; list items by index; under ``kafka`` the rest of the
-    name is one setting with ``_`` and ``__`` read as ``.``; values parsed as YAML scalars, quote to force text).
+    name is one setting with ``_`` and ``__`` read as ``.``). Values are read as YAML scalars (`_parse_scalar`),
+    quote to force text; under a secret-named key and under ``kafka`` they are text as written.
 
     Raises ConfigError for every kind of bad input, with one ``file[:line]: field.path: problem`` line each.
     """
@@ -106,8 +111,9 @@ def parse_config(text: str, source: str = "<config>", environ: Mapping[str, str]
     if data is None:
         data = {}
     if not isinstance(data, dict):
+        # not quoted: a file that is one scalar may well be a secret file passed by mistake
         raise ConfigError(f"{source}: the top level must be a mapping of settings (with 'clusters'), "
-                          f"got {describe_value(data)}")
+                          f"got {describe_hidden(data)}")
     data = _substitute_all(data, env, source, root)
     overridden = _apply_overrides(data, env, source)
     try:
@@ -125,8 +131,7 @@ def _parse_yaml(text: str, source: str) -> tuple[Any, yaml.Node | None]:
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         where = f":{mark.line + 1}" if mark else ""
-        what = " ".join(x for x in (e.context, e.problem) if x)
-        raise ConfigError(f"{source}{where}: not valid YAML: {one_line(what)}") from None
+        raise ConfigError(f"{source}{where}: not valid YAML: {_yaml_problem(e, text)}") from None
     except yaml.reader.ReaderError as e:
         raise ConfigError(f"{source}: not valid YAML: character #x{e.character:04x} at offset {e.position} "
                           "is not allowed (control characters must be escaped in a double-quoted string)") from None
@@ -138,6 +143,69 @@ def _parse_yaml(text: str, source: str) -> tuple[Any, yaml.Node | None]:
         if loader is not None:
             loader.dispose()
     return data, root
+
+
+_QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'" r'|"(?:[^"\\]|\\.)*"')
+_TOKEN_NAME = re.compile(r"""'<[a-z ]+>'|'[-?:,\[\]{}]'""")  # PyYAML's names of what it expected or found
+
+
+def _yaml_problem(error: yaml.MarkedYAMLError, text: str) -> str:
+    """PyYAML's own words, minus what it quotes from the document where that is inside a secret value.
+
+    PyYAML quotes alias names, tags and single characters of the text it could not read; in
+    ``sasl.password: *Pa55`` the "undefined alias" is most of the password.
+    """
+    what = one_line(" ".join(x for x in (error.context, error.problem) if x))
+    marks = [m.index for m in (error.problem_mark, error.context_mark) if m is not None]
+    if marks and _QUOTED.search(what) and _in_secret_value(text, marks):
+        what = _QUOTED.sub(lambda m: m[0] if _TOKEN_NAME.fullmatch(m[0]) else "(not quoted: the value is secret)",
+                           what)
+    return what
+
+
+def _in_secret_value(text: str, positions: list[int]) -> bool:
+    """Whether one of `positions` (character offsets) of the YAML `text` is inside the value of a secret-named key.
+
+    The document is broken somewhere, so it is read event by event only as far as it parses; where it stops is
+    where the error is. When unsure, the answer is yes.
+    """
+    frames: list[list[bool]] = []  # per open mapping or sequence: [is_mapping, at_key, secret, key_is_secret]
+
+    def secret_here() -> bool:
+        if not frames:
+            return False
+        is_mapping, at_key, secret, key_is_secret = frames[-1]
+        return secret or (is_mapping and not at_key and key_is_secret)
+
+    def node_done() -> None:
+        if frames and frames[-1][0]:
+            frames[-1][1] = not frames[-1][1]
+
+    pending = sorted(positions)
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            while pending and pending[0] < event.end_mark.index:  # at or before this event: in its context
+                if secret_here():
+                    return True
+                pending.pop(0)
+            if not pending:
+                return False
+            if isinstance(event, yaml.CollectionStartEvent):
+                if frames and frames[-1][0] and frames[-1][1]:  # a complex key (``? [a, b]``) names no setting
+                    frames[-1][3] = False
+                frames.append([isinstance(event, yaml.MappingStartEvent), True, secret_here(), False])
+            elif isinstance(event, yaml.CollectionEndEvent):
+                frames.pop()
+                node_done()
+            elif isinstance(event, yaml.ScalarEvent | yaml.AliasEvent):
+                if frames and frames[-1][0] and frames[-1][1]:
+                    frames[-1][3] = isinstance(event, yaml.ScalarEvent) and is_secret_key(event.value)
+                node_done()
+    except yaml.YAMLError:
+        return secret_here()
+    except Exception:  # whatever else goes wrong, hiding is the safe answer
+        return True
+    return False
 
 
 # ----- ${VAR} substitution
@@ -170,8 +238,7 @@ def _substitute_all(data: dict[Any, Any], env: Mapping[str, str], source: str,
         if isinstance(value, str) and "${" in value:
             line = yaml_line_of(root, path)
             where = f"{source}{f':{line}' if line else ''}: {format_loc(path)}"
-            secret = any(isinstance(part, str) and is_secret_key(part) for part in path)
-            return _substitute(value, env, lambda msg: problems.append(f"{where}: {msg}"), secret)
+            return _substitute(value, env, lambda msg: problems.append(f"{where}: {msg}"), is_secret_path(path))
         return value
 
     result = walk(data, ())
@@ -236,7 +303,7 @@ def _apply_overrides(data: dict[Any, Any], env: Mapping[str, str], source: str) 
             problems.append(f"{var}: empty path segment; expected e.g. {ENV_PREFIX}THRESHOLDS__LAG_SECONDS_SLO")
             continue
         try:
-            path = _set_path(data, segments, _parse_scalar(env[var]))
+            path = _set_path(data, segments, env[var])
         except ValueError as e:
             problems.append(f"{var}: {e}")
             continue
@@ -246,7 +313,8 @@ def _apply_overrides(data: dict[Any, Any], env: Mapping[str, str], source: str) 
     return applied
 
 
-def _set_path(data: dict[Any, Any], segments: list[str], value: Scalar) -> OverridePath:
+def _set_path(data: dict[Any, Any], segments: list[str], text: str) -> OverridePath:
+    """Put the override `text` at the path `segments` names, read by `_parse_scalar` as what lands there."""
     keys: list[str | int] = []
     container: Any = data
     i = 0
@@ -262,11 +330,13 @@ def _set_path(data: dict[Any, Any], segments: list[str], value: Scalar) -> Overr
                 if settings is None:
                     settings = container[seg] = {}
                 if not isinstance(settings, dict):
-                    raise ValueError(f"{format_loc((*keys, seg))} is {describe_value(settings)}, not a mapping")
-                settings[rest] = value
-                return (*keys, seg, rest)
+                    raise ValueError(f"{format_loc((*keys, seg))} is {describe_safely(settings, (*keys, seg))}, "
+                                     "not a mapping")
+                path = (*keys, seg, rest)
+                settings[rest] = _override_value(text, path, setting=True)
+                return path
             if last:
-                container[seg] = value
+                container[seg] = _override_value(text, (*keys, seg))
                 return (*keys, seg)
             child = container.get(seg)
             if child is None:
@@ -285,46 +355,61 @@ def _set_path(data: dict[Any, Any], segments: list[str], value: Scalar) -> Overr
                                  f"{plural(len(container), 'item')}); overrides change list items, they cannot add "
                                  "them")
             if last:
-                container[index] = value
+                container[index] = _override_value(text, (*keys, index))
                 return (*keys, index)
             keys.append(index)
             container = container[index]
         else:
-            raise ValueError(f"{format_loc(keys)} is {describe_value(container)}, not a mapping or list")
+            raise ValueError(f"{format_loc(keys)} is {describe_safely(container, keys)}, not a mapping or list")
         i += 1
     raise AssertionError("unreachable")  # pragma: no cover
 
 
 _NULLS = ("null", "Null", "NULL", "~")
-_TRUE = ("true", "yes", "on")  # YAML 1.1 booleans, as PyYAML reads them in the file
-_FALSE = ("false", "no", "off")
+_BOOLS = {"true": True, "false": False}
 _INT = re.compile(r"[-+]?[0-9]+")
 _FLOAT = re.compile(r"[-+]?(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][-+]?[0-9]+)?")
 
 
-def _parse_scalar(text: str) -> Scalar:
-    """An override value read like a YAML scalar: 10 -> int, 0.5 -> float, true -> bool, null -> None.
+def _override_value(text: str, path: OverridePath, setting: bool = False) -> Scalar:
+    """`text` read for the place `path` it lands: as written under a secret-named key and for a librdkafka
+    `setting` (librdkafka reads every setting from text), typed like a YAML scalar elsewhere."""
+    secret = is_secret_path(path)
+    return _parse_scalar(text, verbatim=secret or setting, null=not secret)
 
-    Deliberately narrower than PyYAML: only plain decimal numbers count as numbers (PyYAML would read
-    ``12:34`` as 754 and ``0777`` as octal, mangling a password or a port), and anything YAML would turn into
-    a list, mapping, date or comment stays the literal text. Quote (``'10'``) to force text.
+
+def _parse_scalar(text: str, verbatim: bool = False, null: bool = True) -> Scalar:
+    """An override value read like a YAML scalar, but never into something else: 10 -> int, 0.5 -> float,
+    true -> bool, null -> None, anything else the text as written. Quote (``'10'``) to force text.
+
+    Deliberately narrower than PyYAML, so that a password, a client id or a name is not mangled:
+
+    * A value is typed only when it reads back as written: ``007``, ``+5``, ``yes``, ``on``, ``True`` stay
+      text, where PyYAML would make 7, 5 and true. A number or true/false field still reads that text
+      (pydantic's lax parsing: ``007`` is 7, ``on`` is true); a text field keeps it.
+    * Decimal floats are typed, ``1e6`` included: a count field reads no integer from the text ``1e6``, and
+      a text field refuses a float loudly rather than taking it changed.
+    * ``verbatim`` (under a secret-named key, and librdkafka settings): the text exactly as written, never a
+      number or true/false. Quotes around the whole value are still removed, as everywhere.
+    * ``null``: null/~ mean "no value"; off under a secret-named key, where "null" may be the password.
+    * Nothing PyYAML would read as a list, mapping, date, octal, sexagesimal (``12:34``) or comment is.
     """
     s = text.strip()
-    if s in _NULLS:
+    if null and s in _NULLS:
         return None
-    if s.lower() in _TRUE:
-        return True
-    if s.lower() in _FALSE:
-        return False
-    if len(s) <= 1000 and _INT.fullmatch(s):
-        return int(s)
-    if len(s) <= 1000 and _FLOAT.fullmatch(s):
-        return float(s)
     if len(s) >= 2 and s[0] == s[-1] and s[0] in "'\"":
         try:
             value = yaml.safe_load(s)
         except yaml.YAMLError:
-            return text
+            value = None
         if isinstance(value, str):
             return value
+    if verbatim:
+        return text
+    if s in _BOOLS:
+        return _BOOLS[s]
+    if len(s) <= 1000 and _INT.fullmatch(s):
+        return int(s) if str(int(s)) == s else text
+    if len(s) <= 1000 and _FLOAT.fullmatch(s):
+        return float(s)
     return text

@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from collectors.alerting.thresholds import Thresholds
 from collectors.model.policy import PolicyRule
@@ -72,9 +73,16 @@ class MonitorConfig(StrictModel):
 
     @model_validator(mode="after")
     def _policy_windows_fit(self) -> MonitorConfig:
+        """Each rule's lag_min_points against the window kept. A check across sections, so each problem is
+        placed at the rule's own field: a plain ValueError here would be reported at the top level, on line 1."""
         window = self.thresholds.lag_window_points
-        for i, rule in enumerate(self.policies):
-            if rule.lag_min_points is not None and rule.lag_min_points > window:
-                raise ValueError(f"policies[{i}].lag_min_points ({rule.lag_min_points}) exceeds "
-                                 f"thresholds.lag_window_points ({window}): more points than are kept never arrive")
+        problems = [
+            InitErrorDetails(type=PydanticCustomError("value_error", "must not exceed thresholds.lag_window_points "
+                                                      "({window}): more points than are kept never arrive",
+                                                      {"window": window}),
+                             loc=("policies", i, "lag_min_points"), input=rule.lag_min_points)
+            for i, rule in enumerate(self.policies) if rule.lag_min_points is not None and rule.lag_min_points > window
+        ]
+        if problems:
+            raise ValidationError.from_exception_data(type(self).__name__, problems)
         return self

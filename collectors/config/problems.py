@@ -23,7 +23,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from collectors.model.secrets import is_secret_key
+from collectors.config.redaction import describe_hidden, is_secret_path, may_hold_secret
 from collectors.model.settings import describe_value, shorten
 from collectors.model.wording import plural
 
@@ -82,12 +82,17 @@ def _problem_line(err: ErrorDetails, loc: tuple[int | str, ...], model: type[Bas
                   overridden: Mapping[tuple[int | str, ...], str], source: str) -> str:
     kind = err["type"]
     msg = err["msg"].removeprefix("Value error, ")
+    value = err.get("input")
     if kind == "missing":
         msg = "required field is missing"
     elif kind == "extra_forbidden":
         msg = _unknown_key_message(model, loc)
-    elif kind not in ("value_error", "assertion_error") and not _is_secret_loc(loc):
-        msg = f"{msg} (got {describe_value(err.get('input'))})"
+    elif may_hold_secret(value, loc):
+        msg = _scrub(msg, value)
+        if kind not in ("value_error", "assertion_error") and not is_secret_path(loc):
+            msg = f"{msg} (got {describe_hidden(value)})"
+    elif kind not in ("value_error", "assertion_error"):
+        msg = f"{msg} (got {describe_value(value)})"
     origin = next((var for path, var in overridden.items() if loc[: len(path)] == path), None)
     if origin:
         return f"{source}: {format_loc(loc)}: {msg} (from environment variable {origin})"
@@ -95,9 +100,16 @@ def _problem_line(err: ErrorDetails, loc: tuple[int | str, ...], model: type[Bas
     return f"{source}{f':{line}' if line else ''}: {format_loc(loc)}: {msg}"
 
 
-def _is_secret_loc(loc: tuple[int | str, ...]) -> bool:
-    """A problem under a secret-named key never quotes the value it got: that value may be the password."""
-    return any(isinstance(part, str) and is_secret_key(part) for part in loc)
+def _scrub(msg: str, value: object) -> str:
+    """`msg` without the ways a validator quotes `value` (`describe_value`, repr, JSON): a problem under a
+    secret-named key, or about text that names a secret setting, never quotes the value it got."""
+    shown = [describe_value(value)]
+    if isinstance(value, str):
+        shown += [repr(value), repr(value.strip()), json.dumps(value, ensure_ascii=False),
+                  json.dumps(shorten(value), ensure_ascii=False)]
+    for text in shown:
+        msg = msg.replace(text, describe_hidden(value))
+    return msg
 
 
 def _unknown_key_message(model: type[BaseModel], loc: tuple[int | str, ...]) -> str:
