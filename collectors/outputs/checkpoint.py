@@ -108,7 +108,8 @@ def unusable_age(age_s: float, max_age_s: float) -> str | None:
 
 
 class CheckpointError(ValueError):
-    """A checkpoint file that cannot be used (damaged, foreign, another version or cluster)."""
+    """A checkpoint file that cannot be used (damaged, foreign, another version or cluster). Whatever fails while one
+    is read and decoded is raised as this (`load_checkpoint`): a checkpoint never stops the monitor."""
 
 
 @dataclass
@@ -303,6 +304,12 @@ def _finite(value: Any, what: str) -> float | None:
     return float(value)
 
 
+def _int_or_none(value: Any, what: str) -> int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise CheckpointError(f"{what} is not a whole number: {value!r:.80}")
+    return value
+
+
 def _settings(value: Any) -> dict[str, str | None]:
     if not isinstance(value, dict) or not all(isinstance(v, str | None) for v in value.values()):
         raise CheckpointError(f"settings must map names to text: {value!r:.80}")
@@ -336,8 +343,8 @@ def _restore_state(meta: dict[str, Any], parts: pa.Table, windows: pa.Table, lag
                           for tid, pts in meta["producer_epochs"].items()}
     st.txn_state_since = {str(tid): (str(v[0]), float(v[1])) for tid, v in meta["txn_state_since"].items()}
     st.unknown_open_txns = {(str(t), int(p), int(pid)): int(n) for t, p, pid, n in meta["unknown_open_txns"]}
-    st.zk_controller = meta["zk_controller"]
-    st.zk_leader_epoch = meta["zk_leader_epoch"]
+    st.zk_controller = _int_or_none(meta["zk_controller"], "zk_controller")
+    st.zk_leader_epoch = _int_or_none(meta["zk_leader_epoch"], "zk_leader_epoch")
     st.zk_election_at = _finite(meta["zk_election_at"], "zk_election_at")
     kl = meta["kraft_leader"]
     st.kraft_leader = (int(kl[0]), int(kl[1])) if kl is not None else None
@@ -382,15 +389,16 @@ def load_checkpoint(state_dir: Path, cluster: str, *, lag_points: int, window_si
     """The cluster's checkpoint, resized to the current window settings; None when there is none.
 
     Raises CheckpointError when it exists but must not be used (damaged, other version or cluster, too old,
-    saved in the future); the caller logs that and starts fresh.
+    saved in the future), whatever the reading or decoding raised (a list where a mapping belongs, a number too big
+    for an int, JSON nested too deep); the caller logs that and starts fresh.
     """
     path = checkpoint_path(state_dir, cluster)
     try:
         z = zipfile.ZipFile(path)
     except FileNotFoundError:
         return None
-    except (OSError, zipfile.BadZipFile) as e:
-        raise CheckpointError(f"{path}: not readable: {e}") from e
+    except Exception as e:  # not a zip, not readable, ...
+        raise CheckpointError(f"{path}: not readable: {type(e).__name__}: {e}") from e
     try:
         with z:
             info = z.getinfo("meta.json")
@@ -441,7 +449,7 @@ def load_checkpoint(state_dir: Path, cluster: str, *, lag_points: int, window_si
                     _finite(value, f"incident {what}")
     except CheckpointError as e:
         raise CheckpointError(f"{path}: {e}") from e
-    except (KeyError, TypeError, ValueError, IndexError, OSError, zipfile.BadZipFile, pa.ArrowException) as e:
+    except Exception as e:  # KeyError, TypeError, AttributeError, OverflowError, RecursionError, ArrowException, ...
         raise CheckpointError(f"{path}: damaged: {type(e).__name__}: {e}") from e
     cluster_id = meta.get("cluster_id")
     return Checkpoint(cluster=cluster, cluster_id=cluster_id if isinstance(cluster_id, str) else None,

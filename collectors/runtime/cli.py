@@ -1,8 +1,10 @@
 """`python -m collectors --config FILE [--once] [--json]`: poll clusters, evaluate alerts.
 
 Exit codes: 0 healthy poll; 1 poll done but a cluster, broker or ZooKeeper
-server could not be reached (the snapshot is still printed, with the error and
-an alert); 2 bad configuration or arguments (the message names the field).
+server could not be reached, or a cluster's poll failed (the snapshot is still
+printed, with the error and an alert); 2 bad configuration or arguments (the
+message names the field). Polling forever: 0 once stopped (SIGTERM, SIGINT) or
+once ``--json``'s reader has gone (``| head``), the outputs closed either way.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from collectors.runtime.loop import write_document
+from collectors.runtime.loop import quiet_stdout, write_document
 
 if TYPE_CHECKING:
     from collectors.config import MonitorConfig
@@ -23,6 +25,9 @@ if TYPE_CHECKING:
     from collectors.runtime.poller import Monitor
 
 log = logging.getLogger("collectors")
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+"""What ``--log-level`` takes, in any case: the config's ``log_level`` values."""
 
 
 class _ArgParser(argparse.ArgumentParser):
@@ -38,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", required=True, help="YAML config file (see collectors/config.example.yaml)")
     p.add_argument("--once", action="store_true", help="poll once and exit")
     p.add_argument("--json", action="store_true", help="print the snapshot(s) as JSON on stdout")
-    p.add_argument("--log-level", help="override the config's log_level")
+    p.add_argument("--log-level", type=str.upper, choices=LOG_LEVELS, metavar="LEVEL",
+                   help=f"override the config's log_level: {', '.join(LOG_LEVELS)} (any case)")
     return p
 
 
@@ -62,12 +68,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.once:
             now = time.time()
             results = monitor.poll_once(now)
-            if args.json:
-                sys.stdout.flush()
-                write_document(results, now, sys.stdout.buffer)
-            else:
-                for r in results:
-                    _print_summary(r)
+            try:
+                if args.json:
+                    sys.stdout.flush()
+                    write_document(results, now, sys.stdout.buffer)
+                else:
+                    for r in results:
+                        _print_summary(r)
+                    sys.stdout.flush()
+            except BrokenPipeError:  # its reader has read what it wanted (``| head``)
+                quiet_stdout()
             return 1 if any(r.node_unreachable for r in results) else 0
         return _run_forever(monitor, config, args.json)
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+import os
 import sys
 import threading
 import time
@@ -103,33 +104,60 @@ def _log_changes(cluster: str, opened: list[AlertRecord], resolved: list[AlertRe
                         rule, len(items), subjects)
 
 
+def quiet_stdout() -> None:
+    """Point stdout at /dev/null once its reader has gone (``| head``): the bytes still buffered are then flushed
+    there at exit, rather than failing again and printing "Exception ignored ... BrokenPipeError" (the recipe of
+    Python's `signal` documentation, "Note on SIGPIPE")."""
+    with contextlib.suppress(OSError, ValueError):  # a stdout with no file behind it (captured): nothing to do
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        finally:
+            os.close(devnull)
+
+
+def _print_document(results: list[PollResult], now: float) -> bool:
+    """The poll's line of ``--json`` on stdout; False when its reader has gone: nobody wants more."""
+    try:
+        write_document(results, now, sys.stdout.buffer, pretty=False)
+    except BrokenPipeError:
+        log.info("stdout closed by its reader: stopping")
+        quiet_stdout()
+        return False
+    return True
+
+
 def run_loop(monitor: Monitor, interval_s: float, sinks: list[Sink], stop: threading.Event,
              clock: Callable[[], float] = time.time, as_json: bool = False) -> None:
-    """Poll every `interval_s` until `stop` is set; outputs failing never stop the polling."""
+    """Poll every `interval_s` until `stop` is set (or, with `as_json`, stdout's reader goes away); outputs failing
+    never stop the polling. However the loop ends, the outputs are closed (the history flushed, the checkpoint
+    saved)."""
     collector_gc = PollGc()
-    while not stop.is_set():
-        started = time.monotonic()
-        now = clock()
-        try:
-            with collector_gc.poll():
-                results = monitor.poll_once(now)
-        except Exception:
-            log.exception("poll failed")
-            results = []
-        for r in results:
-            _log_changes(r.snapshot.cluster, r.opened, r.resolved)
+    try:
+        while not stop.is_set():
+            started = time.monotonic()
+            now = clock()
+            try:
+                with collector_gc.poll():
+                    results = monitor.poll_once(now)
+            except Exception:  # each cluster's failure is its own result (`Monitor.poll_once`): this is a bug of ours
+                log.exception("poll failed")
+                results = []
+            for r in results:
+                _log_changes(r.snapshot.cluster, r.opened, r.resolved)
+            for sink in sinks:
+                try:
+                    sink(results, now)
+                except Exception:
+                    log.exception("output %s failed", type(sink).__name__)
+            if as_json and not _print_document(results, now):
+                break
+            stop.wait(max(0.0, interval_s - (time.monotonic() - started)))
+    finally:
         for sink in sinks:
-            try:
-                sink(results, now)
-            except Exception:
-                log.exception("output %s failed", type(sink).__name__)
-        if as_json:
-            write_document(results, now, sys.stdout.buffer, pretty=False)
-        stop.wait(max(0.0, interval_s - (time.monotonic() - started)))
-    for sink in sinks:
-        close = getattr(sink, "close", None)
-        if close is not None:
-            try:
-                close()
-            except Exception:
-                log.exception("closing output %s failed", type(sink).__name__)
+            close = getattr(sink, "close", None)
+            if close is not None:
+                try:
+                    close()
+                except Exception:
+                    log.exception("closing output %s failed", type(sink).__name__)

@@ -22,12 +22,12 @@ from collectors.alerting.correlation import correlate
 from collectors.alerting.evaluation import judge
 from collectors.alerting.incidents import IncidentTracker
 from collectors.alerting.lifecycle import SAME_TIME_S, AlertTracker
-from collectors.alerting.rules import Candidate
+from collectors.alerting.rules import Candidate, cluster_health
 from collectors.config import ClusterConfig, MonitorConfig
 from collectors.model.observations import KafkaObservation
 from collectors.model.policy import Policies
 from collectors.model.poll import IncidentEvent, PollResult
-from collectors.model.records import AlertRecord, IncidentRecord, LossRecord
+from collectors.model.records import AlertRecord, ClusterSnapshot, IncidentRecord, LossRecord
 from collectors.model.snapshot import LOSS_MEMORY_MAX, build_snapshot
 from collectors.model.state import ClusterState
 from collectors.sources.client_settings import confluent_settings, kafka_python_settings, kazoo_settings
@@ -73,6 +73,7 @@ class ClusterPoller:
         self._resumed_cluster_id: str | None = None  # from a checkpoint, until the cluster confirms it
         self._resumed_until: float | None = None  # the last poll the resumed memory was known true at
         self._lost: tuple[list[IncidentEvent], list[AlertRecord]] = ([], [])  # recorded with the next poll
+        self._failing: str | None = None  # why the last poll failed (`failed`), until one succeeds
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"poll-{self.name}")
 
     def close(self) -> None:
@@ -97,6 +98,41 @@ class ClusterPoller:
             self._check_resumed_identity(obs.cluster_id)
             self.cluster_id = obs.cluster_id
         snap = build_snapshot(self.name, obs, zk_obs, self.state, self.thresholds, now, self.policies)
+        result = self._judge(snap, now, extra, started)
+        if self._failing is not None:
+            log.info("cluster %s: polled again (the polls before failed: %s)", self.name, self._failing)
+            self._failing = None
+        return result
+
+    def failed(self, now: float | None, extra: list[Candidate] | None, error: BaseException,
+               started: float) -> PollResult:
+        """The result of a poll that raised (a bug, a memory it cannot use), in place of the one it did not return:
+        the cluster as when no broker answers (not reachable, its ``cluster`` section stale, nothing else known),
+        so the `cluster_unreachable` alert opens saying the poll failed, and what is open stays open as over any
+        stale poll (`kept_over_stale`). Logged with the traceback once while the same error repeats, in one line
+        after. Does not raise: a monitor polling other clusters carries on with theirs (`Monitor.poll_once`)."""
+        now = (self.clock or time.time)() if now is None else now
+        why = f"poll failed: {type(error).__name__}: {error}"
+        if why != self._failing:
+            log.error("cluster %s: %s; shown unreachable until a poll succeeds", self.name, why, exc_info=error)
+        else:
+            log.error("cluster %s: %s (again, as logged before)", self.name, why)
+        self._failing = why
+        snap = ClusterSnapshot(cluster=self.name, time=now, mode="zookeeper" if self.zk is not None else None,
+                               cluster_id=self.cluster_id, reachable=False, stale=True, stale_sections=["cluster"],
+                               errors=[why])
+        try:
+            return self._judge(snap, now, extra, started)
+        except Exception:  # the memory the alerts are tracked in is what fails: the alert is shown, untracked
+            log.exception("cluster %s: the alerts of its failed poll could not be tracked either", self.name)
+            snap.alerts = [AlertRecord(c.rule, c.severity, self.name, c.subject, c.summary, now, now, c.value)
+                           for c in cluster_health(snap, self.state, {}, self.thresholds, now)]
+            snap.poll_duration_s = time.monotonic() - started
+            return PollResult(snap)
+
+    def _judge(self, snap: ClusterSnapshot, now: float, extra: list[Candidate] | None, started: float
+               ) -> PollResult:
+        """The poll's alerts and incidents from its snapshot, and its result."""
         kept = kept_over_stale(snap)  # the open alerts this poll's stale data keeps (and their timers)
         candidates = judge(snap, self.state, self.thresholds, now, kept) + list(extra or [])
         current, opened, resolved = self.alerts.update(self.name, candidates, now, kept)
@@ -169,9 +205,15 @@ class ClusterPoller:
             # is lost no earlier than its own last_seen anyway
             self.lose(self.incidents.open_for(self.name), self.alerts.open_for(self.name),
                       until if until is not None else 0.0)
-            self.state = ClusterState(window_size=self.thresholds.lag_window_points)
-            self.alerts.forget(self.name)
-            self.incidents.forget(self.name)
+            self.forget()
+
+    def forget(self) -> None:
+        """Start over with no memory: the state, open alerts and incidents dropped (none resolved), and the cluster
+        id a resumed memory was of."""
+        self._resumed_cluster_id = self._resumed_until = None
+        self.state = ClusterState(window_size=self.thresholds.lag_window_points)
+        self.alerts.forget(self.name)
+        self.incidents.forget(self.name)
 
     def _observe_kafka(self, now: float) -> KafkaObservation:
         try:
@@ -202,9 +244,18 @@ class Monitor:
                                                            thread_name_prefix="monitor")
 
     def poll_once(self, now: float | None = None) -> list[PollResult]:
+        """One result per cluster, in configuration order. A cluster's poll that raises becomes that cluster's
+        result only (`ClusterPoller.failed`: unreachable, alerted); the others' go on as if it had not."""
+        started = time.monotonic()
         extra = list(self.conditions.values())
         futures = [self._pool.submit(p.poll, now, extra) for p in self.pollers]
-        return [f.result() for f in futures]
+        results = []
+        for p, f in zip(self.pollers, futures, strict=True):
+            try:
+                results.append(f.result())
+            except Exception as e:
+                results.append(p.failed(now, extra, e, started))
+        return results
 
     def resolved_incidents(self) -> dict[str, list[IncidentRecord]]:
         """`ClusterPoller.resolved_incidents` of every cluster, by name."""
@@ -280,14 +331,17 @@ class Monitor:
                 cp = load_checkpoint(state_dir, p.name, lag_points=p.state.lag_points,
                                      window_size=p.thresholds.lag_window_points, now=now,
                                      max_age_s=self.config.checkpoint_max_age_s)
+                if cp is None:
+                    lines.append(f"{p.name}: starting fresh (no checkpoint)")
+                    continue
+                p.resume(cp)
+                lines.append(f"{p.name}: resumed from checkpoint {describe(cp, now)}")
             except CheckpointError as e:
                 lines.append(f"{p.name}: starting fresh, checkpoint not used: {e}")
-                continue
-            if cp is None:
-                lines.append(f"{p.name}: starting fresh (no checkpoint)")
-                continue
-            p.resume(cp)
-            lines.append(f"{p.name}: resumed from checkpoint {describe(cp, now)}")
+            except Exception as e:  # a bug reading or resuming it: that cluster starts fresh, the others go on
+                log.exception("cluster %s: checkpoint could not be resumed", p.name)
+                p.forget()
+                lines.append(f"{p.name}: starting fresh, checkpoint not used: {type(e).__name__}: {e}")
         return lines
 
     def save_checkpoints(self, state_dir: Path, now: float | None = None) -> int:
