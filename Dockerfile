@@ -66,6 +66,9 @@ WORKDIR /app
 COPY collectors/ collectors/
 ENV PYTHONPATH=/app
 USER monitor
+# The defaults state_dir "data/state" and history.root "data/history" are relative: from / they are on the volume
+# (/data, the monitor's); from /app (root's) a config that leaves them out could write neither.
+WORKDIR /
 EXPOSE 9308
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
   CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9308/healthz', timeout=4)" || exit 1

@@ -175,6 +175,22 @@ def test_collector_image_is_lean_with_a_healthz_healthcheck(tmp_path: Path) -> N
     assert "http://127.0.0.1:9308/healthz" in health and "/metrics" not in health
 
 
+def test_the_collector_image_writes_its_default_paths_on_the_volume() -> None:
+    """A config that leaves state_dir and history.root out gets relative defaults: resolved from the collector's
+    working directory they must land on the /data volume, which the monitor user owns (not /app, root's)."""
+    from pathlib import PurePosixPath
+
+    from collectors.config.models import MonitorConfig
+    from collectors.outputs.settings import HistoryConfig
+
+    stages = dockerfile_stages()
+    workdir = [ln.split()[1] for ln in stage_lines(stages, "collector") if ln.startswith("WORKDIR ")][-1]
+    assert "mkdir -p /data && chown monitor /data" in " ".join(stage_lines(stages, "collector"))
+    for default in (MonitorConfig.model_fields["state_dir"].default, HistoryConfig.model_fields["root"].default):
+        path = PurePosixPath(workdir) / PurePosixPath(str(default))
+        assert path.is_relative_to("/data"), (workdir, default)
+
+
 def test_dashboard_and_spark_images_install_the_wheel_with_their_extra() -> None:
     stages = dockerfile_stages()
     dashboard = " ".join(stage_lines(stages, "dashboard"))
