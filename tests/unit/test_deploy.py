@@ -69,6 +69,13 @@ def test_kraft_quorum_and_zookeeper_ensemble_are_consistent() -> None:
         zk = services[f"zookeeper-{i}"]
         assert zk["environment"]["ZOO_MY_ID"] == i and "srvr" in zk["environment"]["ZOO_4LW_COMMANDS_WHITELIST"]
         assert services[f"kafka-zk-{i}"]["environment"]["KAFKA_BROKER_ID"] == i
+    # `kafka-storage format` takes the cluster id as a Kafka Uuid (Uuid.fromString): 22 characters of URL-safe
+    # base64 for 16 bytes; anything else and the brokers never format their logs
+    import base64
+
+    cluster_id = services["kafka-1"]["environment"]["CLUSTER_ID"]
+    assert re.fullmatch(r"[A-Za-z0-9_-]{22}", cluster_id), cluster_id
+    assert len(base64.urlsafe_b64decode(cluster_id + "==")) == 16
 
 
 def _scrape_targets(job: dict) -> set[str]:  # type: ignore[type-arg]
