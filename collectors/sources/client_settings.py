@@ -113,13 +113,19 @@ class KazooSettings(TypedDict, total=False):
     ca: str | None
     certfile: str | None
     keyfile: str | None
+    verify_certs: bool
+    check_hostname: bool
 
 
 def kazoo_settings(zk: ZooKeeperConfig) -> KazooSettings:
-    """Keyword arguments for kazoo's KazooClient: hosts (chroot included), timeout, auth_data and TLS files.
+    """Keyword arguments for kazoo's KazooClient: hosts (chroot included), timeout, auth_data and TLS settings.
 
     auth_data is ``[("digest", "user:password")]`` with digest auth and an empty list otherwise. The result holds
-    the real password.
+    the real password. verify_certs and check_hostname are always given, because kazoo's own default for
+    check_hostname is False: any certificate its CA (or a system root) signed would do for any host, and kazoo
+    sends auth_data right after the handshake. check_hostname is off only with
+    ``endpoint_identification_algorithm: none``. `collectors.sources.zk_adapter` gives its four-letter-word probes
+    the same TLS settings.
     """
     auth: list[tuple[str, str]] = []
     if zk.auth_scheme == "digest" and zk.username is not None and zk.password is not None:
@@ -132,4 +138,6 @@ def kazoo_settings(zk: ZooKeeperConfig) -> KazooSettings:
         "ca": str(zk.ca_file) if zk.ca_file else None,
         "certfile": str(zk.cert_file) if zk.cert_file else None,
         "keyfile": str(zk.key_file) if zk.key_file else None,
+        "verify_certs": True,
+        "check_hostname": zk.endpoint_identification_algorithm == "https",
     }

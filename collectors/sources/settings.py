@@ -50,6 +50,11 @@ class ZooKeeperConfig(StrictModel):
     """Client certificate for mutual TLS; only with use_tls, needs key_file."""
     key_file: ConfigPath | None = Field(None, validate_default=True)
     """Private key of cert_file; only with use_tls."""
+    endpoint_identification_algorithm: Literal["https", "none"] = "https"
+    """With use_tls: "https" checks that each server's certificate names the host of the connect string, for the
+    session and the four-letter words alike; "none" accepts any certificate the CA (or a system root) signed, for
+    any host, so a man in the middle holding one gets the digest password. As Kafka's own
+    ``zookeeper.ssl.endpoint.identification.algorithm`` (case-insensitive); "none" only deliberately."""
     four_letter_words: bool = True
     """Poll ``mntr``/``srvr`` on each server for per-server health; off when the ensemble does not whitelist them."""
     session_timeout_s: Seconds = Field(10.0, ge=1, le=300)
@@ -93,6 +98,19 @@ class ZooKeeperConfig(StrictModel):
             raise ValueError("required when auth_scheme is digest")
         if scheme is None and value is not None:
             raise ValueError("only used with auth_scheme: digest (set auth_scheme, or remove password)")
+        return value
+
+    @field_validator("endpoint_identification_algorithm", mode="before")
+    @classmethod
+    def _lower_algorithm(cls, value: object) -> object:
+        """HTTPS as Kafka writes it (its default for ZooKeeper) is https; anything else is left to the type check."""
+        return value.lower() if isinstance(value, str) else value
+
+    @field_validator("endpoint_identification_algorithm")
+    @classmethod
+    def _check_algorithm(cls, value: str, info: ValidationInfo) -> str:
+        if value == "none" and info.data.get("use_tls") is False:
+            raise ValueError("only used with use_tls: true (without it the connection is plaintext)")
         return value
 
     @field_validator("ca_file", "cert_file", "key_file")

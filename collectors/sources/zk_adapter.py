@@ -41,6 +41,20 @@ down so nobody has to rediscover them:
 * When ``kazoo_settings`` gives its own ``hosts`` string without a chroot, the
   connect string's chroot is appended, so the chroot cannot be lost by the
   configuration layer.
+* With ``use_ssl`` the four-letter words go over TLS too, with the context
+  kazoo would build from the same settings (`tls_context`): the same CA file,
+  client certificate and host-name check.  An ensemble that only listens on
+  its secure client port answers them there; sent in plaintext they got no
+  answer (the server's TLS layer waits for the rest of a TLS record), i.e. a
+  "timeout" for every healthy server and a false ``zk_quorum_lost``.  A TLS
+  ``kazoo_settings`` without ``check_hostname`` gets it on (kazoo's own
+  default is off), as does ``verify_certs``: the host-name check is turned off
+  only explicitly (`collectors.sources.client_settings.kazoo_settings` does
+  for ``endpoint_identification_algorithm: none``).  The probes' context is kept
+  across polls (building one reads the system's CA store, ~40 ms) and rebuilt
+  when one of its files changes, so a rotated certificate reaches the probes as
+  it reaches kazoo (which reads the files at each connection).  One that cannot
+  be built fails every probe of that poll, the reason in the poll's errors.
 """
 
 from __future__ import annotations
@@ -48,6 +62,8 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import logging
+import os
+import ssl
 import threading
 import time
 from collections.abc import Mapping
@@ -56,7 +72,7 @@ from kazoo.client import KazooClient
 
 from collectors.model.observations import ZkObservation
 from collectors.sources.endpoints import DEFAULT_ZK_PORT, format_server, join_connect_string, split_connect_string
-from collectors.sources.zk_fourletter import FourLetterTimeout
+from collectors.sources.zk_fourletter import FourLetterTimeout, FourLetterTlsError, tls_context
 from collectors.sources.zk_servers import (
     STALE_ZOOKEEPER,
     Outcome,
@@ -109,6 +125,20 @@ _CONNECTION_RETRY = {"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1
 _Probes = dict[tuple[str, int, str], concurrent.futures.Future[Outcome]]
 """(host, port, command) → the probe's future."""
 
+_TLS_FILES = ("ca", "certfile", "keyfile")
+"""The kazoo settings naming files the TLS context is built from."""
+
+
+def _file_signature(path: object) -> object:
+    """What tells a changed file from the one a context was built from (None: no such setting)."""
+    if not path:
+        return None
+    try:
+        st = os.stat(str(path))
+    except OSError as e:
+        return (str(path), type(e).__name__)
+    return (str(path), st.st_ino, st.st_mtime_ns, st.st_size)
+
 
 def _stop_client(client: KazooClient) -> None:
     with contextlib.suppress(Exception):
@@ -132,6 +162,10 @@ class ZkAdapter:
         self.connect = connect
         self.servers, self.chroot = split_connect_string(connect)
         self.kazoo_settings: dict[str, object] = dict(kazoo_settings or {})
+        if self.kazoo_settings.get("use_ssl"):
+            self.kazoo_settings.setdefault("verify_certs", True)
+            self.kazoo_settings.setdefault("check_hostname", bool(self.kazoo_settings["verify_certs"]))
+        self._tls: tuple[object, ssl.SSLContext] | None = None  # (files' signature, the probes' context)
         self.four_letter_words = four_letter_words
         self.timeout_s = timeout_s
         self._lock = threading.Lock()
@@ -183,13 +217,46 @@ class ZkAdapter:
 
     # ----------------------------------------------------------------- 4lw
 
+    def _probe_tls(self) -> ssl.SSLContext | None:
+        """The probes' TLS context (None without ``use_ssl``), as kazoo builds its own from the same settings."""
+        s = self.kazoo_settings
+        if not s.get("use_ssl"):
+            return None
+        signature = tuple(_file_signature(s.get(k)) for k in _TLS_FILES)
+        if self._tls is not None and self._tls[0] == signature:
+            return self._tls[1]
+
+        def text(key: str) -> str | None:
+            value = s.get(key)
+            return str(value) if value else None
+
+        context = tls_context(ca=text("ca"), certfile=text("certfile"), keyfile=text("keyfile"),
+                              keyfile_password=text("keyfile_password"),
+                              verify_certs=bool(s.get("verify_certs", True)),
+                              check_hostname=bool(s.get("check_hostname", True)))
+        self._tls = (signature, context)
+        return context
+
     def _start_probes(self) -> _Probes:
-        return {(host, port, cmd): self._pool.submit(probe, host, port, cmd, self.timeout_s)
+        try:
+            tls = self._probe_tls()
+        except Exception as e:  # a CA file gone, a key that does not match: every probe fails, with the reason
+            probes: _Probes = {}
+            for host, port in self.servers:
+                for cmd in ("srvr", "mntr"):
+                    failed: concurrent.futures.Future[Outcome] = concurrent.futures.Future()
+                    failed.set_result(FourLetterTlsError(
+                        f"{cmd} @ {format_server(host, port)}: cannot set up TLS ({type(e).__name__}: {e})",
+                        host=host, port=port, command=cmd))
+                    probes[(host, port, cmd)] = failed
+            return probes
+        return {(host, port, cmd): self._pool.submit(probe, host, port, cmd, self.timeout_s, tls)
                 for host, port in self.servers for cmd in ("srvr", "mntr")}
 
     def _collect_probes(self, obs: ZkObservation, probes: _Probes, deadline: float) -> None:
         concurrent.futures.wait(probes.values(), timeout=max(0.0, deadline - time.monotonic()))
         records = []
+        tls_failures: dict[str, FourLetterTlsError] = {}
         for host, port in self.servers:
             name = format_server(host, port)
             outcomes: dict[str, Outcome] = {}
@@ -197,11 +264,15 @@ class ZkAdapter:
                 fut = probes[(host, port, cmd)]
                 outcomes[cmd] = fut.result() if fut.done() and not fut.cancelled() else FourLetterTimeout(
                     f"{cmd} @ {name}: no answer within the poll deadline", host=host, port=port, command=cmd)
+            if isinstance(outcomes["srvr"], FourLetterTlsError):
+                tls_failures[name] = outcomes["srvr"]
             records.append(server_record(self.cluster, name, outcomes["srvr"], outcomes["mntr"]))
         obs.servers = finalize_servers(records)
         for rec in obs.servers:
             if not rec.serving:
-                obs.errors.append(f"zookeeper {rec.server}: {rec.error}")
+                # A TLS failure's short reason cannot say which check refused: the error line does.
+                detail = f" ({tls_failures[rec.server]})" if rec.server in tls_failures else ""
+                obs.errors.append(f"zookeeper {rec.server}: {rec.error}{detail}")
         if not all(server_answered(r) for r in obs.servers):
             obs.stale_sections.add(STALE_ZOOKEEPER)
 

@@ -11,15 +11,27 @@ exception class.
 
 The parsers are pure functions so that they can be tested on captured texts and
 reused on answers obtained by other means (e.g. through an SSH tunnel).
+
+An ensemble that only listens on its secure client port (ZooKeeper 3.5+ with
+the Netty connection factory and ``secureClientPort``) answers four-letter
+words there too, after the TLS handshake: ``send_four_letter(..., tls=ctx)``
+with the context `tls_context` builds, which trusts exactly what kazoo's own
+connections trust.  Sent in plaintext to such a port, a probe gets no answer
+(ZooKeeper's TLS layer waits for the rest of a TLS record that never comes)
+or a closed connection: a healthy server would read as timed out or not
+serving.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import socket
+import ssl
 import time
-from typing import ClassVar, TypedDict
+from collections.abc import Callable
+from typing import Any, ClassVar, TypedDict
 
 __all__ = [
     "NOT_SERVING_MARKER",
@@ -28,12 +40,14 @@ __all__ = [
     "FourLetterNotServing",
     "FourLetterNotWhitelisted",
     "FourLetterTimeout",
+    "FourLetterTlsError",
     "FourLetterUnreachable",
     "SrvrStats",
     "parse_mntr",
     "parse_srvr",
     "send_four_letter",
     "split_zxid",
+    "tls_context",
 ]
 
 # Exact phrases ZooKeeper (3.4 - 3.9) writes instead of the command's answer.
@@ -87,13 +101,51 @@ class FourLetterNotServing(FourLetterError):
     kind: ClassVar[str] = "not_serving"
 
 
-def send_four_letter(host: str, port: int, command: str, timeout: float = 2.0) -> str:
+class FourLetterTlsError(FourLetterError):
+    """The TLS handshake failed, or TLS broke down before the answer: the server's certificate is not trusted
+    (unknown issuer, a host name it does not name, expired), the server refused ours, or the port does not speak
+    TLS.  Something listens, but the probe could not (or must not) talk to it."""
+
+    kind: ClassVar[str] = "tls"
+
+
+def tls_context(*, ca: str | None = None, certfile: str | None = None, keyfile: str | None = None,
+                keyfile_password: str | None = None, verify_certs: bool = True,
+                check_hostname: bool = True) -> ssl.SSLContext:
+    """A client context for `send_four_letter` that trusts what kazoo's own connections trust.
+
+    Built as kazoo (2.x, ``kazoo.handlers.utils.create_tcp_connection``) builds one from the KazooClient
+    keywords of the same names: the system's default CA certificates plus ``ca``, the client certificate when
+    both ``certfile`` and ``keyfile`` are given, and the host-name check as asked (kazoo's own default is off;
+    this one's is on).  As kazoo, refuses ``check_hostname`` without ``verify_certs``.  Raises OSError /
+    ssl.SSLError when a file cannot be read.
+    """
+    if check_hostname and not verify_certs:
+        raise ValueError("verify_certs must be True when check_hostname is True")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.load_default_certs(ssl.Purpose.SERVER_AUTH)
+    context.check_hostname = check_hostname  # before verify_mode: CERT_NONE is refused while it is on
+    context.verify_mode = ssl.CERT_REQUIRED if verify_certs else ssl.CERT_NONE
+    if ca:
+        context.load_verify_locations(ca)
+    if certfile and keyfile:
+        context.load_cert_chain(certfile=certfile, keyfile=keyfile, password=keyfile_password)
+    return context
+
+
+def send_four_letter(host: str, port: int, command: str, timeout: float = 2.0, *,
+                     tls: ssl.SSLContext | None = None) -> str:
     """Send one 4lw command and return the server's full answer.
 
     ZooKeeper closes the connection after answering, so EOF is the only
     reliable end-of-answer marker; ``timeout`` bounds connect + send + the
     whole read, so a server that accepts but never answers costs at most
     ``timeout`` seconds.
+
+    With ``tls`` (see `tls_context`) the command goes over TLS, the server's
+    certificate checked against ``host`` when the context checks host names;
+    the handshake counts against the same ``timeout``.  A failed handshake,
+    or a TLS error while reading, is a `FourLetterTlsError`.
     """
     if not _COMMAND_RE.match(command):
         raise ValueError(f"a four-letter word is 4 lowercase ASCII letters, got {command!r}")
@@ -118,6 +170,9 @@ def send_four_letter(host: str, port: int, command: str, timeout: float = 2.0) -
         # ECONNREFUSED, EHOSTUNREACH, name resolution failures...: nobody to talk to.
         raise FourLetterUnreachable(f"{where}: unreachable ({exc})", **ctx) from exc
 
+    if tls is not None:
+        sock = _tls_handshake(sock, tls, where, timeout, remaining, ctx)
+
     chunks: list[bytes] = []
     size = 0
     try:
@@ -137,6 +192,9 @@ def send_four_letter(host: str, port: int, command: str, timeout: float = 2.0) -
         raise FourLetterTimeout(f"{where}: no complete answer within {timeout:g}s", **ctx) from exc
     except FourLetterError:
         raise
+    except ssl.SSLError as exc:
+        # e.g. TLS 1.3: a server that refuses our certificate says so after the client's side of the handshake
+        raise FourLetterTlsError(f"{where}: TLS error ({exc})", **ctx) from exc
     except OSError as exc:
         raise FourLetterError(f"{where}: I/O error ({exc})", **ctx) from exc
 
@@ -151,6 +209,24 @@ def send_four_letter(host: str, port: int, command: str, timeout: float = 2.0) -
         # calling the answer "unparseable" would send on-call looking for a protocol problem.
         raise FourLetterNotServing(f"{where}: closed the connection without an answer", response=text, **ctx)
     return text
+
+
+def _tls_handshake(sock: socket.socket, tls: ssl.SSLContext, where: str, timeout: float,
+                   remaining: Callable[[], float], ctx: dict[str, Any]) -> ssl.SSLSocket:
+    """``sock`` wrapped in TLS, the handshake done within the probe's deadline; closes ``sock`` on failure."""
+    try:
+        sock.settimeout(remaining())
+        return tls.wrap_socket(sock, server_hostname=ctx["host"])
+    except FourLetterTimeout:
+        sock.close()
+        raise
+    except TimeoutError as exc:  # accepted, then no handshake: as stopped as a server that never answers
+        sock.close()
+        raise FourLetterTimeout(f"{where}: TLS handshake timed out after {timeout:g}s", **ctx) from exc
+    except (OSError, ValueError) as exc:  # ssl.SSLError (certificate refused...), or reset/closed mid-handshake
+        with contextlib.suppress(OSError):
+            sock.close()
+        raise FourLetterTlsError(f"{where}: TLS handshake failed ({exc})", **ctx) from exc
 
 
 class SrvrStats(TypedDict):

@@ -15,6 +15,10 @@ Decisions, written down so nobody has to rediscover them:
 * "zookeeper" is stale when some server gave no usable answer (timeout,
   refused, I/O error, both words refused).  A definite "not serving" answer is
   evidence, not missing data, so it does not make the section stale.
+* A probe whose TLS failed (certificate not trusted, a host name it does not
+  name, our certificate refused, no TLS on the port) says ``TLS failed: srvr``
+  rather than "i/o error": nothing broke off, the monitor could not (or must
+  not) talk to that server.  The details are in the poll's errors.
 * ``lag_behind_leader`` is set on followers and observers only (None on the
   leader and on standalone servers), and only when exactly one server claims
   leadership and both zxids are in the same epoch.  A follower reporting
@@ -29,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import ssl
 from collections.abc import Mapping, Sequence
 from typing import Final
 
@@ -40,6 +45,7 @@ from collectors.sources.zk_fourletter import (
     FourLetterNotServing,
     FourLetterNotWhitelisted,
     FourLetterTimeout,
+    FourLetterTlsError,
     FourLetterUnreachable,
     SrvrStats,
     parse_mntr,
@@ -92,6 +98,9 @@ def describe_failure(command: str, exc: BaseException) -> str:
         return NOT_SERVING
     if isinstance(exc, FourLetterUnreachable):
         return REFUSED if isinstance(exc.__cause__, ConnectionRefusedError) else UNREACHABLE
+    if isinstance(exc, FourLetterTlsError):
+        # Not "i/o error" ("broke off mid-answer"): the server may be fine and the certificate the problem.
+        return f"TLS failed: {command}"
     if isinstance(exc, FourLetterError):
         return IO_ERROR
     if isinstance(exc, ValueError):
@@ -213,10 +222,11 @@ def finalize_servers(servers: Sequence[ZkServerRecord]) -> list[ZkServerRecord]:
     return [dataclasses.replace(s, lag_behind_leader=lags[s.server]) for s in servers]
 
 
-def probe(host: str, port: int, command: str, timeout_s: float) -> Outcome:
-    """One 4lw probe; failures are returned, not raised, so the pool never hides them in a future."""
+def probe(host: str, port: int, command: str, timeout_s: float, tls: ssl.SSLContext | None = None) -> Outcome:
+    """One 4lw probe (over TLS with ``tls``); failures are returned, not raised, so the pool never hides them in a
+    future."""
     try:
-        text = send_four_letter(host, port, command, timeout_s)
+        text = send_four_letter(host, port, command, timeout_s, tls=tls)
         return parse_srvr(text) if command == "srvr" else parse_mntr(text)
     except (FourLetterError, ValueError) as e:
         return e

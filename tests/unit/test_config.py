@@ -715,6 +715,8 @@ def test_kazoo_settings() -> None:
         "ca": "/ca.pem",
         "certfile": "/c.pem",
         "keyfile": "/k.pem",
+        "verify_certs": True,
+        "check_hostname": True,  # kazoo's own default is off: any certificate its CA signed, for any host
     }
     plain = kazoo_settings(ZooKeeperConfig(connect="zk:2181"))
     assert plain["auth_data"] == [] and plain["use_ssl"] is False and plain["ca"] is None
