@@ -256,6 +256,10 @@ class KafkaAdapter:
         holders: set[int] | None = set()
         for t in md.topics:
             if t.error_code not in (0, 5):
+                if t.name and self.topic_filter is not None and not self.topic_filter(t.name, bool(t.is_internal)):
+                    obs.filtered_topics += 1  # a topic the filters leave out is nobody's concern here, errors too
+                    holders = None  # its replicas, which hold brokers' data all the same, are unknown
+                    continue
                 # One topic's error (UNKNOWN_TOPIC_OR_PARTITION while it is being deleted, TOPIC_AUTHORIZATION_FAILED)
                 # leaves that topic's partitions unread, not the others': only its alerts are kept (a topic known by
                 # no name cannot be told apart: all of them are).

@@ -92,6 +92,19 @@ def test_a_topic_in_error_keeps_its_partitions_alerts_and_another_topics_resolve
     assert under(DOOMED) <= resolved and not current
 
 
+def test_a_topic_in_error_keeps_its_topic_alerts() -> None:
+    """unsafe_durability judges a topic's replication factor, which only its partitions tell: while its Metadata
+    answers an error the topic is not measured, and its alert is kept rather than resolved and opened again."""
+    p = Poller()
+    obs = observation(p.now, {DOOMED: [1, 2, 3], ORDERS: [1, 2, 3]})
+    obs.topic_configs = {t: {"min.insync.replicas": "3"} for t in (DOOMED, ORDERS)}  # min ISR = RF: unsafe
+    current, _ = p.poll(obs)
+    assert {("unsafe_durability", DOOMED), ("unsafe_durability", ORDERS)} <= current
+    obs = doomed_in_error(p.now, [1, 2, 3])  # orders-eu's min ISR back to 2
+    current, resolved = p.poll(obs)
+    assert ("unsafe_durability", DOOMED) in current and ("unsafe_durability", ORDERS) in resolved
+
+
 def test_metadata_failing_as_a_whole_still_keeps_every_partition_alert() -> None:
     """A topic's error, then another topic's of no name: which topics are concerned is unknown, all are kept."""
     p = Poller()
@@ -107,9 +120,11 @@ def test_a_stale_topic_keeps_its_partitions_read_back_from_their_subjects() -> N
     a number. ``doomed-2-0`` is partition 0 of ``doomed-2``, not partition 2 of ``doomed``."""
     s = ClusterSnapshot(cluster="c", time=T0, stale_sections=["partitions"], stale_subjects={"partitions": [DOOMED]})
     kept = kept_over_stale(s)
-    partition_rules = {r.name for r in CATALOGUE if "partitions" in r.keep_when_stale}
-    assert set(kept) == partition_rules and all(kept[r] == Subjects(partitions_of=frozenset({DOOMED}))
-                                                for r in partition_rules)
+    partition_rules = {r.name for r in CATALOGUE if "partitions" in r.keep_when_stale and r.subject == "partition"}
+    topic_rules = {r.name for r in CATALOGUE if "partitions" in r.keep_when_stale and r.subject == "topic"}
+    assert set(kept) == partition_rules | topic_rules and all(kept[r] == Subjects(partitions_of=frozenset({DOOMED}))
+                                                              for r in partition_rules)
+    assert topic_rules == {"unsafe_durability"} and kept["unsafe_durability"] == frozenset({DOOMED})
     for subject, ours in (("doomed-0", True), ("doomed-12", True), ("doomed-2-0", False), ("doomed", False),
                           ("doomed-x", False), ("doomed-", False), ("doomed-²", False), ("orders-eu-0", False)):
         assert is_kept(kept, "under_replicated", subject) == ours, subject
@@ -209,3 +224,17 @@ def test_the_adapter_names_the_topic_whose_metadata_failed(topics: list[tuple[st
     assert obs.reachable and obs.stale_sections == {"partitions"} and obs.stale_subjects == named
     assert [(p.topic, p.partition) for p in obs.partitions] == [(ORDERS, 0)]
     assert obs.replica_brokers is None  # the topic's replicas are unknown: no broker is taken for decommissioned
+
+
+def test_a_topic_the_filters_leave_out_makes_nothing_stale_even_in_error() -> None:
+    """The cluster's filters leave `doomed` out: its Metadata error is nobody's concern here (before, it still made
+    `partitions` stale and raised data_stale). Its replicas stay unknown."""
+    answer = metadata([(DOOMED, UNKNOWN_TOPIC_OR_PARTITION), (ORDERS, 0)])
+    kp = SimpleNamespace(send_one=lambda node, req: Outcome(node, req, answer, None), broker_ids=lambda: [1, 2, 3],
+                         refresh_brokers=lambda md: None)
+    obs = KafkaObservation(time=T0)
+    adapter = KafkaAdapter("c", {}, {}, 1.0, topic_filter=lambda name, internal: name != DOOMED)
+    assert adapter._metadata(kp, obs)
+    assert not obs.stale_sections and not obs.errors and obs.filtered_topics == 1
+    assert [(p.topic, p.partition) for p in obs.partitions] == [(ORDERS, 0)]
+    assert obs.replica_brokers is None
