@@ -174,7 +174,7 @@ def correlate(snap: ClusterSnapshot, alerts: Sequence[AlertRecord]) -> list[Caus
             by_rule[a.rule].append(a)
     parts = {partition_subject(p.topic, p.partition): p for p in snap.partitions} if (
         any(r in by_rule for r in PARTITION_SYMPTOMS | TXN_PARTITION_RULES) or by_rule.keys() & BROKER_CAUSES) else {}
-    measured = not PARTITION_SECTIONS & set(snap.stale_sections)
+    measured, unread = _measured(snap)
     causes: list[Cause] = []
     down: set[int] = set()
     for rule in BROKER_CAUSES:
@@ -208,7 +208,7 @@ def correlate(snap: ClusterSnapshot, alerts: Sequence[AlertRecord]) -> list[Caus
         for topic, members in sorted(by_topic.items()):
             def remake(m: list[AlertRecord], topic: str = topic) -> Cause:
                 return _topic_cause(snap, topic, m, parts, sizes[topic], topic in unclean)
-            causes.append(_made(remake, members, measured))
+            causes.append(_made(remake, members, measured and topic not in unread))
 
     consensus = [a for r in sorted(CONSENSUS_RULES) for a in by_rule.get(r, ())]
     # Only the consensus layer could not be read (a ZooKeeper election, a quorum that does not answer): that
@@ -278,6 +278,16 @@ def correlate(snap: ClusterSnapshot, alerts: Sequence[AlertRecord]) -> list[Caus
     order = {k: i for i, k in enumerate(INCIDENT_KINDS)}
     causes.sort(key=lambda c: (SEVERITY_RANK.get(c.severity, 9), order[c.kind], c.key))
     return causes
+
+
+def _measured(snap: ClusterSnapshot) -> tuple[bool, frozenset[str]]:
+    """Whether this poll read the partitions, and the topics it could not (their Metadata answered an error:
+    ``stale_subjects["partitions"]``). Some topics unread leave the others measured: only those topics' causes keep
+    their last placement and blast radius, where one topic being deleted froze every incident of the cluster. A
+    broker outage is measured on the partitions read (those of a topic being deleted are going anyway)."""
+    stale = set(snap.stale_sections)
+    unread = frozenset(snap.stale_subjects.get("partitions", ())) if "partitions" in stale else frozenset()
+    return not (stale & PARTITION_SECTIONS - ({"partitions"} if unread else set())), unread
 
 
 def _made(remake: Callable[[list[AlertRecord]], Cause], members: list[AlertRecord], measured: bool = True) -> Cause:

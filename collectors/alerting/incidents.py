@@ -25,7 +25,8 @@ elsewhere than the incident it was in at the last poll stays there (`IncidentTra
 * it is a loss alert (`loss` family: data truncated, unclean election, …), open an hour after the loss: the loss
   happened under that cause. A broker incident whose brokers are back stays open for the loss proven during the
   outage (`aftermath`: "broker 3 is back; still open: …") rather than a second critical incident paging for it;
-* this poll could not read the partitions (`Cause.measured` False: unreachable cluster, stale ``partitions``): a
+* this poll could not read the partitions (`Cause.measured` False: unreachable cluster, stale ``partitions``; of
+  one topic whose Metadata answered an error, only that topic's causes): a
   kept alert's place is not known, so it keeps the one it had (and its incident keeps its last known blast radius),
   rather than an unreachable cluster during an outage opening an incident per topic and per group.
 

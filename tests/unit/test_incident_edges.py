@@ -120,6 +120,27 @@ def test_stale_partitions_alone_keep_the_alerts_in_the_broker_incident() -> None
     assert incs[0].partitions == broker.partitions and "stale: partitions" in incs[0].consequences
 
 
+def test_one_topic_in_error_does_not_freeze_the_broker_incident() -> None:
+    """One topic's Metadata in error (being deleted) leaves the rest measured: when a second broker fails meanwhile
+    the broker incident says so, with its blast radius over the partitions read. Before, any stale ``partitions``
+    froze every incident at its last radius and summary while the topic stayed in error."""
+    p = Pipe()
+    _, (broker,), _ = p.poll(cluster(down=(3,)), NOW)
+    before = (broker.id, broker.brokers, broker.topics, broker.under_min_isr)
+    assert before[1:] == ([3], 4, 0)
+    s = cluster(down=(2, 3))
+    s.partitions = [x for x in s.partitions if x.topic != "t0"]
+    s.topics = [t for t in s.topics if t.topic != "t0"]
+    s.stale_sections, s.stale_subjects, s.stale = ["partitions"], {"partitions": ["t0"]}, True
+    _, incs, _ = p.poll(s, NOW + 30)
+    (after,) = [i for i in incs if i.kind == "broker"]
+    assert after.id == before[0] and after.brokers == [2, 3] and "partitions not read" not in after.summary
+    assert after.partitions == sum(1 for x in s.partitions if {2, 3} & set(x.replicas))
+    assert after.topics == 3 and after.under_min_isr == sum(1 for x in s.partitions if len(x.isr) < 2) > 0
+    # t0's kept alerts (no partitions to place them by) stay in the incident they were in
+    assert not [i for i in incs if i.kind == "topic"]
+
+
 # --------------------------------------------------------------------------- timers
 
 
