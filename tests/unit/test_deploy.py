@@ -93,6 +93,14 @@ def _collectors() -> dict[str, dict]:  # type: ignore[type-arg]
             if svc.get("build", {}).get("target") == "collector" or svc.get("image") == image}
 
 
+def test_collectors_get_time_to_flush_and_checkpoint_when_stopped() -> None:
+    """A stop waits for the poll under way (requests to a hung broker time out after request_timeout_s each), then
+    flushes the history and saves the checkpoint: Docker's default 10 s grace would SIGKILL it first."""
+    for name, svc in _collectors().items():
+        grace = svc.get("stop_grace_period", "10s")
+        assert re.fullmatch(r"\d+s", grace) and int(grace[:-1]) >= 60, (name, grace)
+
+
 def test_prometheus_scrapes_every_collector_in_compose() -> None:
     prom = yaml.safe_load((DEPLOY / "compose" / "prometheus.yml").read_text())
     (job,) = [j for j in prom["scrape_configs"] if j["job_name"] == "kafka-reliability-monitor"]  # KafkaMonitorDown
