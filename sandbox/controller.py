@@ -4,16 +4,31 @@ Kept apart from replication because a controller change is its own incident
 (controller_failover) and, in KRaft, its own log: the quorum keeps a metadata
 log whose high watermark grows with the no-op records a real controller writes
 every 500 ms, and voters on dead brokers stop fetching. Replication builds on
-this part: fencing the controller's own broker elects a new one.
+this part: fencing the controller's own broker elects a new one (ZooKeeper mode).
+
+In KRaft the active controller is the Raft leader of the metadata quorum
+(KIP-595, KIP-631), elected on Raft's own timers rather than broker sessions,
+and only by a majority of the voters: with fewer than a majority up the quorum
+has no leader, nobody fences a broker or moves a partition leader, and the
+metadata every broker serves stands still until a majority is back. Clients do
+not learn the active controller from Metadata there (KIP-590): a KRaft broker
+answers a random unfenced broker as its controller id and forwards what is
+meant for the controller (`random_alive_broker`).
 """
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
 from sandbox.topology import Topology
 
 KRAFT_NOOP_INTERVAL_S = 0.5  # metadata.max.idle.interval.ms
+KRAFT_FETCH_TIMEOUT_S = 2.0
+"""controller.quorum.fetch.timeout.ms: voters that hear nothing from their leader this long elect another."""
+KRAFT_CHECK_QUORUM_S = 3.0
+"""A leader that hears from no majority of the voters for 1.5 x the fetch timeout resigns (KAFKA-15489, Kafka 3.7);
+from then the quorum has no leader until a majority is up again."""
 
 
 @dataclass
@@ -33,6 +48,8 @@ class Controller(Topology):
     quorum_leader: int
     quorum_epoch: int
     metadata_hwm: float
+    _majority_lost_at: float | None  # KRaft: since when fewer than a majority of the voters are up
+    _client_rng: random.Random  # the random broker a KRaft broker names as controller (`random_alive_broker`)
 
     def _init_controller(self, now: float) -> None:
         """Broker 1 starts as controller; in KRaft the first three brokers (fewer if there are fewer) vote."""
@@ -42,16 +59,41 @@ class Controller(Topology):
         self.quorum_leader = self.controller_id
         self.quorum_epoch = 1
         self.metadata_hwm = 0.0
+        self._majority_lost_at = None
+        self._client_rng = random.Random(f"controller-id/{self.cluster_id}")  # the same sequence every run
         if self.mode == "kraft":
             for i in sorted(self.brokers)[:3] if len(self.brokers) >= 3 else sorted(self.brokers):
                 self.voters[i] = Voter(i, 0.0, now, now)
 
+    def voters_up(self) -> list[int]:
+        """KRaft: the voters whose process runs, lowest id first."""
+        return [i for i in sorted(self.voters) if self.brokers[i].process_up]
+
+    def has_quorum(self) -> bool:
+        """KRaft: a majority of the voters is up, without which Raft elects no leader and commits nothing."""
+        return len(self.voters_up()) >= len(self.voters) // 2 + 1
+
+    def controller_active(self) -> bool:
+        """A controller is there to act: fence brokers, move partition leaders. In KRaft nothing else does it:
+        without a quorum leader the metadata stands still (a dead broker stays registered, its partitions keep
+        their leader) until one is elected."""
+        return self.controller_id in self.brokers and self.brokers[self.controller_id].process_up
+
+    def random_alive_broker(self) -> int:
+        """What a KRaft broker answers as the controller id of Metadata and DescribeCluster: a random unfenced broker
+        (KRaftMetadataCache.getRandomAliveBroker, KIP-590), a different one from call to call, never the quorum
+        leader as such; -1 when none is registered."""
+        alive = self.alive_brokers()
+        return self._client_rng.choice(alive) if alive else -1
+
     def _controller_candidates(self, exclude: int | None = None) -> list[int]:
-        """Registered brokers that may take over, lowest id first; in KRaft only voters (if any is left)."""
-        alive = [i for i in sorted(self.brokers) if self.brokers[i].registered and i != exclude]
+        """Who may take over, lowest id first: registered brokers; in KRaft the voters that are up, and none
+        unless a majority of the voters is (a Raft leader is elected by a majority of the voters, KIP-595)."""
         if self.mode == "kraft":
-            alive = [i for i in alive if i in self.voters] or alive
-        return alive
+            if not self.voters or not self.has_quorum():
+                return []
+            return [i for i in self.voters_up() if i != exclude]
+        return [i for i in sorted(self.brokers) if self.brokers[i].registered and i != exclude]
 
     def _hand_over(self, to: int) -> int:
         """Make `to` the controller (in KRaft also the quorum leader) in a new epoch; returns the old one."""
@@ -67,6 +109,8 @@ class Controller(Topology):
     def _elect_controller(self) -> None:
         """The controller's broker was fenced (or none was left): the next candidate wins, -1 if there is none."""
         alive = self._controller_candidates()
+        if not alive and self.controller_id < 0:
+            return  # still nobody to elect
         old = self._hand_over(alive[0] if alive else -1)
         self.log(f"controller {old} -> {self.controller_id} (epoch {self.controller_epoch})")
 
@@ -78,9 +122,30 @@ class Controller(Topology):
         old = self._hand_over(alive[0])
         self.log(f"controller failover {old} -> {self.controller_id}")
 
+    def _check_quorum(self) -> None:
+        """KRaft elections on Raft's timers. With a majority of the voters up: a leader whose process died is
+        replaced once the voters' fetch timeout passes, and a quorum without a leader elects one at once. Without
+        one: the leader resigns after `KRAFT_CHECK_QUORUM_S` and nobody takes over."""
+        if self.has_quorum():
+            self._majority_lost_at = None
+            leader = self.brokers.get(self.quorum_leader)
+            if leader is None or (not leader.process_up and leader.crashed_at is not None
+                                  and self.now - leader.crashed_at >= KRAFT_FETCH_TIMEOUT_S):
+                self._elect_controller()
+            return
+        if self._majority_lost_at is None:
+            self._majority_lost_at = self.now
+        if self.quorum_leader >= 0 and self.now - self._majority_lost_at >= KRAFT_CHECK_QUORUM_S:
+            old = self.quorum_leader
+            self.controller_id = self.quorum_leader = -1
+            self.changes.controller = True
+            self.log(f"KRaft quorum leader {old} gone: {len(self.voters_up())} of {len(self.voters)} voters up, "
+                     f"no leader until a majority is")
+
     def _run_quorum(self, dt: float) -> None:
         if self.mode != "kraft" or not self.voters:
             return
+        self._check_quorum()
         leader = self.voters.get(self.quorum_leader)
         if leader is None or not self.brokers[leader.node_id].process_up:
             return

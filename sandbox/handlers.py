@@ -33,6 +33,9 @@ FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
 TRANSACTIONAL_ID_NOT_FOUND = 105
 UNKNOWN_SERVER_ERROR = -1
+NOT_LEADER_MESSAGE = ("For requests intended only for the leader, this error indicates that the broker is not the "
+                      "current leader. For requests intended for any replica, this error indicates that the broker "
+                      "is not a replica of the topic partition.")  # Errors.NOT_LEADER_OR_FOLLOWER.message()
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -46,6 +49,12 @@ TopicAsk = tuple[str | None, list[int]]
 
 
 def controller_for_clients(c: Cluster) -> int:
+    """The controller id of a Metadata or DescribeCluster answer. ZooKeeper mode: the controller, while its broker is
+    registered. KRaft: a random unfenced broker, another at each answer (KIP-590: clients send what is meant for the
+    controller to any broker, which forwards it); the active controller is the quorum leader, which only
+    DescribeQuorum names."""
+    if c.mode == "kraft":
+        return c.random_alive_broker()
     return c.controller_id if c.controller_id in c.alive_brokers() else -1
 
 
@@ -495,8 +504,17 @@ class Handlers:
 
     # ------------------------------------------------------------------ KRaft
     def describe_quorum(self, node_id: int, req: Request) -> Mapping[str, Any]:
+        """A broker forwards DescribeQuorum to the active controller (KafkaApis: forwardToController), and only the
+        Raft leader answers it (KafkaRaftClient.handleDescribeQuorumRequest). Without a leader a real cluster
+        answers NOT_LEADER_OR_FOLLOWER where the request reaches a controller that is not (or no longer) the
+        leader, and nothing in time where the broker knows no controller at all (its forwarding queue waits);
+        the sandbox gives the first: the error on the partition, every other field zero, as Kafka 3.3+ does."""
         c = self.c
-        leader_up = c.quorum_leader in c.brokers and c.brokers[c.quorum_leader].process_up
+        if c.quorum_leader not in c.brokers or not c.brokers[c.quorum_leader].process_up:
+            part = {"partition_index": 0, "error_code": NOT_LEADER_OR_FOLLOWER, "error_message": NOT_LEADER_MESSAGE,
+                    "leader_id": 0, "leader_epoch": 0, "high_watermark": 0, "current_voters": [], "observers": []}
+            return {"error_code": NONE, "error_message": None,
+                    "topics": [{"topic_name": "__cluster_metadata", "partitions": [part]}], "nodes": []}
         voters = [{"replica_id": v.node_id, "replica_directory_id": None, "log_end_offset": int(v.leo),
                    "last_fetch_timestamp": int(v.last_fetch * 1000),
                    "last_caught_up_timestamp": int(v.last_caught_up * 1000)} for v in c.voters.values()]
@@ -506,7 +524,7 @@ class Handlers:
                       "last_caught_up_timestamp": int(c.now * 1000) if b.process_up else -1}
                      for b in c.brokers.values() if b.node_id not in c.voters]
         part = {"partition_index": 0, "error_code": NONE, "error_message": None,
-                "leader_id": c.quorum_leader if leader_up else -1, "leader_epoch": c.quorum_epoch,
+                "leader_id": c.quorum_leader, "leader_epoch": c.quorum_epoch,
                 "high_watermark": int(c.metadata_hwm), "current_voters": voters, "observers": observers}
         nodes = [{"node_id": v.node_id, "listeners": [{"name": "CONTROLLER", "host": c.brokers[v.node_id].host,
                                                        "port": c.brokers[v.node_id].port}]}

@@ -8,7 +8,9 @@
   replica and it leaves every ISR. With no such replica the partition goes
   offline (leader -1) keeping the last ISR member, unless the topic allows
   unclean election, in which case an out-of-sync replica takes over and the
-  high watermark falls back to its log end (acknowledged data lost).
+  high watermark falls back to its log end (acknowledged data lost). In KRaft
+  only an active controller fences: while the quorum has no leader
+  (`sandbox.controller`) nothing is fenced and no leader moves.
 * Followers fetch at a bounded rate; one that has not caught up to the leader's
   log end for `replica.lag.time.max.ms` leaves the ISR and rejoins once its log
   end reaches the high watermark. High watermark = min log end over the ISR.
@@ -65,6 +67,8 @@ class Replication(Controller):
         for b in self.brokers.values():
             if b.registered and not b.process_up and b.crashed_at is not None \
                     and self.now - b.crashed_at >= timeout:
+                if self.mode == "kraft" and not self.controller_active():
+                    continue  # no quorum leader: nobody fences it yet
                 self._fence(b.node_id)
 
     def _fence(self, node_id: int) -> None:
@@ -244,6 +248,8 @@ class Replication(Controller):
         """auto.leader.rebalance.enable: move leadership back to the preferred replica periodically."""
         if self.broker_setting("auto.leader.rebalance.enable") != "true":
             return
+        if self.mode == "kraft" and not self.controller_active():
+            return  # the controller does it: without a quorum leader, nobody
         interval = int(self.broker_setting("leader.imbalance.check.interval.seconds"))
         last = self.start if self._last_rebalance is None else self._last_rebalance
         if self.now - last < interval:

@@ -11,7 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from collectors.alerting.catalogue import TIMED_RULES, Kept, is_kept, kept_over_stale, rules_of
-from collectors.alerting.rules import CONTROLLER_MISMATCH_GRACE_S, Candidate, Held, evaluate, families_evaluated
+from collectors.alerting.rules import (
+    CONTROLLER_MISMATCH_GRACE_S,
+    KRAFT_NO_LEADER_GRACE_S,
+    Candidate,
+    Held,
+    evaluate,
+    families_evaluated,
+)
 from collectors.alerting.thresholds import Thresholds
 from collectors.model.records import AlertRecord, ClusterSnapshot
 from collectors.model.state import ClusterState
@@ -44,6 +51,7 @@ GRACE_S: dict[str, Callable[[Thresholds], float]] = {
     "preferred_leader_imbalance": lambda th: th.under_replicated_grace_s,
     "zk_follower_behind": lambda th: th.zk_follower_behind_s,
     "controller_mismatch": lambda th: CONTROLLER_MISMATCH_GRACE_S,
+    "kraft_no_leader": lambda th: KRAFT_NO_LEADER_GRACE_S,
     "zk_isr_mismatch": lambda th: 0.0,  # fires on the second poll that sees it
 }
 """How long each timed rule's condition holds before its alert fires (`collectors.alerting.rules`); a test keeps

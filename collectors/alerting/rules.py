@@ -81,6 +81,10 @@ ELECTION_ALERT_S = 600.0  # how long an election stays visible as an alert
 # controller has loaded the cluster state and sent UpdateMetadata (seconds, tens on big clusters): a mismatch
 # must hold this long, and over two polls, before it is alerted, however often the monitor polls.
 CONTROLLER_MISMATCH_GRACE_S = 30.0
+# A KRaft quorum between two leaders answers no DescribeQuorum (only the leader does) for the seconds an election
+# takes (controller.quorum.fetch.timeout.ms, 2 s, then a vote): "no leader" must hold this long, and over two
+# polls, before it is alerted.
+KRAFT_NO_LEADER_GRACE_S = 30.0
 
 
 Rule = Callable[[ClusterSnapshot, ClusterState, Held, Thresholds, float], Iterator[Candidate]]
@@ -302,18 +306,26 @@ def kraft(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now:
     voters = [v for v in s.kraft_voters if v.role in ("leader", "voter")]
     if not voters:
         return
-    if voters[0].leader_id < 0:
-        yield Candidate("kraft_no_leader", CRITICAL, s.cluster, "the KRaft quorum has no leader")
-    for v in voters:
+    leaderless = voters[0].leader_id < 0
+    if leaderless:
+        since = held.get(("kraft_no_leader", s.cluster), now)
+        why = next((e for e in s.errors if e.startswith("DescribeQuorum")), None)
+        yield Candidate("kraft_no_leader", CRITICAL, s.cluster,
+                        f"the KRaft quorum has had no leader for {now - since:.0f}s (voters "
+                        f"{', '.join(str(v.node_id) for v in voters)}; last leader epoch {voters[0].leader_epoch})"
+                        + (f": {why}" if why else ""),
+                        pending=not (now > since and now - since >= KRAFT_NO_LEADER_GRACE_S))
+    for v in [] if leaderless else voters:  # lag is behind the leader's high watermark: without one, none
         if v.lag is None or v.lag > th.kraft_voter_lag_records:
             yield Candidate("kraft_voter_lagging", WARNING, f"voter-{v.node_id}",
                             f"KRaft voter {v.node_id} is {v.lag if v.lag is not None else 'an unknown number of'} "
                             f"records behind the high watermark {v.high_watermark}",
                             float(v.lag) if v.lag is not None else None)
     if st.kraft_election_at is not None and now - st.kraft_election_at < ELECTION_ALERT_S:
+        leader, epoch = (voters[0].leader_id, voters[0].leader_epoch) if not leaderless or st.kraft_leader is None \
+            else st.kraft_leader
         yield Candidate("kraft_leader_election", INFO, s.cluster,
-                        f"KRaft leader changed to {voters[0].leader_id} (epoch {voters[0].leader_epoch}) "
-                        f"{now - st.kraft_election_at:.0f}s ago")
+                        f"KRaft leader changed to {leader} (epoch {epoch}) {now - st.kraft_election_at:.0f}s ago")
 
 
 def losses(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now: float) -> Iterator[Candidate]:

@@ -106,6 +106,8 @@ class KafkaObservation:
     reachable: bool = True
     cluster_id: str | None = None
     controller_id: int | None = None
+    """Metadata's controller id: the controller in ZooKeeper mode, a random broker in KRaft (KIP-590), where the
+    active controller is the quorum leader (`collectors.model.snapshot` makes the snapshot's of either)."""
     answered_by: float | None = None
     """The poll clock once every answer was in (`time` is the poll's start): an upper bound on when any answer was
     given. A poll takes seconds on a big cluster, and a state can change between its start and the request that
@@ -132,6 +134,11 @@ class KafkaObservation:
     transactions: list[TransactionInfo] = field(default_factory=list)
     producers: dict[tuple[str, int], list[ProducerInfo]] = field(default_factory=dict)
     quorum: QuorumInfo | None = None
+    quorum_no_leader: str | None = None
+    """Why DescribeQuorum says the KRaft quorum has no leader this poll, where it failed so: NOT_LEADER_OR_FOLLOWER
+    (only the Raft leader answers it), or no answer in time from a broker that answered this poll's other requests
+    (a broker that knows no controller holds what it forwards); None otherwise. `quorum` is None then, the quorum
+    section stale. Evidence, not proof: one such poll is normal while the leader moves (`kraft_no_leader` waits)."""
     kraft: bool | None = None
     listed_transactions: dict[str, int] = field(default_factory=dict)  # transactional id → producer id
     unreachable_brokers: set[int] = field(default_factory=set)

@@ -79,9 +79,11 @@ def build_snapshot(name: str, obs: KafkaObservation, zk: ZkObservation | None, s
     snap = ClusterSnapshot(cluster=name, time=now, reachable=obs.reachable, cluster_id=obs.cluster_id,
                            controller_id=obs.controller_id, errors=list(obs.errors), requests=obs.requests,
                            filtered_topics=obs.filtered_topics, filtered_groups=obs.filtered_groups)
+    # a cluster whose quorum named a leader before is KRaft still when this poll's DescribeQuorum went unanswered
+    kraft = zk is None and (obs.kraft is True or (obs.kraft is None and state.kraft_leader is not None))
     if zk is not None:
         snap.mode = "zookeeper"
-    elif obs.kraft:
+    elif kraft:
         snap.mode = "kraft"
     snap.stale_sections = sorted(obs.stale_sections | (set(zk.stale_sections) if zk is not None else set()))
     snap.stale_subjects = {section: sorted(subjects) for section, subjects in sorted(obs.stale_subjects.items())
@@ -96,6 +98,7 @@ def build_snapshot(name: str, obs: KafkaObservation, zk: ZkObservation | None, s
         snap.stale = True
         _remember_losses(snap, state, now)
         return snap
+    snap.controller_id = _controller_id(obs, state, kraft)
     _brokers(snap, obs, zk, state, now)
     _carry_configs(obs, state)
     _partitions_and_topics(snap, obs, zk, state, now, policies)
@@ -178,6 +181,20 @@ def _carry_configs(obs: KafkaObservation, state: ClusterState) -> None:
             del state.topic_configs[topic]
 
 
+def _controller_id(obs: KafkaObservation, state: ClusterState, kraft: bool) -> int | None:
+    """The active controller. ZooKeeper mode (or a mode not known yet): Metadata's controller id. KRaft: the quorum
+    leader, as DescribeQuorum names it (a controller's node id, not a broker's in isolated mode), because a KRaft
+    broker answers Metadata with a random broker (KIP-590). Where this poll's DescribeQuorum named no leader, the
+    last one it named: a poll that could not read the quorum is no evidence that the controller moved, and a quorum
+    without a leader is `kraft_no_leader`'s to say; None only before any was named."""
+    if not kraft:
+        return obs.controller_id
+    q = obs.quorum
+    if q and int(q["leader_id"]) >= 0:
+        return int(q["leader_id"])
+    return state.kraft_leader[0] if state.kraft_leader is not None else None
+
+
 def _brokers(snap: ClusterSnapshot, obs: KafkaObservation, zk: ZkObservation | None, state: ClusterState,
              now: float) -> None:
     alive = {b[0] for b in obs.brokers}
@@ -187,7 +204,7 @@ def _brokers(snap: ClusterSnapshot, obs: KafkaObservation, zk: ZkObservation | N
         snap.brokers.append(BrokerRecord(
             cluster=snap.cluster, broker_id=node_id, host=host, port=port, rack=rack, alive=True,
             in_zookeeper=(node_id in zk_ids) if zk_ids is not None else None,
-            is_controller=node_id == obs.controller_id, reachable=node_id not in obs.unreachable_brokers))
+            is_controller=node_id == snap.controller_id, reachable=node_id not in obs.unreachable_brokers))
     # Brokers that hold replicas but are not registered: down. One that left the cluster and every replica list
     # was decommissioned (its replicas reassigned first): forgotten, not down for ever. Without a complete
     # Metadata answer (or from an adapter that does not say) every broker seen before is still expected.
@@ -441,12 +458,15 @@ def _zookeeper_elections(snap: ClusterSnapshot, state: ClusterState, now: float)
 def _kraft(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, now: float) -> None:
     q = obs.quorum
     if not q:
+        _kraft_without_leader(snap, obs, state)
         return
     hw = int(q["high_watermark"])
     leader = (int(q["leader_id"]), int(q["leader_epoch"]))
-    if state.kraft_leader is not None and leader[1] > state.kraft_leader[1]:
-        state.kraft_election_at = now
-    state.kraft_leader = leader
+    if leader[0] >= 0:  # the last leader named stays known through polls that name none (`_controller_id`)
+        if state.kraft_leader is not None and leader[1] > state.kraft_leader[1]:
+            state.kraft_election_at = now
+        state.kraft_leader = leader
+    state.kraft_quorum = (tuple(int(v["replica_id"]) for v in q["voters"]), hw)
     for role, items in (("voter", q["voters"]), ("observer", q["observers"])):
         for v in items:
             leo = v["log_end_offset"] if v["log_end_offset"] >= 0 else None
@@ -459,3 +479,19 @@ def _kraft(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, no
                 last_fetch_time=fetch / 1000.0 if fetch and fetch > 0 else None,
                 last_caught_up_time=caught / 1000.0 if caught and caught > 0 else None,
                 leader_id=leader[0], leader_epoch=leader[1], high_watermark=hw))
+
+
+def _kraft_without_leader(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState) -> None:
+    """DescribeQuorum failed in a way that says the quorum has no leader (`KafkaObservation.quorum_no_leader`): the
+    voters last known, with leader -1 as Kafka writes "no leader", the last epoch and high watermark known, and
+    nothing known of their logs. So the exported leader id, the dashboard and the history say "no leader", and
+    `kraft_no_leader` judges it (over its grace: one such poll is normal while the leader moves). Nothing is
+    reported where the voters were never known (a monitor started while the quorum has no leader)."""
+    if obs.quorum_no_leader is None or state.kraft_quorum is None or snap.mode != "kraft":
+        return
+    voters, hw = state.kraft_quorum
+    epoch = state.kraft_leader[1] if state.kraft_leader is not None else 0
+    for node_id in voters:
+        snap.kraft_voters.append(KRaftVoterRecord(
+            cluster=snap.cluster, node_id=node_id, role="voter", log_end_offset=None, lag=None, last_fetch_time=None,
+            last_caught_up_time=None, leader_id=-1, leader_epoch=epoch, high_watermark=hw))

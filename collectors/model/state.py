@@ -39,8 +39,11 @@ class ClusterState:
     zk_controller: int | None = None  # /controller brokerid at the last poll
     zk_leader_epoch: int | None = None
     zk_election_at: float | None = None
-    kraft_leader: tuple[int, int] | None = None  # (leader id, epoch)
+    kraft_leader: tuple[int, int] | None = None  # (leader id, epoch) of the last DescribeQuorum naming a leader
     kraft_election_at: float | None = None
+    # (voter ids, high watermark) of the last DescribeQuorum answered: what a poll that finds no leader reports the
+    # voters of. Not checkpointed: after a restart known again at the first answer.
+    kraft_quorum: tuple[tuple[int, ...], int] | None = None
     known_brokers: dict[int, float] = field(default_factory=dict)  # broker id → last seen alive
     topic_configs: dict[str, dict[str, str | None]] = field(default_factory=dict)  # last read, for failed reads
     broker_configs: dict[str, str | None] = field(default_factory=dict)

@@ -85,6 +85,9 @@ def error_name(code: int) -> str:
 
 
 GROUP_ID_NOT_FOUND = 69
+QUORUM_NO_LEADER_ERRORS = frozenset({6, 7})  # NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT (the broker's forwarding)
+QUORUM_TIMEOUTS = (kafka_errors.KafkaTimeoutError, kafka_errors.RequestTimedOutError)
+"""How a request left unanswered fails in kafka-python: the connection's request timeout, or our wait's."""
 NEW_PROTOCOL_GROUPS = frozenset({"consumer", "streams"})  # ListGroups v5's group_type of non-classic groups
 
 
@@ -423,6 +426,9 @@ class KafkaAdapter:
                         obs.epoch_end_offsets[(t.topic, p.partition)] = (p.leader_epoch, p.end_offset)
 
     def _parse_quorum(self, out: Any, obs: KafkaObservation) -> None:
+        """DescribeQuorum's answer. Only the Raft leader answers it (brokers forward it to the controller): a
+        NOT_LEADER_OR_FOLLOWER, or no answer in time from a broker that answered the rest of the poll
+        (`_healthy_broker`), is evidence that the quorum has no leader (`KafkaObservation.quorum_no_leader`)."""
         if not out.ok:
             # UnsupportedVersion from a ZooKeeper-mode cluster means "no KRaft quorum to watch".
             name = type(out.error).__name__
@@ -430,17 +436,24 @@ class KafkaAdapter:
                 obs.kraft = False
             else:
                 obs.fail("quorum", f"DescribeQuorum failed: {name}")
+                if isinstance(out.error, QUORUM_TIMEOUTS) and out.node_id is not None:
+                    obs.quorum_no_leader = f"DescribeQuorum to broker {out.node_id} got no answer in time ({name})"
             return
         r = out.response
         if r.error_code:
-            obs.kraft = r.error_code != 35 and None
+            # REQUEST_TIMED_OUT: the broker's own forwarding to the controller timed out
+            obs.kraft = True if r.error_code in QUORUM_NO_LEADER_ERRORS else r.error_code != 35 and None
             if r.error_code != 35:
                 obs.fail("quorum", f"DescribeQuorum: {error_name(r.error_code)}")
+            if r.error_code in QUORUM_NO_LEADER_ERRORS:
+                obs.quorum_no_leader = f"DescribeQuorum: {error_name(r.error_code)}"
             return
         part = r.topics[0].partitions[0]
         if part.error_code:  # a controller no longer the Raft leader: NOT_LEADER_OR_FOLLOWER, with zeroed fields
             obs.kraft = True
             obs.fail("quorum", f"DescribeQuorum: {error_name(part.error_code)}")
+            if part.error_code in QUORUM_NO_LEADER_ERRORS:
+                obs.quorum_no_leader = f"DescribeQuorum: {error_name(part.error_code)}"
             return
 
         def replicas(items: Any) -> list[QuorumReplica]:
