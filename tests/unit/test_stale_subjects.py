@@ -30,8 +30,8 @@ from collectors.model.records import (
 from collectors.model.snapshot import build_snapshot
 from collectors.model.state import ClusterState
 from collectors.model.vocabulary import STALE_SECTIONS, STALE_SUBJECT_KINDS
+from tests.support.observed import T0, ObservedPoller
 
-T0 = 1_800_000_000.0
 TH = Thresholds(consumer_stop_after_s=60)
 LEADERS = {0: 1, 1: 2}  # t-0 is led by broker 1, t-1 by broker 2
 
@@ -52,25 +52,9 @@ def observation(now: float, commits: Mapping[str, int], hw: int) -> KafkaObserva
     return obs
 
 
-class Poller:
-    """What `collectors.runtime.poller.ClusterPoller.poll` does with an observation, alerts included."""
-
-    def __init__(self) -> None:
-        self.state, self.tracker, self.now = ClusterState(), AlertTracker(), T0
-
-    def poll(self, obs: KafkaObservation) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
-        """(open, resolved) (rule, subject) after this poll; polls are 30 s apart."""
-        obs.time = self.now
-        snap = build_snapshot("c", obs, None, self.state, TH, self.now)
-        current, _, resolved = self.tracker.update("c", judge(snap, self.state, TH, self.now), self.now,
-                                                   kept_over_stale(snap))
-        self.now += 30
-        return {(a.rule, a.subject) for a in current}, {(a.rule, a.subject) for a in resolved}
-
-
-def stalled() -> Poller:
+def stalled() -> ObservedPoller:
     """Both groups' commits stand still while the partitions grow: both groups in ERR, and an LSO gap on both."""
-    p = Poller()
+    p = ObservedPoller(TH)
     for i in range(4):
         opened, _ = p.poll(observation(p.now, {"a": 0, "b": 0}, 20_000 * (i + 1)))
     assert {("consumer_lag_status", "a"), ("consumer_lag_status", "b"), ("lso_gap", "t-0"),

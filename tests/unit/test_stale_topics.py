@@ -18,8 +18,6 @@ from typing import Any
 import pytest
 
 from collectors.alerting.catalogue import CATALOGUE, Subjects, _stale_subjects, is_kept, kept_over_stale
-from collectors.alerting.evaluation import judge
-from collectors.alerting.lifecycle import AlertTracker
 from collectors.config import Thresholds
 from collectors.model.activity import GroupLife
 from collectors.model.lag import CommitWindow, OffsetHistory
@@ -31,8 +29,8 @@ from collectors.model.state import ClusterState
 from collectors.model.vocabulary import STALE_SUBJECT_KINDS, partition_of, partition_subject
 from collectors.sources.kafka_adapter import KafkaAdapter
 from collectors.sources.kafka_transport import Outcome
+from tests.support.observed import T0, ObservedPoller
 
-T0 = 1_800_000_000.0
 TH = Thresholds(under_replicated_grace_s=0)
 DOOMED, ORDERS = "doomed", "orders-eu"  # a dash in a topic's name is as common as not
 UNKNOWN_TOPIC_OR_PARTITION = 3
@@ -48,22 +46,6 @@ def observation(now: float, isr: dict[str, list[int]], topics: Iterable[str] = (
                             topic_configs={t: {"min.insync.replicas": "2"} for t in topics})
 
 
-class Poller:
-    """What `collectors.runtime.poller.ClusterPoller.poll` does with an observation, alerts included."""
-
-    def __init__(self) -> None:
-        self.state, self.tracker, self.now = ClusterState(), AlertTracker(), T0
-
-    def poll(self, obs: KafkaObservation) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
-        """(open, resolved) (rule, subject) after this poll; polls are 30 s apart."""
-        obs.time = self.now
-        snap = build_snapshot("c", obs, None, self.state, TH, self.now)
-        kept = kept_over_stale(snap)
-        current, _, resolved = self.tracker.update("c", judge(snap, self.state, TH, self.now, kept), self.now, kept)
-        self.now += 30
-        return {(a.rule, a.subject) for a in current}, {(a.rule, a.subject) for a in resolved}
-
-
 def under(topic: str) -> set[tuple[str, str]]:
     """The alerts of `topic`'s partitions at ISR [1, 2]."""
     return {(rule, partition_subject(topic, p)) for rule in ("under_replicated", "at_min_isr") for p in (0, 1)}
@@ -77,7 +59,7 @@ def doomed_in_error(now: float, isr: list[int]) -> KafkaObservation:
 
 
 def test_a_topic_in_error_keeps_its_partitions_alerts_and_another_topics_resolve() -> None:
-    p = Poller()
+    p = ObservedPoller(TH)
     current, _ = p.poll(observation(p.now, {DOOMED: [1, 2], ORDERS: [1, 2]}))
     assert under(DOOMED) | under(ORDERS) <= current
     for i in range(3):  # a lasting error: every poll the same
@@ -95,7 +77,7 @@ def test_a_topic_in_error_keeps_its_partitions_alerts_and_another_topics_resolve
 def test_a_topic_in_error_keeps_its_topic_alerts() -> None:
     """unsafe_durability judges a topic's replication factor, which only its partitions tell: while its Metadata
     answers an error the topic is not measured, and its alert is kept rather than resolved and opened again."""
-    p = Poller()
+    p = ObservedPoller(TH)
     obs = observation(p.now, {DOOMED: [1, 2, 3], ORDERS: [1, 2, 3]})
     obs.topic_configs = {t: {"min.insync.replicas": "3"} for t in (DOOMED, ORDERS)}  # min ISR = RF: unsafe
     current, _ = p.poll(obs)
@@ -107,7 +89,7 @@ def test_a_topic_in_error_keeps_its_topic_alerts() -> None:
 
 def test_metadata_failing_as_a_whole_still_keeps_every_partition_alert() -> None:
     """A topic's error, then another topic's of no name: which topics are concerned is unknown, all are kept."""
-    p = Poller()
+    p = ObservedPoller(TH)
     p.poll(observation(p.now, {DOOMED: [1, 2], ORDERS: [1, 2]}))
     obs = doomed_in_error(p.now, [1, 2, 3])
     obs.fail("partitions", "metadata for topic None: TOPIC_AUTHORIZATION_FAILED")
