@@ -38,6 +38,7 @@ from collectors.model.vocabulary import (
     ZK_NOT_SERVING,
     ZK_REFUSED,
     ZK_TIMEOUT,
+    ZK_TLS_FAILED,
     ZK_UNREACHABLE,
     ZXID_REGRESSED,
     partition_subject,
@@ -59,8 +60,11 @@ serving: not serving" as nothing, and needs to know whether the process answered
 
 
 def zk_not_serving_why(error: str | None) -> str:
-    """Why a ZooKeeper server counts as not serving, in words: `ZK_NOT_SERVING_WHY`, else the record's own error
-    (``4lw not whitelisted: srvr, mntr``), else "no answer"."""
+    """Why a ZooKeeper server counts as not serving, in words: `ZK_NOT_SERVING_WHY`, a TLS failure's, else the
+    record's own error (``4lw not whitelisted: srvr, mntr``), else "no answer"."""
+    if error and error.startswith(ZK_TLS_FAILED):
+        return ("the monitor's TLS connection to it failed (its certificate not trusted or not naming this host, ours "
+                "refused, or no TLS on that port: the poll's errors say which)")
     return ZK_NOT_SERVING_WHY.get(error or "", error or "no answer")
 
 

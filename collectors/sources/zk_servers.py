@@ -38,7 +38,14 @@ from collections.abc import Mapping, Sequence
 from typing import Final
 
 from collectors.model.records import ZkServerRecord
-from collectors.model.vocabulary import ZK_IO_ERROR, ZK_NOT_SERVING, ZK_REFUSED, ZK_TIMEOUT, ZK_UNREACHABLE
+from collectors.model.vocabulary import (
+    ZK_IO_ERROR,
+    ZK_NOT_SERVING,
+    ZK_REFUSED,
+    ZK_TIMEOUT,
+    ZK_TLS_FAILED,
+    ZK_UNREACHABLE,
+)
 from collectors.sources.endpoints import format_server
 from collectors.sources.zk_fourletter import (
     FourLetterError,
@@ -100,7 +107,7 @@ def describe_failure(command: str, exc: BaseException) -> str:
         return REFUSED if isinstance(exc.__cause__, ConnectionRefusedError) else UNREACHABLE
     if isinstance(exc, FourLetterTlsError):
         # Not "i/o error" ("broke off mid-answer"): the server may be fine and the certificate the problem.
-        return f"TLS failed: {command}"
+        return f"{ZK_TLS_FAILED}: {command}"
     if isinstance(exc, FourLetterError):
         return IO_ERROR
     if isinstance(exc, ValueError):

@@ -215,6 +215,7 @@ def test_zookeeper_rules(servers: list[ZkServerRecord], expected: set[tuple[str,
     ("unreachable", "is not serving: unreachable (no route"),
     ("i/o error", "is not serving: the connection broke off mid-answer"),
     ("4lw not whitelisted: srvr, mntr", "is not serving: 4lw not whitelisted: srvr, mntr"),
+    ("TLS failed: srvr", "is not serving: the monitor's TLS connection to it failed (its certificate not trusted"),
     (None, "is not serving: no answer"),
 ])
 def test_a_server_not_serving_is_said_in_words(error: str | None, words: str) -> None:
