@@ -238,6 +238,7 @@ def _meta(cp: Checkpoint) -> dict[str, Any]:
         "zk_controller": st.zk_controller, "zk_leader_epoch": st.zk_leader_epoch, "zk_election_at": st.zk_election_at,
         "kraft_leader": list(st.kraft_leader) if st.kraft_leader is not None else None,
         "kraft_election_at": st.kraft_election_at,
+        "kraft_quorum": [list(st.kraft_quorum[0]), st.kraft_quorum[1]] if st.kraft_quorum is not None else None,
         "known_brokers": [[b, t] for b, t in st.known_brokers.items()],
         "topic_configs": st.topic_configs, "broker_configs": st.broker_configs,
         "alerts": [asdict(a) for a in cp.alerts],
@@ -349,6 +350,7 @@ def _restore_state(meta: dict[str, Any], parts: pa.Table, windows: pa.Table, lag
     kl = meta["kraft_leader"]
     st.kraft_leader = (int(kl[0]), int(kl[1])) if kl is not None else None
     st.kraft_election_at = _finite(meta["kraft_election_at"], "kraft_election_at")
+    st.kraft_quorum = _quorum(meta.get("kraft_quorum"))  # absent from older checkpoints: not known
     st.known_brokers = {int(b): float(t) for b, t in meta["known_brokers"]}
     st.topic_configs = {str(t): _settings(c) for t, c in meta["topic_configs"].items()}
     st.broker_configs = _settings(meta["broker_configs"])
@@ -356,6 +358,17 @@ def _restore_state(meta: dict[str, Any], parts: pa.Table, windows: pa.Table, lag
     st.last_good = _finite(meta["last_good"], "last_good")
     st.recent_losses = _losses(meta.get("recent_losses", []))  # absent from older checkpoints: none
     return st
+
+
+def _quorum(value: Any) -> tuple[tuple[int, ...], int] | None:
+    """The KRaft voters and high watermark last read, so that a collector restarted while the quorum has no leader
+    still says whose quorum it is (`collectors.model.snapshot`'s voters with leader -1), not only "stale"."""
+    if value is None:
+        return None
+    if not (isinstance(value, list) and len(value) == 2 and isinstance(value[0], list)
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in [*value[0], value[1]])):
+        raise CheckpointError("kraft_quorum is not [voter ids, high watermark]")
+    return tuple(value[0]), value[1]
 
 
 def _losses(rows: Any) -> list[LossRecord]:

@@ -50,6 +50,7 @@ def busy_state(polls: int = 8, partitions: int = 400, groups: int = 40) -> tuple
     state.unknown_open_txns[("topic-00002", 1, 9001)] = 2
     state.zk_controller, state.zk_leader_epoch, state.zk_election_at = 2, 7, T0 - 5
     state.kraft_leader, state.kraft_election_at = (3, 11), T0 - 9
+    state.kraft_quorum = ((3000, 3001, 3002), 41_234)
     state.recent_losses = [LossRecord("prod", T0 + 200, "truncation", "topic-00001", 3, 1_200, "epoch 5 ends at 48,800",
                                       1, 2, 5, 7, False, offset=48_800)]
     return state, current
@@ -74,7 +75,7 @@ def as_plain(st: ClusterState) -> dict[str, Any]:
         "since": dict(st.condition_since), "epochs": {k: list(d) for k, d in st.producer_epochs.items()},
         "txn": dict(st.txn_state_since), "unknown": dict(st.unknown_open_txns),
         "scalars": (st.zk_controller, st.zk_leader_epoch, st.zk_election_at, st.kraft_leader, st.kraft_election_at,
-                    st.last_good, st.polls),
+                    st.kraft_quorum, st.last_good, st.polls),
         "brokers": dict(st.known_brokers), "configs": (st.topic_configs, st.broker_configs),
         "leader_epochs": dict(st.epoch_watch), "losses": list(st.recent_losses),
         "marks": {k: (m.skipped, m.beyond, m.committed) for k, m in st.group_marks.items()},
@@ -411,3 +412,34 @@ def test_group_activity_survives_a_restart_and_older_checkpoints_load_without_it
     old.replace(path)
     cp = load(tmp_path)
     assert cp is not None and cp.state.group_life == {} and cp.state.commit_windows
+
+
+def test_a_restart_while_the_quorum_has_no_leader_still_names_its_voters(tmp_path: Path) -> None:
+    """The voters last read are checkpointed: a collector restarted while the KRaft quorum has no leader reports
+    them with leader -1 (and kraft_no_leader can judge it), not only a stale quorum. Older checkpoints load
+    without them."""
+    from collectors.model.observations import KafkaObservation
+
+    state, alerts = busy_state(polls=1, partitions=200, groups=1)
+    state.kraft_leader, state.kraft_quorum = (3001, 7), ((3000, 3001, 3002), 500)
+    path = save(tmp_path, state, alerts)
+    cp = load(tmp_path)
+    assert cp is not None and cp.state.kraft_quorum == ((3000, 3001, 3002), 500)
+    obs = KafkaObservation(time=T0 + 330, cluster_id="cid-1", controller_id=1, brokers=[(1, "h", 9092, None)])
+    obs.quorum_no_leader = "DescribeQuorum: NOT_LEADER_OR_FOLLOWER"
+    obs.fail("quorum", obs.quorum_no_leader)
+    snap = build_snapshot("prod", obs, None, cp.state, Th(), T0 + 330)
+    assert [(v.node_id, v.leader_id, v.leader_epoch) for v in snap.kraft_voters] == [
+        (3000, -1, 7), (3001, -1, 7), (3002, -1, 7)]
+    old = tmp_path / "old.zip"
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(old, "w") as dst:
+        for name in src.namelist():
+            data = src.read(name)
+            if name == "meta.json":
+                meta = json.loads(data)
+                del meta["kraft_quorum"]
+                data = json.dumps(meta).encode()
+            dst.writestr(name, data)
+    old.replace(path)
+    cp = load(tmp_path)
+    assert cp is not None and cp.state.kraft_quorum is None and cp.state.kraft_leader == (3001, 7)
