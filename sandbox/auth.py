@@ -1,4 +1,5 @@
-"""SASL on the sandbox's listeners: PLAIN (RFC 4616) and SCRAM-SHA-256/512 (RFC 5802, RFC 7677).
+"""SASL on the sandbox's listeners: PLAIN (RFC 4616), SCRAM-SHA-256/512 (RFC 5802, RFC 7677) and
+OAUTHBEARER (RFC 7628, KIP-255) with HMAC-signed JWTs.
 
 The state machine follows Kafka's `SaslServerAuthenticator` (KIP-43, KIP-152):
 
@@ -19,6 +20,12 @@ therefore not advertised: librdkafka and kafka-python both use v1 when offered.
 SCRAM credentials are kept as Kafka keeps them (salt, iterations, StoredKey,
 ServerKey), derived once when the listener starts; PLAIN compares the password.
 Channel binding is not offered (gs2 header ``n`` or ``y`` only), like Kafka.
+
+OAUTHBEARER accepts the JWTs of one issuer: HS256-signed with the listener's key (the key a test's token
+endpoint signs with, see `issue_jwt`), unexpired by the wall clock (tokens are real-world things, unlike the
+simulated cluster time), with a ``sub`` claim, which becomes the user name. A rejected token is answered as
+Kafka's `OAuthBearerSaslServer` does (RFC 7628 section 3.2.2): an error challenge ``{"status":"invalid_token"}``,
+and after the client's ``%x01`` acknowledgement SASL_AUTHENTICATION_FAILED.
 """
 
 from __future__ import annotations
@@ -26,9 +33,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import json
 import logging
 import os
+import re
 import secrets
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -45,7 +55,7 @@ SASL_API_RANGES = {SASL_HANDSHAKE: (1, 1), SASL_AUTHENTICATE: (0, 2)}
 """What ApiVersions advertises for the SASL APIs when SASL is on (v0 handshake = raw tokens, not implemented)."""
 
 SCRAM_HASHES: dict[str, Callable[..., Any]] = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
-MECHANISMS = ("PLAIN", *SCRAM_HASHES)
+MECHANISMS = ("PLAIN", *SCRAM_HASHES, "OAUTHBEARER")
 SCRAM_MIN_ITERATIONS = 4096  # RFC 7677 section 4 and Kafka's minimum
 
 
@@ -244,16 +254,126 @@ class ScramServer:
         return b"v=" + base64.b64encode(server_signature)
 
 
+# --------------------------------------------------------------------------- OAUTHBEARER
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _b64url_decode(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def issue_jwt(key: bytes, claims: Mapping[str, Any]) -> str:
+    """A compact JWT (RFC 7519) signed with HMAC-SHA256: base64url(header).base64url(payload).base64url(sig)."""
+    header = _b64url(json.dumps({"alg": "HS256", "typ": "JWT"}, separators=(",", ":")).encode())
+    payload = _b64url(json.dumps(dict(claims), separators=(",", ":")).encode())
+    signature = hmac.new(key, f"{header}.{payload}".encode("ascii"), hashlib.sha256).digest()
+    return f"{header}.{payload}.{_b64url(signature)}"
+
+
+def verify_jwt(key: bytes, token: str, now: float | None = None, issuer: str | None = None) -> dict[str, Any]:
+    """The claims of an HS256 JWT signed with `key`, unexpired at `now` (default: the wall clock).
+
+    Raises AuthenticationFailed with a reason that quotes nothing of the token.
+    """
+    parts = token.split(".")
+    if len(parts) != 3:
+        raise AuthenticationFailed("not a JWT (expected header.payload.signature)")
+    try:
+        header = json.loads(_b64url_decode(parts[0]))
+        signature = _b64url_decode(parts[2])
+    except (ValueError, UnicodeDecodeError):
+        raise AuthenticationFailed("malformed JWT") from None
+    if not isinstance(header, dict) or header.get("alg") != "HS256":
+        raise AuthenticationFailed("unsupported JWT algorithm (HS256 expected)")
+    expected = hmac.new(key, f"{parts[0]}.{parts[1]}".encode("ascii"), hashlib.sha256).digest()
+    if not hmac.compare_digest(expected, signature):
+        raise AuthenticationFailed("invalid JWT signature")
+    try:
+        claims = json.loads(_b64url_decode(parts[1]))
+    except (ValueError, UnicodeDecodeError):
+        raise AuthenticationFailed("malformed JWT payload") from None
+    if not isinstance(claims, dict):
+        raise AuthenticationFailed("malformed JWT payload")
+    exp = claims.get("exp")
+    if not isinstance(exp, int | float) or isinstance(exp, bool):
+        raise AuthenticationFailed("the JWT has no exp claim")
+    if exp <= (time.time() if now is None else now):
+        raise AuthenticationFailed("the JWT has expired")
+    if issuer is not None and claims.get("iss") != issuer:
+        raise AuthenticationFailed("the JWT is from another issuer")
+    if not isinstance(claims.get("sub"), str) or not claims["sub"]:
+        raise AuthenticationFailed("the JWT has no sub claim")
+    return claims
+
+
+_OAUTH_KEY = re.compile(r"[A-Za-z]+")
+
+
+class OAuthBearerServer:
+    """RFC 7628 server side: ``gs2-header %x01 auth=Bearer <token> %x01 [key=value %x01]* %x01``.
+
+    A valid token completes the exchange with an empty answer. An invalid one gets the error challenge and
+    fails on the client's ``%x01`` (or on anything else it sends), as Kafka's OAuthBearerSaslServer does.
+    """
+
+    ERROR_CHALLENGE = b'{"status":"invalid_token"}'
+
+    def __init__(self, key: bytes, issuer: str | None = None) -> None:
+        self._key = key
+        self._issuer = issuer
+        self.complete = False
+        self.username: str | None = None
+        self.extensions: dict[str, str] = {}
+        self._error: str | None = None
+
+    def step(self, token: bytes) -> bytes:
+        if self._error is not None:
+            raise AuthenticationFailed(f"Authentication failed: invalid_token ({self._error})")
+        if self.complete:
+            raise AuthenticationFailed("OAUTHBEARER authentication already complete")
+        try:
+            text = token.decode("utf-8")
+        except UnicodeDecodeError:
+            raise AuthenticationFailed("Invalid OAUTHBEARER message: not UTF-8") from None
+        gs2, sep, rest = text.partition("\x01")
+        if not sep or not rest.endswith("\x01\x01") or not re.fullmatch(r"[ny],(a=[^,]*)?,", gs2):
+            raise AuthenticationFailed("Invalid OAUTHBEARER message: expected gs2-header %x01 kvpairs %x01")
+        pairs: dict[str, str] = {}
+        for item in rest[:-2].split("\x01"):
+            key, eq, value = item.partition("=")
+            if not eq or not _OAUTH_KEY.fullmatch(key) or key in pairs:
+                raise AuthenticationFailed("Invalid OAUTHBEARER message: malformed key=value pair")
+            pairs[key] = value
+        scheme, _, bearer = pairs.pop("auth", "").partition(" ")
+        if scheme.lower() != "bearer" or not bearer:
+            raise AuthenticationFailed("Invalid OAUTHBEARER message: no auth=Bearer <token>")
+        try:
+            claims = verify_jwt(self._key, bearer, issuer=self._issuer)
+        except AuthenticationFailed as e:
+            self._error = str(e)
+            return self.ERROR_CHALLENGE
+        self.username = claims["sub"]
+        self.extensions = pairs
+        self.complete = True
+        return b""
+
+
 # --------------------------------------------------------------------------- the listener side
 class SaslConfig:
     """The SASL setup of a listener: enabled mechanisms and each user's credentials (derived once)."""
 
     def __init__(self, mechanisms: Iterable[str], users: Mapping[str, str],
-                 scram_iterations: int = SCRAM_MIN_ITERATIONS) -> None:
+                 scram_iterations: int = SCRAM_MIN_ITERATIONS, oauth_key: bytes | None = None,
+                 oauth_issuer: str | None = None) -> None:
         self.mechanisms = list(mechanisms)
         unknown = [m for m in self.mechanisms if m not in MECHANISMS]
         if unknown:
             raise ValueError(f"unsupported SASL mechanisms {unknown}; supported: {', '.join(MECHANISMS)}")
+        if "OAUTHBEARER" in self.mechanisms and not oauth_key:
+            raise ValueError("OAUTHBEARER needs the key its tokens are signed with (oauth_key)")
+        self._oauth_key = oauth_key or b""
+        self._oauth_issuer = oauth_issuer
         self._passwords = dict(users)
         self._scram = {m: {u: scram_credential(m, p, iterations=scram_iterations) for u, p in users.items()}
                        for m in self.mechanisms if m in SCRAM_HASHES}
@@ -264,6 +384,8 @@ class SaslConfig:
     def mechanism_server(self, mechanism: str) -> MechanismServer:
         if mechanism == "PLAIN":
             return PlainServer(self._passwords)
+        if mechanism == "OAUTHBEARER":
+            return OAuthBearerServer(self._oauth_key, self._oauth_issuer)
         return ScramServer(mechanism, self._scram[mechanism])
 
     def connection(self) -> SaslConnection:

@@ -50,8 +50,10 @@ class Sandbox:
         self.cluster = Cluster(scenario.cluster, self.clock.now(), host)
         self.handlers = Handlers(self.cluster)
         self.security = scenario.cluster.security
-        sasl = (SaslConfig(self.security.sasl_mechanisms, self.security.users, self.security.scram_iterations)
-                if self.security.sasl else None)
+        sec = self.security
+        sasl = (SaslConfig(sec.sasl_mechanisms, sec.users, sec.scram_iterations,
+                           oauth_key=sec.oauth_key.encode() if sec.oauth_key else None, oauth_issuer=sec.oauth_issuer)
+                if sec.sasl else None)
         self.in_flight = InFlight()  # requests outstanding across every broker of this sandbox
         self.listeners: dict[int, BrokerListener] = {
             i: BrokerListener(i, self.handlers, host, sasl=sasl, in_flight=self.in_flight)
@@ -163,7 +165,8 @@ class Sandbox:
         """librdkafka settings (a monitor cluster's `kafka:` block) that get a client into this sandbox.
 
         `user` defaults to the first configured user, `mechanism` to the first enabled one. The result holds the
-        user's password.
+        user's password. For OAUTHBEARER only the mechanism is set: the sasl.oauthbearer.* settings name the
+        token endpoint, which the caller runs.
         """
         sec = self.security
         out: dict[str, str] = {"security.protocol": sec.protocol}
@@ -172,9 +175,11 @@ class Sandbox:
                 raise RuntimeError("the sandbox is not started: no CA certificate yet")
             out["ssl.ca.location"] = str(self.ca_file)
         if sec.sasl:
-            name = user if user is not None else next(iter(sec.users))
-            out.update({"sasl.mechanism": mechanism or sec.sasl_mechanisms[0], "sasl.username": name,
-                        "sasl.password": sec.users[name]})
+            mechanism = mechanism or sec.sasl_mechanisms[0]
+            out["sasl.mechanism"] = mechanism
+            if mechanism != "OAUTHBEARER":
+                name = user if user is not None else next(iter(sec.users))
+                out.update({"sasl.username": name, "sasl.password": sec.users[name]})
         return out
 
     @property

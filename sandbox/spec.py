@@ -175,16 +175,21 @@ SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 class SecuritySpec(_Strict):
     """How clients must connect: Kafka's listener security protocol, with SASL users when it is SASL_*.
 
+    OAUTHBEARER (not enabled by default) takes no users: it accepts HS256 JWTs signed with `oauth_key` (from a
+    token endpoint a test runs, see `sandbox.auth.issue_jwt`), and their ``sub`` is the user.
+
     TLS listeners get a throwaway CA and server certificate per run (`Sandbox.ca_file` is the CA to trust).
     Passwords are test credentials in the scenario file; they are kept out of repr() all the same.
     """
 
     protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
-    sasl_mechanisms: list[Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]] = Field(
+    sasl_mechanisms: list[Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]] = Field(
         default_factory=lambda: list(SASL_MECHANISMS), min_length=1,
         description="mechanisms enabled on SASL listeners (sasl.enabled.mechanisms)")
     users: dict[str, str] = Field(default_factory=dict, repr=False, description="user name -> password")
     scram_iterations: int = Field(4096, ge=4096, le=1_000_000, description="PBKDF2 iterations of SCRAM credentials")
+    oauth_key: str | None = Field(None, repr=False, description="HMAC key OAUTHBEARER tokens must be signed with")
+    oauth_issuer: str | None = Field(None, description="iss claim OAUTHBEARER tokens must carry (None: any)")
 
     @property
     def tls(self) -> bool:
@@ -199,8 +204,14 @@ class SecuritySpec(_Strict):
         dup = sorted({m for m in self.sasl_mechanisms if self.sasl_mechanisms.count(m) > 1})
         if dup:
             raise ValueError(f"sasl_mechanisms lists {dup} more than once")
-        if self.sasl and not self.users:
+        with_users = [m for m in self.sasl_mechanisms if m != "OAUTHBEARER"]
+        if self.sasl and with_users and not self.users:
             raise ValueError(f"protocol {self.protocol} needs at least one entry in users (name: password)")
+        oauth = self.sasl and "OAUTHBEARER" in self.sasl_mechanisms
+        if oauth and not self.oauth_key:
+            raise ValueError("OAUTHBEARER needs oauth_key, the HMAC key its tokens are signed with")
+        if not oauth and (self.oauth_key or self.oauth_issuer):
+            raise ValueError("oauth_key and oauth_issuer are only used with OAUTHBEARER in sasl_mechanisms")
         if not self.sasl and self.users:
             raise ValueError(f"users are only used with SASL_PLAINTEXT or SASL_SSL, not {self.protocol}")
         for name, password in self.users.items():

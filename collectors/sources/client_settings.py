@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Final, TypedDict
 
+from collectors.sources.oauth import OidcTokenProvider, parse_extensions
 from collectors.sources.settings import ClusterConfig, ZooKeeperConfig
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "kafka_python_settings",
     "kafka_python_unsupported",
     "kazoo_settings",
+    "oidc_token_provider",
 ]
 
 CLIENT_ID: Final = "kafka-reliability-monitor"
@@ -72,18 +74,46 @@ KAFKA_PYTHON_NAMES: Final = {
     "ssl.crl.location": "ssl_crlfile",
 }
 """librdkafka setting -> kafka-python KafkaAdminClient keyword (plus ssl.endpoint.identification.algorithm)."""
-_KAFKA_PYTHON_SPECIAL = ("ssl.endpoint.identification.algorithm",)
+_KAFKA_PYTHON_SPECIAL = ("ssl.endpoint.identification.algorithm", "https.ca.location")
+_OIDC_SETTINGS = ("sasl.oauthbearer.method", "sasl.oauthbearer.client.id", "sasl.oauthbearer.client.secret",
+                  "sasl.oauthbearer.token.endpoint.url", "sasl.oauthbearer.scope", "sasl.oauthbearer.extensions",
+                  "sasl.oauthbearer.grant.type")
+"""Settings `oidc_token_provider` reads (the config check refuses OAUTHBEARER without method oidc)."""
 
 
-def kafka_python_settings(cluster: ClusterConfig, request_timeout_s: float) -> dict[str, str | int | bool | list[str]]:
+def oidc_token_provider(cluster: ClusterConfig, request_timeout_s: float) -> OidcTokenProvider | None:
+    """The kafka-python token provider for a cluster with sasl.mechanism OAUTHBEARER and method oidc, else None.
+
+    The token endpoint's CA is https.ca.location (librdkafka's setting for it), else ssl.ca.location; each token
+    request may take request_timeout_s. The provider holds the real client secret (never in its repr).
+    """
+    kafka = cluster.kafka
+    mechanism = kafka.get("sasl.mechanism", kafka.get("sasl.mechanisms"))
+    if mechanism != "OAUTHBEARER" or _as_text(kafka.get("sasl.oauthbearer.method", "")).lower() != "oidc":
+        return None
+    scope = kafka.get("sasl.oauthbearer.scope")
+    ca = kafka.get("https.ca.location", kafka.get("ssl.ca.location"))
+    return OidcTokenProvider(
+        _as_text(kafka["sasl.oauthbearer.token.endpoint.url"]).strip(),
+        _as_text(kafka["sasl.oauthbearer.client.id"]),
+        _as_text(kafka["sasl.oauthbearer.client.secret"]),
+        scope=_as_text(scope) if scope is not None and _as_text(scope).strip() else None,
+        extensions=parse_extensions(_as_text(kafka.get("sasl.oauthbearer.extensions", ""))),
+        ca_file=_as_text(ca) if ca is not None else None,
+        timeout_s=request_timeout_s)
+
+
+def kafka_python_settings(cluster: ClusterConfig, request_timeout_s: float) -> dict[str, object]:
     """Keyword arguments for kafka-python's KafkaAdminClient, translated from the librdkafka names.
 
     Mapped: the names in KAFKA_PYTHON_NAMES, and ssl.endpoint.identification.algorithm ("https" ->
-    ssl_check_hostname=True, "none" -> False). Every other librdkafka setting has no kafka-python equivalent
-    and is skipped (use `kafka_python_unsupported` to log which). security.protocol is upper-cased because
-    kafka-python, unlike librdkafka, compares it case-sensitively. The result holds real secrets.
+    ssl_check_hostname=True, "none" -> False). SASL/OAUTHBEARER with method oidc becomes
+    ``sasl_oauth_token_provider`` (`oidc_token_provider`; one per call, so one token cache per cluster client).
+    Every other librdkafka setting has no kafka-python equivalent and is skipped (use `kafka_python_unsupported`
+    to log which). security.protocol is upper-cased because kafka-python, unlike librdkafka, compares it
+    case-sensitively. The result holds real secrets.
     """
-    settings: dict[str, str | int | bool | list[str]] = {
+    settings: dict[str, object] = {
         "bootstrap_servers": list(cluster.bootstrap_servers),
         "client_id": CLIENT_ID,
         "request_timeout_ms": _timeout_ms(request_timeout_s),
@@ -94,12 +124,16 @@ def kafka_python_settings(cluster: ClusterConfig, request_timeout_s: float) -> d
         elif key in KAFKA_PYTHON_NAMES:
             text = _as_text(value)
             settings[KAFKA_PYTHON_NAMES[key]] = text.upper() if key == "security.protocol" else text
+    provider = oidc_token_provider(cluster, request_timeout_s)
+    if provider is not None:
+        settings["sasl_oauth_token_provider"] = provider
     return settings
 
 
 def kafka_python_unsupported(cluster: ClusterConfig) -> list[str]:
     """The cluster's librdkafka settings that `kafka_python_settings` drops, so callers can log them once."""
-    return sorted(k for k in cluster.kafka if k not in KAFKA_PYTHON_NAMES and k not in _KAFKA_PYTHON_SPECIAL)
+    return sorted(k for k in cluster.kafka
+                  if k not in KAFKA_PYTHON_NAMES and k not in _KAFKA_PYTHON_SPECIAL and k not in _OIDC_SETTINGS)
 
 
 class KazooSettings(TypedDict, total=False):

@@ -42,6 +42,30 @@ class _RedactClientConfig(logging.Filter):
 
 logging.getLogger("kafka.admin.client").addFilter(_RedactClientConfig())
 
+_SASL_AUTHENTICATE = 36  # api key of SaslAuthenticate, whose auth_bytes carry a PLAIN password or an OAuth token
+
+
+def _is_sasl_authenticate(arg: object) -> bool:
+    if isinstance(arg, bytes | bytearray | memoryview):  # a raw frame: int32 size, then int16 api key
+        frame = bytes(arg[:6])
+        return len(frame) == 6 and int.from_bytes(frame[4:6], "big") == _SASL_AUTHENTICATE
+    return type(arg).__name__.startswith(("SaslAuthenticateRequest", "SaslBytesRequest"))
+
+
+class _RedactSaslRequests(logging.Filter):
+    """At DEBUG kafka-python logs every request it sends, as an object and as raw bytes; a SaslAuthenticate
+    request holds the PLAIN password or the OAUTHBEARER token. Those arguments are replaced."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and any(_is_sasl_authenticate(a) for a in record.args):
+            record.args = tuple(f"<{type(a).__name__} redacted: SASL credentials>" if _is_sasl_authenticate(a) else a
+                                for a in record.args)
+        return True
+
+
+for _name in ("kafka.net.connection", "kafka.protocol.parser"):
+    logging.getLogger(_name).addFilter(_RedactSaslRequests())
+
 
 @dataclass(frozen=True)
 class Outcome:

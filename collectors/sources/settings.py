@@ -20,6 +20,7 @@ from collectors.model.patterns import NameFilter, Pattern, TopicFilter
 from collectors.model.secrets import REDACTED, is_secret_key
 from collectors.model.settings import ConfigPath, Seconds, StrictModel, describe_value, has_control, shorten
 from collectors.sources.endpoints import split_host_port
+from collectors.sources.oauth import parse_extensions
 
 __all__ = ["ClusterConfig", "FiltersConfig", "KafkaSettings", "NameFilterConfig", "ZooKeeperConfig"]
 
@@ -141,10 +142,52 @@ class KafkaSettings(dict[str, str | int | bool]):
 
 _SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _SASL_MECHANISMS = ("GSSAPI", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+_OIDC_REQUIRED = ("sasl.oauthbearer.client.id", "sasl.oauthbearer.client.secret", "sasl.oauthbearer.token.endpoint.url")
+_OIDC_KEYS = frozenset({"sasl.oauthbearer.method", *_OIDC_REQUIRED, "sasl.oauthbearer.scope",
+                        "sasl.oauthbearer.extensions", "sasl.oauthbearer.grant.type"})
+_OIDC_HOW = ("OAUTHBEARER is supported with sasl.oauthbearer.method: oidc (the client-credentials grant: "
+             "sasl.oauthbearer.client.id, sasl.oauthbearer.client.secret, sasl.oauthbearer.token.endpoint.url, "
+             "optional sasl.oauthbearer.scope and sasl.oauthbearer.extensions)")
 _NOT_IN_KAFKA = {
     "bootstrap.servers": "use the cluster's bootstrap_servers field",
     "metadata.broker.list": "use the cluster's bootstrap_servers field",
 }
+
+
+def _check_oauthbearer(value: Mapping[str, str | int | bool], mechanism: object) -> None:
+    """OAUTHBEARER only as OIDC client credentials: the one flavour both clients can do (kafka-python through
+    `collectors.sources.oauth`). librdkafka's default method (an unsecured JWT built from sasl.oauthbearer.config,
+    for development) has no kafka-python equivalent, and every poll would fail; so it is refused here."""
+    oauth_keys = sorted(k for k in value if k.startswith("sasl.oauthbearer."))
+    if mechanism != "OAUTHBEARER":
+        if oauth_keys:
+            raise ValueError(f"{', '.join(oauth_keys)} set but sasl.mechanism is {mechanism or 'not set'}: "
+                             "they are only used with sasl.mechanism OAUTHBEARER")
+        return
+    method = str(value.get("sasl.oauthbearer.method", "default")).lower()
+    if method != "oidc":
+        said = "not set" if "sasl.oauthbearer.method" not in value else "not oidc"
+        raise ValueError(f"sasl.mechanism OAUTHBEARER with sasl.oauthbearer.method {said}: {_OIDC_HOW}; "
+                         "librdkafka's default method (an unsecured JWT from sasl.oauthbearer.config, for development) "
+                         "has no equivalent in kafka-python, which the monitor also uses")
+    unsupported = [k for k in oauth_keys if k not in _OIDC_KEYS]
+    if unsupported:
+        raise ValueError(f"{', '.join(unsupported)}: not supported by the monitor; {_OIDC_HOW}")
+    grant = str(value.get("sasl.oauthbearer.grant.type", "client_credentials"))
+    if grant != "client_credentials":
+        raise ValueError(f"sasl.oauthbearer.grant.type: only client_credentials is supported; {_OIDC_HOW}")
+    missing = [k for k in _OIDC_REQUIRED if not str(value.get(k, "")).strip()]
+    if missing:
+        raise ValueError(f"sasl.oauthbearer.method oidc needs {' and '.join(missing)}")
+    url = str(value["sasl.oauthbearer.token.endpoint.url"]).strip()
+    scheme, sep, rest = url.partition("://")
+    if scheme.lower() not in ("http", "https") or not sep or not rest.split("/", 1)[0]:
+        raise ValueError("sasl.oauthbearer.token.endpoint.url must be an https:// (or http://) URL")
+    if "sasl.oauthbearer.extensions" in value:
+        try:
+            parse_extensions(str(value["sasl.oauthbearer.extensions"]))
+        except ValueError as e:
+            raise ValueError(f"sasl.oauthbearer.extensions: {e}") from None
 
 
 class NameFilterConfig(StrictModel):
@@ -302,6 +345,7 @@ class ClusterConfig(StrictModel):
             missing = [k for k in ("sasl.username", "sasl.password") if k not in value]
             if missing:
                 raise ValueError(f"sasl.mechanism {mechanism} needs {' and '.join(missing)}")
+        _check_oauthbearer(value, mechanism)
         algorithm = value.get("ssl.endpoint.identification.algorithm")
         if algorithm is not None and str(algorithm).lower() not in ("none", "https"):
             raise ValueError("ssl.endpoint.identification.algorithm must be 'https' (verify host names) or 'none'")

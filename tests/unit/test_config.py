@@ -574,6 +574,9 @@ def test_override_with_secret_is_not_echoed(tmp_path: Path) -> None:
 SECRET_SETTINGS = {
     "security.protocol": "SASL_SSL",
     "sasl.mechanism": "OAUTHBEARER",
+    "sasl.oauthbearer.method": "oidc",
+    "sasl.oauthbearer.client.id": "kmon",
+    "sasl.oauthbearer.token.endpoint.url": "https://idp.example.com/token",
     "sasl.username": "monitor",
     "sasl.password": SECRET + "-1",
     "sasl.jaas.config": SECRET + "-2",
