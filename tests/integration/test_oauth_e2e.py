@@ -10,7 +10,6 @@ why, and neither the secret nor a token shows anywhere.
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import time
@@ -22,14 +21,13 @@ from kafka.errors import SaslAuthenticationFailedError
 from kafka.net.sasl.oauth import AbstractTokenProvider
 
 from collectors.config import MonitorConfig
-from collectors.model.records import snapshot_to_dict
-from collectors.outputs.exporter import MetricsEndpoint
 from collectors.runtime.poller import ClusterPoller
 from collectors.sources.kafka_transport import KafkaTransport
 from sandbox.auth import issue_jwt
 from sandbox.runner import Sandbox
 from sandbox.tls import OPENSSL_MISSING
 from tests.integration.test_security_e2e import KAFKA_PYTHON, LIBRDKAFKA, assert_full_snapshot
+from tests.support.leaks import assert_nowhere
 from tests.support.monitor import FAST_THRESHOLDS, poll, rules_of
 from tests.support.sandbox import running_sandbox, scenario
 from tests.support.token_endpoint import TokenEndpoint, token_endpoint
@@ -101,17 +99,7 @@ def test_oidc_wrong_secret_is_reported_unreachable_without_leaking(
     assert "token endpoint" in text and "401 invalid_client" in text, s.errors  # the cause, named
     assert not s.brokers and not s.topics and not s.groups
 
-    as_json = json.dumps(snapshot_to_dict(s), default=str)
-    ep_metrics = MetricsEndpoint()
-    ep_metrics.update([s])
-    metrics = ep_metrics.render().decode()
-    alerts = " ".join(f"{a.subject} {a.summary}" for a in s.alerts)
-    for secret in (WRONG_SECRET, SECRET):
-        assert secret not in as_json
-        assert secret not in metrics
-        assert secret not in alerts
-        assert secret not in caplog.text
-        assert all(secret not in str(rec.args) for rec in caplog.records)
+    metrics = assert_nowhere(s, caplog, WRONG_SECRET, SECRET)
     assert "kafka_" in metrics
 
 
