@@ -50,6 +50,7 @@ GRACE_S: dict[str, Callable[[Thresholds], float]] = {
     "under_replicated": lambda th: th.under_replicated_grace_s,
     "preferred_leader_imbalance": lambda th: th.under_replicated_grace_s,
     "zk_follower_behind": lambda th: th.zk_follower_behind_s,
+    "zk_quorum_lost": lambda th: th.zk_quorum_lost_grace_s,
     "controller_mismatch": lambda th: CONTROLLER_MISMATCH_GRACE_S,
     "kraft_no_leader": lambda th: KRAFT_NO_LEADER_GRACE_S,
     "zk_isr_mismatch": lambda th: 0.0,  # fires on the second poll that sees it

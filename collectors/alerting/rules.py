@@ -276,8 +276,10 @@ def zookeeper(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, 
     leaders = [z for z in serving if z.mode == "leader"]
     standalone = len(servers) == 1 and serving and serving[0].mode == "standalone"
     if len(serving) <= len(servers) // 2:
+        since = held.get(("zk_quorum_lost", s.cluster), now)
         yield Candidate("zk_quorum_lost", CRITICAL, s.cluster,
-                        f"only {len(serving)} of {len(servers)} ZooKeeper servers serve", float(len(serving)))
+                        f"only {len(serving)} of {len(servers)} ZooKeeper servers serve, for {now - since:.0f}s",
+                        float(len(serving)), pending=not (now > since and now - since >= th.zk_quorum_lost_grace_s))
     elif not leaders and not standalone:
         yield Candidate("zk_no_leader", CRITICAL, s.cluster, "no ZooKeeper server reports mode leader")
     if len(leaders) > 1:

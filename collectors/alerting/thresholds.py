@@ -50,6 +50,10 @@ class Thresholds(StrictModel):
     """Sliding window for producer_epoch_bumps."""
     zk_follower_behind_s: Seconds = Field(30.0, ge=0, le=MAX_DURATION_S)
     """A ZooKeeper follower out of sync for this long is an alert (one more failure away from losing quorum)."""
+    zk_quorum_lost_grace_s: Seconds = Field(30.0, ge=0, le=MAX_DURATION_S)
+    """Fewer than a majority of ZooKeeper servers serving for this long, and over two polls, before zk_quorum_lost
+    pages: while the ensemble elects a leader every surviving server answers "not currently serving" for a moment,
+    and a poll that lands then is no lost quorum (the election is zk_leader_election, info)."""
     kraft_voter_lag_records: Count = Field(1000, ge=0, le=MAX_OFFSET_DELTA)
     """A KRaft voter this many metadata records behind the leader is lagging."""
     group_abandoned_after_s: Seconds = Field(7 * DAY, gt=0, le=MAX_DURATION_S)

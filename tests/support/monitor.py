@@ -18,6 +18,7 @@ FAST_THRESHOLDS: dict[str, Any] = {
     "txn_prepare_stuck_s": 30,
     "txn_timeout_grace_s": 5,
     "zk_follower_behind_s": 10,
+    "zk_quorum_lost_grace_s": 5,
     "lso_gap_messages": 100_000,
 }
 

@@ -198,14 +198,32 @@ def zk(server: str, mode: str | None, serving: bool = True, lag: int | None = 0)
 @pytest.mark.parametrize(("servers", "expected"), [
     ([zk("a", "leader"), zk("b", "follower"), zk("c", "follower")], set()),
     ([zk("a", "leader"), zk("b", "follower"), zk("c", None, False)], {("zk_node_not_serving", "c")}),
-    ([zk("a", None, False), zk("b", None, False), zk("c", "follower")],
-     {("zk_quorum_lost", "c"), ("zk_node_not_serving", "a"), ("zk_node_not_serving", "b")}),
+    ([zk("a", None, False), zk("b", None, False), zk("c", "follower")],  # quorum lost: timed (below)
+     {("zk_node_not_serving", "a"), ("zk_node_not_serving", "b")}),
     ([zk("a", "follower"), zk("b", "follower"), zk("c", "follower")], {("zk_no_leader", "c")}),
     ([zk("a", "leader"), zk("b", "leader"), zk("c", "follower")], {("zk_multiple_leaders", "c")}),
     ([zk("a", "standalone")], set()),
 ])
 def test_zookeeper_rules(servers: list[ZkServerRecord], expected: set[tuple[str, str]]) -> None:
     assert rules(snap(zookeeper=servers)) == expected
+
+
+def test_zookeeper_quorum_lost_pages_only_past_its_grace_and_over_two_polls() -> None:
+    """During an election every surviving server answers "not currently serving" for a moment: a poll landing then
+    saw 0 of 3 serving, and paged critical for an election. Lost for the grace (30 s) and two polls: it pages."""
+    electing = [zk("a", None, False), zk("b", None, False), zk("c", None, False)]
+    st = ClusterState()
+
+    def quorum_lost(servers: list[ZkServerRecord], now: float) -> list[str]:
+        return [c.summary for c in judge(snap(zookeeper=servers), st, TH, now) if c.rule == "zk_quorum_lost"]
+
+    assert quorum_lost(electing, NOW) == []  # the condition starts its timer; nothing pages
+    assert st.condition_since[("zk_quorum_lost", "c")] == NOW
+    assert quorum_lost(electing, NOW + TH.zk_quorum_lost_grace_s - 1) == []
+    assert quorum_lost(electing, NOW + TH.zk_quorum_lost_grace_s) == ["only 0 of 3 ZooKeeper servers serve, for 30s"]
+    elected = [zk("a", "leader"), zk("b", "follower"), zk("c", "follower")]
+    assert quorum_lost(elected, NOW + 45) == []
+    assert ("zk_quorum_lost", "c") not in st.condition_since  # the election over: a next one starts afresh
 
 
 @pytest.mark.parametrize(("error", "words"), [
