@@ -61,6 +61,7 @@ from collectors.model.vocabulary import (
     SEVERITY_RANK,
     UNDER_MIN_ISR,
     partition_subject,
+    topic_of,
 )
 from collectors.model.wording import count_of, plural
 
@@ -201,7 +202,7 @@ def correlate(snap: ClusterSnapshot, alerts: Sequence[AlertRecord]) -> list[Caus
             if broker_cause is not None and affected(p):
                 broker_cause.alerts.append(a)
             else:
-                by_topic[p.topic if p is not None else a.subject.rpartition("-")[0] or a.subject].append(a)
+                by_topic[p.topic if p is not None else topic_of(a.subject)].append(a)
     if by_topic:
         sizes = Counter(p.topic for p in snap.partitions)
         unclean = {t.topic for t in snap.topics if t.unclean_leader_election}

@@ -147,6 +147,12 @@ def partition_of(subject: str) -> tuple[str, int] | None:
     return topic, int(number)
 
 
+def topic_of(subject: str) -> str:
+    """The topic a partition subject names (`partition_of`); any other subject (a topic's own) is its topic."""
+    partition = partition_of(subject)
+    return partition[0] if partition is not None else subject
+
+
 STALE_POLLS: Final = 3
 """Poll intervals without a new poll after which a cluster's data is stale: the dashboard marks it STALE, and the
 weekly report says its polls stopped (`spark_analytics.weekly_report.stopped_polls_note`)."""

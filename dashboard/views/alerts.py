@@ -13,7 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from collectors.alerting.catalogue import RULES
-from collectors.model.vocabulary import LOST
+from collectors.model.vocabulary import LOST, topic_of
 from dashboard.views.common import (
     SEVERITY_COLORS,
     SEVERITY_ORDER,
@@ -29,14 +29,6 @@ ALERT_COLUMNS = ["severity", "rule", "subject", "open_for", "summary", "opened",
                  "open_for_s"]
 
 
-def split_topic_partition(subject: str) -> tuple[str, int | None]:
-    """``orders-1`` -> (``orders``, 1); topics may contain dashes, the partition is after the last one."""
-    topic, sep, part = subject.rpartition("-")
-    if sep and part.isdigit():
-        return topic, int(part)
-    return subject, None
-
-
 def alert_target(rule: str, subject: str, cluster: str | None = None) -> tuple[str, dict[str, str]]:
     """(page slug, query parameters) of the page that shows what the alert is about: the rule catalogue says
     which page and what the subject names."""
@@ -45,7 +37,7 @@ def alert_target(rule: str, subject: str, cluster: str | None = None) -> tuple[s
     if spec is None:  # a rule newer than this dashboard
         return "history", params
     if spec.subject == "partition":
-        params["topic"] = split_topic_partition(subject)[0]
+        params["topic"] = topic_of(subject)
     elif spec.subject == "topic":
         params["topic"] = subject
     elif spec.subject == "broker":
@@ -206,7 +198,7 @@ def _open_in_docs(docs: dict[str, dict[str, Any]] | None) -> pd.DataFrame:
 def timeline_label(rule: str, subject: str, by_topic: bool) -> str:
     spec = RULES.get(rule)
     if by_topic and spec is not None and spec.subject == "partition":
-        return f"{rule}: {split_topic_partition(subject)[0]}"
+        return f"{rule}: {topic_of(subject)}"
     return f"{rule}: {subject}"
 
 

@@ -34,7 +34,7 @@ from collectors.alerting.catalogue import (
     RISK_RULES,
     RULES,
 )
-from collectors.model.vocabulary import INCIDENT_KINDS, SEVERITY_RANK
+from collectors.model.vocabulary import INCIDENT_KINDS, SEVERITY_RANK, topic_of
 from collectors.model.wording import plural
 from dashboard.views.alerts import alert_target
 from dashboard.views.common import fmt_count, fmt_duration, fmt_utc, is_missing
@@ -153,7 +153,7 @@ def _recovered_members(incidents: list[dict[str, Any]], alerts: list[dict[str, A
             if broker_id is not None and not down.isdisjoint(reps):
                 target = broker_id
             else:
-                topic = topic or subject.rpartition("-")[0] or subject
+                topic = topic or topic_of(subject)
                 target = by_kind_subject.get(("topic", topic))
         elif rule in CONSENSUS_RULES:
             target = first_of_kind.get("consensus")

@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from collectors.model.vocabulary import OPEN_TXN_STATES
+from collectors.model.vocabulary import OPEN_TXN_STATES, topic_of
 from dashboard.views.common import SERIES_COLORS, epoch_to_local, fmt_duration, is_missing
 from dashboard.views.plotting import base_layout, empty_figure, time_trace
 
@@ -32,7 +32,7 @@ def transactions_frame(doc: dict[str, Any], open_only: bool = True, txn: str | N
         if txn and tid != txn:
             continue
         parts = list(t.get("partitions") or [])
-        if topics and not any(p.rpartition("-")[0] in topics for p in parts):
+        if topics and not any(topic_of(p) in topics for p in parts):
             continue
         age, timeout_s = t.get("age_seconds"), (t.get("timeout_ms") or 0) / 1000.0
         frac = (float(age) / timeout_s) if is_open and not is_missing(age) and timeout_s > 0 else None
