@@ -73,6 +73,8 @@ class ClusterPoller:
         self._resumed_cluster_id: str | None = None  # from a checkpoint, until the cluster confirms it
         self._resumed_until: float | None = None  # the last poll the resumed memory was known true at
         self._lost: tuple[list[IncidentEvent], list[AlertRecord]] = ([], [])  # recorded with the next poll
+        # alerts the tracker opened and resolved in a poll that raised after: told with the next result
+        self._untold: tuple[list[AlertRecord], list[AlertRecord]] = ([], [])
         self._failing: str | None = None  # why the last poll failed (`failed`), until one succeeds
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"poll-{self.name}")
 
@@ -128,7 +130,8 @@ class ClusterPoller:
             snap.alerts = [AlertRecord(c.rule, c.severity, self.name, c.subject, c.summary, now, now, c.value)
                            for c in cluster_health(snap, self.state, {}, self.thresholds, now)]
             snap.poll_duration_s = time.monotonic() - started
-            return PollResult(snap)
+            (opened, resolved), self._untold = self._untold, ([], [])  # what the tracker holds, told at last
+            return PollResult(snap, opened, resolved)
 
     def _judge(self, snap: ClusterSnapshot, now: float, extra: list[Candidate] | None, started: float
                ) -> PollResult:
@@ -136,14 +139,21 @@ class ClusterPoller:
         kept = kept_over_stale(snap)  # the open alerts this poll's stale data keeps (and their timers)
         candidates = judge(snap, self.state, self.thresholds, now, kept) + list(extra or [])
         current, opened, resolved = self.alerts.update(self.name, candidates, now, kept)
-        snap.alerts = current
-        for a in current:
-            a.incident = None  # the incident tracker stamps the members of this poll's causes
-        snap.incidents, incident_events = self.incidents.update(self.name, correlate(snap, current), now)
+        # the tracker now holds this poll's openings and endings: told with this result, or the next if this raises
+        (opened_before, resolved_before), self._untold = self._untold, ([], [])
+        opened, resolved = opened_before + opened, resolved_before + resolved
+        try:
+            snap.alerts = current
+            for a in current:
+                a.incident = None  # the incident tracker stamps the members of this poll's causes
+            snap.incidents, incident_events = self.incidents.update(self.name, correlate(snap, current), now)
+            restated = self.alerts.restate_due(self.name, now)
+        except BaseException:
+            self._untold = (opened, resolved)
+            raise
         snap.poll_duration_s = time.monotonic() - started
         (lost_incidents, lost_alerts), self._lost = self._lost, ([], [])
-        return PollResult(snap, opened, resolved, lost_incidents + incident_events,
-                          self.alerts.restate_due(self.name, now), lost_alerts)
+        return PollResult(snap, opened, resolved, lost_incidents + incident_events, restated, lost_alerts)
 
     def resolved_incidents(self) -> list[IncidentRecord]:
         """The cluster's incidents resolved within the hold-down (`thresholds.incident_hold_down_s`), as of the last

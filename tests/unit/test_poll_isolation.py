@@ -96,3 +96,36 @@ def test_when_the_alerts_cannot_be_tracked_either_the_alert_is_still_shown(
     assert not s.reachable and [(a.rule, a.cluster, a.first_seen) for a in s.alerts] == [
         ("cluster_unreachable", "bad", T0)]
     assert "poll failed: RuntimeError: state" in s.alerts[0].summary
+
+
+def test_alerts_tracked_before_a_poll_raised_are_told_with_the_result_that_follows(
+        monitor: Monitor, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A poll that raises after its alerts were tracked (correlation, here) has opened and resolved them in the
+    tracker's memory: the failed poll's result tells them, or nothing ever records the page or its end."""
+    bad = monitor.pollers[1]
+    real = bad.incidents.update
+    raising = [RuntimeError("correlation")]
+
+    def update(*args: Any, **kw: Any) -> Any:
+        if raising:
+            raise raising[0]
+        return real(*args, **kw)
+
+    monkeypatch.setattr(bad.incidents, "update", update)
+    first = by_cluster(monitor.poll_once(T0))["bad"]
+    assert "poll failed: RuntimeError: correlation" in first.snapshot.errors[0]
+    (opened,) = first.opened  # opened by the real poll, before correlation raised
+    assert (opened.rule, opened.first_seen) == ("cluster_unreachable", T0)
+    assert [a.rule for a in first.snapshot.alerts] == ["cluster_unreachable"]
+
+    # the monitor's own condition opens in a poll that raises, and ends in one that raises too
+    monitor.conditions["history_write_failed"] = Candidate("history_write_failed", "warning", "history", "disk full")
+    second = by_cluster(monitor.poll_once(T0 + 30))["bad"]
+    assert [a.rule for a in second.opened] == ["history_write_failed"] and not second.resolved
+    del monitor.conditions["history_write_failed"]
+    third = by_cluster(monitor.poll_once(T0 + 60))["bad"]
+    assert not third.opened and [a.rule for a in third.resolved] == ["history_write_failed"]
+    raising.clear()
+    fourth = by_cluster(monitor.poll_once(T0 + 90))["bad"]
+    assert not fourth.opened and not fourth.resolved  # each told once
+    assert [a.rule for a in fourth.snapshot.alerts] == ["cluster_unreachable"]
