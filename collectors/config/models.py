@@ -60,16 +60,24 @@ class MonitorConfig(StrictModel):
     def _upper_level(cls, value: object) -> object:
         return value.upper() if isinstance(value, str) else value
 
-    @field_validator("clusters")
-    @classmethod
-    def _unique_names(cls, value: list[ClusterConfig]) -> list[ClusterConfig]:
-        seen: dict[str, int] = {}
-        for i, cluster in enumerate(value):
-            key = cluster.name.casefold()
-            if key in seen:
-                raise ValueError(f"clusters[{i}] and clusters[{seen[key]}] are both named {cluster.name!r}")
-            seen[key] = i
-        return value
+    @model_validator(mode="after")
+    def _unique_names(self) -> MonitorConfig:
+        """Cluster names name files and metric labels, compared ignoring case. Each later cluster of a name already
+        taken is placed at its own name (its line): a plain ValueError would be reported at ``clusters:``."""
+        first: dict[str, int] = {}
+        problems = []
+        for i, cluster in enumerate(self.clusters):
+            j = first.setdefault(cluster.name.casefold(), i)
+            if j != i:
+                taken = self.clusters[j].name
+                how = "" if taken == cluster.name else " (names are compared ignoring case)"
+                problems.append(InitErrorDetails(
+                    type=PydanticCustomError("value_error", "clusters[{j}] is named {taken} too{how}",
+                                             {"j": j, "taken": repr(taken), "how": how}),
+                    loc=("clusters", i, "name"), input=cluster.name))
+        if problems:
+            raise ValidationError.from_exception_data(type(self).__name__, problems)
+        return self
 
     @model_validator(mode="after")
     def _policy_windows_fit(self) -> MonitorConfig:

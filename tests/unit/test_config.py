@@ -233,8 +233,8 @@ BAD_VALUES = [
     ('clusters: [{name: "a\\tb", bootstrap_servers: "h:1"}]', "clusters[0].name", "control"),
     (f"clusters: [{{name: {'x' * 101}, bootstrap_servers: 'h:1'}}]", "clusters[0].name", "100"),
     ("clusters: [{name: 7, bootstrap_servers: 'h:1'}]", "clusters[0].name", "string"),
-    ("clusters: [{name: a, bootstrap_servers: 'h:1'}, {name: A, bootstrap_servers: 'h:2'}]", "clusters",
-     "both named"),
+    ("clusters: [{name: a, bootstrap_servers: 'h:1'}, {name: A, bootstrap_servers: 'h:2'}]", "clusters[1].name",
+     "clusters[0] is named 'a' too"),
     ("clusters: []", "clusters", "at least 1"),
     ("clusters: {name: a}", "clusters", "list"),
     ("poll_interval_s: 1", "clusters", "required"),
@@ -365,6 +365,25 @@ def test_every_problem_reported_one_line_each_with_line_numbers(tmp_path: Path) 
     assert f"{path}:4: poll_interval_s: " in message
     assert f"{path}:6: exporter.port: " in message
     assert f"{path}:7: surprise: unknown key; expected one of: clusters, poll_interval_s" in message
+
+
+def test_a_duplicate_cluster_name_is_reported_at_its_own_line(tmp_path: Path) -> None:
+    """Each later cluster of a name already taken, at its name's line, so a long file's culprit is found."""
+    message = config_error(tmp_path, """\
+        clusters:
+          - name: prod
+            bootstrap_servers: 'h:1'
+          - name: stage
+            bootstrap_servers: 'h:2'
+          - name: Prod
+            bootstrap_servers: 'h:3'
+          - name: stage
+            bootstrap_servers: 'h:4'
+        """)
+    path = str(tmp_path / "monitor.yaml")
+    assert message.splitlines() == [
+        f"{path}:6: clusters[2].name: clusters[0] is named 'prod' too (names are compared ignoring case)",
+        f"{path}:8: clusters[3].name: clusters[1] is named 'stage' too"], message
 
 
 @pytest.mark.parametrize(
