@@ -30,6 +30,7 @@ from collectors.model.vocabulary import (
     OFFLINE,
     PREPARE_TXN_STATES,
     SEVERITY_RANK,
+    STALE_SUBJECT_KINDS,
     TRUNCATION,
     UNCLEAN_ELECTION,
     UNDER_MIN_ISR,
@@ -100,7 +101,28 @@ def cluster_health(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresho
                         f"cluster {s.cluster} unreachable: {s.errors[0] if s.errors else 'no answer'}")
     elif s.stale_sections:
         yield Candidate("data_stale", WARNING, s.cluster,
-                        f"stale sections: {', '.join(s.stale_sections)}", float(len(s.stale_sections)))
+                        f"stale sections: {', '.join(stale_section_words(s))}", float(len(s.stale_sections)))
+
+
+STALE_NAMED = 3  # subjects named per stale section in `data_stale`'s summary; the rest counted
+
+
+def stale_section_words(s: ClusterSnapshot) -> list[str]:
+    """Each stale section as `data_stale` says it: whole (``zookeeper``), or with the subjects it is stale for
+    (``offsets (4 partitions: a-0, b-1, orders-0 and 1 more)``, ``partitions (topic doomed)``): on-call reads which
+    topic or group to look at, not only that some part of the poll failed."""
+    words = []
+    for section in s.stale_sections:
+        subjects = sorted(s.stale_subjects.get(section, ()))
+        if not subjects:
+            words.append(section)
+            continue
+        kind = STALE_SUBJECT_KINDS[section].replace("_", " ")
+        named = ", ".join(subjects[:STALE_NAMED])
+        more = f" and {len(subjects) - STALE_NAMED:,} more" if len(subjects) > STALE_NAMED else ""
+        count = plural(len(subjects), kind) if len(subjects) > 1 else kind
+        words.append(f"{section} ({count}{':' if len(subjects) > 1 else ''} {named}{more})")
+    return words
 
 
 def partitions(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now: float) -> Iterator[Candidate]:

@@ -220,3 +220,18 @@ def test_a_topic_the_filters_leave_out_makes_nothing_stale_even_in_error() -> No
     assert not obs.stale_sections and not obs.errors and obs.filtered_topics == 1
     assert [(p.topic, p.partition) for p in obs.partitions] == [(ORDERS, 0)]
     assert obs.replica_brokers is None
+
+
+def test_data_stale_names_the_subjects_a_section_is_stale_for() -> None:
+    """Which topic, group or partitions to look at, a few by name and the rest counted; a whole section by itself."""
+    from collectors.alerting.rules import cluster_health
+
+    snap = ClusterSnapshot(cluster="c", time=T0, stale=True,
+                           stale_sections=["offsets", "partitions", "transactions", "zookeeper"],
+                           stale_subjects={"partitions": [DOOMED],
+                                           "offsets": ["orders-eu-1", "orders-eu-0", "b-1", "a-0", "a-10"],
+                                           "transactions": ["tx-1", "tx-2"]})
+    (c,) = cluster_health(snap, ClusterState(), {}, TH, T0)
+    assert (c.rule, c.value) == ("data_stale", 4.0)
+    assert c.summary == ("stale sections: offsets (5 partitions: a-0, a-10, b-1 and 2 more), partitions (topic "
+                         "doomed), transactions (2 transactional ids: tx-1, tx-2), zookeeper")
