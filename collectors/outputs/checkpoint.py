@@ -32,21 +32,26 @@ fresh with a warning. A checkpoint older than ``max_age_s``, or of another clust
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import logging
 import math
 import time
+import typing
 import uuid
 import zipfile
 from array import array
 from collections import deque
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
+from types import UnionType
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
 from collectors.model.activity import GroupLife
@@ -184,8 +189,8 @@ def _groups_table(state: ClusterState) -> pa.Table:
 def _restore_groups(st: ClusterState, groups: pa.Table) -> None:
     cols = [groups.column(n).to_pylist() for n in ("group_id", "first_seen", "last_active")]
     for gid, first, last in zip(*cols, strict=True):
-        if gid is None or first is None or not math.isfinite(first) or (last is not None and not math.isfinite(last)):
-            raise CheckpointError("groups.arrow has a row with missing or non-finite fields")
+        if gid is None or first is None:  # (times are finite: `_read_ipc`)
+            raise CheckpointError("groups.arrow has a row with missing fields")
         st.group_life[gid] = GroupLife(float(first), None if last is None else float(last))
 
 
@@ -277,6 +282,10 @@ def _read_ipc(z: zipfile.ZipFile, name: str, schema: pa.Schema, *older: pa.Schem
         table = r.read_all()
     if not any(table.schema.equals(s) for s in (schema, *older)):
         raise CheckpointError(f"{name} has columns {table.schema.names}, expected {schema.names}")
+    for f in table.schema:  # every time (a float column) finite: a NaN timer never fires, an infinite one never ends
+        col = pc.list_flatten(table.column(f.name)) if pa.types.is_list(f.type) else table.column(f.name)
+        if pa.types.is_floating(col.type) and pc.all(pc.is_finite(col)).as_py() is False:
+            raise CheckpointError(f"{name} column {f.name} has a value that is not a finite number")
     return table
 
 
@@ -297,24 +306,79 @@ def _rows(column: pa.ChunkedArray, typecode: str) -> list[array]:
     return out
 
 
-def _finite(value: Any, what: str) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise CheckpointError(f"{what} is not a finite number: {value!r}")
-    return float(value)
+class _Count(int):
+    """The kind (`_check`) of a count or a partition number: a whole number, not negative."""
 
 
-def _int_or_none(value: Any, what: str) -> int | None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-        raise CheckpointError(f"{what} is not a whole number: {value!r:.80}")
-    return value
+_KIND_NAMES = {float: "a finite number", int: "a whole number", _Count: "a whole number >= 0", str: "text",
+               bool: "true or false"}
 
 
-def _settings(value: Any) -> dict[str, str | None]:
-    if not isinstance(value, dict) or not all(isinstance(v, str | None) for v in value.values()):
-        raise CheckpointError(f"settings must map names to text: {value!r:.80}")
-    return {str(k): v for k, v in value.items()}
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _check(value: Any, kind: Any, what: str) -> Any:
+    """`value`, as read from a checkpoint, checked to be of `kind`; CheckpointError naming `what` (and the key path
+    within it) otherwise. Checked, not converted: ``"5"`` is no number and ``7.5`` no epoch.
+
+    Kinds: ``float`` (a time: a finite int or float, not a bool; returned as float), ``int`` (not a bool nor a
+    float), `_Count` (an int >= 0), ``str``, ``bool``, ``X | None``, ``list[X]``, ``tuple[X, Y]`` and
+    ``tuple[X, ...]`` (a JSON list, returned as a tuple), ``dict[str, X]``, and a record dataclass (a JSON object of
+    its fields, each checked by its annotation)."""
+    if kind is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            try:
+                if math.isfinite(value):
+                    return float(value)
+            except OverflowError:  # an int too big for a float
+                pass
+    elif kind in _KIND_NAMES:
+        if isinstance(value, int if kind is _Count else kind) and (kind is bool or not isinstance(value, bool)) and (
+                kind is not _Count or value >= 0):
+            return value
+    else:
+        origin, args = typing.get_origin(kind), typing.get_args(kind)
+        if origin in (UnionType, typing.Union):  # X | None
+            return None if value is None else _check(value, next(a for a in args if a is not type(None)), what)
+        if origin is list and isinstance(value, list):
+            return [_check(v, args[0], f"{what}[{i}]") for i, v in enumerate(value)]
+        if origin is tuple and isinstance(value, list) and (args[-1] is Ellipsis or len(value) == len(args)):
+            kinds = args[:1] * len(value) if args[-1] is Ellipsis else args
+            return tuple(_check(v, k, f"{what}[{i}]") for i, (v, k) in enumerate(zip(value, kinds, strict=True)))
+        if origin is dict and isinstance(value, dict):
+            return {_check(k, args[0], f"{what} key"): _check(v, args[1], f"{what}[{k!r}]") for k, v in value.items()}
+        if is_dataclass(kind) and isinstance(value, dict):
+            hints = _hints(kind)
+            if unknown := set(value) - hints.keys():
+                raise CheckpointError(f"{what} has unknown fields {sorted(unknown)!r:.80}")
+            try:
+                return kind(**{k: _check(v, hints[k], f"{what}.{k}") for k, v in value.items()})
+            except TypeError as e:  # a field missing
+                raise CheckpointError(f"{what}: {e}") from e
+    name = _KIND_NAMES.get(kind) or (f"a {kind.__name__}" if isinstance(kind, type) else str(kind))
+    raise CheckpointError(f"{what} is not {name}: {value!r:.80}")
+
+
+# The small state in meta.json: each field's kind (`_check`) and how the checked value becomes the state's.
+_STATE_FIELDS: dict[str, tuple[Any, Callable[[Any], Any] | None]] = {
+    "condition_since": (list[tuple[str, str, float]], lambda v: {(r, s): t for r, s, t in v}),
+    "producer_epochs": (dict[str, list[tuple[float, int]]], lambda v: {k: deque(p, maxlen=64) for k, p in v.items()}),
+    "txn_state_since": (dict[str, tuple[str, float]], None),
+    "unknown_open_txns": (list[tuple[str, _Count, int, _Count]], lambda v: {(t, p, pid): n for t, p, pid, n in v}),
+    "zk_controller": (int | None, None), "zk_leader_epoch": (int | None, None), "zk_election_at": (float | None, None),
+    "kraft_leader": (tuple[int, int] | None, None), "kraft_election_at": (float | None, None),
+    # (voter ids, high watermark): a collector restarted while the quorum has no leader still says whose quorum it is
+    # (`collectors.model.snapshot`'s voters with leader -1), not only "stale"
+    "kraft_quorum": (tuple[tuple[int, ...], int] | None, None),
+    "known_brokers": (list[tuple[int, float]], dict),
+    "topic_configs": (dict[str, dict[str, str | None]], None), "broker_configs": (dict[str, str | None], None),
+    "polls": (_Count, None), "last_good": (float | None, None),
+    # the losses proven in the last day, which keep their alerts open `loss_alert_hold_s` across a restart
+    "recent_losses": (list[LossRecord], None),
+}
+_LATER_FIELDS = {"kraft_quorum", "recent_losses"}  # absent from older checkpoints: not known, none
 
 
 def _restore_state(meta: dict[str, Any], parts: pa.Table, windows: pa.Table, lag_points: int,
@@ -339,51 +403,11 @@ def _restore_state(meta: dict[str, Any], parts: pa.Table, windows: pa.Table, lag
             _rows(windows.column("lags"), "q"), _rows(windows.column("lags_at_commit"), "q"), strict=True):
         st.commit_windows[(gid, topic, part)] = CommitWindow.from_raw(window_size, offs, times, lags, floors,
                                                                       last_change, prev_hw)
-    st.condition_since = {(str(r), str(s)): float(t) for r, s, t in meta["condition_since"]}
-    st.producer_epochs = {str(tid): deque(((float(t), int(e)) for t, e in pts), maxlen=64)
-                          for tid, pts in meta["producer_epochs"].items()}
-    st.txn_state_since = {str(tid): (str(v[0]), float(v[1])) for tid, v in meta["txn_state_since"].items()}
-    st.unknown_open_txns = {(str(t), int(p), int(pid)): int(n) for t, p, pid, n in meta["unknown_open_txns"]}
-    st.zk_controller = _int_or_none(meta["zk_controller"], "zk_controller")
-    st.zk_leader_epoch = _int_or_none(meta["zk_leader_epoch"], "zk_leader_epoch")
-    st.zk_election_at = _finite(meta["zk_election_at"], "zk_election_at")
-    kl = meta["kraft_leader"]
-    st.kraft_leader = (int(kl[0]), int(kl[1])) if kl is not None else None
-    st.kraft_election_at = _finite(meta["kraft_election_at"], "kraft_election_at")
-    st.kraft_quorum = _quorum(meta.get("kraft_quorum"))  # absent from older checkpoints: not known
-    st.known_brokers = {int(b): float(t) for b, t in meta["known_brokers"]}
-    st.topic_configs = {str(t): _settings(c) for t, c in meta["topic_configs"].items()}
-    st.broker_configs = _settings(meta["broker_configs"])
-    st.polls = int(meta["polls"])
-    st.last_good = _finite(meta["last_good"], "last_good")
-    st.recent_losses = _losses(meta.get("recent_losses", []))  # absent from older checkpoints: none
+    for name, (kind, convert) in _STATE_FIELDS.items():
+        if name in meta or name not in _LATER_FIELDS:
+            value = _check(meta[name], kind, name)
+            setattr(st, name, value if convert is None else convert(value))
     return st
-
-
-def _quorum(value: Any) -> tuple[tuple[int, ...], int] | None:
-    """The KRaft voters and high watermark last read, so that a collector restarted while the quorum has no leader
-    still says whose quorum it is (`collectors.model.snapshot`'s voters with leader -1), not only "stale"."""
-    if value is None:
-        return None
-    if not (isinstance(value, list) and len(value) == 2 and isinstance(value[0], list)
-            and all(isinstance(v, int) and not isinstance(v, bool) for v in [*value[0], value[1]])):
-        raise CheckpointError("kraft_quorum is not [voter ids, high watermark]")
-    return tuple(value[0]), value[1]
-
-
-def _losses(rows: Any) -> list[LossRecord]:
-    """The losses proven in the last day, which keep their alerts open `loss_alert_hold_s` across a restart."""
-    names = {f.name for f in fields(LossRecord)}
-    if not isinstance(rows, list) or not all(isinstance(r, dict) and set(r) <= names for r in rows):
-        raise CheckpointError("recent_losses is not a list of loss records")
-    try:
-        out = [LossRecord(**r) for r in rows]
-    except TypeError as e:
-        raise CheckpointError(f"recent_losses: {e}") from e
-    for x in out:
-        if _finite(x.time, "loss time") is None or not isinstance(x.cluster, str) or not isinstance(x.kind, str):
-            raise CheckpointError("a recent loss has non-text fields")
-    return out
 
 
 def _restore_epochs(st: ClusterState, epochs: pa.Table) -> None:
@@ -423,9 +447,7 @@ def load_checkpoint(state_dir: Path, cluster: str, *, lag_points: int, window_si
                                       f"this collector reads version {CHECKPOINT_VERSION}")
             if meta.get("cluster") != cluster:
                 raise CheckpointError(f"holds cluster {meta.get('cluster')!r}, not {cluster!r}")
-            saved_at = _finite(meta.get("saved_at"), "saved_at")
-            if saved_at is None:
-                raise CheckpointError("no save time")
+            saved_at = _check(meta.get("saved_at"), float, "saved_at")
             age = now - saved_at
             verdict = unusable_age(age, max_age_s)
             if verdict == "never":
@@ -444,22 +466,14 @@ def load_checkpoint(state_dir: Path, cluster: str, *, lag_points: int, window_si
                 _restore_groups(state, _read_ipc(z, "groups.arrow", _GROUPS))
             if "marks.arrow" in z.namelist():  # so the ledger counts what retention deleted meanwhile, once
                 _restore_marks(state, _read_ipc(z, "marks.arrow", _MARKS))
-            alerts = [AlertRecord(**a) for a in meta["alerts"]]
-            for a in alerts:
-                if a.cluster != cluster or a.resolved_at is not None:
-                    raise CheckpointError("alerts of another cluster or already resolved")
-                if not all(isinstance(v, str) for v in (a.rule, a.severity, a.subject, a.summary)):
-                    raise CheckpointError(f"alert {a.rule!r} has non-text fields")
-                for value, what in ((a.first_seen, "first_seen"), (a.last_seen, "last_seen"), (a.value, "value")):
-                    _finite(value, f"alert {what}")
+            alerts = _check(meta["alerts"], list[AlertRecord], "alerts")
+            if any(a.cluster != cluster or a.resolved_at is not None for a in alerts):
+                raise CheckpointError("alerts of another cluster or already resolved")
             # incidents arrived in a later version: a checkpoint without them resumes with none (the first poll
             # re-opens them from the resumed alerts, under new ids)
-            incidents = [IncidentRecord(**i) for i in meta.get("incidents", [])]
-            for i in incidents:
-                if i.cluster != cluster or not all(isinstance(v, str) for v in (i.id, i.kind, i.subject, i.severity)):
-                    raise CheckpointError("incidents of another cluster or with non-text fields")
-                for value, what in ((i.opened, "opened"), (i.last_seen, "last_seen"), (i.resolved_at, "resolved_at")):
-                    _finite(value, f"incident {what}")
+            incidents = _check(meta.get("incidents", []), list[IncidentRecord], "incidents")
+            if any(i.cluster != cluster for i in incidents):
+                raise CheckpointError("incidents of another cluster")
     except CheckpointError as e:
         raise CheckpointError(f"{path}: {e}") from e
     except Exception as e:  # KeyError, TypeError, AttributeError, OverflowError, RecursionError, ArrowException, ...
