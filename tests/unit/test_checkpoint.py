@@ -142,7 +142,7 @@ def test_checkpoint_too_old_or_from_the_future_is_refused(tmp_path: Path, kw: di
         load(tmp_path, **kw)
 
 
-def _rewrite_member(path: Path, name: str, data: bytes) -> None:
+def rewrite_member(path: Path, name: str, data: bytes) -> None:
     with zipfile.ZipFile(path) as z:
         members = {n: z.read(n) for n in z.namelist()}
     members[name] = data
@@ -175,22 +175,22 @@ def test_damaged_checkpoint_is_refused_with_a_reason(tmp_path: Path, damage: str
         with zipfile.ZipFile(path, "w") as z:
             z.writestr("other.txt", "x")
     elif damage == "bad-version":
-        _rewrite_member(path, "meta.json", json.dumps(meta | {"version": 99}).encode())
+        rewrite_member(path, "meta.json", json.dumps(meta | {"version": 99}).encode())
     elif damage == "other-cluster":
-        _rewrite_member(path, "meta.json", json.dumps(meta | {"cluster": "staging"}).encode())
+        rewrite_member(path, "meta.json", json.dumps(meta | {"cluster": "staging"}).encode())
     elif damage == "nan-time":
-        _rewrite_member(path, "meta.json", json.dumps(meta | {"saved_at": float("nan")}).encode())
+        rewrite_member(path, "meta.json", json.dumps(meta | {"saved_at": float("nan")}).encode())
     elif damage == "bad-alert":
-        _rewrite_member(path, "meta.json", json.dumps(meta | {"alerts": [{"rule": "x"}]}).encode())
+        rewrite_member(path, "meta.json", json.dumps(meta | {"alerts": [{"rule": "x"}]}).encode())
     elif damage == "alert-time-text":
         bad = [meta["alerts"][0] | {"first_seen": "yesterday"}]
-        _rewrite_member(path, "meta.json", json.dumps(meta | {"alerts": bad}).encode())
+        rewrite_member(path, "meta.json", json.dumps(meta | {"alerts": bad}).encode())
     elif damage == "loss-unknown-field":
         bad = [meta["recent_losses"][0] | {"colour": "red"}]
-        _rewrite_member(path, "meta.json", json.dumps(meta | {"recent_losses": bad}).encode())
+        rewrite_member(path, "meta.json", json.dumps(meta | {"recent_losses": bad}).encode())
     elif damage == "loss-no-time":
         bad = [meta["recent_losses"][0] | {"time": None}]
-        _rewrite_member(path, "meta.json", json.dumps(meta | {"recent_losses": bad}).encode())
+        rewrite_member(path, "meta.json", json.dumps(meta | {"recent_losses": bad}).encode())
     elif damage == "marks-negative":
         import pyarrow as pa
         import pyarrow.ipc as ipc
@@ -201,13 +201,13 @@ def test_damaged_checkpoint_is_refused_with_a_reason(tmp_path: Path, damage: str
         sink = pa.BufferOutputStream()
         with ipc.new_file(sink, t.schema) as w:
             w.write_table(t)
-        _rewrite_member(path, "marks.arrow", sink.getvalue().to_pybytes())
+        rewrite_member(path, "marks.arrow", sink.getvalue().to_pybytes())
     elif damage == "bad-arrow":
-        _rewrite_member(path, "windows.arrow", b"ARROW1\x00\x00 not really")
+        rewrite_member(path, "windows.arrow", b"ARROW1\x00\x00 not really")
     elif damage == "wrong-columns":
         with zipfile.ZipFile(path) as z:
             parts = z.read("partitions.arrow")
-        _rewrite_member(path, "windows.arrow", parts)
+        rewrite_member(path, "windows.arrow", parts)
     elif damage in ("history-not-sorted", "window-lengths"):
         import pyarrow as pa
         import pyarrow.ipc as ipc
@@ -227,7 +227,7 @@ def test_damaged_checkpoint_is_refused_with_a_reason(tmp_path: Path, damage: str
         sink = pa.BufferOutputStream()
         with ipc.new_file(sink, t.schema) as w:
             w.write_table(t)
-        _rewrite_member(path, name, sink.getvalue().to_pybytes())
+        rewrite_member(path, name, sink.getvalue().to_pybytes())
     with pytest.raises(CheckpointError) as e:
         load(tmp_path)
     assert str(path) in str(e.value)

@@ -24,6 +24,7 @@ from collectors.model.loss import EpochWatch
 from collectors.model.records import AlertRecord, IncidentRecord, LossRecord
 from collectors.model.state import ClusterState
 from collectors.outputs.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
+from tests.unit.test_checkpoint import rewrite_member
 
 T0 = 1_800_000_000.0
 NAN, INF = float("nan"), float("inf")
@@ -50,15 +51,6 @@ def saved(tmp_path: Path) -> Path:
     incidents = [IncidentRecord("prod", "inc-1", "topic", "t", "warning", "t is under-replicated", T0 - 10, T0,
                                 alerts=1, members={"under_replicated": 1}, sample=["t-0"], brokers=[3], partitions=1)]
     return save_checkpoint(tmp_path, Checkpoint("prod", "cid-1", T0, full_state(), alerts, incidents))[0]
-
-
-def rewrite_member(path: Path, name: str, data: bytes) -> None:
-    with zipfile.ZipFile(path) as z:
-        members = {n: z.read(n) for n in z.namelist()}
-    members[name] = data
-    with zipfile.ZipFile(path, "w") as z:
-        for n, d in members.items():
-            z.writestr(n, d)
 
 
 def edit_meta(path: Path, edit: Callable[[dict[str, Any]], None]) -> None:
