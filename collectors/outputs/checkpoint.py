@@ -9,7 +9,8 @@ One file per cluster, ``<state_dir>/checkpoints/<safe cluster name>.zip``, publi
 (`collectors.outputs.atomic.publish`), so a kill leaves the previous checkpoint or the new one. Inside:
 
 * ``meta.json`` -- version, cluster, cluster id, save time, the small state (condition timers, producer
-  epochs, transaction states, ZooKeeper/KRaft election memory, known brokers) and the open alerts;
+  epochs, transaction states, ZooKeeper/KRaft election memory, known brokers, the zxid last seen per ZooKeeper
+  server and the transactions last seen open or aborted at their timeout) and the open alerts;
 * ``partitions.arrow`` -- one row per partition: log-end history, leader/ISR view, ISR change times;
 * ``windows.arrow`` -- one row per group-partition: the commit window;
 * ``epochs.arrow`` -- one row per partition: the leader epoch, leader, ISR and highest high watermark last
@@ -56,7 +57,7 @@ import pyarrow.ipc as ipc
 
 from collectors.model.activity import GroupLife
 from collectors.model.lag import CommitWindow, OffsetHistory
-from collectors.model.loss import EpochWatch, GroupMark
+from collectors.model.loss import EpochWatch, GroupMark, TxnWatch
 from collectors.model.records import AlertRecord, IncidentRecord, LossRecord
 from collectors.model.state import ClusterState
 from collectors.outputs.atomic import publish, remove_stale_temps
@@ -249,6 +250,8 @@ def _meta(cp: Checkpoint) -> dict[str, Any]:
         "alerts": [asdict(a) for a in cp.alerts],
         "incidents": [asdict(i) for i in cp.incidents],
         "recent_losses": [asdict(x) for x in st.recent_losses],
+        "zk_zxids": {server: list(v) for server, v in st.zk_zxids.items()},
+        "txn_watch": {tid: asdict(w) for tid, w in st.txn_watch.items()},
     }
 
 
@@ -377,8 +380,15 @@ _STATE_FIELDS: dict[str, tuple[Any, Callable[[Any], Any] | None]] = {
     "polls": (_Count, None), "last_good": (float | None, None),
     # the losses proven in the last day, which keep their alerts open `loss_alert_hold_s` across a restart
     "recent_losses": (list[LossRecord], None),
+    # the loss ledger's memory of ZooKeeper and transactions (`collectors.model.loss`), so a restart still claims
+    # what went on while it was down: per server (host:port) the (epoch, zxid) last seen, a zxid gone back meanwhile
+    # being `zk_zxid_regressed`; per transactional id the transaction last seen open (or aborted), one aborted at
+    # its timeout meanwhile being `txn_timeout_abort`
+    "zk_zxids": (dict[str, tuple[_Count, _Count]], None),
+    "txn_watch": (dict[str, TxnWatch], None),
 }
-_LATER_FIELDS = {"kraft_quorum", "recent_losses"}  # absent from older checkpoints: not known, none
+# absent from older checkpoints: not known, none
+_LATER_FIELDS = {"kraft_quorum", "recent_losses", "zk_zxids", "txn_watch"}
 
 
 def _restore_state(meta: dict[str, Any], parts: pa.Table, windows: pa.Table, lag_points: int,
