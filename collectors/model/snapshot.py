@@ -10,6 +10,7 @@ knows (hanging).
 from __future__ import annotations
 
 from collections import defaultdict, deque
+from collections.abc import Callable
 
 from collectors.model.activity import classify
 from collectors.model.durability import topic_posture
@@ -56,6 +57,7 @@ from collectors.model.vocabulary import (
     STALL,
     STOP,
     partition_of,
+    partition_subject,
 )
 
 NO_POLICIES = Policies()
@@ -424,12 +426,14 @@ def _transactions(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterSt
     # Producers with a transaction open on a partition: hanging when no coordinator knows it as open
     # in two consecutive polls (one poll could race a transaction that is just starting).
     seen_unknown: dict[tuple[str, int, int], int] = {}
+    open_now: set[tuple[str, int, int]] = set()
     transactions_complete = "transactions" not in obs.stale_sections
     for (topic, partition), producers in sorted(obs.producers.items()):
         for pr in producers:
             if pr["txn_start_offset"] < 0:
                 continue
             pid = pr["producer_id"]
+            open_now.add((topic, partition, pid))
             hanging = False
             if transactions_complete and pid not in coordinator_pids:
                 key = (topic, partition, pid)
@@ -441,7 +445,33 @@ def _transactions(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterSt
                 producer_epoch=pr["producer_epoch"], txn_start_offset=pr["txn_start_offset"],
                 last_timestamp=ts / 1000.0 if ts and ts > 0 else None, transactional_id=pid_to_txn.get(pid),
                 hanging=hanging))
+    # A poll that could not judge a count keeps it as it was (neither lost nor advanced): its transactions stale (any
+    # of them: then nothing is judged), or its partition's producers unread. Otherwise the good poll after one
+    # stale poll counted 1 again, and resolved an open hanging_transaction alert it re-opened a poll later. A count
+    # goes only where this poll shows its coordinator knows the producer, or read the partition without it open.
+    unread = _producers_unread(obs)
+    for key, count in state.unknown_open_txns.items():
+        topic, partition, pid = key
+        if key in seen_unknown or pid in coordinator_pids:
+            continue
+        if key in open_now or unread(topic, partition):
+            seen_unknown[key] = count
     state.unknown_open_txns = seen_unknown
+
+
+def _producers_unread(obs: KafkaObservation) -> Callable[[str, int], bool]:
+    """Whether this poll could not say which producers have a transaction open on a partition: its DescribeProducers
+    failed, or it was not asked, since DescribeProducers is asked only where this poll's ListOffsets (of a partition
+    its Metadata listed) showed the last stable offset held back. By the stale sections and the subjects they name
+    (`STALE_SUBJECT_KINDS`: a partition for `producers` and `offsets`, a topic for `partitions`)."""
+    stale = [(section, obs.stale_subjects.get(section)) for section in ("producers", "offsets", "partitions")
+             if section in obs.stale_sections]
+
+    def unread(topic: str, partition: int) -> bool:
+        subject = partition_subject(topic, partition)
+        return any(not named or (topic if section == "partitions" else subject) in named for section, named in stale)
+
+    return unread
 
 
 def _zookeeper_elections(snap: ClusterSnapshot, state: ClusterState, now: float) -> None:
