@@ -42,7 +42,7 @@ class ClusterState:
     kraft_leader: tuple[int, int] | None = None  # (leader id, epoch) of the last DescribeQuorum naming a leader
     kraft_election_at: float | None = None
     # (voter ids, high watermark) of the last DescribeQuorum answered: what a poll that finds no leader reports the
-    # voters of. Not checkpointed: after a restart known again at the first answer.
+    # voters of. Checkpointed, so a collector restarted while the quorum has no leader still says whose it is.
     kraft_quorum: tuple[tuple[int, ...], int] | None = None
     known_brokers: dict[int, float] = field(default_factory=dict)  # broker id → last seen alive
     topic_configs: dict[str, dict[str, str | None]] = field(default_factory=dict)  # last read, for failed reads
@@ -55,8 +55,10 @@ class ClusterState:
     recent_losses: list[LossRecord] = field(default_factory=list)
     # per (group, topic, partition): messages skipped below the log start and past the log end already recorded
     group_marks: dict[tuple[str, str, int], GroupMark] = field(default_factory=dict)
-    zk_zxids: dict[str, tuple[int, int]] = field(default_factory=dict)  # server -> (epoch, zxid) highest seen
-    txn_watch: dict[str, TxnWatch] = field(default_factory=dict)  # transactional id -> open txn / abort seen
+    # server -> (epoch, zxid) highest seen; transactional id -> open transaction / abort seen. Checkpointed: what went
+    # back or was aborted at its timeout while the monitor was down is still claimed after a restart
+    zk_zxids: dict[str, tuple[int, int]] = field(default_factory=dict)
+    txn_watch: dict[str, TxnWatch] = field(default_factory=dict)
     # per group: when first seen and last seen active (`collectors.model.activity`); kept in checkpoints
     group_life: dict[str, GroupLife] = field(default_factory=dict)
 
