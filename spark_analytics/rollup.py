@@ -64,6 +64,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from collectors.model.wording import plural
+from collectors.outputs.atomic import remove_stale_temps
 from collectors.outputs.history.files import known_damaged
 from spark_analytics import io, table_files
 from spark_analytics.aggregations import consumers as C
@@ -293,6 +294,16 @@ class Store:
                 return None
         return doc
 
+    def sweep_temps(self) -> None:
+        """Remove every temp file (`io.atomic_write`'s, `table_files`') in the tables' day directories and the
+        manifests' directory. Call holding the store's lease (`rollup_job.take_store`): only runs holding it write
+        there, so each temp is a killed run's, whatever its age; `io.atomic_write` removes one only an hour old and
+        only when it writes the same file again, which a day redone right after its run was killed never is. The
+        work directories at the root are left to their own rule (`table_files.work_dir`)."""
+        dirs = [self.root / MANIFESTS, *(d for t in TABLES for d in (self.root / t).glob("date=*"))]
+        for d in dirs:
+            remove_stale_temps(d, io.TEMP_PREFIX, "", 0.0)
+
     def write_day(self, day: str, tables: dict[str, Any], sources: dict[str, list[list[Any]]] | None = None,
                   lag_slo_s: dict[str, float] | None = None, left_out: dict[str, list[list[Any]]] | None = None
                   ) -> dict[str, int]:
@@ -465,8 +476,11 @@ def made_from(recorded: dict[str, list[list[Any]]], now: dict[str, list[list[Any
     None at all is the history's retention (`history.retention_days`, default 30) having removed the day: the
     roll-up is then the only record of it, not a stale one. Judged stale, the report computed the day from no rows
     and the four-week trend dropped the weeks before the retention's horizon; a fleet's history kept a week or two
-    because it is big is exactly where roll-ups are meant to outlive it. A late file, a compaction, a collector
-    that caught up still make a day stale: the files are there and differ."""
+    because it is big is exactly where roll-ups are meant to outlive it. Judged per table, since retention removes
+    a day table by table (`HistoryWriter.apply_retention`): a run listing the day between two tables would
+    otherwise roll up what is left over the only full record (a table removed by hand keeps its rows in the
+    roll-up the same way). A late file, a compaction, a collector that caught up still make a day stale: the
+    files are there and differ."""
     return all(now.get(table, []) in (files, []) for table, files in recorded.items()) and \
         all(table in recorded for table, files in now.items() if files)
 

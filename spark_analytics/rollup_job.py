@@ -105,6 +105,8 @@ def take_store(store: Store, wait_s: float) -> WriterLease | None:
     lease = WriterLease(store.root, writer="roll-up run")
     taken = _wait_to_take(lease.acquire, wait_s,
                           lambda: f"rollup: {holders(store.root)} {store.root}; waiting for it (up to {wait_s:g} s)")
+    if taken:
+        store.sweep_temps()  # what runs killed before this one left
     return lease if taken else None
 
 

@@ -993,3 +993,28 @@ def test_cached_frames_are_dropped_and_a_failed_drop_neither_fails_nor_hides_the
         held.append(Stuck())  # its clean-up fails too, after the error below
         raise ValueError("the real failure")
     assert not held[0].is_cached
+
+
+def test_a_run_that_takes_the_store_removes_every_temp_a_killed_run_left(tmp_path: Path) -> None:
+    """Only runs holding the store's lease write in its tables' day directories and ``_days/``, so once it is taken
+    every temp there is a killed run's, whatever its age. Before, a temp was removed only by a later write of the
+    same file an hour on: a day killed mid-write and redone by the next run (a cron retry, a report's
+    ``--update-rollups``) kept its partial file for good. The work directories at the root (``.tmp-spark-*``) keep
+    their day-old rule: a report's may still be in use."""
+    s = rollup.Store(tmp_path / "rollups")
+    day_dir = s.file("group_lag_hist", "2026-11-17").parent
+    day_dir.mkdir(parents=True)
+    s.manifest_path("2026-11-19").parent.mkdir(parents=True)
+    leftovers = [day_dir / ".tmp-rollup.parquet.0123456789abcdef", s.manifest_path("2026-11-19").with_name(
+        ".tmp-2026-11-19.json.cafe")]
+    kept = [day_dir / rollup.FILE, s.manifest_path("2026-11-18"), s.root / ".tmp-spark-work1" / "part-0"]
+    for p in leftovers + kept:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(b"x" * 100)
+    lease = rollup_job.take_store(s, 0.0)
+    assert lease is not None
+    try:
+        assert [p for p in leftovers if p.exists()] == []
+        assert all(p.exists() for p in kept)
+    finally:
+        lease.release()
