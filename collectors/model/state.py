@@ -55,8 +55,8 @@ class ClusterState:
     recent_losses: list[LossRecord] = field(default_factory=list)
     # per (group, topic, partition): messages skipped below the log start and past the log end already recorded
     group_marks: dict[tuple[str, str, int], GroupMark] = field(default_factory=dict)
-    # server -> (epoch, zxid) highest seen; transactional id -> open transaction / abort seen. Checkpointed: what went
-    # back or was aborted at its timeout while the monitor was down is still claimed after a restart
+    # server -> (epoch, zxid) highest seen; transactional id -> open transaction / abort seen. Checkpointed (the
+    # watches with an abort recorded only): a zxid gone back while the monitor was down is claimed after a restart
     zk_zxids: dict[str, tuple[int, int]] = field(default_factory=dict)
     txn_watch: dict[str, TxnWatch] = field(default_factory=dict)
     # per group: when first seen and last seen active (`collectors.model.activity`); kept in checkpoints

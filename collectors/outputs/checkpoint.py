@@ -10,7 +10,7 @@ One file per cluster, ``<state_dir>/checkpoints/<safe cluster name>.zip``, publi
 
 * ``meta.json`` -- version, cluster, cluster id, save time, the small state (condition timers, producer
   epochs, transaction states, ZooKeeper/KRaft election memory, known brokers, the zxid last seen per ZooKeeper
-  server and the transactions last seen open or aborted at their timeout) and the open alerts;
+  server and the transactions' aborts recorded) and the open alerts;
 * ``partitions.arrow`` -- one row per partition: log-end history, leader/ISR view, ISR change times;
 * ``windows.arrow`` -- one row per group-partition: the commit window;
 * ``epochs.arrow`` -- one row per partition: the leader epoch, leader, ISR and highest high watermark last
@@ -251,7 +251,9 @@ def _meta(cp: Checkpoint) -> dict[str, Any]:
         "incidents": [asdict(i) for i in cp.incidents],
         "recent_losses": [asdict(x) for x in st.recent_losses],
         "zk_zxids": {server: list(v) for server, v in st.zk_zxids.items()},
-        "txn_watch": {tid: asdict(w) for tid, w in st.txn_watch.items()},
+        # the aborts recorded only: "seen open, then aborted with the epoch bumped" proves a timeout abort across one
+        # poll interval, not across a downtime (a commit and a restart bump it too, Transaction V2 every end)
+        "txn_watch": {tid: asdict(w) for tid, w in st.txn_watch.items() if w.aborted_at is not None},
     }
 
 
@@ -381,9 +383,8 @@ _STATE_FIELDS: dict[str, tuple[Any, Callable[[Any], Any] | None]] = {
     # the losses proven in the last day, which keep their alerts open `loss_alert_hold_s` across a restart
     "recent_losses": (list[LossRecord], None),
     # the loss ledger's memory of ZooKeeper and transactions (`collectors.model.loss`), so a restart still claims
-    # what went on while it was down: per server (host:port) the (epoch, zxid) last seen, a zxid gone back meanwhile
-    # being `zk_zxid_regressed`; per transactional id the transaction last seen open (or aborted), one aborted at
-    # its timeout meanwhile being `txn_timeout_abort`
+    # what it can: per server (host:port) the (epoch, zxid) last seen, a zxid gone back meanwhile being
+    # `zk_zxid_regressed`; per transactional id an abort recorded, its producer's return being `txn_producer_returned`
     "zk_zxids": (dict[str, tuple[_Count, _Count]], None),
     "txn_watch": (dict[str, TxnWatch], None),
 }

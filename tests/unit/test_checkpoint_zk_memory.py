@@ -1,10 +1,15 @@
-"""The ZooKeeper zxids and transaction watches last seen are checkpointed: a restart still sees what it slept through.
+"""The ZooKeeper zxids last seen and the transactions' aborts are checkpointed: a restart still claims what it can.
 
-Before, `ClusterState.zk_zxids` and `ClusterState.txn_watch` were not saved: the first poll after a restart only
-recorded what it found, so a zxid that went back while the monitor was down (same epoch, counter 0x100 -> 0x50:
-committed transactions gone) never opened `zk_zxid_regressed`, and a transaction the coordinator aborted at its
-timeout meanwhile left no loss-ledger row. Both are later, optional fields of meta.json: absent from older
-checkpoints means not known (empty), and a damaged value is refused naming the field.
+Before, `ClusterState.zk_zxids` was not saved: the first poll after a restart only recorded what it found, so a
+zxid that went back while the monitor was down (same epoch, counter 0x100 -> 0x50: committed transactions gone)
+never opened `zk_zxid_regressed`. That is proof across any gap: within an epoch a server's zxid only grows.
+
+A transaction seen open and then seen aborted with its producer's epoch bumped is proof of a timeout abort across
+one poll interval only: across a downtime the epoch also moves when the transaction commits and the producer
+restarts, or with every transaction end (Transaction V2), and a later transaction may be the one aborted. So only
+the watches of an abort already recorded are saved, for the producer's return (`txn_producer_returned`).
+Both are later, optional fields of meta.json: absent from older checkpoints means not known (empty), and a
+damaged value is refused naming the field.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from collectors.model.loss import TxnWatch
 from collectors.model.observations import KafkaObservation, PartitionMeta, ZkObservation
 from collectors.model.records import ZkServerRecord
 from collectors.model.state import ClusterState
-from collectors.model.vocabulary import TXN_TIMEOUT_ABORT, ZXID_REGRESSED
+from collectors.model.vocabulary import TXN_PRODUCER_RETURNED, TXN_TIMEOUT_ABORT, ZXID_REGRESSED
 from collectors.outputs.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from collectors.runtime.poller import Monitor
 from tests.unit.test_checkpoint import rewrite_member
@@ -63,7 +68,7 @@ def test_zxids_and_transaction_watches_survive_a_round_trip(tmp_path: Path) -> N
     assert cp is not None
     want = zk_state()
     assert cp.state.zk_zxids == want.zk_zxids
-    assert cp.state.txn_watch == want.txn_watch
+    assert cp.state.txn_watch == {"tx-b": want.txn_watch["tx-b"]}  # the open one is not proof across a restart
 
 
 @pytest.mark.parametrize("name", ["zk_zxids", "txn_watch"])
@@ -84,15 +89,15 @@ DAMAGED = {
     "zxid 1.5": ("zk_zxids", lambda m: m["zk_zxids"]["zk1:2181"].__setitem__(1, 1.5), "zk_zxids"),
     "zxid row too short": ("zk_zxids", lambda m: m["zk_zxids"].__setitem__("zk1:2181", [5]), "zk_zxids"),
     "zxids not a mapping": ("zk_zxids", lambda m: m.__setitem__("zk_zxids", [["zk1:2181", 5, 1]]), "zk_zxids"),
-    "txn start time NaN": ("txn_watch", lambda m: m["txn_watch"]["tx-a"].__setitem__("start_time", NAN),
-                           "txn_watch['tx-a'].start_time"),
-    "txn epoch 3.5": ("txn_watch", lambda m: m["txn_watch"]["tx-a"].__setitem__("epoch", 3.5),
-                      "txn_watch['tx-a'].epoch"),
-    "txn partition not text": ("txn_watch", lambda m: m["txn_watch"]["tx-a"].__setitem__("partitions", [0]),
-                               "txn_watch['tx-a'].partitions[0]"),
-    "txn unknown field": ("txn_watch", lambda m: m["txn_watch"]["tx-a"].__setitem__("colour", "red"),
-                          "txn_watch['tx-a'] has unknown fields"),
-    "txn field missing": ("txn_watch", lambda m: m["txn_watch"]["tx-a"].pop("timeout_ms"), "txn_watch['tx-a']"),
+    "txn start time NaN": ("txn_watch", lambda m: m["txn_watch"]["tx-b"].__setitem__("start_time", NAN),
+                           "txn_watch['tx-b'].start_time"),
+    "txn epoch 3.5": ("txn_watch", lambda m: m["txn_watch"]["tx-b"].__setitem__("epoch", 3.5),
+                      "txn_watch['tx-b'].epoch"),
+    "txn partition not text": ("txn_watch", lambda m: m["txn_watch"]["tx-b"].__setitem__("partitions", [0]),
+                               "txn_watch['tx-b'].partitions[0]"),
+    "txn unknown field": ("txn_watch", lambda m: m["txn_watch"]["tx-b"].__setitem__("colour", "red"),
+                          "txn_watch['tx-b'] has unknown fields"),
+    "txn field missing": ("txn_watch", lambda m: m["txn_watch"]["tx-b"].pop("timeout_ms"), "txn_watch['tx-b']"),
 }
 
 
@@ -110,7 +115,7 @@ class _World:
     """What the fake cluster answers: a ZooKeeper server's zxid counter (epoch 5) and a transaction's state."""
 
     def __init__(self) -> None:
-        self.counter, self.txn = 0x100, "Ongoing"
+        self.counter, self.txn, self.epoch = 0x100, "Ongoing", 3
 
     def kafka(self, now: float, _watch: object = None) -> KafkaObservation:
         o = KafkaObservation(time=now, cluster_id="cid-1", controller_id=1, brokers=[(1, "h", 9092, None)],
@@ -119,7 +124,8 @@ class _World:
         o.last_stable[("payments", 0)] = 500
         ongoing = self.txn == "Ongoing"
         o.transactions = [{"transactional_id": "payments-tx", "transaction_state": self.txn, "producer_id": 1003,
-                           "producer_epoch": 3 if ongoing else 4, "transaction_timeout_ms": 60_000,
+                           "producer_epoch": self.epoch if ongoing else self.epoch + 1,
+                           "transaction_timeout_ms": 60_000,
                            "transaction_start_time_ms": int((T0 - 10) * 1000) if ongoing else -1,
                            "partitions": [("payments", 0)] if ongoing else [], "coordinator": 1}]
         o.listed_transactions = {"payments-tx": 1003}
@@ -151,7 +157,7 @@ def _monitor(tmp_path: Path, world: _World) -> Monitor:
     return m
 
 
-def test_a_zxid_gone_back_and_a_timeout_abort_while_down_are_claimed_after_the_restart(tmp_path: Path) -> None:
+def test_a_zxid_gone_back_while_down_is_claimed_after_the_restart_and_an_abort_is_not(tmp_path: Path) -> None:
     world = _World()
     m = _monitor(tmp_path, world)
     try:
@@ -163,7 +169,8 @@ def test_a_zxid_gone_back_and_a_timeout_abort_while_down_are_claimed_after_the_r
     finally:
         m.close()
     # while the monitor was down: ZooKeeper restored from an older copy (the same epoch, counter 0x100 -> 0x50),
-    # and the coordinator aborted the transaction at its 60 s timeout (the producer fenced at epoch 4)
+    # and the transaction ended aborted with the producer's epoch bumped: a timeout abort, or a commit, a restart
+    # and a later transaction aborted by the application; across the gap nothing tells them apart
     world.counter, world.txn = 0x50, "CompleteAbort"
     m = _monitor(tmp_path, world)
     try:
@@ -173,7 +180,29 @@ def test_a_zxid_gone_back_and_a_timeout_abort_while_down_are_claimed_after_the_r
         m.close()
     losses = [(x.kind, x.server or x.transactional_id, x.messages) for x in r.snapshot.losses]
     assert (ZXID_REGRESSED, "zk1:2181", 0xB0) in losses
-    assert (TXN_TIMEOUT_ABORT, "payments-tx", None) in losses
+    assert TXN_TIMEOUT_ABORT not in {x.kind for x in r.snapshot.losses}
     assert ("zk_zxid_regressed", "zk1:2181") in {(a.rule, a.subject) for a in r.opened}
     assert ("opened", "consensus", "zookeeper") in {(e.event, e.incident.kind, e.incident.subject)
                                                    for e in r.incident_events}
+
+
+def test_a_producer_fenced_before_the_restart_is_seen_coming_back_after_it(tmp_path: Path) -> None:
+    world = _World()
+    m = _monitor(tmp_path, world)
+    try:
+        m.pollers[0].poll(T0)
+        world.txn = "CompleteAbort"  # seen within one poll interval: the coordinator's timeout abort, recorded
+        r = m.pollers[0].poll(T0 + 60)
+        assert TXN_TIMEOUT_ABORT in {x.kind for x in r.snapshot.losses}
+        m.save_checkpoints(tmp_path, T0 + 60)
+    finally:
+        m.close()
+    world.txn, world.epoch = "Ongoing", 5  # a new instance of the producer (InitProducerId: epoch 5)
+    m = _monitor(tmp_path, world)
+    try:
+        assert m.resume(tmp_path, T0 + 120)[0].startswith("prod: resumed from checkpoint")
+        r = m.pollers[0].poll(T0 + 120)
+    finally:
+        m.close()
+    assert [(x.kind, x.transactional_id, x.epoch_before, x.epoch_after) for x in r.snapshot.losses] == [
+        (TXN_PRODUCER_RETURNED, "payments-tx", 4, 5)]
