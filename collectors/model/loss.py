@@ -28,12 +28,14 @@ truncation point read messages that are gone and, unless it resets, silently ski
 those offsets (`truncated_readers`). Not evidence: a commit read above the high watermark of the same poll —
 the poll reads the high watermarks before the commits, and a consumer commits in between all the time.
 
-**Transactions.** A transaction seen open that ended with its producer's epoch bumped once it had been open for
-its whole timeout was aborted by the coordinator (the producer died mid-transaction; Kafka fences it with the
-bump): its writes are gone for read_committed readers, and whatever the application had not retried elsewhere
-with them. Recorded with the producer id, epochs and partitions; when the transactional id next shows a newer
-epoch (a new instance called InitProducerId), that return is recorded too, linked by the transactional id and
-the time of the abort (`transaction_evidence`).
+**Transactions.** A transaction seen open that ended aborted with its producer's epoch bumped once, when it had
+been open for its whole timeout, was aborted by the coordinator (the producer died mid-transaction; Kafka fences
+it with the bump): its writes are gone for read_committed readers, and whatever the application had not retried
+elsewhere with them. More bumps are more ends than one (a commit, a restart; with Transaction V2 every end): the
+abort seen is a later transaction's, perhaps its application's own, and is not recorded. Recorded with the
+producer id, epochs and partitions; when the transactional id next shows a newer epoch (a new instance called
+InitProducerId), that return is recorded too, linked by the transactional id and the time of the abort
+(`transaction_evidence`).
 
 **ZooKeeper.** A serving server whose zxid is lower than the highest we saw from it, without a newer epoch:
 its data went back in time (restored from an old snapshot, a data directory swapped) and the transactions in
@@ -315,7 +317,9 @@ def transaction_evidence(cluster: str, transactions: Iterable[TransactionRecord]
         still_open = t.state == "Ongoing" and t.start_time == w.start_time
         if w.state == "Ongoing" and w.start_time is not None and not still_open:
             open_for = seen_by - w.start_time
-            if (t.producer_id == w.producer_id and t.producer_epoch > w.epoch and t.state in ABORT_STATES
+            # one bump: the coordinator's abort of the transaction seen open; more are several ends (a commit, a
+            # restart, each end with Transaction V2), the abort seen a later transaction's, perhaps its own
+            if (t.producer_id == w.producer_id and t.producer_epoch == w.epoch + 1 and t.state in ABORT_STATES
                     and open_for >= w.timeout_ms / 1000.0):
                 out.append(LossRecord(
                     cluster, now, TXN_TIMEOUT_ABORT, None, None, None,

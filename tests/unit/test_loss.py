@@ -234,6 +234,21 @@ def test_ordinary_ends_of_transactions_are_not_timeouts() -> None:
     assert transaction_evidence("c", [txn("CompleteAbort", 4, None)], w, T + 15) == []
 
 
+def test_an_abort_more_than_one_epoch_on_is_another_transactions() -> None:
+    """The coordinator's timeout abort bumps the watched epoch once. Two bumps or more between two looks are
+    several ends: the transaction seen open committed, the producer restarted (InitProducerId) or, with Transaction
+    V2, every end bumps; the abort seen is a later transaction's, which its application may have aborted itself.
+    Only suggested, so not recorded; a bump of exactly one, open for the whole timeout, is."""
+    from collectors.model.loss import transaction_evidence
+
+    w: dict = {}
+    transaction_evidence("c", [txn("Ongoing", 3, T - 50)], w, T)
+    assert transaction_evidence("c", [txn("CompleteAbort", 5, None, parts=())], w, T + 15) == []
+    transaction_evidence("c", [txn("Ongoing", 6, T - 50)], w, T + 20)
+    assert [x.kind for x in transaction_evidence("c", [txn("CompleteAbort", 7, None, parts=())], w, T + 25)] == [
+        "txn_timeout_abort"]
+
+
 def test_a_leader_from_outside_the_isr_seen_with_the_whole_log_is_not_unclean() -> None:
     """Between two polls broker 3 rejoined the ISR and the preferred-leader election moved leadership back to it:
     not in the ISR we saw, but it has every committed message, so nothing was lost and nothing is recorded."""
