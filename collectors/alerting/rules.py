@@ -29,6 +29,7 @@ from collectors.model.vocabulary import (
     INFO,
     OFFLINE,
     PREPARE_TXN_STATES,
+    RETENTION_SKIPPED,
     SEVERITY_RANK,
     STALE_SUBJECT_KINDS,
     TRUNCATION,
@@ -234,13 +235,8 @@ def groups(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now
             yield Candidate("consumer_lag_seconds", WARNING, g.group_id,
                             f"group {g.group_id} is {g.lag_seconds_max:.0f}s behind (SLO {slo:.0f}s)",
                             g.lag_seconds_max)
-        lost = [p for p in parts if p.below_log_start]
-        if lost:
-            skipped = sum((p.log_start_offset or 0) - (p.committed_offset or 0) for p in lost)
-            yield Candidate("retention_data_loss", CRITICAL, g.group_id,
-                            f"group {g.group_id}: retention deleted {plural(skipped, 'unread message')} on "
-                            f"{', '.join(partition_subject(p.topic, p.partition) for p in lost[:5])}"
-                            f"{' …' if len(lost) > 5 else ''}", float(skipped))
+        # a commit below the log start is shown (`below_log_start`) but not judged here: what retention deleted is
+        # `retention_data_loss` once the ledger saw it happen (`losses`), not whenever the state is found
         def horizon(p: GroupPartitionRecord, g: GroupRecord = g) -> float:
             if g.retention_risk_s is not None:
                 return g.retention_risk_s
@@ -358,15 +354,24 @@ def kraft(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now:
 
 def losses(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now: float) -> Iterator[Candidate]:
     """Loss the poller proved (`collectors.model.loss`): open for `loss_alert_hold_s` after the last one seen on
-    the subject; a partition truncated twice in that time says how many messages in all."""
+    the subject; a partition truncated twice in that time says how many messages in all, a group whose unread
+    messages retention deleted on several polls or partitions how many in all.
+
+    Retention is judged from the ledger, not from a commit found below the log start: a monitor started on a group
+    retention passed long ago, or on one it passed while nobody ran it, records nothing (`group_evidence`) and
+    pages nobody; the log start seen moving past more unread messages of a running group does."""
     latest: dict[tuple[str, str], LossRecord] = {}
     lost: dict[str, int] = {}
     read_gone: dict[str, list[LossRecord]] = {}
+    skipped: dict[str, list[LossRecord]] = {}
     for x in st.recent_losses:
         if x.cluster != s.cluster or now - x.time >= th.loss_alert_hold_s:
             continue
         if x.kind == BEYOND_LOG_END and x.group_id is not None:
             read_gone.setdefault(x.group_id, []).append(x)
+            continue
+        if x.kind == RETENTION_SKIPPED and x.group_id is not None:
+            skipped.setdefault(x.group_id, []).append(x)
             continue
         rule = LOSS_RULES.get(x.kind)
         if rule is None:
@@ -397,6 +402,13 @@ def losses(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now
                         f"group {gid} read {plural(n, 'message')} that a truncation removed ({', '.join(where[:5])}"
                         f"{' …' if len(where) > 5 else ''}): its offsets are beyond where the log now ends, so "
                         f"unless it is reset it skips as many new messages", float(n))
+    for gid, xs in sorted(skipped.items()):
+        n = sum(x.messages or 0 for x in xs)
+        where = [partition_subject(t, p) for t, p in sorted({(x.topic or "", x.partition or 0) for x in xs})]
+        yield Candidate("retention_data_loss", CRITICAL, gid,
+                        f"group {gid}: retention deleted {plural(n, 'unread message')} on {', '.join(where[:5])}"
+                        f"{' …' if len(where) > 5 else ''}, the last {now - max(x.time for x in xs):.0f}s ago",
+                        float(n))
 
 
 LOSS_RULES = {TRUNCATION: "data_truncated", UNCLEAN_ELECTION: "unclean_election",
@@ -428,7 +440,8 @@ def apply_policy(candidates: list[Candidate], s: ClusterSnapshot) -> list[Candid
     """Each candidate with the owner team and the severity cap of what it is about (`collectors.model.policy`):
     a group's rule for group alerts, a topic's rule for partition, topic and loss alerts about its partitions.
 
-    A group alert's subject is the group id (`offset_beyond_log_end` too); a partition, topic or loss alert
+    A group alert's subject is the group id (the loss alerts `retention_data_loss` and `offset_beyond_log_end`
+    too: a rule whose catalogue subject is a group); a partition, topic or loss alert
     carries its topic (`Candidate.topic`), never guessed from a ``topic-N`` subject: partition 1 of
     ``orders`` is not the topic ``orders-1``. Broker, consensus and transaction alerts, and cluster-wide ones
     (``preferred_leader_imbalance``, ``zk_zxid_regressed``), have no owner team: they are the platform's.
@@ -441,7 +454,7 @@ def apply_policy(candidates: list[Candidate], s: ClusterSnapshot) -> list[Candid
     for c in candidates:
         family = RULES[c.rule].family if c.rule in RULES else ""
         hit = None
-        if family == "groups" or c.rule == "offset_beyond_log_end":
+        if c.rule in RULES and RULES[c.rule].subject == "group":
             hit = groups.get(c.subject)
         elif family in ("partitions", "topics", "loss") and c.topic is not None:
             hit = topics.get(c.topic)

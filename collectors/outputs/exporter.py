@@ -42,7 +42,6 @@ from collectors.model.vocabulary import (
     GROUP_STATUS_RANK,
     GROUP_STATUSES,
     IDLE_GROUP_STATUSES,
-    LOSS_KINDS,
     PARTITION_STATUS_RANK,
     SEVERITIES,
 )
@@ -56,6 +55,7 @@ from collectors.outputs.exceptions import (
     pick_alerts,
     pick_groups,
 )
+from collectors.outputs.loss_metrics import LossMetrics, retention_alerted
 
 log = logging.getLogger(__name__)
 
@@ -140,9 +140,7 @@ class SnapshotCollector(Collector):
         self._polls: dict[str, int] = defaultdict(int)
         self._last_ok: dict[str, float] = {}  # cluster -> time of its last poll that reached it
         self._isr_changed: dict[tuple[str, str, int], float] = {}  # (cluster, topic, partition) -> last ISR change
-        # loss evidence since start: (cluster, topic, kind) -> messages, (cluster, kind) -> events
-        self._lost: dict[tuple[str, str, str], int] = defaultdict(int)
-        self._loss_events: dict[tuple[str, str], int] = defaultdict(int)
+        self._losses = LossMetrics()  # the loss ledger's series: counters since start, retention loss alerted
         # Set by the history sink after each flush, read at each scrape (`fill_scrape_time`).
         self.history_error: bool = False
         self.history_standby: bool = False  # another collector holds the history root's lease
@@ -161,10 +159,7 @@ class SnapshotCollector(Collector):
                     horizon = s.time - ISR_RECENT_S
                     for key in [k for k, t in self._isr_changed.items() if k[0] == s.cluster and t < horizon]:
                         del self._isr_changed[key]
-                for x in s.losses:
-                    self._loss_events[(s.cluster, x.kind)] += 1
-                    if x.messages is not None and x.topic is not None:
-                        self._lost[(s.cluster, x.topic, x.kind)] += x.messages
+                self._losses.update(s)
 
     def describe(self) -> list[Metric]:
         return []  # dynamic: do not let the registry call collect() at registration
@@ -218,14 +213,11 @@ class SnapshotCollector(Collector):
             polls = dict(self._polls)
             last_ok = dict(self._last_ok)
             isr_recent = set(self._isr_changed)
-            lost, loss_events = dict(self._lost), dict(self._loss_events)
+            losses = self._losses.copy()
         now = self._clock()
         for s in snaps:
             self._cluster(s, g, polls.get(s.cluster, 0), now, last_ok.get(s.cluster), isr_recent)
-        for (c, topic, kind), n in sorted(lost.items()):
-            g("kafka_monitor_messages_lost").add_metric((c, topic, kind), float(n))
-        for c, kind in sorted({(s.cluster, k) for s in snaps for k in LOSS_KINDS} | set(loss_events)):
-            g("kafka_monitor_loss_events").add_metric((c, kind), float(loss_events.get((c, kind), 0)))
+        losses.fill(g, snaps)
 
     def _cluster(self, s: ClusterSnapshot, g: Family, polls: int, now: float, last_ok: float | None,
                  isr_recent: set[tuple[str, str, int]]) -> None:
@@ -366,7 +358,7 @@ class SnapshotCollector(Collector):
         c = s.cluster
         lag_sum: dict[tuple[str, str], int] = defaultdict(int)
         offset_sum: dict[tuple[str, str], int] = defaultdict(int)
-        lost: dict[str, int] = defaultdict(int)
+        alerted = retention_alerted(s)  # their kafka_consumergroup_retention_loss_partitions: `LossMetrics.fill`
         to_ret: dict[str, float] = {}
         m_lag, m_lags = g("kafka_consumergroup_lag"), g("kafka_consumergroup_lag_seconds")
         m_cur, m_st = g("kafka_consumergroup_current_offset"), g("kafka_consumergroup_partition_status_code")
@@ -384,8 +376,6 @@ class SnapshotCollector(Collector):
                 lag_sum[(gp.group_id, gp.topic)] += gp.lag
             if gp.committed_offset is not None:
                 offset_sum[(gp.group_id, gp.topic)] += gp.committed_offset
-            if gp.below_log_start:
-                lost[gp.group_id] += 1
             if gp.seconds_to_retention is not None and gp.lag:
                 prev = to_ret.get(gp.group_id)
                 to_ret[gp.group_id] = gp.seconds_to_retention if prev is None else min(prev, gp.seconds_to_retention)
@@ -436,8 +426,8 @@ class SnapshotCollector(Collector):
                 g("kafka_consumergroup_group_max_lag").add_metric(lab, float(grp.lag_max))
             if grp.lag_seconds_max is not None:
                 g("kafka_consumergroup_group_max_lag_seconds").add_metric(lab, grp.lag_seconds_max)
-            if everything or lost.get(grp.group_id):
-                g("kafka_consumergroup_retention_loss_partitions").add_metric(lab, float(lost.get(grp.group_id, 0)))
+            if everything and grp.group_id not in alerted:
+                g("kafka_consumergroup_retention_loss_partitions").add_metric(lab, 0.0)
             if grp.group_id in to_ret and (everything or to_ret[grp.group_id] < RETENTION_SOON_S):
                 g("kafka_consumergroup_seconds_to_retention").add_metric(lab, to_ret[grp.group_id])
 

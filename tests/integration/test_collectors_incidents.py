@@ -148,16 +148,35 @@ def test_idle_partition_consumer_is_ok(sb: Sandbox, poller: ClusterPoller) -> No
 
 
 def test_retention_overtaking_a_stopped_group(sb: Sandbox, poller: ClusterPoller) -> None:
-    sb.call(lambda c: (c.set_group_mode("reporting", "stopped"), c.set_topic_config("orders", "retention.ms", "40000")))
+    """Retention seen passing the stopped group's commits pages (`retention_data_loss` follows the loss ledger);
+    being loss, it stays open `loss_alert_hold_s` after the last (600 s of sandbox time here) once the group
+    reads again, and then resolves."""
+    hold = 600.0
+    # a poller of its own (the fixture's brought the cluster back to health): the hold made short
+    watcher = make_poller(sb, producer_epoch_bumps=3, lso_gap_messages=100_000, loss_alert_hold_s=hold)
     try:
-        r = poll_until(poller, sb, lambda r: alert(r, "retention_risk", "reporting") is not None, timeout=40)
-        assert alert(r, "retention_risk", "reporting").value <= 30
-        r = poll_until(poller, sb, lambda r: alert(r, "retention_data_loss", "reporting") is not None, timeout=40)
-        assert any(gp.below_log_start for gp in r.snapshot.group_partitions if gp.group_id == "reporting")
+        poll_until(watcher, sb, lambda r: not r.snapshot.alerts, timeout=40)  # reporting seen above the log start
+        sb.call(lambda c: (c.set_group_mode("reporting", "stopped"),
+                           c.set_topic_config("orders", "retention.ms", "40000")))
+        try:
+            r = poll_until(watcher, sb, lambda r: alert(r, "retention_risk", "reporting") is not None, timeout=40)
+            assert alert(r, "retention_risk", "reporting").value <= 30
+            r = poll_until(watcher, sb, lambda r: alert(r, "retention_data_loss", "reporting") is not None,
+                           timeout=40)
+            assert any(gp.below_log_start for gp in r.snapshot.group_partitions if gp.group_id == "reporting")
+            assert any(x.kind == "retention_skipped" and x.group_id == "reporting" for x in r.snapshot.losses)
+        finally:
+            sb.call(lambda c: (c.set_topic_config("orders", "retention.ms", None),
+                               c.set_group_mode("reporting", "running")))
+        r = poll_until(watcher, sb, lambda r: "retention_risk" not in rules_of(r) and not any(
+            gp.below_log_start for gp in r.snapshot.group_partitions if gp.group_id == "reporting"), timeout=40)
+        last = max(x.time for x in watcher.state.recent_losses
+                   if x.kind == "retention_skipped" and x.group_id == "reporting")
+        assert r.snapshot.time - last < hold  # read again well within the hold: the loss is still open
+        assert alert(r, "retention_data_loss", "reporting") is not None
+        poll_until(watcher, sb, lambda r: "retention_data_loss" not in rules_of(r), timeout=hold / 10 + 30)
     finally:
-        sb.call(lambda c: (c.set_topic_config("orders", "retention.ms", None),
-                           c.set_group_mode("reporting", "running")))
-    poll_until(poller, sb, lambda r: not ({"retention_data_loss", "retention_risk"} & rules_of(r)), timeout=40)
+        watcher.close()
 
 
 def test_producer_crash_holds_lso_then_coordinator_aborts(sb: Sandbox, poller: ClusterPoller) -> None:

@@ -145,7 +145,8 @@ def grp(status: str = "OK", secs: float | None = 5.0, worst: str = "OK") -> Grou
     (grp("WARN", worst="WARN"), [gp(status="WARN")], {"consumer_lag_status"}),
     (grp("ERR", worst="STALL"), [gp(status="STALL")], {"consumer_lag_status"}),
     (grp(secs=TH.lag_seconds_slo + 1), [gp()], {"consumer_lag_seconds"}),
-    (grp(), [gp(below=True)], {"retention_data_loss"}),
+    # a commit found below the log start is shown, not paged: retention_data_loss follows the ledger (loss family)
+    (grp(), [gp(below=True)], set()),
     (grp(), [gp(to_ret=TH.retention_risk_s - 1)], {"retention_risk"}),
     (grp(), [gp(lag=0, to_ret=1.0)], set()),  # caught up: nothing unread to lose
 ])
@@ -366,18 +367,23 @@ def test_durability_posture(isr: int, min_isr: int, online: bool, write: int, lo
 
 
 def test_retention_data_loss_says_how_many_messages() -> None:
-    from collectors.alerting.rules import groups as group_rules
-    from collectors.model.records import ClusterSnapshot, GroupPartitionRecord, GroupRecord
+    """From the ledger's retention_skipped rows of the group within the hold (tests/unit/test_retention_witnessed.py
+    has the polls that make them): their sum, on the partitions named."""
+    from collectors.alerting.rules import losses
+    from collectors.model.records import ClusterSnapshot, LossRecord
     from collectors.model.state import ClusterState
 
-    s = ClusterSnapshot(cluster="c", time=NOW)
-    s.groups = [GroupRecord("c", "billing", "Stable", 1, 1, partitions=2, topics=["orders"])]
-    s.group_partitions = [
-        GroupPartitionRecord("c", "billing", "orders", 0, 100, 150, 900, 900, 800, None, "OK", below_log_start=True),
-        GroupPartitionRecord("c", "billing", "orders", 1, 830, 0, 819, 819, 0, None, "OK")]  # a commit race
-    got = {c.rule: c for c in group_rules(s, ClusterState(), {}, Thresholds(), NOW)}
-    assert got["retention_data_loss"].value == 50 and "50 unread messages" in got["retention_data_loss"].summary
-    assert "offset_beyond_log_end" not in got
+    st = ClusterState()
+    st.recent_losses = [
+        LossRecord("c", NOW - 90, "retention_skipped", "orders", 0, 30, "...", group_id="billing"),
+        LossRecord("c", NOW - 60, "retention_skipped", "orders", 0, 20, "...", group_id="billing"),
+        LossRecord("c", NOW - 7_200, "retention_skipped", "orders", 1, 900, "...", group_id="billing"),  # expired
+        LossRecord("c", NOW - 60, "retention_skipped", "orders", 2, 5, "...", group_id="audit")]
+    got = {(c.rule, c.subject): c for c in losses(ClusterSnapshot(cluster="c", time=NOW), st, {}, Thresholds(), NOW)}
+    assert set(got) == {("retention_data_loss", "billing"), ("retention_data_loss", "audit")}
+    billing = got[("retention_data_loss", "billing")]
+    assert billing.value == 50 and billing.severity == "critical"
+    assert billing.summary == "group billing: retention deleted 50 unread messages on orders-0, the last 60s ago"
 
 
 def test_loss_rules_come_from_the_ledger_and_expire() -> None:
