@@ -135,7 +135,9 @@ def partitions(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds,
             yield Candidate("offline_partition", CRITICAL, subj,
                             f"{subj} has no leader (replicas {p.replicas}, ISR {p.isr})", topic=p.topic)
             continue
-        if cls == UNDER_MIN_ISR:
+        # min.insync.replicas above RF: no ISR can meet it, and the topic's setting is the one cause of the failing
+        # writes (`unsafe_durability`, once a topic), not a state of each partition
+        if cls == UNDER_MIN_ISR and not 0 < rf < mi:
             yield Candidate("under_min_isr", CRITICAL, subj,
                             f"{subj} ISR {p.isr} below min.insync.replicas={mi}: acks=all writes fail", float(isr),
                             topic=p.topic)

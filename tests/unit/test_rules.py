@@ -59,6 +59,10 @@ def rules(s: ClusterSnapshot, st: ClusterState | None = None, now: float = NOW) 
     (part(isr=(1, 2)), {("at_min_isr", "t-0")}),
     (part(replicas=(1, 2), isr=(1, 2), min_isr=2), set()),  # RF == min ISR: a config risk, not an ISR alert
     (part(isr=(1, 2), min_isr=1), set()),  # under-replicated but inside the grace period
+    # min.insync.replicas above RF: every acks=all write fails, one configuration cause (unsafe_durability says it,
+    # once per topic), not a state of each partition; a replica falling out is under-replicated as anywhere
+    (part(replicas=(1, 2), isr=(1, 2), min_isr=3), set()),
+    (part(replicas=(1, 2), isr=(1,), min_isr=3), set()),  # (under_replicated after its grace)
 ])
 def test_partition_rules(partition: PartitionRecord, expected: set[tuple[str, str]]) -> None:
     assert rules(snap(partitions=[partition])) == expected
@@ -119,6 +123,21 @@ def test_unsafe_durability(t: TopicRecord, flagged: bool) -> None:
 def test_minisr_above_rf_is_critical() -> None:
     c = [c for c in judge(snap(topics=[topic(min_isr=4)]), ClusterState(), TH, NOW)]
     assert c[0].severity == "critical" and "always fail" in c[0].summary
+
+
+def test_minisr_above_rf_is_one_cause_and_no_incident() -> None:
+    """Before, each healthy partition of the topic raised a critical under_min_isr and correlation made a critical
+    topic incident of them: a second page beside KafkaTopicMinIsrAboveReplicationFactor for one setting, and one
+    raised on the first poll for a setting that may be years old. The risk is reported once; risks are no
+    incidents."""
+    from collectors.alerting.correlation import correlate
+    from collectors.alerting.lifecycle import AlertTracker
+
+    s = snap(topics=[topic(rf=2, min_isr=3)],
+             partitions=[part(p=i, replicas=(1, 2), isr=(1, 2), min_isr=3) for i in range(4)])
+    current, _, _ = AlertTracker().update("c", judge(s, ClusterState(), TH, NOW), NOW)
+    assert [(a.rule, a.subject, a.severity) for a in current] == [("unsafe_durability", "t", "critical")]
+    assert correlate(s, current) == []
 
 
 def test_broker_down_unreachable_and_controller() -> None:
