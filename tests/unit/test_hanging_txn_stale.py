@@ -70,6 +70,20 @@ def producers_named(o: KafkaObservation) -> None:
     o.fail("producers", "DescribeProducers to broker 1 failed: KafkaTimeoutError", ["t-0"])
 
 
+def offsets_named(o: KafkaObservation) -> None:
+    """The leader's ListOffsets timed out: t-0's LSO unread, so its producers were not asked either."""
+    del o.producers[("t", 0)], o.high_watermark[("t", 0)], o.last_stable[("t", 0)]
+    o.fail("offsets", "ListOffsets to broker 1 failed: KafkaTimeoutError", ["t-0"])
+
+
+def topic_in_error(o: KafkaObservation) -> None:
+    """The topic's Metadata answered an error: its partitions not listed, nothing read of them."""
+    o.partitions = [m for m in o.partitions if m.topic != "t"]
+    o.producers.clear()
+    o.high_watermark.clear(), o.last_stable.clear(), o.log_start.clear()
+    o.fail("partitions", "metadata for topic t: LEADER_NOT_AVAILABLE", ["t"])
+
+
 class IncidentPoller(ObservedPoller):
     """`ObservedPoller` with the incidents the poller correlates from each poll's alerts (`ClusterPoller._judge`)."""
 
@@ -110,7 +124,8 @@ def hanging_open() -> IncidentPoller:
     return p
 
 
-@pytest.mark.parametrize("stale", [transactions_whole, transactions_named, producers_whole, producers_named])
+@pytest.mark.parametrize("stale", [transactions_whole, transactions_named, producers_whole, producers_named,
+                                   offsets_named, topic_in_error])
 def test_one_stale_poll_neither_resolves_nor_reopens_the_hanging_transaction(
         stale: Callable[[KafkaObservation], None]) -> None:
     p = hanging_open()
