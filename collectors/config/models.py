@@ -51,7 +51,8 @@ class MonitorConfig(StrictModel):
     """How often the pollers' memory (lag windows, offset histories, open alerts) is saved under state_dir;
     a restart resumes from it. Also saved on a clean stop."""
     checkpoint_max_age_s: Seconds = Field(3600.0, ge=0, le=30 * DAY)
-    """A checkpoint older than this is not resumed (alerts open then would span the whole outage); 0 never resumes."""
+    """A checkpoint older than this is not resumed (alerts open then would span the whole outage), except its loss
+    evidence, up to a week (leader epochs and ZooKeeper zxids: proof across any gap); 0 never resumes anything."""
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     """Logging level (case-insensitive in the file)."""
 

@@ -60,6 +60,7 @@ from collectors.model.lag import CommitWindow, OffsetHistory
 from collectors.model.loss import EpochWatch, GroupMark, TxnWatch
 from collectors.model.records import AlertRecord, IncidentRecord, LossRecord
 from collectors.model.state import ClusterState
+from collectors.model.wording import plural
 from collectors.outputs.atomic import publish, remove_stale_temps
 from collectors.outputs.paths import safe_name
 
@@ -126,6 +127,26 @@ class Checkpoint:
     state: ClusterState
     alerts: list[AlertRecord] = field(default_factory=list)
     incidents: list[IncidentRecord] = field(default_factory=list)  # open, and resolved within the hold-down
+    evidence_only: bool = False
+    """Older than ``checkpoint_max_age_s``: only the loss evidence is resumed (`evidence_of`)."""
+
+
+EVIDENCE_MAX_AGE_S = 7 * 24 * 3600.0
+"""How old a checkpoint's loss evidence may be and still be resumed (Kafka's default retention, a week: past it the
+old leader epoch's messages are gone anyway and the question about them reads nothing)."""
+
+
+def evidence_of(st: ClusterState) -> ClusterState:
+    """What of a checkpoint older than ``checkpoint_max_age_s`` is still true whatever happened meanwhile: each
+    partition's leader epoch and highest high watermark seen (`EpochWatch`), and each ZooKeeper server's zxid. Where
+    the old epoch ends in the current leader's log, and whether a zxid went back within its epoch, are proof across
+    any gap, so a truncation, an unclean election or a ZooKeeper restore while the monitor was down for hours is
+    still claimed. The rest starts fresh: open alerts and timers would span the whole time nobody watched, lag
+    windows and transaction counts need consecutive polls, and what retention deleted meanwhile is not reported as
+    seen happening."""
+    out = ClusterState(lag_points=st.lag_points, window_size=st.window_size)
+    out.epoch_watch, out.zk_zxids = st.epoch_watch, st.zk_zxids
+    return out
 
 
 def checkpoint_path(state_dir: Path, cluster: str) -> Path:
@@ -463,9 +484,9 @@ def load_checkpoint(state_dir: Path, cluster: str, *, lag_points: int, window_si
             verdict = unusable_age(age, max_age_s)
             if verdict == "never":
                 raise CheckpointError("checkpoint_max_age_s is 0 (never resumed)")
-            if verdict == "old":
+            if verdict == "old" and age > EVIDENCE_MAX_AGE_S:
                 raise CheckpointError(f"saved {age:.0f}s ago, older than checkpoint_max_age_s "
-                                      f"({max_age_s:.0f}s)")
+                                      f"({max_age_s:.0f}s) and than a week, its loss evidence too")
             if verdict == "ahead":
                 raise CheckpointError(f"saved {-age:.0f}s in the future (clock stepped back?)")
             parts = _read_ipc(z, "partitions.arrow", _PARTITIONS)
@@ -490,6 +511,9 @@ def load_checkpoint(state_dir: Path, cluster: str, *, lag_points: int, window_si
     except Exception as e:  # KeyError, TypeError, AttributeError, OverflowError, RecursionError, ArrowException, ...
         raise CheckpointError(f"{path}: damaged: {type(e).__name__}: {e}") from e
     cluster_id = meta.get("cluster_id")
+    if verdict == "old":
+        return Checkpoint(cluster=cluster, cluster_id=cluster_id if isinstance(cluster_id, str) else None,
+                          saved_at=saved_at, state=evidence_of(state), evidence_only=True)
     return Checkpoint(cluster=cluster, cluster_id=cluster_id if isinstance(cluster_id, str) else None,
                       saved_at=saved_at, state=state, alerts=alerts, incidents=incidents)
 
@@ -498,5 +522,9 @@ def describe(cp: Checkpoint, now: float | None = None) -> str:
     """One log line about what a restore brings back."""
     age = (time.time() if now is None else now) - cp.saved_at
     st = cp.state
+    if cp.evidence_only:
+        return (f"saved {age:.0f}s ago, older than checkpoint_max_age_s: its loss evidence only "
+                f"({plural(len(st.epoch_watch), 'leader epoch')}, {plural(len(st.zk_zxids), 'ZooKeeper zxid')}); "
+                "alerts, timers and lag windows start fresh")
     return (f"saved {age:.0f}s ago: {len(st.hw_history)} partition histories, {len(st.commit_windows)} commit "
             f"windows, {len(cp.alerts)} open alerts")

@@ -204,3 +204,42 @@ def test_a_timeout_abort_that_comes_while_a_poll_runs_is_recorded(sb: Sandbox, p
 
     poller.kafka.observe = slow  # type: ignore[method-assign]
     test_a_producer_dead_mid_transaction_is_aborted_at_the_timeout_and_its_return_is_linked(sb, poller)
+
+
+def test_a_truncation_while_the_monitor_was_down_longer_than_checkpoint_max_age_is_still_claimed(
+        sb: Sandbox, poller: ClusterPoller, tmp_path: Any) -> None:
+    """The collector saves its checkpoint and stops; broker 1 dies and broker 2, behind, is elected uncleanly; the
+    collector starts again after `checkpoint_max_age_s` (5 s here). Before, the whole checkpoint was refused as too
+    old and the first poll only started watching: the truncation went unclaimed. Where the old epoch ends in the new
+    leader's log is proof across any gap, so the epochs are resumed (and nothing else) and the loss is the model's,
+    exactly."""
+    from collectors.outputs.checkpoint import load_checkpoint, save_checkpoint
+
+    sb.call(lambda c: c.set_slow_follower(2, True))
+    poll_until(poller, sb, lambda r: any(p.topic == "ledger" and p.isr == [1] for p in r.snapshot.partitions),
+               timeout=60)
+    with frozen(sb):
+        poll(poller, sb)
+        save_checkpoint(tmp_path, poller.checkpoint(sb.clock.now()))
+        saved_at = sb.clock.now()
+        poller.close()
+        sb.call(lambda c: c.crash_broker(1))
+        sb.advance_to(sb.clock.now())
+    while sb.clock.now() < saved_at + 10:  # nobody watches
+        time.sleep(0.2)
+    again = make_poller(sb)
+    try:
+        cp = load_checkpoint(tmp_path, again.name, lag_points=again.state.lag_points,
+                             window_size=again.thresholds.lag_window_points, now=sb.clock.now(), max_age_s=5)
+        assert cp is not None and cp.evidence_only and not cp.alerts and cp.state.epoch_watch
+        assert not cp.state.hw_history and not cp.state.condition_since  # the rest starts fresh
+        again.resume(cp)
+        seen: list[tuple[str, str, int | None]] = []
+        r = poll_until(again, sb, lambda r: seen.extend(losses_of(r)) or
+                       alert(r, "data_truncated", "ledger-0") is not None, timeout=60)
+    finally:
+        again.close()
+    truth = [UNCLEAN.search(w) for _, _, w in sb.call(lambda c: list(c.events))]
+    lost = next(int(m.group(2).replace(",", "")) for m in truth if m)
+    assert lost > 0 and ("truncation", "ledger-0", lost) in seen
+    assert alert(r, "data_truncated", "ledger-0").value == lost

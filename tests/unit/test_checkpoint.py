@@ -129,7 +129,7 @@ def test_missing_checkpoint_is_none(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("kw", "message"), [
-    ({"now": T0 + 300 + 3601}, "older than checkpoint_max_age_s"),
+    ({"now": T0 + 300 + 8 * 86_400}, "older than checkpoint_max_age_s .* and than a week, its loss evidence too"),
     ({"now": T0 + 300 - 3600}, "in the future"),
     ({"max_age_s": 0.0, "now": T0 + 301}, "never resumed"),
     ({"max_age_s": 0.0, "now": T0 + 300}, "never resumed"),  # 0 is never, also at age 0 ...
@@ -140,6 +140,27 @@ def test_checkpoint_too_old_or_from_the_future_is_refused(tmp_path: Path, kw: di
     save(tmp_path, state, alerts)
     with pytest.raises(CheckpointError, match=message):
         load(tmp_path, **kw)
+
+
+def test_a_checkpoint_older_than_max_age_resumes_its_loss_evidence_only(tmp_path: Path) -> None:
+    """Open alerts, timers and windows would span the time nobody watched; where an old leader epoch ends and
+    whether a zxid went back are proof across any gap (`evidence_of`)."""
+    from collectors.model.loss import EpochWatch
+    from collectors.outputs.checkpoint import describe
+
+    state, alerts = busy_state(polls=2)
+    state.epoch_watch[("t", 0)] = EpochWatch(5, 1, (1, 2), 100, T0, "tid")
+    state.zk_zxids["zk1:2181"] = (3, (3 << 32) | 9)
+    state.condition_since[("under_replicated", "t-0")] = T0
+    save(tmp_path, state, alerts)
+    cp = load(tmp_path, now=T0 + 300 + 7200)
+    assert cp is not None and cp.evidence_only and cp.alerts == [] and cp.incidents == []
+    assert cp.state.epoch_watch == state.epoch_watch and cp.state.zk_zxids == state.zk_zxids
+    assert (cp.state.hw_history, cp.state.commit_windows, cp.state.condition_since, cp.state.polls) == ({}, {}, {}, 0)
+    assert f"its loss evidence only ({len(state.epoch_watch)} leader epochs, 1 ZooKeeper zxid)" in describe(
+        cp, T0 + 300 + 7200)
+    fresh = load(tmp_path, now=T0 + 300 + 60)
+    assert fresh is not None and not fresh.evidence_only and fresh.alerts
 
 
 def rewrite_member(path: Path, name: str, data: bytes) -> None:
