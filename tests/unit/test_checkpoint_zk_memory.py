@@ -26,6 +26,7 @@ import pytest
 from collectors.config import MonitorConfig
 from collectors.model.loss import TxnWatch
 from collectors.model.observations import KafkaObservation, PartitionMeta, ZkObservation
+from collectors.model.poll import PollResult
 from collectors.model.records import ZkServerRecord
 from collectors.model.state import ClusterState
 from collectors.model.vocabulary import TXN_PRODUCER_RETURNED, TXN_TIMEOUT_ABORT, ZXID_REGRESSED
@@ -157,6 +158,16 @@ def _monitor(tmp_path: Path, world: _World) -> Monitor:
     return m
 
 
+def _restarted_poll(tmp_path: Path, world: _World, now: float) -> PollResult:
+    """A new monitor resumed from the checkpoint under `tmp_path`, and its first poll at `now`."""
+    m = _monitor(tmp_path, world)
+    try:
+        assert m.resume(tmp_path, now)[0].startswith("prod: resumed from checkpoint")
+        return m.pollers[0].poll(now)
+    finally:
+        m.close()
+
+
 def test_a_zxid_gone_back_while_down_is_claimed_after_the_restart_and_an_abort_is_not(tmp_path: Path) -> None:
     world = _World()
     m = _monitor(tmp_path, world)
@@ -172,12 +183,7 @@ def test_a_zxid_gone_back_while_down_is_claimed_after_the_restart_and_an_abort_i
     # and the transaction ended aborted with the producer's epoch bumped: a timeout abort, or a commit, a restart
     # and a later transaction aborted by the application; across the gap nothing tells them apart
     world.counter, world.txn = 0x50, "CompleteAbort"
-    m = _monitor(tmp_path, world)
-    try:
-        assert m.resume(tmp_path, T0 + 120)[0].startswith("prod: resumed from checkpoint")
-        r = m.pollers[0].poll(T0 + 120)
-    finally:
-        m.close()
+    r = _restarted_poll(tmp_path, world, T0 + 120)
     losses = [(x.kind, x.server or x.transactional_id, x.messages) for x in r.snapshot.losses]
     assert (ZXID_REGRESSED, "zk1:2181", 0xB0) in losses
     assert TXN_TIMEOUT_ABORT not in {x.kind for x in r.snapshot.losses}
@@ -198,11 +204,6 @@ def test_a_producer_fenced_before_the_restart_is_seen_coming_back_after_it(tmp_p
     finally:
         m.close()
     world.txn, world.epoch = "Ongoing", 5  # a new instance of the producer (InitProducerId: epoch 5)
-    m = _monitor(tmp_path, world)
-    try:
-        assert m.resume(tmp_path, T0 + 120)[0].startswith("prod: resumed from checkpoint")
-        r = m.pollers[0].poll(T0 + 120)
-    finally:
-        m.close()
+    r = _restarted_poll(tmp_path, world, T0 + 120)
     assert [(x.kind, x.transactional_id, x.epoch_before, x.epoch_after) for x in r.snapshot.losses] == [
         (TXN_PRODUCER_RETURNED, "payments-tx", 4, 5)]
