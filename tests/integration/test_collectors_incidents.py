@@ -150,7 +150,8 @@ def test_idle_partition_consumer_is_ok(sb: Sandbox, poller: ClusterPoller) -> No
 def test_retention_overtaking_a_stopped_group(sb: Sandbox, poller: ClusterPoller) -> None:
     """Retention seen passing the stopped group's commits pages (`retention_data_loss` follows the loss ledger);
     being loss, it stays open `loss_alert_hold_s` after the last (600 s of sandbox time here) once the group
-    reads again, and then resolves."""
+    reads again. That it then resolves is pure timing, tested without a sandboxed minute of waiting
+    (tests/unit/test_retention_witnessed.py)."""
     hold = 600.0
     # a poller of its own (the fixture's brought the cluster back to health): the hold made short
     watcher = make_poller(sb, producer_epoch_bumps=3, lso_gap_messages=100_000, loss_alert_hold_s=hold)
@@ -174,7 +175,6 @@ def test_retention_overtaking_a_stopped_group(sb: Sandbox, poller: ClusterPoller
                    if x.kind == "retention_skipped" and x.group_id == "reporting")
         assert r.snapshot.time - last < hold  # read again well within the hold: the loss is still open
         assert alert(r, "retention_data_loss", "reporting") is not None
-        poll_until(watcher, sb, lambda r: "retention_data_loss" not in rules_of(r), timeout=hold / 10 + 30)
     finally:
         watcher.close()
 
