@@ -13,9 +13,16 @@ How alerts become causes (why, in each case):
   alert's threshold: partitions and topics touched, and of those how many are offline, under min ISR
   (acks=all writes failing), at min ISR (one more failure stops them), and how many topics allow unclean
   election (acknowledged data can be lost).
+  A KRaft node that is both a broker and a controller voter (combined mode) is one node: node ids are unique in a
+  KRaft cluster, so a lagging voter whose id is a down broker's is that broker's node, and its alert goes into the
+  broker incident ("controller voter 1 lost"), not into a consensus incident paging for the same crash. So does the
+  leader election while such a voter is there (`_lost_with_nodes`: the election alert names the new leader only,
+  so the old one is inferred from the voter alerts, not known). Dedicated controllers have ids no broker has.
 * **Consensus.** ZooKeeper and KRaft alerts, the controller ones, and ZooKeeper's ISR disagreeing with the
-  metadata are one incident: the consensus layer is one thing to fix. Stale data of the consensus layer only
-  (ZooKeeper not answering during an election) is that incident's symptom, not a cluster incident.
+  metadata are one incident: the consensus layer is one thing to fix — save the KRaft alerts of a node down as a
+  broker (above); a quorum without a leader (a majority lost) or a voter whose broker is up stays here. Stale
+  data of the consensus layer only (ZooKeeper not answering during an election) is that incident's symptom, not a
+  cluster incident.
 * **Topics.** Partition alerts no down broker explains (a slow follower, a failed log directory) are
   grouped per topic.
 * **Groups and transactions** stay one incident each — unless every partition a group is stuck on, or the
@@ -39,6 +46,7 @@ placement is not news (see `collectors.alerting.incidents`) and uses `Cause.join
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
@@ -73,6 +81,8 @@ CONSENSUS_SECTIONS = frozenset({"zookeeper", "znodes", "quorum"})  # stale secti
 PARTITION_SECTIONS = frozenset({"cluster", "partitions"})  # either stale: the snapshot has no partitions
 STALE_PREFIX = "stale: "  # the consequence naming the sections a down broker could not answer
 RADIUS_FIELDS = ("partitions", "topics", "offline", "under_min_isr", "at_min_isr", "unclean_topics")
+VOTER_PREFIX = "voter-"  # kraft_voter_lagging's subject: voter-<node id>
+NEW_LEADER = re.compile(r"changed to (\d+)")  # kraft_leader_election's summary: "KRaft leader changed to 2 (epoch 8) …"
 
 
 @dataclass(slots=True)
@@ -148,10 +158,16 @@ class Cause:
 
 
 def _note(kind: str, alert: AlertRecord) -> str | None:
-    """How a broker incident lists an alert among its consequences: a group, a transaction (else None)."""
+    """How a broker incident lists an alert among its consequences: a group, a transaction, the controller voter of a
+    node down and the KRaft leader election it caused (else None)."""
     spec = RULES.get(alert.rule)
     if kind != BROKER or spec is None:
         return None
+    if alert.rule == "kraft_voter_lagging":
+        return f"controller voter {alert.subject.removeprefix(VOTER_PREFIX)} lost"
+    if alert.rule == "kraft_leader_election":
+        leader = NEW_LEADER.search(alert.summary)
+        return f"KRaft leader moved to {leader.group(1)}" if leader else "KRaft leader moved"
     return f"group {alert.subject}" if spec.subject == "group" else \
         f"transaction on {alert.subject}" if spec.family == "transactions" else None
 
@@ -161,6 +177,18 @@ def _cause(snap: ClusterSnapshot, kind: str, key: str, subject: str, severity: s
     return Cause(key, alerts, IncidentRecord(cluster=snap.cluster, id="", kind=kind, subject=subject,
                                              severity=severity, summary=summary, opened=snap.time,
                                              last_seen=snap.time, **radius))
+
+
+def _lost_with_nodes(consensus: list[AlertRecord], down: set[int]) -> list[AlertRecord]:
+    """The KRaft alerts the brokers `down` explain: a lagging voter whose node id is a down broker's (the same node,
+    in combined mode), and then the leader election too. The election alert names the new leader, not the old one,
+    so the old leader is not known here: an election while a voter of a node down is lost is taken as that node's.
+    Nothing while the quorum has no leader (``kraft_no_leader``: a majority lost is the consensus layer's outage)."""
+    if not down or any(a.rule == "kraft_no_leader" for a in consensus):
+        return []
+    lost = [a for a in consensus if a.rule == "kraft_voter_lagging" and a.subject.startswith(VOTER_PREFIX)
+            and a.subject.removeprefix(VOTER_PREFIX).isdigit() and int(a.subject.removeprefix(VOTER_PREFIX)) in down]
+    return lost + [a for a in consensus if a.rule == "kraft_leader_election"] if lost else []
 
 
 def _worst(severities: Iterable[str]) -> str:
@@ -212,6 +240,11 @@ def correlate(snap: ClusterSnapshot, alerts: Sequence[AlertRecord]) -> list[Caus
             causes.append(_made(remake, members, measured and topic not in unread))
 
     consensus = [a for r in sorted(CONSENSUS_RULES) for a in by_rule.get(r, ())]
+    if broker_cause is not None:  # a node down as a broker and as a controller voter (combined mode) is one cause
+        lost = _lost_with_nodes(consensus, down)
+        consensus = [a for a in consensus if not any(a is b for b in lost)]
+        broker_cause.alerts.extend(lost)
+        broker_cause.incident.consequences.extend(n for a in lost if (n := _note(BROKER, a)) is not None)
     # Only the consensus layer could not be read (a ZooKeeper election, a quorum that does not answer): that
     # staleness is the consensus incident's first symptom, not a second cause.
     consensus_stale = bool(snap.stale_sections) and set(snap.stale_sections) <= CONSENSUS_SECTIONS
