@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from collectors.alerting.catalogue import RULES
 from collectors.alerting.thresholds import Thresholds
-from collectors.model.records import ClusterSnapshot, GroupPartitionRecord, GroupRecord, LossRecord
+from collectors.model.records import ClusterSnapshot, GroupPartitionRecord, GroupRecord, KRaftVoterRecord, LossRecord
 from collectors.model.state import ClusterState
 from collectors.model.vocabulary import (
     ACTIVE_GROUP,
@@ -91,6 +91,9 @@ CONTROLLER_MISMATCH_GRACE_S = 30.0
 # takes (controller.quorum.fetch.timeout.ms, 2 s, then a vote): "no leader" must hold this long, and over two
 # polls, before it is alerted.
 KRAFT_NO_LEADER_GRACE_S = 30.0
+# A voter whose last fetch is this much behind the freshest replica's (all the leader's clock) is not fetching: many
+# fetch timeouts (controller.quorum.fetch.timeout.ms, 2 s) without one, far beyond a pause between two fetches.
+KRAFT_NOT_FETCHING_S = KRAFT_NO_LEADER_GRACE_S
 
 
 Rule = Callable[[ClusterSnapshot, ClusterState, Held, Thresholds, float], Iterator[Candidate]]
@@ -213,7 +216,10 @@ def brokers(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, no
         elif b.reachable is False:
             yield Candidate("broker_unreachable", CRITICAL, subj,
                             f"broker {b.broker_id} ({b.host}:{b.port}) is registered but did not answer")
-    if s.controller_id is None:
+    # In KRaft the active controller is the quorum leader (`snapshot._controller_id`): none known means no
+    # DescribeQuorum ever named one, which is `kraft_no_leader`'s to judge, over its grace and only on evidence that
+    # the quorum has no leader (a quorum unreadable for another reason is `data_stale`'s); one condition, one page.
+    if s.controller_id is None and s.mode != "kraft":
         yield Candidate("no_controller", CRITICAL, s.cluster, "metadata reports no active controller")
 
 
@@ -329,29 +335,66 @@ def zookeeper(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, 
 
 
 def kraft(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now: float) -> Iterator[Candidate]:
+    """The KRaft quorum: no leader (the voters last known reported leaderless, or none known and DescribeQuorum's
+    failure says so), a leader that hears from no majority (`fetching_voters`), both `kraft_no_leader` (one timer:
+    neither commits anything, and the leader of a Kafka from 3.7 resigns after 1.5 fetch timeouts without a
+    majority, turning the one into the other); lagging voters; elections."""
     voters = [v for v in s.kraft_voters if v.role in ("leader", "voter")]
+    since = held.get(("kraft_no_leader", s.cluster), now)
+    pending = not (now > since and now - since >= KRAFT_NO_LEADER_GRACE_S)
     if not voters:
+        if s.mode == "kraft" and s.quorum_no_leader is not None:  # a monitor started while there is no leader
+            yield Candidate("kraft_no_leader", CRITICAL, s.cluster,
+                            f"the KRaft quorum has had no leader for {now - since:.0f}s: DescribeQuorum did not "
+                            f"answer with one (voters not known yet): {s.quorum_no_leader}", pending=pending)
         return
     leaderless = voters[0].leader_id < 0
     if leaderless:
-        since = held.get(("kraft_no_leader", s.cluster), now)
-        why = next((e for e in s.errors if e.startswith("DescribeQuorum")), None)
+        why = s.quorum_no_leader or next((e for e in s.errors if e.startswith("DescribeQuorum")), None)
         yield Candidate("kraft_no_leader", CRITICAL, s.cluster,
                         f"the KRaft quorum has had no leader for {now - since:.0f}s (voters "
                         f"{', '.join(str(v.node_id) for v in voters)}; last leader epoch {voters[0].leader_epoch})"
-                        + (f": {why}" if why else ""),
-                        pending=not (now > since and now - since >= KRAFT_NO_LEADER_GRACE_S))
-    for v in [] if leaderless else voters:  # lag is behind the leader's high watermark: without one, none
+                        + (f": {why}" if why else ""), pending=pending)
+    else:
+        fetching, behind = fetching_voters(s, voters)
+        if 2 * fetching <= len(voters):
+            ages = [f"{v.node_id} {'last fetched ' if k == 0 else ''}{age:.0f}s" for k, (v, age) in enumerate(behind)]
+            yield Candidate("kraft_no_leader", CRITICAL, s.cluster,
+                            f"the KRaft leader {voters[0].leader_id} (epoch {voters[0].leader_epoch}) has heard from "
+                            f"no majority of the voters for {now - since:.0f}s: only {fetching} of {len(voters)} "
+                            f"fetching ({', '.join(ages)} before the freshest replica); nothing commits (high "
+                            f"watermark {voters[0].high_watermark})", float(fetching), pending=pending)
+    leader = next((v for v in voters if v.role == "leader" and v.log_end_offset is not None), None)
+    behind_what = (f"the leader's log end offset {leader.log_end_offset}" if leader is not None
+                   else f"the high watermark {voters[0].high_watermark}")
+    for v in [] if leaderless else voters:  # lag is behind the leader's log: without a leader, none
         if v.lag is None or v.lag > th.kraft_voter_lag_records:
             yield Candidate("kraft_voter_lagging", WARNING, f"voter-{v.node_id}",
                             f"KRaft voter {v.node_id} is {v.lag if v.lag is not None else 'an unknown number of'} "
-                            f"records behind the high watermark {v.high_watermark}",
-                            float(v.lag) if v.lag is not None else None)
+                            f"records behind {behind_what}", float(v.lag) if v.lag is not None else None)
     if st.kraft_election_at is not None and now - st.kraft_election_at < ELECTION_ALERT_S:
-        leader, epoch = (voters[0].leader_id, voters[0].leader_epoch) if not leaderless or st.kraft_leader is None \
+        leader_id, epoch = (voters[0].leader_id, voters[0].leader_epoch) if not leaderless or st.kraft_leader is None \
             else st.kraft_leader
         yield Candidate("kraft_leader_election", INFO, s.cluster,
-                        f"KRaft leader changed to {leader} (epoch {epoch}) {now - st.kraft_election_at:.0f}s ago")
+                        f"KRaft leader changed to {leader_id} (epoch {epoch}) {now - st.kraft_election_at:.0f}s ago")
+
+
+def fetching_voters(s: ClusterSnapshot, voters: list[KRaftVoterRecord]) -> tuple[int, list[tuple[KRaftVoterRecord,
+                                                                                                    float]]]:
+    """How many of the `voters` fetch from the leader, and those that do not with how far their last fetch is behind
+    the freshest. Every last fetch time DescribeQuorum gives is the leader's clock, so they are judged against each
+    other (the freshest of the voters' and observers': the leader's own, or a broker's that fetches all the time),
+    never against the monitor's clock. A voter whose last fetch is more than `KRAFT_NOT_FETCHING_S` behind is not
+    fetching; the leader always is, and so is a voter whose time the leader does not know (-1: a new leader's, or an
+    old Kafka's), unknown being no evidence."""
+    times = [v.last_fetch_time for v in s.kraft_voters if v.last_fetch_time is not None]
+    if not times:
+        return len(voters), []
+    freshest = max(times)
+    behind = [(v, freshest - v.last_fetch_time) for v in voters
+              if v.role != "leader" and v.last_fetch_time is not None
+              and freshest - v.last_fetch_time > KRAFT_NOT_FETCHING_S]
+    return len(voters) - len(behind), behind
 
 
 def losses(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now: float) -> Iterator[Candidate]:

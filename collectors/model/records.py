@@ -234,7 +234,7 @@ class KRaftVoterRecord:
     node_id: int
     role: str  # leader / voter / observer
     log_end_offset: int | None
-    lag: int | None  # leader's high watermark - this replica's log end offset
+    lag: int | None  # the leader's log end offset (its high watermark if unknown) - this replica's log end offset
     last_fetch_time: float | None
     last_caught_up_time: float | None
     leader_id: int
@@ -337,6 +337,10 @@ class ClusterSnapshot:
     mode: str | None = None  # zookeeper / kraft / None when it cannot be told
     cluster_id: str | None = None
     controller_id: int | None = None
+    # KRaft: why this poll's DescribeQuorum says the quorum has no leader (`KafkaObservation.quorum_no_leader`: an
+    # answer only a non-leader gives, or none in time); None when it answered, or failed in a way that says nothing
+    # of the quorum. The one evidence `kraft_no_leader` has while no voter was ever seen (a monitor started then).
+    quorum_no_leader: str | None = None
     reachable: bool = True
     stale: bool = False  # some section could not be refreshed this poll
     stale_sections: list[str] = field(default_factory=list)

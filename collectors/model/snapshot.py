@@ -75,18 +75,26 @@ def _bool(value: str | None) -> bool:
 
 
 def build_snapshot(name: str, obs: KafkaObservation, zk: ZkObservation | None, state: ClusterState,
-                   thresholds: LagSettings, now: float, policies: Policies | None = None) -> ClusterSnapshot:
-    """`policies`: the ``policies:`` of the configuration (None: none, the thresholds decide everything)."""
+                   thresholds: LagSettings, now: float, policies: Policies | None = None,
+                   kraft: bool | None = None) -> ClusterSnapshot:
+    """`policies`: the ``policies:`` of the configuration (None: none, the thresholds decide everything). `kraft`:
+    the cluster's configured ``kraft`` (`ClusterConfig.kraft`): True makes it KRaft from the first poll, whatever
+    this poll's DescribeQuorum could say; None or False: the mode is what the cluster shows."""
     policies = policies if policies is not None else NO_POLICIES
     snap = ClusterSnapshot(cluster=name, time=now, reachable=obs.reachable, cluster_id=obs.cluster_id,
                            controller_id=obs.controller_id, errors=list(obs.errors), requests=obs.requests,
                            filtered_topics=obs.filtered_topics, filtered_groups=obs.filtered_groups)
-    # a cluster whose quorum named a leader before is KRaft still when this poll's DescribeQuorum went unanswered
-    kraft = zk is None and (obs.kraft is True or (obs.kraft is None and state.kraft_leader is not None))
+    # A cluster configured KRaft, or whose quorum named a leader before, is KRaft when this poll's DescribeQuorum
+    # went unanswered: a monitor started while the quorum has no leader must not fall back to Metadata's controller
+    # (a random broker, KIP-590). A DescribeQuorum the cluster does not support (`obs.kraft` False) is its word.
+    is_kraft = zk is None and (obs.kraft is True or (obs.kraft is None and (
+        kraft is True or state.kraft_leader is not None)))
     if zk is not None:
         snap.mode = "zookeeper"
-    elif kraft:
+    elif is_kraft:
         snap.mode = "kraft"
+        if obs.quorum is None:
+            snap.quorum_no_leader = obs.quorum_no_leader
     snap.stale_sections = sorted(obs.stale_sections | (set(zk.stale_sections) if zk is not None else set()))
     snap.stale_subjects = {section: sorted(subjects) for section, subjects in sorted(obs.stale_subjects.items())
                            if subjects and section in obs.stale_sections}
@@ -100,7 +108,7 @@ def build_snapshot(name: str, obs: KafkaObservation, zk: ZkObservation | None, s
         snap.stale = True
         _remember_losses(snap, state, now)
         return snap
-    snap.controller_id = _controller_id(obs, state, kraft)
+    snap.controller_id = _controller_id(obs, state, is_kraft)
     _brokers(snap, obs, zk, state, now)
     _carry_configs(obs, state)
     _partitions_and_topics(snap, obs, zk, state, now, policies)
@@ -497,6 +505,12 @@ def _kraft(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, no
             state.kraft_election_at = now
         state.kraft_leader = leader
     state.kraft_quorum = (tuple(int(v["replica_id"]) for v in q["voters"]), hw)
+    # Lag is behind the leader's log end offset, as `kafka-metadata-quorum describe --replication` shows it: behind
+    # the high watermark, a voter that stopped fetching while the leader can commit nothing (no majority: the high
+    # watermark stops too; Kafka before 3.7 keeps such a leader, KAFKA-15489) would be "0 behind" for ever.
+    # Without the leader's entry (or its log end), the high watermark.
+    end = next((int(v["log_end_offset"]) for v in q["voters"]
+                if v["replica_id"] == leader[0] and v["log_end_offset"] >= 0), hw)
     for role, items in (("voter", q["voters"]), ("observer", q["observers"])):
         for v in items:
             leo = v["log_end_offset"] if v["log_end_offset"] >= 0 else None
@@ -505,7 +519,7 @@ def _kraft(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, no
             snap.kraft_voters.append(KRaftVoterRecord(
                 cluster=snap.cluster, node_id=v["replica_id"],
                 role="leader" if v["replica_id"] == leader[0] and role == "voter" else role,
-                log_end_offset=leo, lag=max(0, hw - leo) if leo is not None else None,
+                log_end_offset=leo, lag=max(0, end - leo) if leo is not None else None,
                 last_fetch_time=fetch / 1000.0 if fetch and fetch > 0 else None,
                 last_caught_up_time=caught / 1000.0 if caught and caught > 0 else None,
                 leader_id=leader[0], leader_epoch=leader[1], high_watermark=hw))
@@ -515,8 +529,9 @@ def _kraft_without_leader(snap: ClusterSnapshot, obs: KafkaObservation, state: C
     """DescribeQuorum failed in a way that says the quorum has no leader (`KafkaObservation.quorum_no_leader`): the
     voters last known, with leader -1 as Kafka writes "no leader", the last epoch and high watermark known, and
     nothing known of their logs. So the exported leader id, the dashboard and the history say "no leader", and
-    `kraft_no_leader` judges it (over its grace: one such poll is normal while the leader moves). Nothing is
-    reported where the voters were never known (a monitor started while the quorum has no leader)."""
+    `kraft_no_leader` judges it (over its grace: one such poll is normal while the leader moves). No voter is
+    reported where they were never known (a monitor started while the quorum has no leader): the snapshot's
+    `quorum_no_leader` is then the evidence `kraft_no_leader` judges."""
     if obs.quorum_no_leader is None or state.kraft_quorum is None or snap.mode != "kraft":
         return
     voters, hw = state.kraft_quorum

@@ -49,6 +49,7 @@ class ClusterPoller:
         sandbox's in the demo), read again once the answers are in (`KafkaObservation.answered_by`); without it a
         poll given its `now` knows only that."""
         self.name: str = cluster.name
+        self.kraft = cluster.kraft  # as configured: True makes the cluster KRaft from the first poll (`build_snapshot`)
         self.clock = clock
         self.config = config
         self.thresholds = config.thresholds
@@ -99,7 +100,7 @@ class ClusterPoller:
         if obs.cluster_id:
             self._check_resumed_identity(obs.cluster_id)
             self.cluster_id = obs.cluster_id
-        snap = build_snapshot(self.name, obs, zk_obs, self.state, self.thresholds, now, self.policies)
+        snap = build_snapshot(self.name, obs, zk_obs, self.state, self.thresholds, now, self.policies, kraft=self.kraft)
         result = self._judge(snap, now, extra, started)
         if self._failing is not None:
             log.info("cluster %s: polled again (the polls before failed: %s)", self.name, self._failing)

@@ -94,9 +94,10 @@ def test_the_controller_is_the_quorum_leader_and_stays_it_over_polls_that_cannot
     # ZooKeeper mode (DescribeQuorum unsupported): Metadata's controller is the controller
     snap, _ = poll(ClusterState(), observation(T0, 3, kraft=False))
     assert snap.controller_id == 3 and snap.mode is None
-    # a KRaft cluster whose quorum never named a leader: no controller known
+    # a KRaft cluster whose quorum never named a leader: no controller known, and no first-poll no_controller page
+    # (its absence is kraft_no_leader's, after the grace: tests/unit/test_kraft_quorum_health.py)
     snap, rules = poll(ClusterState(), observation(T0, 3, no_leader="DescribeQuorum: NOT_LEADER_OR_FOLLOWER"))
-    assert snap.controller_id is None and snap.kraft_voters == [] and "no_controller" in rules
+    assert snap.controller_id is None and snap.kraft_voters == [] and rules == {"data_stale"}
 
 
 def test_no_leader_is_reported_from_the_voters_last_known_and_alerted_after_the_grace() -> None:
