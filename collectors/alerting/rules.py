@@ -274,8 +274,8 @@ def transactions(s: ClusterSnapshot, st: ClusterState, held: Held, th: Threshold
                                 now - since)
         epochs = st.producer_epochs.get(t.transactional_id)
         if epochs:
-            recent = [e for when, e in epochs if when >= now - th.producer_epoch_window_s]
-            bumps = len(recent) - 1
+            # every entry but the first (the epoch first seen) is a rise: the first rise after a quiet spell counts
+            bumps = sum(1 for i, (when, _) in enumerate(epochs) if i and when >= now - th.producer_epoch_window_s)
             if bumps >= th.producer_epoch_bumps:
                 yield Candidate("producer_epoch_bumps", WARNING, t.transactional_id,
                                 f"producer {t.transactional_id} epoch rose {bumps} times in "

@@ -211,6 +211,22 @@ def test_producer_epoch_bumps_counted_in_window() -> None:
     assert ("producer_epoch_bumps", "tx") not in rules(snap(transactions=[txn(epoch=2)]), st)
 
 
+def test_producer_epoch_bumps_count_the_first_rise_after_a_quiet_spell() -> None:
+    """The epoch first seen (the deque's first entry) is the base; every later entry is a rise, the first of them
+    too when the base was recorded before the window. Before, the rises inside the window minus one were counted,
+    so after a quiet spell it took one rise more than `producer_epoch_bumps` (KafkaProducerEpochBumps, counting
+    `changes()`, fired alone)."""
+    from collections import deque
+
+    st = ClusterState()
+    w = TH.producer_epoch_window_s
+    st.producer_epochs["tx"] = deque([(NOW - 2 * w, 0), (NOW - 20, 1), (NOW - 10, 2), (NOW, 3)])
+    got = [c for c in judge(snap(transactions=[txn(epoch=3)]), st, TH, NOW) if c.rule == "producer_epoch_bumps"]
+    assert [(c.subject, c.value) for c in got] == [("tx", 3.0)]
+    st.producer_epochs["tx"] = deque([(NOW - 2 * w, 0), (NOW - 20, 1), (NOW - 10, 2)])
+    assert ("producer_epoch_bumps", "tx") not in rules(snap(transactions=[txn(epoch=2)]), st)  # two rises
+
+
 def zk(server: str, mode: str | None, serving: bool = True, lag: int | None = 0) -> ZkServerRecord:
     return ZkServerRecord("c", server, serving, mode, lag_behind_leader=lag if mode == "follower" else None)
 
