@@ -212,7 +212,9 @@ def brokers(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, no
     for b in s.brokers:
         subj = f"broker-{b.broker_id}"
         if not b.alive:
-            yield Candidate("broker_down", CRITICAL, subj, f"broker {b.broker_id} is not registered")
+            yield Candidate("broker_down", CRITICAL, subj, f"broker {b.broker_id} is not in the metadata: fenced "
+                            "(stopped, crashed or missing heartbeats) or unregistered" if s.mode == "kraft" else
+                            f"broker {b.broker_id} is not registered")
         elif b.reachable is False:
             yield Candidate("broker_unreachable", CRITICAL, subj,
                             f"broker {b.broker_id} ({b.host}:{b.port}) is registered but did not answer")

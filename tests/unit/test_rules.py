@@ -149,6 +149,19 @@ def test_broker_down_unreachable_and_controller() -> None:
     assert {("broker_down", "broker-2"), ("broker_unreachable", "broker-3"), ("no_controller", "c")} <= got
 
 
+@pytest.mark.parametrize(("mode", "words"), [
+    ("zookeeper", "broker 2 is not registered"),  # no /brokers/ids/2
+    (None, "broker 2 is not registered"),
+    # a crashed or stopped KRaft broker stays registered, fenced: Metadata leaves it out all the same
+    ("kraft", "broker 2 is not in the metadata: fenced (stopped, crashed or missing heartbeats) or unregistered"),
+])
+def test_broker_down_says_what_missing_means_in_its_mode(mode: str | None, words: str) -> None:
+    s = snap(mode=mode)
+    s.brokers[1].alive = False
+    (c,) = [c for c in judge(s, ClusterState(), TH, NOW) if c.rule == "broker_down"]
+    assert c.summary == words
+
+
 def gp(group: str = "g", lag: int | None = 10, secs: float | None = 5.0, status: str = "OK", below: bool = False,
        to_ret: float | None = None) -> GroupPartitionRecord:
     return GroupPartitionRecord("c", group, "t", 0, 100, 0, 110, 110, lag, secs, status, NOW, below, to_ret)
