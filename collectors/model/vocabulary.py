@@ -165,12 +165,12 @@ ZK_REFUSED: Final = "refused"
 ZK_UNREACHABLE: Final = "unreachable"
 ZK_IO_ERROR: Final = "i/o error"
 ZK_PROBE_FAILURES: Final = (ZK_NOT_SERVING, ZK_TIMEOUT, ZK_REFUSED, ZK_UNREACHABLE, ZK_IO_ERROR)
-ZK_TLS_FAILED: Final = "TLS failed"
-"""A probe's TLS failed, followed by the four-letter word: ``TLS failed: srvr``."""
 """Why a ZooKeeper server's ``srvr`` probe found it not serving: the ``error`` of its `ZkServerRecord`, short and
 stable (the dashboard's tables and the history show it verbatim); `collectors.sources.zk_servers` sets it, the
 ``zk_node_not_serving`` alert says it in words. Other errors name the four-letter word
 (``4lw not whitelisted: srvr, mntr``, ``unparseable srvr answer``)."""
+ZK_TLS_FAILED: Final = "TLS failed"
+"""A probe's TLS failed, followed by the four-letter word: ``TLS failed: srvr``."""
 
 # ----------------------------------------------------------------------------- partition classes
 
