@@ -8,7 +8,6 @@ refused with a `CheckpointError` naming the field, and the monitor starts that c
 
 from __future__ import annotations
 
-import json
 import re
 import zipfile
 from collections import deque
@@ -24,7 +23,7 @@ from collectors.model.loss import EpochWatch
 from collectors.model.records import AlertRecord, IncidentRecord, LossRecord
 from collectors.model.state import ClusterState
 from collectors.outputs.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
-from tests.unit.test_checkpoint import rewrite_member
+from tests.unit.test_checkpoint import edit_meta, rewrite_member
 
 T0 = 1_800_000_000.0
 NAN, INF = float("nan"), float("inf")
@@ -51,14 +50,6 @@ def saved(tmp_path: Path) -> Path:
     incidents = [IncidentRecord("prod", "inc-1", "topic", "t", "warning", "t is under-replicated", T0 - 10, T0,
                                 alerts=1, members={"under_replicated": 1}, sample=["t-0"], brokers=[3], partitions=1)]
     return save_checkpoint(tmp_path, Checkpoint("prod", "cid-1", T0, full_state(), alerts, incidents))[0]
-
-
-def edit_meta(path: Path, edit: Callable[[dict[str, Any]], None]) -> None:
-    """Apply `edit` to the parsed meta.json and write it back (NaN and Infinity as Python's json writes them)."""
-    with zipfile.ZipFile(path) as z:
-        meta = json.loads(z.read("meta.json"))
-    edit(meta)
-    rewrite_member(path, "meta.json", json.dumps(meta).encode())
 
 
 def load(tmp_path: Path) -> Checkpoint | None:

@@ -14,10 +14,8 @@ damaged value is refused naming the field.
 
 from __future__ import annotations
 
-import json
 import re
 import socket
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +30,7 @@ from collectors.model.state import ClusterState
 from collectors.model.vocabulary import TXN_PRODUCER_RETURNED, TXN_TIMEOUT_ABORT, ZXID_REGRESSED
 from collectors.outputs.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from collectors.runtime.poller import Monitor
-from tests.unit.test_checkpoint import rewrite_member
+from tests.unit.test_checkpoint import edit_meta
 
 T0 = 1_800_000_000.0
 NAN = float("nan")
@@ -54,13 +52,6 @@ def save(tmp_path: Path, st: ClusterState) -> Path:
 
 def load(tmp_path: Path) -> Checkpoint | None:
     return load_checkpoint(tmp_path, "prod", lag_points=60, window_size=10, now=T0 + 30, max_age_s=3600)
-
-
-def edit_meta(path: Path, edit: Any) -> None:
-    with zipfile.ZipFile(path) as z:
-        meta = json.loads(z.read("meta.json"))
-    edit(meta)
-    rewrite_member(path, "meta.json", json.dumps(meta).encode())
 
 
 def test_zxids_and_transaction_watches_survive_a_round_trip(tmp_path: Path) -> None:
