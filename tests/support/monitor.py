@@ -41,6 +41,21 @@ def poll(poller: ClusterPoller, sb: Sandbox) -> PollResult:
     return poller.poll(sb.clock.now())
 
 
+def poll_once(poller: ClusterPoller, sb: Sandbox) -> PollResult:
+    """One poll, then the poller closed (its clients, threads and sockets) whatever the poll did."""
+    try:
+        return poll(poller, sb)
+    finally:
+        poller.close()
+
+
+def assert_unreachable(r: PollResult) -> None:
+    """The poll reached no broker (refused credentials, a client the listener will not talk to), and says so as
+    the cluster's `cluster_unreachable` alert."""
+    assert r.snapshot.reachable is False, r.snapshot
+    assert "cluster_unreachable" in rules_of(r), r.snapshot.alerts
+
+
 def poll_until(poller: ClusterPoller, sb: Sandbox, predicate: Callable[[PollResult], bool],
                timeout: float = 30.0, every: float = 0.3, on_poll: Callable[[PollResult], None] | None = None
                ) -> PollResult:
