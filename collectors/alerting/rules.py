@@ -108,6 +108,11 @@ def cluster_health(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresho
                         f"stale sections: {', '.join(stale_section_words(s))}", float(len(s.stale_sections)))
 
 
+def _first(names: list[str], n: int = 5) -> str:
+    """The first `n` of `names` as a summary lists them, an ellipsis saying there are more."""
+    return ", ".join(names[:n]) + (" …" if len(names) > n else "")
+
+
 STALE_NAMED = 3  # subjects named per stale section in `data_stale`'s summary; the rest counted
 
 
@@ -238,7 +243,7 @@ def groups(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now
             bad = [f"{p.topic}-{p.partition}:{p.status}" for p in parts if p.status != "OK"]
             yield Candidate("consumer_lag_status", CRITICAL if g.status == "ERR" else WARNING, g.group_id,
                             f"group {g.group_id} {g.status} ({g.worst_partition_status}; state {g.state}, "
-                            f"{plural(g.members, 'member')}): {', '.join(bad[:5])}{' …' if len(bad) > 5 else ''}",
+                            f"{plural(g.members, 'member')}): {_first(bad)}",
                             float(g.lag_sum or 0))
         slo = g.lag_seconds_slo if g.lag_seconds_slo is not None else th.lag_seconds_slo
         if g.lag_seconds_max is not None and g.lag_seconds_max > slo and not g.idle:
@@ -446,15 +451,15 @@ def losses(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now
         n = sum(x.messages or 0 for x in xs)
         where = sorted({x.subject for x in xs})
         yield Candidate("offset_beyond_log_end", CRITICAL, gid,
-                        f"group {gid} read {plural(n, 'message')} that a truncation removed ({', '.join(where[:5])}"
-                        f"{' …' if len(where) > 5 else ''}): its offsets are beyond where the log now ends, so "
-                        f"unless it is reset it skips as many new messages", float(n))
+                        f"group {gid} read {plural(n, 'message')} that a truncation removed ({_first(where)}): its "
+                        "offsets are beyond where the log now ends, so unless it is reset it skips as many new "
+                        "messages", float(n))
     for gid, xs in sorted(skipped.items()):
         n = sum(x.messages or 0 for x in xs)
         where = [partition_subject(t, p) for t, p in sorted({(x.topic or "", x.partition or 0) for x in xs})]
         yield Candidate("retention_data_loss", CRITICAL, gid,
-                        f"group {gid}: retention deleted {plural(n, 'unread message')} on {', '.join(where[:5])}"
-                        f"{' …' if len(where) > 5 else ''}, the last {now - max(x.time for x in xs):.0f}s ago",
+                        f"group {gid}: retention deleted {plural(n, 'unread message')} on {_first(where)}, the last "
+                        f"{now - max(x.time for x in xs):.0f}s ago",
                         float(n))
 
 
