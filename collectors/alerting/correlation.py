@@ -68,8 +68,10 @@ from collectors.model.vocabulary import (
     OFFLINE,
     SEVERITY_RANK,
     UNDER_MIN_ISR,
+    broker_of,
     partition_subject,
     topic_of,
+    voter_of,
 )
 from collectors.model.wording import count_of, plural
 
@@ -81,7 +83,6 @@ CONSENSUS_SECTIONS = frozenset({"zookeeper", "znodes", "quorum"})  # stale secti
 PARTITION_SECTIONS = frozenset({"cluster", "partitions"})  # either stale: the snapshot has no partitions
 STALE_PREFIX = "stale: "  # the consequence naming the sections a down broker could not answer
 RADIUS_FIELDS = ("partitions", "topics", "offline", "under_min_isr", "at_min_isr", "unclean_topics")
-VOTER_PREFIX = "voter-"  # kraft_voter_lagging's subject: voter-<node id>
 NEW_LEADER = re.compile(r"changed to (\d+)")  # kraft_leader_election's summary: "KRaft leader changed to 2 (epoch 8) …"
 
 
@@ -164,7 +165,7 @@ def _note(kind: str, alert: AlertRecord) -> str | None:
     if kind != BROKER or spec is None:
         return None
     if alert.rule == "kraft_voter_lagging":
-        return f"controller voter {alert.subject.removeprefix(VOTER_PREFIX)} lost"
+        return f"controller voter {voter_of(alert.subject)} lost"
     if alert.rule == "kraft_leader_election":
         leader = NEW_LEADER.search(alert.summary)
         return f"KRaft leader moved to {leader.group(1)}" if leader else "KRaft leader moved"
@@ -186,8 +187,7 @@ def _lost_with_nodes(consensus: list[AlertRecord], down: set[int]) -> list[Alert
     Nothing while the quorum has no leader (``kraft_no_leader``: a majority lost is the consensus layer's outage)."""
     if not down or any(a.rule == "kraft_no_leader" for a in consensus):
         return []
-    lost = [a for a in consensus if a.rule == "kraft_voter_lagging" and a.subject.startswith(VOTER_PREFIX)
-            and a.subject.removeprefix(VOTER_PREFIX).isdigit() and int(a.subject.removeprefix(VOTER_PREFIX)) in down]
+    lost = [a for a in consensus if a.rule == "kraft_voter_lagging" and voter_of(a.subject) in down]
     return lost + [a for a in consensus if a.rule == "kraft_leader_election"] if lost else []
 
 
@@ -208,9 +208,9 @@ def correlate(snap: ClusterSnapshot, alerts: Sequence[AlertRecord]) -> list[Caus
     down: set[int] = set()
     for rule in BROKER_CAUSES:
         for a in by_rule.get(rule, ()):
-            broker = a.subject.removeprefix("broker-")
-            if broker.isdigit():
-                down.add(int(broker))
+            broker = broker_of(a.subject)
+            if broker is not None:
+                down.add(broker)
     broker_cause = _broker_cause(snap, down, by_rule, parts, measured) if down else None
     if broker_cause is not None:
         causes.append(broker_cause)
@@ -355,7 +355,7 @@ def _single(snap: ClusterSnapshot, kind: str, key: str, subject: str, members: l
 def _broker_cause(snap: ClusterSnapshot, down: set[int], by_rule: dict[str, list[AlertRecord]],
                   parts: dict[str, PartitionRecord], measured: bool = True) -> Cause:
     members = [a for r in sorted(BROKER_CAUSES) for a in by_rule.get(r, ())
-               if a.subject.removeprefix("broker-").isdigit()]
+               if broker_of(a.subject) is not None]
     affected = [p for p in parts.values() if not down.isdisjoint(p.replicas)]
     classes = Counter(p.partition_class for p in affected)
     topics = {p.topic for p in affected}

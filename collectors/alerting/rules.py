@@ -43,7 +43,9 @@ from collectors.model.vocabulary import (
     ZK_TLS_FAILED,
     ZK_UNREACHABLE,
     ZXID_REGRESSED,
+    broker_subject,
     partition_subject,
+    voter_subject,
 )
 from collectors.model.wording import plural
 
@@ -215,7 +217,7 @@ def topics(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now
 
 def brokers(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now: float) -> Iterator[Candidate]:
     for b in s.brokers:
-        subj = f"broker-{b.broker_id}"
+        subj = broker_subject(b.broker_id)
         if not b.alive:
             yield Candidate("broker_down", CRITICAL, subj, f"broker {b.broker_id} is not in the metadata: fenced "
                             "(stopped, crashed or missing heartbeats) or unregistered" if s.mode == "kraft" else
@@ -376,7 +378,7 @@ def kraft(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now:
                    else f"the high watermark {voters[0].high_watermark}")
     for v in [] if leaderless else voters:  # lag is behind the leader's log: without a leader, none
         if v.lag is None or v.lag > th.kraft_voter_lag_records:
-            yield Candidate("kraft_voter_lagging", WARNING, f"voter-{v.node_id}",
+            yield Candidate("kraft_voter_lagging", WARNING, voter_subject(v.node_id),
                             f"KRaft voter {v.node_id} is {v.lag if v.lag is not None else 'an unknown number of'} "
                             f"records behind {behind_what}", float(v.lag) if v.lag is not None else None)
     if st.kraft_election_at is not None and now - st.kraft_election_at < ELECTION_ALERT_S:

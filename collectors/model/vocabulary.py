@@ -153,6 +153,34 @@ def topic_of(subject: str) -> str:
     return partition[0] if partition is not None else subject
 
 
+BROKER_PREFIX, VOTER_PREFIX = "broker-", "voter-"
+
+
+def broker_subject(broker_id: int) -> str:
+    """A broker as an alert subject: ``broker-3``."""
+    return f"{BROKER_PREFIX}{broker_id}"
+
+
+def voter_subject(node_id: int) -> str:
+    """A KRaft controller voter as an alert subject, by its node id: ``voter-3`` (in combined mode broker 3's node)."""
+    return f"{VOTER_PREFIX}{node_id}"
+
+
+def broker_of(subject: str) -> int | None:
+    """The broker id a broker subject names (`broker_subject` read back); None for any other subject."""
+    return _node_of(subject, BROKER_PREFIX)
+
+
+def voter_of(subject: str) -> int | None:
+    """The node id a voter subject names (`voter_subject` read back); None for any other subject."""
+    return _node_of(subject, VOTER_PREFIX)
+
+
+def _node_of(subject: str, prefix: str) -> int | None:
+    number = subject.removeprefix(prefix)
+    return int(number) if number != subject and number.isdigit() else None
+
+
 STALE_POLLS: Final = 3
 """Poll intervals without a new poll after which a cluster's data is stale: the dashboard marks it STALE, and the
 weekly report says its polls stopped (`spark_analytics.weekly_report.stopped_polls_note`)."""

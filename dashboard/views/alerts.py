@@ -13,7 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from collectors.alerting.catalogue import RULES
-from collectors.model.vocabulary import LOST, topic_of
+from collectors.model.vocabulary import LOST, broker_of, topic_of
 from dashboard.views.common import (
     SEVERITY_COLORS,
     SEVERITY_ORDER,
@@ -41,9 +41,9 @@ def alert_target(rule: str, subject: str, cluster: str | None = None) -> tuple[s
     elif spec.subject == "topic":
         params["topic"] = subject
     elif spec.subject == "broker":
-        broker = subject.removeprefix("broker-")
-        if broker.isdigit():
-            params["broker"] = broker
+        broker = broker_of(subject)
+        if broker is not None:
+            params["broker"] = str(broker)
     elif spec.subject == "group":
         params["group"] = subject
     elif spec.subject == "transactional_id":

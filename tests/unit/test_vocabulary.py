@@ -36,3 +36,13 @@ def test_transaction_states() -> None:
     assert set(V.TXN_STATES) == V.OPEN_TXN_STATES | V.CLOSED_TXN_STATES
     assert not V.OPEN_TXN_STATES & V.CLOSED_TXN_STATES
     assert V.PREPARE_TXN_STATES < V.OPEN_TXN_STATES and "Ongoing" in V.OPEN_TXN_STATES
+
+
+def test_broker_and_voter_subjects_read_back() -> None:
+    from collectors.model.vocabulary import broker_of, broker_subject, voter_of, voter_subject
+
+    assert (broker_subject(3), voter_subject(3000)) == ("broker-3", "voter-3000")
+    assert (broker_of(broker_subject(3)), voter_of(voter_subject(3000))) == (3, 3000)
+    # a subject of the other kind, or of none, names no node
+    assert [broker_of(s) for s in ("voter-3", "3", "broker-", "broker-x", "sandbox")] == [None] * 5
+    assert [voter_of(s) for s in ("broker-3", "voter-", "voter-1a")] == [None] * 3
