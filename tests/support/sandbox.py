@@ -6,6 +6,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+from sandbox.clock import SimClock
 from sandbox.runner import Sandbox
 from sandbox.spec import Scenario
 
@@ -35,8 +36,11 @@ def scenario(cluster: dict[str, Any] | None = None, incidents: list[dict[str, An
 
 
 @contextlib.contextmanager
-def running_sandbox(sc: Scenario, speed: float = 10.0, zookeeper: bool = False) -> Iterator[Sandbox]:
-    sb = Sandbox(sc, speed=speed, zookeeper=zookeeper, tick_s=0.1)
+def running_sandbox(sc: Scenario, speed: float = 10.0, zookeeper: bool = False,
+                    start: float | None = None) -> Iterator[Sandbox]:
+    """A started sandbox, stopped after; its simulated clock starts at `start` (None: now)."""
+    clock = SimClock(speed, start) if start is not None else None
+    sb = Sandbox(sc, speed=speed, zookeeper=zookeeper, tick_s=0.1, clock=clock)
     sb.start()
     try:
         yield sb
