@@ -95,6 +95,39 @@ def metadata_answer(c: Cluster, wanted: list[str] | None = None) -> dict[str, An
     }
 
 
+# KIP-584 features as a Kafka 4.0 broker knows them (BrokerFeatures.defaultSupportedFeatures): name → (min, max).
+# metadata.version runs from 3.3-IV3 (7) to 4.0-IV3 (25); only KRaft brokers advertise it here.
+SUPPORTED_FEATURES = {"transaction.version": (0, 2)}
+KRAFT_SUPPORTED_FEATURES = {"metadata.version": (7, 25)}
+# The metadata.version a KRaft sandbox runs at: 4.0-IV3 where transaction.version is finalized (it needs 4.0-IV2 or
+# later), else 3.9-IV0, the last 3.x level (a cluster not yet finalized at 4.0, as after a rolling upgrade from 3.9).
+METADATA_VERSION_TV = 25
+METADATA_VERSION_3X = 21
+
+
+def feature_fields(c: Cluster, api_version: int) -> dict[str, Any]:
+    """The tagged KIP-584 fields of an ApiVersions v3+ answer, as a Kafka 4.0 broker fills them.
+
+    Supported features: below v4 those whose minimum is 0 are left out (KAFKA-17011: older clients cannot read a
+    zero minimum; Kafka's `alterFeatureLevel0`). Finalized features: only levels above 0 (Kafka drops a feature set
+    to 0); a KRaft cluster always finalizes metadata.version, and its epoch is the metadata log offset the broker's
+    image reached. A ZooKeeper-mode sandbox finalizes nothing: epoch -1 (unknown), no finalized features.
+    """
+    supported = {**SUPPORTED_FEATURES, **(KRAFT_SUPPORTED_FEATURES if c.mode == "kraft" else {})}
+    finalized: dict[str, int] = {}
+    if c.mode == "kraft":
+        finalized["metadata.version"] = METADATA_VERSION_TV if c.spec.transaction_version else METADATA_VERSION_3X
+    if c.spec.transaction_version > 0:
+        finalized["transaction.version"] = c.spec.transaction_version
+    return {
+        "supported_features": [{"name": n, "min_version": lo, "max_version": hi}
+                               for n, (lo, hi) in supported.items() if lo > 0 or api_version >= 4],
+        "finalized_features_epoch": int(c.metadata_hwm) if finalized else -1,
+        "finalized_features": [{"name": n, "min_version_level": v, "max_version_level": v}
+                               for n, v in finalized.items()],
+    }
+
+
 class Handlers:
     """Dispatch by API key; `__call__` is the server's handler callable."""
 
@@ -129,7 +162,11 @@ class Handlers:
 
     # ------------------------------------------------------------------ cluster
     def api_versions(self, node_id: int, req: Request) -> Mapping[str, Any]:
-        return {"error_code": NONE, "api_keys": supported_api_versions(self.c.mode), "throttle_time_ms": 0}
+        out: dict[str, Any] = {"error_code": NONE, "api_keys": supported_api_versions(self.c.mode),
+                               "throttle_time_ms": 0}
+        if req.api_version >= 3:
+            out.update(feature_fields(self.c, req.api_version))
+        return out
 
     def metadata(self, node_id: int, req: Request) -> Mapping[str, Any]:
         body = req.body

@@ -93,6 +93,8 @@ class TxnProducerSpec(_Strict):
     timeout_ms: int = Field(60_000, gt=0, description="transaction.timeout.ms of the producer")
 
 
+TRANSACTION_V2 = 2  # transaction.version level of Transaction V2 (KIP-890 part 2), the highest Kafka 4.0 knows
+
 MAX_GENERATED_PARTITIONS = 1_000_000  # past this a scenario is a typo rather than a rehearsal (memory: ~3 KB each)
 NAME_PREFIX = r"^[A-Za-z0-9._-]{1,200}$"
 
@@ -236,6 +238,11 @@ class ClusterSpec(_Strict):
     generated_topics: GeneratedTopicsSpec | None = None
     generated_groups: GeneratedGroupsSpec | None = None
     transactional_producers: list[TxnProducerSpec] = Field(default_factory=list)
+    transaction_version: int = Field(
+        0, ge=0, le=TRANSACTION_V2,
+        description="the finalized transaction.version feature level (KIP-584): 0 = not finalized, as on a Kafka "
+                    "3.x cluster; 2 = Kafka 4.0's Transaction V2 (KIP-890), where the coordinator bumps the "
+                    "producer epoch at every transaction end, commit or abort. Above 0 only in KRaft mode")
     security: SecuritySpec = Field(default_factory=SecuritySpec)
 
     @field_validator("broker_config", mode="before")
@@ -278,6 +285,10 @@ class ClusterSpec(_Strict):
             missing = [x for x in p.topics if x not in known]
             if missing:
                 raise ValueError(f"producer {p.transactional_id!r} writes unknown topics {missing}")
+        if self.transaction_version > 0 and self.mode != "kraft":
+            raise ValueError(f"transaction_version {self.transaction_version} needs mode kraft: only a KRaft "
+                             "cluster (Kafka 4.0+, metadata.version 4.0-IV2 or later) finalizes transaction.version "
+                             "above 0, and Kafka 4 has no ZooKeeper mode")
         return self
 
     def partition_count(self) -> int:

@@ -3,6 +3,9 @@
 Transactional producers go Empty → Ongoing → PrepareCommit → CompleteCommit;
 the coordinator aborts an Ongoing transaction after its timeout and bumps the
 producer epoch; an open transaction holds back the LSO of its partitions.
+With Transaction V2 (`ClusterSpec.transaction_version` 2, KIP-890 part 2) the
+coordinator also bumps the epoch at every other transaction end: the producer's
+commit and its own abort (once each, when the transaction goes to Prepare*).
 Commit and abort markers are written only while every partition of the
 transaction has a live leader, so an offline partition leaves it lingering.
 On demand: a producer that dies inside a transaction, a hanging transaction no
@@ -14,10 +17,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from sandbox.spec import TxnProducerSpec
+from sandbox.spec import TRANSACTION_V2, TxnProducerSpec
 from sandbox.topology import Partition, ProducerEntry, Topology
 
 TXN_PREPARE_S = 0.2  # PrepareCommit / PrepareAbort → Complete*
+# A producer epoch is an int16. From Short.MaxValue - 1 on it is exhausted (TransactionMetadata's
+# isProducerEpochExhausted): a Transaction V2 end then moves the producer to a new producer id at epoch 0 (KAFKA-18660).
+EPOCH_EXHAUSTED = 32_766
+MAX_EPOCH = 32_767
 
 
 @dataclass
@@ -32,8 +39,13 @@ class TxnProducer:
     partitions: set[tuple[str, int]] = field(default_factory=set)
     next_begin: float = 0.0
     timeout_ms: int = 60_000
-    commits: int = 0
-    aborts: int = 0
+    commits: int = 0  # transactions committed (markers written)
+    aborts: int = 0  # transactions aborted (markers written), for any of the three reasons below
+    own_aborts: int = 0  # of those, the producer's own aborts (EndTxn(abort), e.g. a partition went offline)
+    timeout_aborts: int = 0  # the coordinator's, after transaction.timeout.ms
+    fenced_aborts: int = 0  # the coordinator's, of what a producer left open when a new instance fenced it
+    abort_reason: str = ""  # "own", "timeout" or "fenced" while an abort is under way
+    next_producer_id: int = -1  # Transaction V2: the producer id the producer moves to at this end (epoch exhausted)
     crash_in_txn: bool = False  # crash at the next write inside a transaction
     reported_state: str | None = None  # what the coordinator reports instead of `state` (a newer Kafka's state)
 
@@ -80,16 +92,20 @@ class Transactions(Topology):
         if tp.state == "Ongoing":
             if now - tp.txn_start >= tp.timeout_ms / 1000.0:
                 self.log(f"transaction {tp.transactional_id} timed out; coordinator aborts")
-                tp.epoch += 1  # the coordinator fences the (possibly zombie) producer
+                # The coordinator fences the (possibly zombie) producer: one bump, under Transaction V2 too (the
+                # V2 end bump is skipped after a fence, KAFKA-19367; Kafka 4.0.0 bumped twice here).
+                tp.epoch += 1
+                tp.abort_reason = "timeout"
                 self._set_txn_state(tp, "PrepareAbort")
                 return
             if tp.alive:
                 if any(not self._leader_up(self.topics[t].partitions[i]) for t, i in tp.partitions):
                     self.log(f"transaction {tp.transactional_id}: a partition went offline; producer aborts")
-                    self._set_txn_state(tp, "PrepareAbort")
+                    tp.abort_reason = "own"
+                    self._end_transaction(tp, "PrepareAbort")
                     return
                 if now - tp.txn_start >= tp.spec.transaction_duration_s:
-                    self._set_txn_state(tp, "PrepareCommit")
+                    self._end_transaction(tp, "PrepareCommit")
                     return
                 parts = [p for p in self._txn_partitions(tp) if self._accepts_acks_all(p, self.min_isr(p.topic))]
                 if parts and tp.spec.rate > 0:
@@ -121,7 +137,19 @@ class Transactions(Topology):
                     self._set_txn_state(tp, "CompleteCommit")
                 else:
                     tp.aborts += 1
+                    reason = tp.abort_reason or ("fenced" if tp.state == "PrepareEpochFence" else "own")
+                    if reason == "timeout":
+                        tp.timeout_aborts += 1
+                    elif reason == "fenced":
+                        tp.fenced_aborts += 1
+                    else:
+                        tp.own_aborts += 1
+                    tp.abort_reason = ""
                     self._set_txn_state(tp, "CompleteAbort")
+                if tp.next_producer_id >= 0:  # the markers went out under the old id; the producer goes on with the new
+                    self.log(f"producer {tp.transactional_id}: epoch {tp.epoch} exhausted, new producer id "
+                             f"{tp.next_producer_id} at epoch 0")
+                    tp.producer_id, tp.epoch, tp.next_producer_id = tp.next_producer_id, 0, -1
                 tp.next_begin = now + tp.spec.pause_between_s
             return
         if tp.alive and now >= tp.next_begin:
@@ -132,6 +160,20 @@ class Transactions(Topology):
     def _set_txn_state(self, tp: TxnProducer, state: str) -> None:
         tp.state = state
         tp.state_since = self.now
+
+    @property
+    def epoch_bump_per_transaction(self) -> bool:
+        """Transaction V2 (KIP-890 part 2): the coordinator bumps the producer epoch at every transaction end."""
+        return self.spec.transaction_version >= TRANSACTION_V2
+
+    def _end_transaction(self, tp: TxnProducer, prepare: str) -> None:
+        """The producer's EndTxn (commit or its own abort): under Transaction V2 the coordinator bumps the epoch
+        once, as it writes Prepare* (the markers and the EndTxn answer carry the new epoch); before, it keeps it."""
+        if self.epoch_bump_per_transaction:
+            if tp.epoch >= EPOCH_EXHAUSTED:
+                tp.next_producer_id = self._new_producer_id()
+            tp.epoch = min(tp.epoch + 1, MAX_EPOCH)
+        self._set_txn_state(tp, prepare)
 
     def _write_markers(self, tp: TxnProducer) -> None:
         """Commit/abort markers take one offset each and release the LSO."""
@@ -169,8 +211,9 @@ class Transactions(Topology):
         tp = self.txn_producers[transactional_id]
         tp.alive = True
         if tp.state == "Ongoing":
+            tp.abort_reason = "fenced"
             self._set_txn_state(tp, "PrepareEpochFence")
-        tp.epoch += 1
+        tp.epoch += 1  # one bump, under Transaction V2 too (no second bump for the fenced abort, KAFKA-19367)
         tp.next_begin = self.now + tp.spec.pause_between_s
         self.log(f"producer {transactional_id} restarted with epoch {tp.epoch}")
 

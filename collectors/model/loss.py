@@ -32,7 +32,9 @@ the poll reads the high watermarks before the commits, and a consumer commits in
 been open for its whole timeout, was aborted by the coordinator (the producer died mid-transaction; Kafka fences
 it with the bump): its writes are gone for read_committed readers, and whatever the application had not retried
 elsewhere with them. More bumps are more ends than one (a commit, a restart; with Transaction V2 every end): the
-abort seen is a later transaction's, perhaps its application's own, and is not recorded. Recorded with the
+abort seen is a later transaction's, perhaps its application's own, and is not recorded. Nor is any on a cluster
+running Transaction V2 (KIP-890), where the application's own abort bumps the epoch once too: one bump there
+cannot tell who aborted, and an application that aborts knows it and retries. Recorded with the
 producer id, epochs and partitions; when the transactional id next shows a newer epoch (a new instance called
 InitProducerId), that return is recorded too, linked by the transactional id and the time of the abort
 (`transaction_evidence`).
@@ -298,8 +300,13 @@ class TxnWatch:
 
 
 def transaction_evidence(cluster: str, transactions: Iterable[TransactionRecord], watches: dict[str, TxnWatch],
-                         now: float, answered_by: float | None = None) -> list[LossRecord]:
+                         now: float, answered_by: float | None = None, every_end_bumps: bool = False
+                         ) -> list[LossRecord]:
     """Coordinator timeout aborts and the producers' returns, seen this poll; updates `watches` in place.
+
+    `every_end_bumps`: the cluster runs Transaction V2 (`vocabulary.epochs_bump_at_every_end`), where the
+    application's own abort bumps the epoch once as well. An abort seen after the timeout is then no proof that
+    the coordinator made it, and nothing is recorded; the watches still follow the transactions.
 
     An abort counts as the coordinator's timeout when the transaction had been open for its whole timeout by the
     time the abort was seen: by `answered_by` (`KafkaObservation.answered_by`, when the poll's answers were in),
@@ -319,8 +326,8 @@ def transaction_evidence(cluster: str, transactions: Iterable[TransactionRecord]
             open_for = seen_by - w.start_time
             # one bump: the coordinator's abort of the transaction seen open; more are several ends (a commit, a
             # restart, each end with Transaction V2), the abort seen a later transaction's, perhaps its own
-            if (t.producer_id == w.producer_id and t.producer_epoch == w.epoch + 1 and t.state in ABORT_STATES
-                    and open_for >= w.timeout_ms / 1000.0):
+            if (not every_end_bumps and t.producer_id == w.producer_id and t.producer_epoch == w.epoch + 1
+                    and t.state in ABORT_STATES and open_for >= w.timeout_ms / 1000.0):
                 out.append(LossRecord(
                     cluster, now, TXN_TIMEOUT_ABORT, None, None, None,
                     f"transaction {t.transactional_id} (producer {w.producer_id}, epoch {w.epoch}) on "

@@ -140,6 +140,10 @@ class KafkaObservation:
     (a broker that knows no controller holds what it forwards); None otherwise. `quorum` is None then, the quorum
     section stale. Evidence, not proof: one such poll is normal while the leader moves (`kraft_no_leader` waits)."""
     kraft: bool | None = None
+    transaction_version: int | None = None
+    """The cluster's finalized ``transaction.version`` feature level (ApiVersions v3+, KIP-584): 0 where none is
+    finalized or the brokers predate features; None where this poll could not tell. At 2 (Transaction V2,
+    KIP-890, a Kafka 4 cluster's default) the coordinator bumps a producer's epoch at every transaction end."""
     listed_transactions: dict[str, int] = field(default_factory=dict)  # transactional id → producer id
     unreachable_brokers: set[int] = field(default_factory=set)
     filtered_topics: int = 0  # topics left out by the cluster's filters (never described)

@@ -341,6 +341,9 @@ class ClusterSnapshot:
     # answer only a non-leader gives, or none in time); None when it answered, or failed in a way that says nothing
     # of the quorum. The one evidence `kraft_no_leader` has while no voter was ever seen (a monitor started then).
     quorum_no_leader: str | None = None
+    # the finalized transaction.version feature level last read (0: none finalized; 2: Transaction V2, where every
+    # transaction end bumps the producer epoch, so epoch rises are no evidence of restarts or fencing); None: unknown
+    transaction_version: int | None = None
     reachable: bool = True
     stale: bool = False  # some section could not be refreshed this poll
     stale_sections: list[str] = field(default_factory=list)

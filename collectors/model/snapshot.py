@@ -56,6 +56,7 @@ from collectors.model.vocabulary import (
     OPEN_TXN_STATES,
     STALL,
     STOP,
+    epochs_bump_at_every_end,
     partition_of,
     partition_subject,
 )
@@ -104,6 +105,9 @@ def build_snapshot(name: str, obs: KafkaObservation, zk: ZkObservation | None, s
         state.zk_controller = zk.controller_id
         _zookeeper_elections(snap, state, now)
         snap.losses += zxid_regressions(snap.cluster, snap.zookeeper, state.zk_zxids, now)
+    if obs.transaction_version is not None:
+        state.transaction_version = obs.transaction_version  # a poll that could not tell keeps the last read
+    snap.transaction_version = state.transaction_version
     if not obs.reachable:
         snap.stale = True
         _remember_losses(snap, state, now)
@@ -150,7 +154,8 @@ def _losses(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, n
     snap.losses += group_evidence(snap.cluster, snap.group_partitions, state.group_marks, now, recording=running,
                                   held=awaiting_answers(obs.partitions, state.epoch_watch))
     if "transactions" not in snap.stale_sections:
-        snap.losses += transaction_evidence(snap.cluster, snap.transactions, state.txn_watch, now, obs.answered_by)
+        snap.losses += transaction_evidence(snap.cluster, snap.transactions, state.txn_watch, now, obs.answered_by,
+                                            every_end_bumps=epochs_bump_at_every_end(state.transaction_version))
         listed = {t.transactional_id for t in snap.transactions}
         for tid in [tid for tid in state.txn_watch if tid not in listed]:
             del state.txn_watch[tid]
@@ -403,6 +408,7 @@ def _groups(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, t
 def _transactions(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, now: float) -> None:
     coordinator_pids: set[int] = set()  # producers whose coordinator may have a transaction open for them
     pid_to_txn: dict[int, str] = {}
+    every_end_bumps = epochs_bump_at_every_end(state.transaction_version)
     for t in obs.transactions:
         tid, txn_state, started_ms = t["transactional_id"], t["transaction_state"], t["transaction_start_time_ms"]
         pid_to_txn[t["producer_id"]] = tid
@@ -417,9 +423,12 @@ def _transactions(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterSt
             # Compared by start time, never with our own clock, so broker clock skew cannot restart it.
             state.txn_state_since[tid] = (txn_state, now)
         state.txn_started[tid] = start
-        epochs = state.producer_epochs.setdefault(tid, deque(maxlen=64))
-        if not epochs or epochs[-1][1] != t["producer_epoch"]:
-            epochs.append((now, t["producer_epoch"]))
+        if every_end_bumps:  # its rises are its transactions' ends: not counted (nor kept, for a downgrade)
+            state.producer_epochs.pop(tid, None)
+        else:
+            epochs = state.producer_epochs.setdefault(tid, deque(maxlen=64))
+            if not epochs or epochs[-1][1] != t["producer_epoch"]:
+                epochs.append((now, t["producer_epoch"]))
         snap.transactions.append(TransactionRecord(
             cluster=snap.cluster, transactional_id=tid, coordinator=t.get("coordinator"), state=txn_state,
             producer_id=t["producer_id"], producer_epoch=t["producer_epoch"], timeout_ms=t["transaction_timeout_ms"],

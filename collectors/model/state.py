@@ -30,6 +30,8 @@ class ClusterState:
     # (rule, subject) → since when a timed alert condition has held; read by the rules, advanced by the poller
     condition_since: dict[tuple[str, str], float] = field(default_factory=dict)
     producer_epochs: dict[str, deque[tuple[float, int]]] = field(default_factory=dict)
+    # the finalized transaction.version last read (`KafkaObservation.transaction_version`); None before any read
+    transaction_version: int | None = None
     txn_state_since: dict[str, tuple[str, float]] = field(default_factory=dict)
     # transactional id → the start time of the transaction its `txn_state_since` entry is about: a new
     # transaction in the same state (two back-to-back commits each caught in PrepareCommit) restarts the clock.

@@ -98,6 +98,17 @@ CLOSED_TXN_STATES: Final = frozenset({"Empty", "CompleteCommit", "CompleteAbort"
 """No transaction open for the producer. Any other string, including a state only a newer Kafka knows, is
 reported as-is: it gets no age (we cannot tell it is open, so it cannot be "stuck"), and its producer counts
 as known to its coordinator (we cannot tell it is closed either, so what it has open is not "hanging")."""
+TRANSACTION_V2: Final = 2
+"""The ``transaction.version`` feature level of Transaction V2 (KIP-890 part 2; finalized by default on a new Kafka
+4 cluster). From it on, the coordinator bumps the producer's epoch at every transaction end, commit or abort, and
+a client that speaks it takes the new epoch: an epoch rise is a transaction end, no sign of a producer restarting
+or of the coordinator fencing it. A client older than Kafka 4 keeps the old rules on such a cluster, but which
+rules a transaction follows is not in DescribeTransactions, so the whole cluster is judged by the feature."""
+
+
+def epochs_bump_at_every_end(transaction_version: int | None) -> bool:
+    """Whether a producer epoch rise may be nothing but a transaction's end (`TRANSACTION_V2`); unknown: no."""
+    return transaction_version is not None and transaction_version >= TRANSACTION_V2
 
 # ----------------------------------------------------------------------------- loss ledger
 

@@ -229,6 +229,8 @@ class SnapshotCollector(Collector):
         if last_ok is not None:
             g("kafka_monitor_last_successful_poll_timestamp_seconds").add_metric((c,), last_ok)
         g("kafka_monitor_polls").add_metric((c,), float(polls))
+        if s.transaction_version is not None:
+            g("kafka_cluster_transaction_version").add_metric((c,), float(s.transaction_version))
         for section in s.stale_sections:
             g("kafka_monitor_stale").add_metric((c, section), 1.0)
         alerted = {a.subject for a in s.alerts if a.resolved_at is None}

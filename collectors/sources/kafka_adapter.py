@@ -20,7 +20,7 @@ Request count per poll, with B brokers, C coordinators in use, G groups,
 P partitions with an open transaction: 1 Metadata + 3B ListOffsets + B
 ListTransactions + B ListGroups + 2 DescribeConfigs + ≤2·ceil(keys/1000)
 FindCoordinator + C·ceil(G_c/500)·2 DescribeGroups/OffsetFetch + C
-DescribeTransactions + ceil(P/500)+B DescribeProducers + 1 DescribeQuorum —
+DescribeTransactions + ceil(P/500)+B DescribeProducers + 1 DescribeQuorum + 1 ApiVersions —
 linear in brokers and groups, never their product.
 
 Every step's failure is recorded (errors, stale sections) and the rest goes on:
@@ -37,7 +37,6 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-import kafka.errors as kafka_errors
 from kafka.protocol.admin import (
     DescribeGroupsRequest,
     DescribeProducersRequest,
@@ -48,13 +47,15 @@ from kafka.protocol.admin import (
 )
 from kafka.protocol.consumer import ListOffsetsRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
-from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
+from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
 
 from collectors.model.loss import EpochQuestion, EpochWatch, epoch_questions
-from collectors.model.observations import KafkaObservation, Owner, PartitionMeta, QuorumReplica
+from collectors.model.observations import KafkaObservation, Owner, PartitionMeta
 from collectors.model.patterns import TopicFilter
 from collectors.model.vocabulary import partition_subject
 from collectors.model.wording import plural
+from collectors.sources.client_settings import CLIENT_ID
+from collectors.sources.kafka_answers import error_name, parse_features, parse_quorum
 from collectors.sources.limiter import RequestLimiter
 from collectors.sources.metadata_epochs import KnownEpochs, behind, newest, topic_id
 
@@ -68,26 +69,7 @@ asked a 100,000-partition answer a broker, all in one poll. The newest of what t
 PRODUCER_PARTITIONS_PER_REQUEST = 500
 COORDINATOR_KEYS_PER_REQUEST = 1000
 EARLIEST, LATEST = -2, -1
-ERROR_NAMES = {
-    3: "UNKNOWN_TOPIC_OR_PARTITION", 5: "LEADER_NOT_AVAILABLE", 6: "NOT_LEADER_OR_FOLLOWER",
-    7: "REQUEST_TIMED_OUT", 14: "COORDINATOR_LOAD_IN_PROGRESS", 15: "COORDINATOR_NOT_AVAILABLE",
-    16: "NOT_COORDINATOR", 35: "UNSUPPORTED_VERSION", 69: "GROUP_ID_NOT_FOUND",
-}
-
-
-def error_name(code: int) -> str:
-    """Kafka's name for an error code (``GROUP_AUTHORIZATION_FAILED``), as its tools print it; ``error N`` for a
-    code the client library does not know either."""
-    if code in ERROR_NAMES:
-        return ERROR_NAMES[code]
-    name = getattr(kafka_errors.for_code(code), "message", None)
-    return name if isinstance(name, str) and name != "UNKNOWN" else f"error {code}"
-
-
 GROUP_ID_NOT_FOUND = 69
-QUORUM_NO_LEADER_ERRORS = frozenset({6, 7})  # NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT (the broker's forwarding)
-QUORUM_TIMEOUTS = (kafka_errors.KafkaTimeoutError, kafka_errors.RequestTimedOutError)
-"""How a request left unanswered fails in kafka-python: the connection's request timeout, or our wait's."""
 NEW_PROTOCOL_GROUPS = frozenset({"consumer", "streams"})  # ListGroups v5's group_type of non-classic groups
 
 
@@ -425,47 +407,6 @@ class KafkaAdapter:
                     if p.error_code == 0:
                         obs.epoch_end_offsets[(t.topic, p.partition)] = (p.leader_epoch, p.end_offset)
 
-    def _parse_quorum(self, out: Any, obs: KafkaObservation) -> None:
-        """DescribeQuorum's answer. Only the Raft leader answers it (brokers forward it to the controller): a
-        NOT_LEADER_OR_FOLLOWER, or no answer in time from a broker that answered the rest of the poll
-        (`_healthy_broker`), is evidence that the quorum has no leader (`KafkaObservation.quorum_no_leader`)."""
-        if not out.ok:
-            # UnsupportedVersion from a ZooKeeper-mode cluster means "no KRaft quorum to watch".
-            name = type(out.error).__name__
-            if "Unsupported" in name or "IncompatibleBroker" in name:
-                obs.kraft = False
-            else:
-                obs.fail("quorum", f"DescribeQuorum failed: {name}")
-                if isinstance(out.error, QUORUM_TIMEOUTS) and out.node_id is not None:
-                    obs.quorum_no_leader = f"DescribeQuorum to broker {out.node_id} got no answer in time ({name})"
-            return
-        r = out.response
-        if r.error_code:
-            # REQUEST_TIMED_OUT: the broker's own forwarding to the controller timed out
-            obs.kraft = True if r.error_code in QUORUM_NO_LEADER_ERRORS else r.error_code != 35 and None
-            if r.error_code != 35:
-                obs.fail("quorum", f"DescribeQuorum: {error_name(r.error_code)}")
-            if r.error_code in QUORUM_NO_LEADER_ERRORS:
-                obs.quorum_no_leader = f"DescribeQuorum: {error_name(r.error_code)}"
-            return
-        part = r.topics[0].partitions[0]
-        if part.error_code:  # a controller no longer the Raft leader: NOT_LEADER_OR_FOLLOWER, with zeroed fields
-            obs.kraft = True
-            obs.fail("quorum", f"DescribeQuorum: {error_name(part.error_code)}")
-            if part.error_code in QUORUM_NO_LEADER_ERRORS:
-                obs.quorum_no_leader = f"DescribeQuorum: {error_name(part.error_code)}"
-            return
-
-        def replicas(items: Any) -> list[QuorumReplica]:
-            return [{"replica_id": v.replica_id, "log_end_offset": v.log_end_offset,
-                     "last_fetch_timestamp": getattr(v, "last_fetch_timestamp", -1),
-                     "last_caught_up_timestamp": getattr(v, "last_caught_up_timestamp", -1)} for v in items]
-
-        obs.kraft = True
-        obs.quorum = {"leader_id": part.leader_id, "leader_epoch": part.leader_epoch,
-                      "high_watermark": part.high_watermark, "voters": replicas(part.current_voters),
-                      "observers": replicas(part.observers)}
-
     # ----------------------------------------------------------------- groups and transactions
     @staticmethod
     def _healthy_broker(obs: KafkaObservation) -> int | None:
@@ -529,9 +470,16 @@ class KafkaAdapter:
                     DescribeQuorumRequest.TopicData.PartitionData(partition_index=0)])])))
             kinds.append("quorum")
             asked.append([])
+        requests.append((self._healthy_broker(obs), ApiVersionsRequest(
+            client_software_name=CLIENT_ID, client_software_version="1", min_version=3)))
+        kinds.append("features")
+        asked.append([])
         for kind, keys, out in zip(kinds, asked, kp.send_many(requests), strict=True):
             if kind == "quorum":
-                self._parse_quorum(out, obs)
+                parse_quorum(out, obs)
+                continue
+            if kind == "features":
+                parse_features(out, obs)
                 continue
             section = "transactions" if kind == "txn" else "groups"
             if not out.ok:

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 from collectors.model.observations import KafkaObservation
 from collectors.sources.kafka_adapter import _answered_groups
+from collectors.sources.kafka_answers import parse_quorum
 
 
 def test_a_group_not_found_is_dead_and_no_section_goes_stale() -> None:
@@ -39,14 +40,13 @@ def test_a_kip848_group_describegroups_cannot_describe_keeps_its_listed_state() 
 def test_a_describe_quorum_partition_error_is_a_stale_quorum_not_a_quorum_of_zeros() -> None:
     """A controller that just lost Raft leadership answers NOT_LEADER_OR_FOLLOWER in the partition, its other fields
     zero: taken as the quorum, it resolved a voter-lag alert on missing evidence and then "saw" an election."""
-    from collectors.sources.kafka_adapter import KafkaAdapter
     from collectors.sources.kafka_transport import Outcome
 
     part = SimpleNamespace(partition_index=0, error_code=6, leader_id=0, leader_epoch=0, high_watermark=0,
                            current_voters=[], observers=[])
     resp = SimpleNamespace(error_code=0, topics=[SimpleNamespace(topic_name="__cluster_metadata", partitions=[part])])
     obs = KafkaObservation(time=0.0)
-    KafkaAdapter._parse_quorum(None, Outcome(None, None, resp, None), obs)  # type: ignore[arg-type]
+    parse_quorum(Outcome(None, None, resp, None), obs)
     assert obs.quorum is None and obs.kraft is True and obs.stale_sections == {"quorum"}
     assert obs.errors == ["DescribeQuorum: NOT_LEADER_OR_FOLLOWER"]
 
@@ -67,5 +67,34 @@ def test_an_epoch_the_leader_knows_nothing_of_settles_the_question_and_an_error_
     kp = SimpleNamespace(send_many=lambda reqs: [Outcome(node, req, answer, None) for node, req in reqs])
     obs = KafkaObservation(time=0.0)
     questions = [EpochQuestion("orders", p, 2, 5, 7) for p in range(3)]
-    KafkaAdapter._epoch_end_offsets(None, kp, obs, questions)  # type: ignore[arg-type]
+    KafkaAdapter._epoch_end_offsets(None, kp, obs, questions)
     assert obs.epoch_end_offsets == {("orders", 0): (-1, -1), ("orders", 2): (5, 48_800)}
+
+
+def test_the_finalized_transaction_version_is_read_and_a_failure_leaves_it_unknown() -> None:
+    """ApiVersions v3+ carries the finalized features (KIP-584). `transaction.version` 2 is Transaction V2, where
+    every transaction end bumps the producer epoch; no such feature finalized is level 0, and a broker before
+    Kafka 2.4 (no ApiVersions v3: kafka-python refuses to send it) has none either. Any other failure says
+    nothing: unknown for the poll (the last level read stands), and no section goes stale."""
+    from kafka.errors import IncompatibleBrokerVersion, KafkaTimeoutError
+
+    from collectors.sources.kafka_answers import parse_features
+    from collectors.sources.kafka_transport import Outcome
+
+    def level(response: object = None, error: BaseException | None = None) -> KafkaObservation:
+        obs = KafkaObservation(time=0.0)
+        parse_features(Outcome(3, None, response, error), obs)
+        return obs
+
+    def features(*levels: tuple[str, int]) -> SimpleNamespace:
+        return SimpleNamespace(error_code=0, finalized_features=[
+            SimpleNamespace(name=n, min_version_level=v, max_version_level=v) for n, v in levels])
+
+    assert level(features(("metadata.version", 25), ("transaction.version", 2))).transaction_version == 2
+    assert level(features(("metadata.version", 21))).transaction_version == 0
+    assert level(error=IncompatibleBrokerVersion("no ApiVersions v3")).transaction_version == 0
+    timed_out = level(error=KafkaTimeoutError())
+    assert timed_out.transaction_version is None and not timed_out.stale_sections
+    assert timed_out.errors == ["ApiVersions (features) to broker 3 failed: KafkaTimeoutError"]
+    refused = level(SimpleNamespace(error_code=35, finalized_features=[]))
+    assert refused.transaction_version is None and refused.errors == ["ApiVersions (features): UNSUPPORTED_VERSION"]

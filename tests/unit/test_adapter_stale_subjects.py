@@ -43,6 +43,8 @@ def test_groups_a_coordinator_or_an_acl_fails_are_named_and_a_failed_listing_is_
             return SimpleNamespace(coordinators=[
                 SimpleNamespace(key=k, node_id=coordinators.get(k, -1), error_code=0 if k in coordinators else 15)
                 for k in req.coordinator_keys])
+        if kind.startswith("ApiVersions"):
+            return SimpleNamespace(error_code=0, finalized_features=[])
         if node == 2:
             return KafkaTimeoutError()
         if kind.startswith("DescribeGroups"):

@@ -20,7 +20,7 @@ from collectors.model.observations import KafkaObservation, QuorumInfo
 from collectors.model.records import ClusterSnapshot
 from collectors.model.snapshot import build_snapshot
 from collectors.model.state import ClusterState
-from collectors.sources.kafka_adapter import KafkaAdapter
+from collectors.sources.kafka_answers import parse_quorum
 from collectors.sources.kafka_transport import Outcome
 
 T0 = 1_800_000_000.0
@@ -29,7 +29,7 @@ TH = Thresholds()
 
 def parse(outcome: Outcome) -> KafkaObservation:
     obs = KafkaObservation(time=T0)
-    KafkaAdapter._parse_quorum(None, outcome, obs)  # type: ignore[arg-type]
+    parse_quorum(outcome, obs)
     return obs
 
 

@@ -249,6 +249,27 @@ def test_an_abort_more_than_one_epoch_on_is_another_transactions() -> None:
         "txn_timeout_abort"]
 
 
+def test_with_transaction_v2_one_bump_after_the_timeout_is_no_proof_of_the_coordinators_abort() -> None:
+    """With Transaction V2 the application's own abort bumps the epoch once too, so the abort that is claimed
+    above (open for its whole timeout, one bump) may be the application's: nothing is recorded, and the watch still
+    follows the producer (a later transaction is judged against the epoch it ended with)."""
+    from collectors.model.loss import transaction_evidence
+
+    w: dict = {}
+    assert transaction_evidence("c", [txn("Ongoing", 3, T - 50)], w, T, every_end_bumps=True) == []
+    assert transaction_evidence("c", [txn("CompleteAbort", 4, None, parts=())], w, T + 15,
+                                every_end_bumps=True) == []
+    assert (w["payments-tx"].epoch, w["payments-tx"].aborted_at) == (4, None)  # followed; no abort to link
+    assert transaction_evidence("c", [txn("Ongoing", 5, T + 30)], w, T + 35, every_end_bumps=True) == []
+    # the same looks on a cluster without it: claimed, and the return linked
+    w = {}
+    transaction_evidence("c", [txn("Ongoing", 3, T - 50)], w, T)
+    assert [x.kind for x in transaction_evidence("c", [txn("CompleteAbort", 4, None, parts=())], w, T + 15)] == [
+        "txn_timeout_abort"]
+    assert [x.kind for x in transaction_evidence("c", [txn("Ongoing", 5, T + 30)], w, T + 35)] == [
+        "txn_producer_returned"]
+
+
 def test_a_leader_from_outside_the_isr_seen_with_the_whole_log_is_not_unclean() -> None:
     """Between two polls broker 3 rejoined the ISR and the preferred-leader election moved leadership back to it:
     not in the ISR we saw, but it has every committed message, so nothing was lost and nothing is recorded."""

@@ -1,0 +1,84 @@
+"""Transaction V2 (KIP-890 part 2, Kafka 4's default) against the sandbox's ground truth, beside the old rules.
+
+The same KRaft cluster runs once with ``transaction.version`` 0 and once with 2: a transactional producer commits
+every two seconds, then dies inside a transaction, which the coordinator aborts at its 20 s timeout. Under V2 the
+coordinator bumps the producer's epoch at every end, so the epoch rises with each commit. The model says what
+really happened (its commit and abort counts, the epoch it handed out); the collector must read the feature level
+through the real client (ApiVersions v3+), and under V2 neither page a crash loop for the commits
+(`producer_epoch_bumps`) nor claim the abort as the coordinator's (`txn_timeout_abort`): one epoch bump cannot
+tell it from the application's own abort there. Under V0 the same abort is claimed, and the commits move nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from collectors.model.poll import PollResult
+from tests.support.monitor import alert, make_poller, poll, poll_until
+from tests.support.sandbox import running_sandbox, scenario
+
+pytestmark = pytest.mark.integration
+
+TIMEOUT_MS = 20_000
+
+
+def cluster(transaction_version: int) -> dict[str, Any]:
+    return {
+        "brokers": 3, "mode": "kraft", "transaction_version": transaction_version,
+        "topics": [{"name": "orders", "partitions": 2, "replication_factor": 3, "produce_rate": 10}],
+        "transactional_producers": [{"transactional_id": "tx", "topics": ["orders"], "timeout_ms": TIMEOUT_MS,
+                                     "transaction_duration_s": 1, "pause_between_s": 1}],
+    }
+
+
+@pytest.mark.parametrize("transaction_version", [0, 2])
+def test_epoch_rises_at_every_end_are_neither_a_crash_loop_nor_proof_of_a_timeout_abort(
+        transaction_version: int) -> None:
+    with running_sandbox(scenario(cluster(transaction_version)), speed=10.0) as sb:
+        poller = make_poller(sb, producer_epoch_bumps=3, producer_epoch_window_s=3600)
+        found: list[Any] = []
+        epochs_seen: set[int] = set()
+
+        def watch(r: PollResult) -> None:
+            found.extend(r.snapshot.losses)
+            epochs_seen.update(t.producer_epoch for t in r.snapshot.transactions if t.transactional_id == "tx")
+
+        try:
+            r = poll(poller, sb)
+            assert r.snapshot.transaction_version == transaction_version  # read over TCP, ApiVersions v3+
+            sb.advance_to(sb.clock.now() + 30)  # about ten commits, with polls in between seeing them
+            start_commits = sb.call(lambda c: c.txn_producers["tx"].commits)
+            r = poll_until(poller, sb, lambda r: sb.call(lambda c: c.txn_producers["tx"].commits) >= start_commits + 5,
+                           timeout=30, on_poll=watch)
+            commits, epoch = sb.call(lambda c: (c.txn_producers["tx"].commits, c.txn_producers["tx"].epoch))
+            print(f"transaction.version {transaction_version}: the model committed {commits} transactions, "
+                  f"epoch now {epoch}; the collector saw epochs {sorted(epochs_seen)}")
+            if transaction_version == 2:
+                assert epoch >= commits >= 5 and len(epochs_seen) >= 4  # rises the old rule would count
+            else:
+                assert epoch == 0 and epochs_seen == {0}
+            assert alert(r, "producer_epoch_bumps", "tx") is None
+
+            poll_until(poller, sb, lambda r: any(t.transactional_id == "tx" and t.state == "Ongoing"
+                                                 for t in r.snapshot.transactions), timeout=30, on_poll=watch)
+            sb.call(lambda c: c.crash_producer("tx", inside_transaction=True))
+            aborted = poll_until(poller, sb, lambda r: sb.call(lambda c: c.txn_producers["tx"].timeout_aborts) == 1
+                                 and any(t.transactional_id == "tx" and t.state == "CompleteAbort"
+                                         for t in r.snapshot.transactions), timeout=60, on_poll=watch)
+            truth = sb.call(lambda c: (c.txn_producers["tx"].timeout_aborts, c.txn_producers["tx"].own_aborts,
+                                       [w for _, _, w in c.events if "timed out; coordinator aborts" in w]))
+            print(f"transaction.version {transaction_version}: the model aborted {truth[0]} transaction at its "
+                  f"timeout ({truth[2]}), {truth[1]} of its own; the ledger claimed "
+                  f"{[x.kind for x in found]}")
+            assert truth[0] == 1 and truth[1] == 0 and len(truth[2]) == 1
+            claimed = [x for x in found if x.kind == "txn_timeout_abort"]
+            if transaction_version == 2:
+                assert claimed == []  # the same abort as below, and no proof of who made it
+            else:
+                assert [x.transactional_id for x in claimed] == ["tx"]
+            assert alert(aborted, "producer_epoch_bumps", "tx") is None
+            assert aborted.snapshot.transaction_version == transaction_version
+        finally:
+            poller.close()
