@@ -235,12 +235,20 @@ def duckdb_headline(con: Any, root: Path, period: A.Period, slice_rows: int = LA
         SELECT count(DISTINCT (topic, partition, producer_id)) AS hanging_transactions
         FROM {src('producers')} WHERE hanging"""))
     out.update(one(f"SELECT quantile_cont(lso_gap, 0.99) AS lso_gap_p99 FROM {src('lso_gap')}"))
-    # epoch increases between a transactional id's consecutive polls (same producer id), the week before as context
+    # epoch increases between a transactional id's consecutive polls (same producer id), the week before as context;
+    # none into or out of a poll where the cluster ran Transaction V2 (every end bumps the epoch there)
+    clusters = src("cluster", s - 7 * 86400)
+    has_tv = "transaction_version" in {d[0] for d in con.execute(f"SELECT * FROM {clusters} LIMIT 0").description}
     out.update(one(f"""
-        WITH p AS (SELECT transactional_id, time, arg_max(producer_id, producer_epoch) pid, max(producer_epoch) ep
+        WITH v2 AS (SELECT DISTINCT cluster, time FROM {clusters}
+                    WHERE {'transaction_version' if has_tv else 'NULL::INTEGER'} >= 2),
+             p AS (SELECT cluster, transactional_id, time, arg_max(producer_id, producer_epoch) pid,
+                          max(producer_epoch) ep
                    FROM {src('transactions', s - 7 * 86400)} WHERE producer_epoch IS NOT NULL GROUP BY ALL),
-             d AS (SELECT time, CASE WHEN lag(pid) OVER w = pid THEN greatest(0, ep - lag(ep) OVER w) ELSE 0 END dt
-                   FROM p WINDOW w AS (PARTITION BY transactional_id ORDER BY time))
+             q AS (SELECT p.*, v2.time IS NOT NULL AS every_end FROM p LEFT JOIN v2 USING (cluster, time)),
+             d AS (SELECT time, CASE WHEN NOT every_end AND NOT coalesce(lag(every_end) OVER w, false)
+                                      AND lag(pid) OVER w = pid THEN greatest(0, ep - lag(ep) OVER w) ELSE 0 END dt
+                   FROM q WINDOW w AS (PARTITION BY cluster, transactional_id ORDER BY time))
         SELECT coalesce(sum(dt) FILTER (WHERE time >= {s}), 0) AS epoch_bumps FROM d"""))
     # an election: the epoch rose above every earlier poll's, the week before read as context (as the report does)
     out.update(one(f"""

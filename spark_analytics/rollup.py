@@ -91,7 +91,8 @@ TABLES = ("group_lag_days", "group_lag_hist", "group_lag_flags", "group_lag_seri
 
 
 def lazy_partials(frames: dict[str, Any], start: float, end: float, slo: Any, cells: Any = None) -> dict[str, Any]:
-    """The roll-up tables of ``[start, end)`` from history frames (`INPUTS`), lazy.
+    """The roll-up tables of ``[start, end)`` from history frames (`INPUTS`, and ``cluster`` where given: which
+    polls ran Transaction V2, `transactions.epoch_days`), lazy.
 
     `slo` is what ``polls_within_slo`` is counted against: a number, None (the default), or a frame of
     ``cluster, lag_slo_s`` (with a ``day`` column: per cluster and epoch day). The two consumer partials come from
@@ -106,7 +107,7 @@ def lazy_partials(frames: dict[str, Any], start: float, end: float, slo: Any, ce
             "group_lag_series": C.lag_series_days(g, start, end),
             "topic_health_days": R.topic_days(th, start, end),
             "topic_health_polls": R.replication_polls(th, start, end),
-            "transaction_epochs": T.epoch_days(frames["transactions"], start, end),
+            "transaction_epochs": T.epoch_days(frames["transactions"], start, end, frames.get("cluster")),
             "producers_hanging": T.hanging_days(frames["producers"], start, end),
             "lso_gap_values": T.lso_gap_values(gaps, start, end),
             "lso_gap_partitions": T.lso_gap_partitions(gaps, start, end)}
@@ -114,7 +115,7 @@ def lazy_partials(frames: dict[str, Any], start: float, end: float, slo: Any, ce
 
 def _of_days(frames: dict[str, Any], days: Sequence[str]) -> tuple[dict[str, Any], float, float]:
     wanted = [epoch_day(d) for d in days]
-    only = {name: df.filter(day_of().isin(wanted)) for name, df in frames.items() if name in INPUTS}
+    only = {name: df.filter(day_of().isin(wanted)) for name, df in frames.items() if name in SOURCES}
     return only, day_start(min(days)), day_start(max(days)) + DAY_S
 
 

@@ -178,7 +178,7 @@ def load_partials(spark: Any, history: str, data: dict[str, io.TableData], perio
         tmp = rollup.Store(scratch)
         for d in missing:  # a day at a time, like the roll-up job (bounded driver memory)
             slo = rollup.slo_frame(spark, {d: recorded[d]})
-            rollup.write_partials(rollup.day_frames(spark, history, d, rollup.INPUTS, clusters), tmp, d, slo)
+            rollup.write_partials(rollup.day_frames(spark, history, d, rollup.SOURCES, clusters), tmp, d, slo)
         frames_of = rollup.read(spark, tmp, missing)
     if fresh:
         assert store is not None

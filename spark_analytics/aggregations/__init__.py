@@ -270,7 +270,7 @@ def compute_tables(tables: dict[str, DataFrame], period: Period, opts: Options =
     idx = poll_index(tables["cluster"], polls, period)
     detail = transaction_detail(tables["transactions"], period, lim)
     bumps = (producer_epoch_bumps_from_days(p["transaction_epochs"], period) if "transaction_epochs" in p
-             else producer_epoch_bumps(tables["transactions"], period))
+             else producer_epoch_bumps(tables["transactions"], period, tables["cluster"]))
     builders = {
         "polls": lambda: polls,
         "thresholds": lambda: lim,

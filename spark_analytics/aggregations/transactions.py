@@ -80,26 +80,43 @@ def transaction_summary(detail: DataFrame) -> DataFrame:
         F.max("max_age_s").alias("longest_open_s"))
 
 
-def producer_epoch_bumps(transactions: DataFrame, period: Period) -> DataFrame:
+def producer_epoch_bumps(transactions: DataFrame, period: Period, clusters: DataFrame | None = None) -> DataFrame:
     """Per cluster and transactional id: producer epoch increases between consecutive observations.
 
     ``epoch_bumps`` sums the increases (each InitProducerId or coordinator fence adds one), ``epoch_increases``
     counts the polls where the epoch was seen higher than before. Only observations of the same producer id are
     compared (a new producer id starts again at epoch 0). The transactions table only has rows while a
-    transaction is open, so bumps while none is open show up at the next open transaction.
+    transaction is open, so bumps while none is open show up at the next open transaction. `clusters`: the
+    ``cluster`` history table; a poll at which it says Transaction V2 counts no increase (`_epoch_polls`).
     """
-    per_poll = _with_deltas(_epoch_polls(transactions.filter(before_end(period))), ())
+    per_poll = _with_deltas(_epoch_polls(transactions.filter(before_end(period)), clusters), ())
     inside = per_poll.filter(in_period(period))
     return inside.groupBy("cluster", "transactional_id").agg(
         F.sum("_delta").cast("long").alias("epoch_bumps"), F.count_if(F.col("_delta") > 0).alias("epoch_increases"),
         F.min_by("epoch", "time").alias("first_epoch"), F.max_by("epoch", "time").alias("last_epoch"))
 
 
-def _epoch_polls(transactions: DataFrame) -> DataFrame:
-    """Per cluster, transactional id and poll: the highest epoch seen and its producer id."""
+TRANSACTION_V2 = 2
+"""The ``transaction.version`` of Transaction V2 (`collectors.model.vocabulary.TRANSACTION_V2`)."""
+
+
+def _epoch_polls(transactions: DataFrame, clusters: DataFrame | None = None) -> DataFrame:
+    """Per cluster, transactional id and poll: the highest epoch seen and its producer id.
+
+    At a poll where the cluster ran Transaction V2 (`clusters`' ``transaction_version`` 2 or more) every
+    transaction end bumps the epoch, so an increase into or out of that poll says nothing of restarts or fencing:
+    its producer id is left null, which `_increase` compares with nothing (as the collector counts no rises
+    there). The polls at V2 are few rows of the small ``cluster`` table, broadcast; none on an older fleet."""
     t = transactions.filter(F.col("producer_epoch").isNotNull())
-    return t.groupBy("cluster", "transactional_id", "time").agg(
+    polls = t.groupBy("cluster", "transactional_id", "time").agg(
         F.max_by("producer_id", "producer_epoch").alias("producer_id"), F.max("producer_epoch").alias("epoch"))
+    if clusters is None:
+        return polls
+    v2 = (clusters.filter(F.col("transaction_version") >= TRANSACTION_V2)
+          .select("cluster", "time", F.lit(True).alias("_every_end")).distinct())
+    return (polls.join(F.broadcast(v2), ["cluster", "time"], "left")
+            .withColumn("producer_id", F.when(F.col("_every_end").isNull(), F.col("producer_id")))
+            .drop("_every_end"))
 
 
 def _increase(prev_pid: Column, prev_epoch: Column, pid: Column, epoch: Column) -> Column:
@@ -117,13 +134,15 @@ EPOCH_DAYS_COLUMNS = ("cluster", "transactional_id", "day", "epoch_bumps", "epoc
                       "first_producer_id", "first_epoch", "last_time", "last_producer_id", "last_epoch")
 
 
-def epoch_days(transactions: DataFrame, start: float, end: float) -> DataFrame:
+def epoch_days(transactions: DataFrame, start: float, end: float, clusters: DataFrame | None = None) -> DataFrame:
     """Per cluster, transactional id and epoch day of ``[start, end)`` (the roll-up table ``transaction_epochs``):
     the epoch increases between that day's observations, and its first and last observation (time, producer id,
     epoch), which `producer_epoch_bumps_from_days` compares with the neighbouring days' to count the increases
-    across midnight. One row per id and day instead of one per open transaction and poll."""
-    per_poll = _with_deltas(_epoch_polls(transactions.filter(between(start, end))).withColumn("day", day_of()),
-                            ("day",))
+    across midnight. One row per id and day instead of one per open transaction and poll. `clusters`: as for
+    `producer_epoch_bumps` (a first or last observation at Transaction V2 has a null producer id: no bridge)."""
+    polls = _epoch_polls(transactions.filter(between(start, end)),
+                         clusters.filter(between(start, end)) if clusters is not None else None)
+    per_poll = _with_deltas(polls.withColumn("day", day_of()), ("day",))
     return per_poll.groupBy("cluster", "transactional_id", "day").agg(
         F.sum("_delta").cast("long").alias("epoch_bumps"), F.count_if(F.col("_delta") > 0).alias("epoch_increases"),
         F.min("time").alias("first_time"), F.min_by("producer_id", "time").alias("first_producer_id"),

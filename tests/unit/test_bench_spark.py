@@ -134,3 +134,32 @@ def test_check_report_says_ok_only_when_every_figure_is_duckdbs(tmp_path: Path,
     (tmp_path / "off" / "c2").symlink_to(tmp_path / "off" / "c1")
     assert check_report.main([*args, "--report", str(tmp_path / "off")]) == 2
     assert "holds 2 reports of 2026-W47" in capsys.readouterr().err
+
+
+def _epochs(root: Path, levels: list[int | None] | None) -> None:
+    """One producer's epoch rising at every poll of a day and a half, across the week's start; the cluster's
+    transaction.version at each poll (None for `levels`: files from before the column existed)."""
+    times = [-30.0, 0.0, 30.0, 60.0, 90.0, 120.0, 86_370.0, 86_430.0, 86_460.0]
+    _put(root, "transactions", [
+        {"time": W.start + t, "transactional_id": "a", "state": "Ongoing", "producer_id": 7, "producer_epoch": i}
+        for i, t in enumerate(times)])
+    rows = [{"time": W.start + t, "reachable": True, "controller_id": 1} for t in times]
+    if levels is not None:
+        _put(root, "cluster", [r | {"transaction_version": v} for r, v in zip(rows, levels, strict=True)])
+        return
+    schema = pa.schema([f for f in SECONDS_TABLES["cluster"] if f.name != "transaction_version"])
+    d = root / "cluster" / "date=2026-11-16"
+    d.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({f.name: pa.array([({"cluster": "c1", "schema_version": 3} | r).get(f.name)
+                                                for r in rows], type=f.type) for f in schema}, schema=schema),
+                   d / "part-cluster-a.parquet")
+
+
+def test_the_reference_counts_no_epoch_bump_into_or_out_of_a_transaction_v2_poll(tmp_path: Path) -> None:
+    """As the report (`transactions._epoch_polls`): with Transaction V2 every transaction end bumps the epoch, so
+    a rise into or out of a poll at level 2 is not a bump. Of the eight rises from the week's first poll on, the
+    three between polls at level 0 or unknown count; older history, without the column, counts every rise."""
+    _epochs(tmp_path / "v2", [None, 0, 0, 2, 2, 2, 2, 0, 0])
+    assert bench_spark.duckdb_headline(duckdb.connect(), tmp_path / "v2", W)["epoch_bumps"] == 3
+    _epochs(tmp_path / "old", None)
+    assert bench_spark.duckdb_headline(duckdb.connect(), tmp_path / "old", W)["epoch_bumps"] == 8

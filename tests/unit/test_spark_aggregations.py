@@ -685,6 +685,35 @@ def test_transactions_seen_stuck_longest_and_epoch_bumps(spark: Any) -> None:
     assert by_id["b"]["stuck"] == 1 and by_id["c"]["stuck"] == 1
 
 
+def test_epoch_rises_at_transaction_v2_polls_are_no_bumps_from_rows_or_days(spark: Any) -> None:
+    """Where the cluster ran Transaction V2 (its ``cluster`` row says ``transaction_version`` 2), every
+    transaction end bumps the epoch: an increase into or out of such a poll is not counted, from the rows as from
+    the daily roll-up (`epoch_days`, whose first and last observation then carry no producer id, so no bridge
+    across midnight is counted either). Polls at level 0 or unknown count as before."""
+    from spark_analytics.aggregations.transactions import epoch_days
+
+    day = 86_400.0
+    times = [-30.0, 0.0, 30.0, 60.0, 90.0, 120.0, day - 30, day + 30, day + 60, 2 * day + 30, 2 * day + 60]
+    levels = [None, 0, 0, 2, 2, 2, 2, 2, 0, 0, 0]  # upgraded to V2 at 60 s, back to 0 on the second day
+    tr = frame(spark, "transactions", [
+        {"time": T0 + t, "transactional_id": "a", "state": "Ongoing", "producer_id": 7, "producer_epoch": i,
+         "timeout_ms": 60_000, "start_time": T0 + t - 1, "age_seconds": 1.0, "partitions": ["t-0"]}
+        for i, t in enumerate(times)])
+    clusters = frame(spark, "cluster", [{"time": T0 + t, "transaction_version": v} for t, v in zip(times, levels,
+                                                                                                 strict=True)])
+    # counted: -30 s -> 0 (the week before as context, level unknown), 0 -> 30 s, then day+60 -> 2d+30 -> 2d+60;
+    # not: every rise into a V2 poll (60 s to day+30) and the one out of it (day+30 -> day+60)
+    want = 4
+    old = rows(A.producer_epoch_bumps(tr, W))[0]["epoch_bumps"]
+    assert old == len(times) - 1  # without the cluster table: every rise into the week counted, as before
+    raw = rows(A.producer_epoch_bumps(tr, W, clusters))[0]
+    assert (raw["epoch_bumps"], raw["epoch_increases"]) == (want, want)
+    days = epoch_days(tr, PREV.start, W.end, clusters)
+    from_days = rows(A.producer_epoch_bumps_from_days(days, W))[0]
+    assert (from_days["epoch_bumps"], from_days["epoch_increases"]) == (want, want)
+    assert (from_days["first_epoch"], from_days["last_epoch"]) == (raw["first_epoch"], raw["last_epoch"])
+
+
 def test_first_jobs_are_both_weeks_thresholds_and_this_weeks_polls_while_the_caller_reads_on(spark: Any) -> None:
     """The report's first three jobs run together while the caller goes on (reading the other tables): the same
     tables as run one at a time, and the caller's work done on its own thread, its result handed back."""

@@ -60,7 +60,8 @@ def snapshot_columns(snap: ClusterSnapshot, opened: Sequence[AlertRecord] = (),
         "under_min_isr": [sum(t.under_min_isr for t in topics)], "at_min_isr": [sum(t.at_min_isr for t in topics)],
         "offline": [sum(t.offline for t in topics)], "groups": [len(snap.groups)],
         "alerts_open": [len(snap.alerts)], "alerts_critical": [sum(a.severity == "critical" for a in snap.alerts)],
-        "incidents_open": [len(snap.incidents)], "thresholds": [thresholds]}
+        "incidents_open": [len(snap.incidents)], "thresholds": [thresholds],
+        "transaction_version": [snap.transaction_version]}
     if snap.brokers:
         out["brokers"] = _fields(snap.brokers, _schema_fields("brokers"))
     if topics:

@@ -45,7 +45,9 @@ TABLES: dict[str, pa.Schema] = {
         ("under_min_isr", _I32), ("at_min_isr", _I32), ("offline", _I32), ("groups", _I32),
         ("alerts_open", _I32), ("alerts_critical", _I32),
         # version 2
-        ("incidents_open", _I32), ("thresholds", _S)),
+        ("incidents_open", _I32), ("thresholds", _S),
+        # since version 4 (null in files written before): the finalized transaction.version feature level
+        ("transaction_version", _I32)),
     "brokers": _schema(
         ("broker_id", _I32), ("host", _S), ("port", _I32), ("rack", _S), ("alive", _B), ("in_zookeeper", _B),
         ("is_controller", _B), ("reachable", _B)),
