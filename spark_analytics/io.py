@@ -492,6 +492,12 @@ def read_history(spark: SparkSession, root: str, start: float, end: float, clust
     return {t: read_table(spark, root, t, start, end, clusters, use_hadoop, check_schema) for t in tables}
 
 
+QUIET_COLUMNS = frozenset({("cluster", "transaction_version")})
+"""Columns whose absence from older files is worth no note: null there reads as it always did (no level of
+Transaction V2 recorded: epoch bumps counted as before), so every report over older history would say it for
+nothing."""
+
+
 def table_notes(data: dict[str, TableData], days: Sequence[str]) -> list[str]:
     """Plain-language notes about what the history lacks for `days` (missing tables, days, old-schema columns)."""
     why = {
@@ -521,6 +527,8 @@ def table_notes(data: dict[str, TableData], days: Sequence[str]) -> list[str]:
             notes.append(f"{name}: no files for {', '.join(sorted(polled - have))} although the cluster was "
                          "polled (written by an older collector, or removed); figures from it miss those days.")
         for col, n in sorted(td.missing_columns.items()):
+            if (name, col) in QUIET_COLUMNS:
+                continue
             notes.append(f"{name}: {n} of {plural(td.checked_files, 'checked file')} {count_of(n, 'was', 'were')} "
                          "written by an older schema "
                          f"without column `{col}`; it reads as null there.")

@@ -260,6 +260,7 @@ def _meta(cp: Checkpoint) -> dict[str, Any]:
         "lag_points": st.lag_points, "window_size": st.window_size, "polls": st.polls, "last_good": st.last_good,
         "condition_since": [[r, s, t] for (r, s), t in st.condition_since.items()],
         "producer_epochs": {tid: [list(p) for p in d] for tid, d in st.producer_epochs.items()},
+        "transaction_version": st.transaction_version,
         "txn_state_since": {tid: list(v) for tid, v in st.txn_state_since.items()},
         "unknown_open_txns": [[t, p, pid, n] for (t, p, pid), n in st.unknown_open_txns.items()],
         "zk_controller": st.zk_controller, "zk_leader_epoch": st.zk_leader_epoch, "zk_election_at": st.zk_election_at,
@@ -391,6 +392,9 @@ def _check(value: Any, kind: Any, what: str) -> Any:
 _STATE_FIELDS: dict[str, tuple[Any, Callable[[Any], Any] | None]] = {
     "condition_since": (list[tuple[str, str, float]], lambda v: {(r, s): t for r, s, t in v}),
     "producer_epochs": (dict[str, list[tuple[float, int]]], lambda v: {k: deque(p, maxlen=64) for k, p in v.items()}),
+    # the finalized transaction.version last read: a restarted collector whose first reads of it fail still knows
+    # that epoch rises are transaction ends there (Transaction V2), and neither pages them nor claims timeout aborts
+    "transaction_version": (_Count | None, None),
     "txn_state_since": (dict[str, tuple[str, float]], None),
     "unknown_open_txns": (list[tuple[str, _Count, int, _Count]], lambda v: {(t, p, pid): n for t, p, pid, n in v}),
     "zk_controller": (int | None, None), "zk_leader_epoch": (int | None, None), "zk_election_at": (float | None, None),
@@ -410,7 +414,7 @@ _STATE_FIELDS: dict[str, tuple[Any, Callable[[Any], Any] | None]] = {
     "txn_watch": (dict[str, TxnWatch], None),
 }
 # absent from older checkpoints: not known, none
-_LATER_FIELDS = {"kraft_quorum", "recent_losses", "zk_zxids", "txn_watch"}
+_LATER_FIELDS = {"kraft_quorum", "recent_losses", "zk_zxids", "txn_watch", "transaction_version"}
 
 
 def _restore_state(meta: dict[str, Any], parts: pa.Table, windows: pa.Table, lag_points: int,

@@ -84,8 +84,10 @@ TRANSACTION_VERSION_FEATURE = "transaction.version"
 def parse_features(out: Any, obs: KafkaObservation) -> None:
     """The finalized ``transaction.version`` from an ApiVersions v3+ answer (KIP-584: features ride on it).
 
-    A broker that speaks no ApiVersions v3 (before Kafka 2.4) has no features: level 0. Any other failure leaves
-    it unknown for the poll (the last read stands); it is no section of its own, so nothing goes stale."""
+    A broker that speaks no ApiVersions v3 (before Kafka 2.4) has no features: level 0. An answer whose finalized
+    features epoch is -1 (a broker that has not read them: ZooKeeper mode without a feature znode, a KRaft broker
+    still catching up) or any failure leaves it unknown for the poll (the last read stands); it is no section of
+    its own, so nothing goes stale."""
     if not out.ok:
         if isinstance(out.error, kafka_errors.IncompatibleBrokerVersion):
             obs.transaction_version = 0
@@ -95,5 +97,7 @@ def parse_features(out: Any, obs: KafkaObservation) -> None:
     if out.response.error_code:
         obs.errors.append(f"ApiVersions (features): {error_name(out.response.error_code)}")
         return
+    if (getattr(out.response, "finalized_features_epoch", -1) or -1) < 0:
+        return  # "valid only if FinalizedFeaturesEpoch >= 0" (the schema): a broker that has not read them yet
     levels = {f.name: f.max_version_level for f in (getattr(out.response, "finalized_features", None) or [])}
     obs.transaction_version = int(levels.get(TRANSACTION_VERSION_FEATURE, 0))

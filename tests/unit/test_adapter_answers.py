@@ -86,15 +86,18 @@ def test_the_finalized_transaction_version_is_read_and_a_failure_leaves_it_unkno
         parse_features(Outcome(3, None, response, error), obs)
         return obs
 
-    def features(*levels: tuple[str, int]) -> SimpleNamespace:
-        return SimpleNamespace(error_code=0, finalized_features=[
+    def features(*levels: tuple[str, int], epoch: int = 3) -> SimpleNamespace:
+        return SimpleNamespace(error_code=0, finalized_features_epoch=epoch, finalized_features=[
             SimpleNamespace(name=n, min_version_level=v, max_version_level=v) for n, v in levels])
 
     assert level(features(("metadata.version", 25), ("transaction.version", 2))).transaction_version == 2
     assert level(features(("metadata.version", 21))).transaction_version == 0
+    # "valid only if FinalizedFeaturesEpoch >= 0": a broker that has not read them (yet) says nothing of the level
+    unread = level(features(epoch=-1))
+    assert unread.transaction_version is None and not unread.errors and not unread.stale_sections
     assert level(error=IncompatibleBrokerVersion("no ApiVersions v3")).transaction_version == 0
     timed_out = level(error=KafkaTimeoutError())
     assert timed_out.transaction_version is None and not timed_out.stale_sections
     assert timed_out.errors == ["ApiVersions (features) to broker 3 failed: KafkaTimeoutError"]
-    refused = level(SimpleNamespace(error_code=35, finalized_features=[]))
+    refused = level(SimpleNamespace(error_code=35, finalized_features_epoch=3, finalized_features=[]))
     assert refused.transaction_version is None and refused.errors == ["ApiVersions (features): UNSUPPORTED_VERSION"]

@@ -1024,6 +1024,14 @@ def test_older_schema_files_read_with_nulls_and_a_note(spark: Any, tmp_path: Pat
     assert any("older schema" in n and "lag_seconds_max" in n for n in notes)
 
 
+def test_a_missing_transaction_version_column_is_worth_no_note() -> None:
+    """Older `cluster` files lack ``transaction_version``; null there counts epoch bumps as always, so saying so
+    in every report over older history would be noise. Other missing columns still get their note."""
+    td = io.TableData("cluster", None, ["f"] * 3, W.days()[:1], {"transaction_version": 3, "thresholds": 1}, 3)
+    notes = io.table_notes({"cluster": td}, W.days()[:1])
+    assert any("`thresholds`" in n for n in notes) and not any("transaction_version" in n for n in notes)
+
+
 def test_files_before_and_after_schema_version_4_side_by_side(spark: Any, tmp_path: Path) -> None:
     """A collector upgraded mid-day: float-second files (version 3) next to TIMESTAMP files in one day. Spark reads
     both, with the time columns as epoch seconds equal to the collector's reader's, and filters both on time."""

@@ -10,13 +10,17 @@ read is kept over a poll that could not read it, shown in the snapshot and on /m
 from __future__ import annotations
 
 from collections import deque
+from pathlib import Path
+from typing import Any
 
 from collectors.alerting.evaluation import judge
 from collectors.config import Thresholds
 from collectors.model.observations import KafkaObservation, PartitionMeta
 from collectors.model.snapshot import build_snapshot
 from collectors.model.state import ClusterState
+from collectors.outputs.checkpoint import Checkpoint, checkpoint_path, load_checkpoint, save_checkpoint
 from collectors.outputs.exporter import MetricsEndpoint
+from tests.unit.test_checkpoint import edit_meta
 from tests.unit.test_exporter import samples
 
 TH = Thresholds(producer_epoch_bumps=3)
@@ -83,3 +87,24 @@ def test_the_level_is_on_metrics_once_read() -> None:
     assert "kafka_cluster_transaction_version" not in samples(ep.render())
     ep.update([read])
     assert samples(ep.render())["kafka_cluster_transaction_version"] == [({"cluster": "c"}, 2.0)]
+
+
+def test_the_level_survives_a_restart_whose_first_reads_fail(tmp_path: Path) -> None:
+    """Checkpointed: a collector restarted on a V2 cluster whose first ApiVersions reads fail still knows that the
+    epoch rises are transaction ends (before, it judged them by the old rules and paged after three polls). A
+    checkpoint from before the field loads with the level unknown."""
+    _, st = paged([2, 2, 2])
+    save_checkpoint(tmp_path, Checkpoint("c", "c", T + 120, st))
+    cp = load_checkpoint(tmp_path, "c", lag_points=st.lag_points, window_size=st.window_size, now=T + 150,
+                         max_age_s=3600)
+    assert cp is not None and cp.state.transaction_version == 2
+    fired, resumed = paged([None] * 4, cp.state)
+    assert fired == [False] * 4 and resumed.transaction_version == 2
+
+    def without_level(meta: dict[str, Any]) -> None:
+        del meta["transaction_version"]
+
+    edit_meta(checkpoint_path(tmp_path, "c"), without_level)
+    old = load_checkpoint(tmp_path, "c", lag_points=st.lag_points, window_size=st.window_size, now=T + 150,
+                          max_age_s=3600)
+    assert old is not None and old.state.transaction_version is None
