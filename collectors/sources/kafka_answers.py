@@ -97,7 +97,8 @@ def parse_features(out: Any, obs: KafkaObservation) -> None:
     if out.response.error_code:
         obs.errors.append(f"ApiVersions (features): {error_name(out.response.error_code)}")
         return
-    if (getattr(out.response, "finalized_features_epoch", -1) or -1) < 0:
+    epoch = getattr(out.response, "finalized_features_epoch", None)
+    if epoch is None or epoch < 0:
         return  # "valid only if FinalizedFeaturesEpoch >= 0" (the schema): a broker that has not read them yet
     levels = {f.name: f.max_version_level for f in (getattr(out.response, "finalized_features", None) or [])}
     obs.transaction_version = int(levels.get(TRANSACTION_VERSION_FEATURE, 0))

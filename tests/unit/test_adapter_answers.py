@@ -92,6 +92,7 @@ def test_the_finalized_transaction_version_is_read_and_a_failure_leaves_it_unkno
 
     assert level(features(("metadata.version", 25), ("transaction.version", 2))).transaction_version == 2
     assert level(features(("metadata.version", 21))).transaction_version == 0
+    assert level(features(("transaction.version", 2), epoch=0)).transaction_version == 2  # epoch 0 is an epoch
     # "valid only if FinalizedFeaturesEpoch >= 0": a broker that has not read them (yet) says nothing of the level
     unread = level(features(epoch=-1))
     assert unread.transaction_version is None and not unread.errors and not unread.stale_sections
