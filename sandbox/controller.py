@@ -14,6 +14,10 @@ metadata every broker serves stands still until a majority is back. Clients do
 not learn the active controller from Metadata there (KIP-590): a KRaft broker
 answers a random unfenced broker as its controller id and forwards what is
 meant for the controller (`random_alive_broker`).
+
+The voters are the first three brokers (fewer if there are fewer); only the
+kraft_remove_voter and kraft_add_voter incidents change the set (KIP-853
+RemoveRaftVoter / AddRaftVoter: `remove_voter`, `add_voter`).
 """
 
 from __future__ import annotations
@@ -121,6 +125,58 @@ class Controller(Topology):
             return
         old = self._hand_over(alive[0])
         self.log(f"controller failover {old} -> {self.controller_id}")
+
+    def remove_voter(self, node: int) -> bool:
+        """KIP-853 RemoveRaftVoter: `node` leaves the voter set (its broker stays, an observer from now on); the
+        majority and the high watermark are the remaining voters'. A leader removed resigns once the new set is
+        committed, and the remaining voters elect another. Refused, as the leader refuses it, without a leader, for a
+        node not a voter, and for the last voter. Logs what happened; True if it was removed."""
+        why = self._voter_change_refused(node, adding=False)
+        if why is not None:
+            self.log(f"voter {node} not removed from the KRaft quorum: {why}")
+            return False
+        del self.voters[node]
+        self.log(f"voter {node} removed from the KRaft quorum: voters {self._voter_ids()}")
+        if node == self.quorum_leader:
+            self.log(f"KRaft leader {node} resigned: no longer a voter")
+            self._elect_controller()
+        return True
+
+    def add_voter(self, node: int) -> bool:
+        """KIP-853 AddRaftVoter: broker `node` joins the voter set. Kafka adds only an observer that has caught up
+        with the leader; the sandbox's running brokers always have (their metadata log is the leader's), so the new
+        voter starts caught up. Refused without a leader, for a node that is already a voter, not a broker, or not
+        running. Logs what happened; True if it was added."""
+        why = self._voter_change_refused(node, adding=True)
+        if why is not None:
+            self.log(f"voter {node} not added to the KRaft quorum: {why}")
+            return False
+        leader = self.voters[self.quorum_leader]
+        self.voters[node] = Voter(node, leader.leo, self.now, self.now)
+        self.voters = dict(sorted(self.voters.items()))
+        self.log(f"voter {node} added to the KRaft quorum: voters {self._voter_ids()}")
+        return True
+
+    def _voter_ids(self) -> str:
+        return ", ".join(map(str, sorted(self.voters)))
+
+    def _voter_change_refused(self, node: int, adding: bool) -> str | None:
+        """Why the leader refuses to add or remove `node` (None: it does not)."""
+        if self.mode != "kraft":
+            return "not a KRaft cluster"
+        if self.quorum_leader not in self.voters or not self.brokers[self.quorum_leader].process_up:
+            return "the quorum has no leader to commit the change"
+        if adding:
+            if node in self.voters:
+                return "already a voter"
+            if node not in self.brokers or not self.brokers[node].process_up:
+                return "no running node with that id to catch up"
+            return None
+        if node not in self.voters:
+            return "not a voter"
+        if len(self.voters) == 1:
+            return "the last voter"
+        return None
 
     def _check_quorum(self) -> None:
         """KRaft elections on Raft's timers. With a majority of the voters up: a leader whose process died is

@@ -100,6 +100,9 @@ def apply(sb: IncidentTarget, inc: IncidentSpec, starting: bool) -> Blocking:
         c.recreate_topic(topic)
     elif kind == "controller_failover" and starting:
         c.controller_failover()
+    elif kind in ("kraft_remove_voter", "kraft_add_voter") and inc.node is not None:
+        # the end undoes the start: a voter removed for `duration` is added back, one added is removed again
+        (c.remove_voter if (kind == "kraft_remove_voter") == starting else c.add_voter)(inc.node)
     elif kind == "zk_leader_kill" and sb.ensemble is not None:
         return _zk_leader_kill(sb.ensemble, sb.zk_killed, starting)
     elif kind == "zk_follower_pause" and sb.ensemble is not None:

@@ -28,6 +28,12 @@ INCIDENT_TYPES: dict[str, str] = {
     "producer_restart": "a transactional producer restarts (InitProducerId bumps its epoch, fences)",
     "hanging_transaction": "an open transaction on a partition that its coordinator does not know",
     "controller_failover": "the active controller moves to another broker (new controller epoch)",
+    "kraft_remove_voter": "KRaft: voter `node` is removed from the quorum's voter set (KIP-853 RemoveRaftVoter; "
+                          "its broker stays, as an observer); a leader removed resigns and the remaining voters "
+                          "elect another. At the end of `duration` it is added back",
+    "kraft_add_voter": "KRaft: broker `node` is added to the quorum's voter set (KIP-853 AddRaftVoter), caught up "
+                       "with the leader at once; needs a leader and the broker running. At the end of `duration` it "
+                       "is removed again",
     "unclean_election": "a partition's followers stop fetching and leave the ISR, the topic is set to allow "
                         "unclean election, and at the end of `duration` the leader's replica fails: an out-of-sync "
                         "follower takes over and the committed tail is lost (the sandbox prints how many)",
@@ -44,6 +50,9 @@ INCIDENT_TYPES: dict[str, str] = {
     "zk_leader_kill": "the ZooKeeper leader is killed (SIGKILL) and restarted after `duration`",
     "zk_follower_pause": "a ZooKeeper follower is paused (SIGSTOP) and resumed (SIGCONT) after `duration`",
 }
+
+KRAFT_VOTER_INCIDENTS = frozenset({"kraft_remove_voter", "kraft_add_voter"})
+"""The incidents that change the KRaft voter set, of the node their `node` names (KIP-853)."""
 
 
 class _Strict(BaseModel):
@@ -328,6 +337,7 @@ class IncidentSpec(_Strict):
     retention_ms: int | None = Field(None, ge=1)
     zk_server: int | None = None
     period: float | None = Field(None, gt=0, description="broker_flap: seconds of one down-and-up cycle")
+    node: int | None = Field(None, description="kraft_remove_voter / kraft_add_voter: the node (broker id)")
 
     @field_validator("type")
     @classmethod
@@ -360,6 +370,15 @@ class Scenario(_Strict):
                 raise ValueError(f"{where}: unknown transactional_id {inc.transactional_id!r}")
             if inc.type.startswith("zk_") and c.mode != "zookeeper":
                 raise ValueError(f"{where}: ZooKeeper incidents need cluster.mode zookeeper")
+            if inc.type in KRAFT_VOTER_INCIDENTS:
+                if c.mode != "kraft":
+                    raise ValueError(f"{where}: KRaft incidents need cluster.mode kraft")
+                if inc.node is None:
+                    raise ValueError(f"{where}: needs node, the node whose vote is removed or added")
+            elif inc.node is not None:
+                raise ValueError(f"{where}: node is for {' and '.join(sorted(KRAFT_VOTER_INCIDENTS))} only")
+            if inc.node is not None and not 1 <= inc.node <= c.brokers:
+                raise ValueError(f"{where}: node {inc.node} not in 1..{c.brokers}")
             if inc.partition is not None and inc.topic is not None:
                 n = next((t.partitions for t in c.topics if t.name == inc.topic), None)
                 if n is not None and not 0 <= inc.partition < n:

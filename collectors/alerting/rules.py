@@ -48,7 +48,7 @@ from collectors.model.vocabulary import (
     partition_subject,
     voter_subject,
 )
-from collectors.model.wording import plural
+from collectors.model.wording import count_of, plural
 
 Held = Mapping[tuple[str, str], float]
 """(rule, subject) → the time its condition started holding, as of the previous poll."""
@@ -349,7 +349,9 @@ def kraft(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now:
     """The KRaft quorum: no leader (the voters last known reported leaderless, or none known and DescribeQuorum's
     failure says so), a leader that hears from no majority (`fetching_voters`), both `kraft_no_leader` (one timer:
     neither commits anything, and the leader of a Kafka from 3.7 resigns after 1.5 fetch timeouts without a
-    majority, turning the one into the other); lagging voters; elections."""
+    majority, turning the one into the other); lagging voters; elections; a voter set that survives no voter's loss
+    (`kraft_quorum_fragile`: 1 or 2 voters; a voter merely down is still in the set) and a change of the set
+    (`kraft_voters_changed`, open as long as an election)."""
     voters = [v for v in s.kraft_voters if v.role in ("leader", "voter")]
     since = held.get(("kraft_no_leader", s.cluster), now)
     pending = not (now > since and now - since >= KRAFT_NO_LEADER_GRACE_S)
@@ -375,6 +377,19 @@ def kraft(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now:
                             f"no majority of the voters for {now - since:.0f}s: only {fetching} of {len(voters)} "
                             f"fetching ({', '.join(ages)} before the freshest replica); nothing commits (high "
                             f"watermark {voters[0].high_watermark})", float(fetching), pending=pending)
+    ids = ", ".join(str(i) for i in sorted(v.node_id for v in voters))
+    if len(voters) <= 2:  # a majority of 2 is 2, of 1 is 1: no voter can be lost
+        yield Candidate("kraft_quorum_fragile", WARNING, s.cluster,
+                        f"the KRaft quorum has {plural(len(voters), 'voter')} ({ids}): losing "
+                        f"{'it' if len(voters) == 1 else 'either'} stops it (a majority of {len(voters)} is "
+                        f"{len(voters)}); 3 voters survive the loss of one", float(len(voters)))
+    if st.kraft_voters_changed_at is not None and now - st.kraft_voters_changed_at < ELECTION_ALERT_S:
+        added, removed = st.kraft_voters_change or ((), ())
+        words = [f"{count_of(len(xs), 'voter')} {', '.join(map(str, xs))} {what}"
+                 for xs, what in ((removed, "removed"), (added, "added")) if xs]
+        yield Candidate("kraft_voters_changed", INFO, s.cluster,
+                        f"KRaft voter set changed {now - st.kraft_voters_changed_at:.0f}s ago: {'; '.join(words)} "
+                        f"(voters now {ids})", float(len(voters)))
     leader = next((v for v in voters if v.role == "leader" and v.log_end_offset is not None), None)
     behind_what = (f"the leader's log end offset {leader.log_end_offset}" if leader is not None
                    else f"the high watermark {voters[0].high_watermark}")

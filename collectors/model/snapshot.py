@@ -513,7 +513,9 @@ def _kraft(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, no
         if state.kraft_leader is not None and leader[1] > state.kraft_leader[1]:
             state.kraft_election_at = now
         state.kraft_leader = leader
-    state.kraft_quorum = (tuple(int(v["replica_id"]) for v in q["voters"]), hw)
+    ids = tuple(int(v["replica_id"]) for v in q["voters"])
+    _kraft_voter_set(state, ids, now)
+    state.kraft_quorum = (ids, hw)
     # Lag is behind the leader's log end offset, as `kafka-metadata-quorum describe --replication` shows it: behind
     # the high watermark, a voter that stopped fetching while the leader can commit nothing (no majority: the high
     # watermark stops too; Kafka before 3.7 keeps such a leader, KAFKA-15489) would be "0 behind" for ever.
@@ -532,6 +534,20 @@ def _kraft(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, no
                 last_fetch_time=fetch / 1000.0 if fetch and fetch > 0 else None,
                 last_caught_up_time=caught / 1000.0 if caught and caught > 0 else None,
                 leader_id=leader[0], leader_epoch=leader[1], high_watermark=hw))
+
+
+def _kraft_voter_set(state: ClusterState, ids: tuple[int, ...], now: float) -> None:
+    """A voter set other than the last one DescribeQuorum answered (`ClusterState.kraft_quorum`, checkpointed: also
+    across a restart) is a change (KIP-853 AddRaftVoter / RemoveRaftVoter, or a quorum rebuilt): remembered with the
+    voters added and removed, for `kraft_voters_changed`. Nothing at the first sight of a cluster (no set seen
+    before), nor from an answer naming no voter (no real leader sends one). Sets, not lists: the order of the
+    voters in an answer means nothing."""
+    if state.kraft_quorum is None or not state.kraft_quorum[0] or not ids:
+        return
+    before, after = set(state.kraft_quorum[0]), set(ids)
+    if before != after:
+        state.kraft_voters_changed_at = now
+        state.kraft_voters_change = (tuple(sorted(after - before)), tuple(sorted(before - after)))
 
 
 def _kraft_without_leader(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState) -> None:

@@ -46,6 +46,11 @@ class ClusterState:
     # (voter ids, high watermark) of the last DescribeQuorum answered: what a poll that finds no leader reports the
     # voters of. Checkpointed, so a collector restarted while the quorum has no leader still says whose it is.
     kraft_quorum: tuple[tuple[int, ...], int] | None = None
+    # The last change of the voter set seen (KIP-853 add/remove controller, a quorum rebuilt): when, and the voters
+    # (added, removed), for `kraft_voters_changed`. Checkpointed with `kraft_quorum`, so a change while the monitor
+    # was down is seen at the first poll after a restart, and one seen just before it stays open as long.
+    kraft_voters_changed_at: float | None = None
+    kraft_voters_change: tuple[tuple[int, ...], tuple[int, ...]] | None = None
     known_brokers: dict[int, float] = field(default_factory=dict)  # broker id → last seen alive
     topic_configs: dict[str, dict[str, str | None]] = field(default_factory=dict)  # last read, for failed reads
     broker_configs: dict[str, str | None] = field(default_factory=dict)

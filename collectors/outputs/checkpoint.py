@@ -9,8 +9,9 @@ One file per cluster, ``<state_dir>/checkpoints/<safe cluster name>.zip``, publi
 (`collectors.outputs.atomic.publish`), so a kill leaves the previous checkpoint or the new one. Inside:
 
 * ``meta.json`` -- version, cluster, cluster id, save time, the small state (condition timers, producer
-  epochs, transaction states, ZooKeeper/KRaft election memory, known brokers, the zxid last seen per ZooKeeper
-  server and the transactions' aborts recorded) and the open alerts;
+  epochs, transaction states, ZooKeeper/KRaft election memory, the KRaft voter set last seen and its last change,
+  known brokers, the zxid last seen per ZooKeeper server and the transactions' aborts recorded) and the open
+  alerts;
 * ``partitions.arrow`` -- one row per partition: log-end history, leader/ISR view, ISR change times;
 * ``windows.arrow`` -- one row per group-partition: the commit window;
 * ``epochs.arrow`` -- one row per partition: the leader epoch, leader, ISR and highest high watermark last
@@ -267,6 +268,9 @@ def _meta(cp: Checkpoint) -> dict[str, Any]:
         "kraft_leader": list(st.kraft_leader) if st.kraft_leader is not None else None,
         "kraft_election_at": st.kraft_election_at,
         "kraft_quorum": [list(st.kraft_quorum[0]), st.kraft_quorum[1]] if st.kraft_quorum is not None else None,
+        "kraft_voters_changed_at": st.kraft_voters_changed_at,
+        "kraft_voters_change": [list(x) for x in st.kraft_voters_change] if st.kraft_voters_change is not None
+        else None,
         "known_brokers": [[b, t] for b, t in st.known_brokers.items()],
         "topic_configs": st.topic_configs, "broker_configs": st.broker_configs,
         "alerts": [asdict(a) for a in cp.alerts],
@@ -402,6 +406,10 @@ _STATE_FIELDS: dict[str, tuple[Any, Callable[[Any], Any] | None]] = {
     # (voter ids, high watermark): a collector restarted while the quorum has no leader still says whose quorum it is
     # (`collectors.model.snapshot`'s voters with leader -1), not only "stale"
     "kraft_quorum": (tuple[tuple[int, ...], int] | None, None),
+    # the last change of that set (when; the voters added, removed): `kraft_voters_changed` stays open across a
+    # restart as long as it would have without one, saying the same
+    "kraft_voters_changed_at": (float | None, None),
+    "kraft_voters_change": (tuple[tuple[int, ...], tuple[int, ...]] | None, None),
     "known_brokers": (list[tuple[int, float]], dict),
     "topic_configs": (dict[str, dict[str, str | None]], None), "broker_configs": (dict[str, str | None], None),
     "polls": (_Count, None), "last_good": (float | None, None),
@@ -414,7 +422,8 @@ _STATE_FIELDS: dict[str, tuple[Any, Callable[[Any], Any] | None]] = {
     "txn_watch": (dict[str, TxnWatch], None),
 }
 # absent from older checkpoints: not known, none
-_LATER_FIELDS = {"kraft_quorum", "recent_losses", "zk_zxids", "txn_watch", "transaction_version"}
+_LATER_FIELDS = {"kraft_quorum", "kraft_voters_changed_at", "kraft_voters_change", "recent_losses", "zk_zxids",
+                 "txn_watch", "transaction_version"}
 
 
 def _restore_state(meta: dict[str, Any], parts: pa.Table, windows: pa.Table, lag_points: int,

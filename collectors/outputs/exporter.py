@@ -470,6 +470,7 @@ class SnapshotCollector(Collector):
         g("kafka_kraft_leader_id").add_metric((c,), float(first.leader_id))
         g("kafka_kraft_leader_epoch").add_metric((c,), float(first.leader_epoch))
         g("kafka_kraft_high_watermark").add_metric((c,), float(first.high_watermark))
+        g("kafka_kraft_voters").add_metric((c,), float(sum(v.role != "observer" for v in s.kraft_voters)))
         for v in s.kraft_voters:
             lab = (c, str(v.node_id), v.role)
             if v.lag is not None:
