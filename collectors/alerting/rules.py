@@ -97,6 +97,9 @@ KRAFT_NO_LEADER_GRACE_S = 30.0
 # A voter whose last fetch is this much behind the freshest replica's (all the leader's clock) is not fetching: many
 # fetch timeouts (controller.quorum.fetch.timeout.ms, 2 s) without one, far beyond a pause between two fetches.
 KRAFT_NOT_FETCHING_S = KRAFT_NO_LEADER_GRACE_S
+# A change of the KRaft voter set found this long after the set before was last read (the monitor down, the quorum
+# unanswered: several default polls) is said to have happened in that window, not "0s ago".
+VOTER_SET_GAP_S = 120.0
 
 
 Rule = Callable[[ClusterSnapshot, ClusterState, Held, Thresholds, float], Iterator[Candidate]]
@@ -383,13 +386,17 @@ def kraft(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now:
                         f"the KRaft quorum has {plural(len(voters), 'voter')} ({ids}): losing "
                         f"{'it' if len(voters) == 1 else 'either'} stops it (a majority of {len(voters)} is "
                         f"{len(voters)}); 3 voters survive the loss of one", float(len(voters)))
-    if st.kraft_voters_changed_at is not None and now - st.kraft_voters_changed_at < ELECTION_ALERT_S:
-        added, removed = st.kraft_voters_change or ((), ())
+    if st.kraft_voters_changed_at is not None and now - st.kraft_voters_changed_at < ELECTION_ALERT_S \
+            and st.kraft_voters_change is not None:
+        added, removed, before = st.kraft_voters_change
         words = [f"{count_of(len(xs), 'voter')} {', '.join(map(str, xs))} {what}"
                  for xs, what in ((removed, "removed"), (added, "added")) if xs]
+        ago = now - st.kraft_voters_changed_at
+        # found after a gap (the monitor down, the quorum unanswered): it happened somewhere in it, not just now
+        when = (f"between {now - before:.0f}s and {ago:.0f}s ago (no voter set was read in between)"
+                if before is not None and st.kraft_voters_changed_at - before > VOTER_SET_GAP_S else f"{ago:.0f}s ago")
         yield Candidate("kraft_voters_changed", INFO, s.cluster,
-                        f"KRaft voter set changed {now - st.kraft_voters_changed_at:.0f}s ago: {'; '.join(words)} "
-                        f"(voters now {ids})", float(len(voters)))
+                        f"KRaft voter set changed {when}: {'; '.join(words)} (voters now {ids})", float(len(voters)))
     leader = next((v for v in voters if v.role == "leader" and v.log_end_offset is not None), None)
     behind_what = (f"the leader's log end offset {leader.log_end_offset}" if leader is not None
                    else f"the high watermark {voters[0].high_watermark}")

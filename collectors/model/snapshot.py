@@ -515,7 +515,7 @@ def _kraft(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, no
         state.kraft_leader = leader
     ids = tuple(int(v["replica_id"]) for v in q["voters"])
     _kraft_voter_set(state, ids, now)
-    state.kraft_quorum = (ids, hw)
+    state.kraft_quorum, state.kraft_quorum_seen_at = (ids, hw), now
     # Lag is behind the leader's log end offset, as `kafka-metadata-quorum describe --replication` shows it: behind
     # the high watermark, a voter that stopped fetching while the leader can commit nothing (no majority: the high
     # watermark stops too; Kafka before 3.7 keeps such a leader, KAFKA-15489) would be "0 behind" for ever.
@@ -547,7 +547,8 @@ def _kraft_voter_set(state: ClusterState, ids: tuple[int, ...], now: float) -> N
     before, after = set(state.kraft_quorum[0]), set(ids)
     if before != after:
         state.kraft_voters_changed_at = now
-        state.kraft_voters_change = (tuple(sorted(after - before)), tuple(sorted(before - after)))
+        state.kraft_voters_change = (tuple(sorted(after - before)), tuple(sorted(before - after)),
+                                     state.kraft_quorum_seen_at)
 
 
 def _kraft_without_leader(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState) -> None:

@@ -49,8 +49,11 @@ class ClusterState:
     # The last change of the voter set seen (KIP-853 add/remove controller, a quorum rebuilt): when, and the voters
     # (added, removed), for `kraft_voters_changed`. Checkpointed with `kraft_quorum`, so a change while the monitor
     # was down is seen at the first poll after a restart, and one seen just before it stays open as long.
+    # (added, removed, when the set before was last read): a change found after a gap (the monitor down, the quorum
+    # unanswered) happened somewhere in it, and is said so
     kraft_voters_changed_at: float | None = None
-    kraft_voters_change: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+    kraft_voters_change: tuple[tuple[int, ...], tuple[int, ...], float | None] | None = None
+    kraft_quorum_seen_at: float | None = None  # when `kraft_quorum` was last read from an answer
     known_brokers: dict[int, float] = field(default_factory=dict)  # broker id → last seen alive
     topic_configs: dict[str, dict[str, str | None]] = field(default_factory=dict)  # last read, for failed reads
     broker_configs: dict[str, str | None] = field(default_factory=dict)

@@ -110,6 +110,7 @@ def epochs_bump_at_every_end(transaction_version: int | None) -> bool:
     """Whether a producer epoch rise may be nothing but a transaction's end (`TRANSACTION_V2`); unknown: no."""
     return transaction_version is not None and transaction_version >= TRANSACTION_V2
 
+
 # ----------------------------------------------------------------------------- loss ledger
 
 TRUNCATION: Final = "truncation"

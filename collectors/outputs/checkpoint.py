@@ -139,14 +139,16 @@ old leader epoch's messages are gone anyway and the question about them reads no
 
 def evidence_of(st: ClusterState) -> ClusterState:
     """What of a checkpoint older than ``checkpoint_max_age_s`` is still true whatever happened meanwhile: each
-    partition's leader epoch and highest high watermark seen (`EpochWatch`), and each ZooKeeper server's zxid. Where
-    the old epoch ends in the current leader's log, and whether a zxid went back within its epoch, are proof across
-    any gap, so a truncation, an unclean election or a ZooKeeper restore while the monitor was down for hours is
-    still claimed. The rest starts fresh: open alerts and timers would span the whole time nobody watched, lag
-    windows and transaction counts need consecutive polls, and what retention deleted meanwhile is not reported as
-    seen happening."""
+    partition's leader epoch and highest high watermark seen (`EpochWatch`), each ZooKeeper server's zxid, and the
+    KRaft voter set. Where the old epoch ends in the current leader's log, whether a zxid went back within its
+    epoch, and whether the voter set is another, are proof across any gap, so a truncation, an unclean election, a
+    ZooKeeper restore or a controller added or removed while the monitor was down for hours is still claimed. The
+    rest starts fresh: open alerts and timers would span the whole time nobody watched, lag windows and transaction
+    counts need consecutive polls, and what retention deleted meanwhile is not reported as seen happening."""
     out = ClusterState(lag_points=st.lag_points, window_size=st.window_size)
     out.epoch_watch, out.zk_zxids = st.epoch_watch, st.zk_zxids
+    # the KRaft voter set last read, and when: a controller added or removed meanwhile is `kraft_voters_changed`
+    out.kraft_quorum, out.kraft_quorum_seen_at = st.kraft_quorum, st.kraft_quorum_seen_at
     return out
 
 
@@ -269,8 +271,9 @@ def _meta(cp: Checkpoint) -> dict[str, Any]:
         "kraft_election_at": st.kraft_election_at,
         "kraft_quorum": [list(st.kraft_quorum[0]), st.kraft_quorum[1]] if st.kraft_quorum is not None else None,
         "kraft_voters_changed_at": st.kraft_voters_changed_at,
-        "kraft_voters_change": [list(x) for x in st.kraft_voters_change] if st.kraft_voters_change is not None
-        else None,
+        "kraft_voters_change": [list(st.kraft_voters_change[0]), list(st.kraft_voters_change[1]),
+                                st.kraft_voters_change[2]] if st.kraft_voters_change is not None else None,
+        "kraft_quorum_seen_at": st.kraft_quorum_seen_at,
         "known_brokers": [[b, t] for b, t in st.known_brokers.items()],
         "topic_configs": st.topic_configs, "broker_configs": st.broker_configs,
         "alerts": [asdict(a) for a in cp.alerts],
@@ -409,7 +412,8 @@ _STATE_FIELDS: dict[str, tuple[Any, Callable[[Any], Any] | None]] = {
     # the last change of that set (when; the voters added, removed): `kraft_voters_changed` stays open across a
     # restart as long as it would have without one, saying the same
     "kraft_voters_changed_at": (float | None, None),
-    "kraft_voters_change": (tuple[tuple[int, ...], tuple[int, ...]] | None, None),
+    "kraft_voters_change": (tuple[tuple[int, ...], tuple[int, ...], float | None] | None, None),
+    "kraft_quorum_seen_at": (float | None, None),
     "known_brokers": (list[tuple[int, float]], dict),
     "topic_configs": (dict[str, dict[str, str | None]], None), "broker_configs": (dict[str, str | None], None),
     "polls": (_Count, None), "last_good": (float | None, None),
@@ -422,8 +426,8 @@ _STATE_FIELDS: dict[str, tuple[Any, Callable[[Any], Any] | None]] = {
     "txn_watch": (dict[str, TxnWatch], None),
 }
 # absent from older checkpoints: not known, none
-_LATER_FIELDS = {"kraft_quorum", "kraft_voters_changed_at", "kraft_voters_change", "recent_losses", "zk_zxids",
-                 "txn_watch", "transaction_version"}
+_LATER_FIELDS = {"kraft_quorum", "kraft_voters_changed_at", "kraft_voters_change", "kraft_quorum_seen_at",
+                 "recent_losses", "zk_zxids", "txn_watch", "transaction_version"}
 
 
 def _restore_state(meta: dict[str, Any], parts: pa.Table, windows: pa.Table, lag_points: int,
@@ -452,6 +456,10 @@ def _restore_state(meta: dict[str, Any], parts: pa.Table, windows: pa.Table, lag
         if name in meta or name not in _LATER_FIELDS:
             value = _check(meta[name], kind, name)
             setattr(st, name, value if convert is None else convert(value))
+    change = st.kraft_voters_change
+    if (st.kraft_voters_changed_at is None) != (change is None) or (change is not None and not change[0] + change[1]):
+        raise CheckpointError(f"kraft_voters_change is no change of the voter set: {change!r:.80} "
+                              f"(kraft_voters_changed_at {st.kraft_voters_changed_at!r})")
     return st
 
 

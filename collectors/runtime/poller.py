@@ -99,6 +99,7 @@ class ClusterPoller:
         zk_obs = zk_f.result() if zk_f is not None else None
         if obs.cluster_id:
             self._check_resumed_identity(obs.cluster_id)
+            self._check_identity(obs.cluster_id)
             self.cluster_id = obs.cluster_id
         snap = build_snapshot(self.name, obs, zk_obs, self.state, self.thresholds, now, self.policies, kraft=self.kraft)
         result = self._judge(snap, now, extra, started)
@@ -217,6 +218,20 @@ class ClusterPoller:
             self.lose(self.incidents.open_for(self.name), self.alerts.open_for(self.name),
                       until if until is not None else 0.0)
             self.forget()
+
+    def _check_identity(self, cluster_id: str) -> None:
+        """Another cluster id than the last poll's: the bootstrap servers now reach another cluster (a DNS or load
+        balancer change), or it was rebuilt. What was remembered of the old one (leader epochs, voter sets, zxids,
+        lag windows, open alerts) says nothing of this one: compared with it, every difference would read as news (a
+        voter set "changed", partitions "truncated"). Dropped as at a resume of another cluster's memory: the open
+        incidents and alerts end as lost, at the last poll that saw them."""
+        if self.cluster_id is None or self.cluster_id == cluster_id:
+            return
+        log.warning("cluster %s: cluster id changed from %s to %s: another cluster answers at its bootstrap servers, "
+                    "or it was rebuilt; what the monitor remembered of the old one is dropped", self.name,
+                    self.cluster_id, cluster_id)
+        self.lose(self.incidents.open_for(self.name), self.alerts.open_for(self.name), self.state.last_good or 0.0)
+        self.forget()
 
     def forget(self) -> None:
         """Start over with no memory: the state, open alerts and incidents dropped (none resolved), and the cluster

@@ -186,10 +186,23 @@ def test_a_change_while_the_monitor_was_down_is_seen_after_a_restart(tmp_path: P
     cp = load(tmp_path, T0 + 600)  # restarted 10 minutes later; meanwhile voter 2 was removed
     assert cp is not None and cp.state.kraft_quorum is not None and cp.state.kraft_quorum[0] == (1, 2, 3)
     changed = one(judged(cp.state, quorum(T0 + 600, [1, 3])), "kraft_voters_changed")
-    assert changed is not None
-    assert changed.summary == "KRaft voter set changed 0s ago: voter 2 removed (voters now 1, 3)"
+    assert changed is not None  # when is not known, only between which reads: not "0s ago"
+    assert changed.summary == ("KRaft voter set changed between 600s and 0s ago (no voter set was read in between): "
+                               "voter 2 removed (voters now 1, 3)")
     # without the checkpoint the same poll is a first sight: nothing
     assert one(judged(ClusterState(), quorum(T0 + 600, [1, 3])), "kraft_voters_changed") is None
+
+
+def test_a_change_while_the_monitor_was_down_for_hours_is_still_seen(tmp_path: Path) -> None:
+    """A checkpoint older than `checkpoint_max_age_s` resumes only what is still true whatever happened meanwhile
+    (`evidence_of`): the voter set last read is, so a controller removed during a long downtime is still seen."""
+    st = ClusterState()
+    judged(st, quorum(T0, [1, 2, 3]))
+    save(tmp_path, st, T0)
+    cp = load(tmp_path, T0 + 7200)
+    assert cp is not None and cp.evidence_only and cp.state.kraft_quorum is not None
+    changed = one(judged(cp.state, quorum(T0 + 7200, [1, 3])), "kraft_voters_changed")
+    assert changed is not None and changed.summary.startswith("KRaft voter set changed between 7200s and 0s ago")
 
 
 def test_a_change_seen_before_a_restart_stays_open_as_long_saying_the_same(tmp_path: Path) -> None:
@@ -199,7 +212,7 @@ def test_a_change_seen_before_a_restart_stays_open_as_long_saying_the_same(tmp_p
     save(tmp_path, st, T0 + 60)
     cp = load(tmp_path, T0 + 90)
     assert cp is not None
-    assert (cp.state.kraft_voters_changed_at, cp.state.kraft_voters_change) == (T0 + 30, ((4,), ()))
+    assert (cp.state.kraft_voters_changed_at, cp.state.kraft_voters_change) == (T0 + 30, ((4,), (), T0))
     changed = one(judged(cp.state, quorum(T0 + 90, [1, 2, 3, 4])), "kraft_voters_changed")
     assert changed is not None and changed.summary == \
         "KRaft voter set changed 60s ago: voter 4 added (voters now 1, 2, 3, 4)"
@@ -227,8 +240,10 @@ def test_an_older_checkpoint_without_the_change_loads_with_none(tmp_path: Path) 
 
 @pytest.mark.parametrize(("field", "value"), [
     ("kraft_voters_changed_at", "soon"), ("kraft_voters_changed_at", float("nan")),
-    ("kraft_voters_change", [[3], [1], [2]]), ("kraft_voters_change", [[], ["3"]]),
-    ("kraft_voters_change", [[], [3.5]]),
+    ("kraft_voters_change", [[3], [1], [2], 5.0]), ("kraft_voters_change", [[], ["3"], None]),
+    ("kraft_voters_change", [[], [3.5], None]), ("kraft_voters_change", [[3], [1]]),
+    ("kraft_voters_change", [[], [], None]),  # well typed, but no change: it would page "changed: (voters …)"
+    ("kraft_voters_change", None),  # a change time without the change
 ])
 def test_a_damaged_change_is_refused_naming_the_field(tmp_path: Path, field: str, value: Any) -> None:
     path = save(tmp_path, changed_state(), T0 + 60)
@@ -371,3 +386,38 @@ def test_the_scenario_checks_the_voter_incidents() -> None:
                                                                           "node: 3}\n")
     with pytest.raises(ScenarioError, match="node is for"):
         parse_scenario(KRAFT + "  - {type: broker_crash, at: 5, node: 3}\n")
+
+
+def test_another_cluster_at_the_bootstrap_servers_is_no_change_of_its_voter_set() -> None:
+    """The bootstrap servers of a running monitor start reaching another cluster (a DNS or load balancer change, or
+    the cluster rebuilt: a new cluster id). Compared with the old cluster's memory, its voters read as "voters 1, 2
+    removed; 4, 5, 6 added" and sent on-call looking for who ran `remove-controller`. The memory of the old cluster
+    is dropped instead, as at a restart that resumes another cluster's checkpoint: its open alerts end as lost."""
+    from collectors.config import MonitorConfig
+    from collectors.runtime.poller import Monitor
+
+    cfg = MonitorConfig.model_validate({
+        "clusters": [{"name": "k", "bootstrap_servers": "127.0.0.1:1", "kraft": True}],
+        "request_timeout_s": 1, "history": {"enabled": False}})
+    monitor = Monitor(cfg)
+    try:
+        (p,) = monitor.pollers
+        answers = {"cid-A": [1, 2], "cid-B": [4, 5, 6]}
+
+        def polled(t: float, cluster_id: str) -> Any:
+            obs = quorum(t, answers[cluster_id])
+            obs.cluster_id = cluster_id
+            p.kafka.observe = lambda now, watch: obs  # type: ignore[method-assign]
+            (r,) = monitor.poll_once(t)
+            return r
+
+        r = polled(T0, "cid-A")
+        assert {a.rule for a in r.snapshot.alerts} == {"kraft_quorum_fragile"}  # cluster A: 2 voters
+        r = polled(T0 + 30, "cid-B")
+        assert not [a for a in r.snapshot.alerts if a.rule == "kraft_voters_changed"], r.snapshot.alerts
+        assert [(a.rule, a.cluster) for a in r.lost] == [("kraft_quorum_fragile", "k")]  # A's, ended unseen
+        assert p.state.kraft_quorum is not None and p.state.kraft_quorum[0] == (4, 5, 6)
+        r = polled(T0 + 60, "cid-B")
+        assert r.snapshot.alerts == [] and r.lost == []
+    finally:
+        monitor.close()
