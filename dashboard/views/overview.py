@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from collectors.model.vocabulary import GROUP_STATUS_RANK, IDLE_GROUP_STATUSES
+from collectors.model.wording import plural
 from dashboard.views.common import (
     OKABE_ITO,
     SERIES_COLORS,
@@ -47,8 +48,8 @@ def quorum_state(doc: dict[str, Any]) -> str:
     if voters:
         leader = voters[0].get("leader_id")
         if is_missing(leader) or int(leader) < 0:
-            return f"KRaft {len(voters)} voters, NO LEADER"
-        return f"KRaft leader {leader} (epoch {voters[0].get('leader_epoch')}), {len(voters)} voters"
+            return f"KRaft {plural(len(voters), 'voter')}, NO LEADER"
+        return f"KRaft leader {leader} (epoch {voters[0].get('leader_epoch')}), {plural(len(voters), 'voter')}"
     return "—"
 
 

@@ -339,7 +339,7 @@ def test_quorum_states() -> None:
     assert ov.quorum_state(lost).endswith("QUORUM LOST")
     kraft = snapshot(zookeeper=[], kraft_voters=[{"node_id": 1, "role": "leader", "leader_id": 1,
                                                    "leader_epoch": 3}])
-    assert ov.quorum_state(kraft) == "KRaft leader 1 (epoch 3), 1 voters"
+    assert ov.quorum_state(kraft) == "KRaft leader 1 (epoch 3), 1 voter"  # the one-voter quorum, fragile
     assert ov.quorum_state(snapshot()) == "—"
 
 
