@@ -65,7 +65,13 @@ import pyarrow.parquet as pq
 
 from bench.memory import Sampler
 from bench.synthetic_history import Shape, generate
-from collectors.model.vocabulary import CLUSTER_WIDE_INCIDENT_KINDS, CRITICAL, MONITOR_INCIDENT, SEVERITY_RANK
+from collectors.model.vocabulary import (
+    CLUSTER_WIDE_INCIDENT_KINDS,
+    CRITICAL,
+    MONITOR_INCIDENT,
+    SEVERITY_RANK,
+    TRANSACTION_V2,
+)
 from collectors.outputs.history.files import stores_timestamps
 from collectors.outputs.history.schema import SECONDS_TABLES, TIME_COLUMNS
 from spark_analytics import aggregations as A
@@ -241,7 +247,7 @@ def duckdb_headline(con: Any, root: Path, period: A.Period, slice_rows: int = LA
     has_tv = "transaction_version" in {d[0] for d in con.execute(f"SELECT * FROM {clusters} LIMIT 0").description}
     out.update(one(f"""
         WITH v2 AS (SELECT DISTINCT cluster, time FROM {clusters}
-                    WHERE {'transaction_version' if has_tv else 'NULL::INTEGER'} >= 2),
+                    WHERE {'transaction_version' if has_tv else 'NULL::INTEGER'} >= {TRANSACTION_V2}),
              p AS (SELECT cluster, transactional_id, time, arg_max(producer_id, producer_epoch) pid,
                           max(producer_epoch) ep
                    FROM {src('transactions', s - 7 * 86400)} WHERE producer_epoch IS NOT NULL GROUP BY ALL),

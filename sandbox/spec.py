@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from collectors.model.vocabulary import TRANSACTION_V2
+
 INCIDENT_TYPES: dict[str, str] = {
     "broker_crash": "a broker process dies (connection refused) and returns after `duration`",
     "broker_flap": "a broker crashes and restarts over and over: down for the first half of every `period` "
@@ -102,7 +104,6 @@ class TxnProducerSpec(_Strict):
     timeout_ms: int = Field(60_000, gt=0, description="transaction.timeout.ms of the producer")
 
 
-TRANSACTION_V2 = 2  # transaction.version level of Transaction V2 (KIP-890 part 2), the highest Kafka 4.0 knows
 
 MAX_GENERATED_PARTITIONS = 1_000_000  # past this a scenario is a typo rather than a rehearsal (memory: ~3 KB each)
 NAME_PREFIX = r"^[A-Za-z0-9._-]{1,200}$"

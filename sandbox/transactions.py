@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from sandbox.spec import TRANSACTION_V2, TxnProducerSpec
+from collectors.model.vocabulary import TRANSACTION_V2
+from sandbox.spec import TxnProducerSpec
 from sandbox.topology import Partition, ProducerEntry, Topology
 
 TXN_PREPARE_S = 0.2  # PrepareCommit / PrepareAbort → Complete*

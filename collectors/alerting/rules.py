@@ -44,7 +44,6 @@ from collectors.model.vocabulary import (
     ZK_UNREACHABLE,
     ZXID_REGRESSED,
     broker_subject,
-    epochs_bump_at_every_end,
     partition_subject,
     voter_subject,
 )
@@ -285,8 +284,8 @@ def transactions(s: ClusterSnapshot, st: ClusterState, held: Held, th: Threshold
                 yield Candidate("stuck_transaction", CRITICAL, t.transactional_id,
                                 f"transaction {t.transactional_id} in {t.state} for {now - since:.0f}s",
                                 now - since)
-        # with Transaction V2 every end bumps the epoch: the snapshot keeps no rises to count (`TRANSACTION_V2`)
-        epochs = None if epochs_bump_at_every_end(s.transaction_version) else st.producer_epochs.get(t.transactional_id)
+        # with Transaction V2 every end bumps the epoch: the snapshot keeps no rises there (`TRANSACTION_V2`)
+        epochs = st.producer_epochs.get(t.transactional_id)
         if epochs:
             # every entry but the first (the epoch first seen) is a rise: the first rise after a quiet spell counts
             bumps = sum(1 for i, (when, _) in enumerate(epochs) if i and when >= now - th.producer_epoch_window_s)

@@ -98,7 +98,6 @@ class ClusterPoller:
             obs.answered_by = max(now, clock())
         zk_obs = zk_f.result() if zk_f is not None else None
         if obs.cluster_id:
-            self._check_resumed_identity(obs.cluster_id)
             self._check_identity(obs.cluster_id)
             self.cluster_id = obs.cluster_id
         snap = build_snapshot(self.name, obs, zk_obs, self.state, self.thresholds, now, self.policies, kraft=self.kraft)
@@ -207,30 +206,29 @@ class ClusterPoller:
             self._resumed_until = max(until, self._resumed_until or until)
         return True
 
-    def _check_resumed_identity(self, cluster_id: str) -> None:
-        expected, self._resumed_cluster_id = self._resumed_cluster_id, None
-        until, self._resumed_until = self._resumed_until, None
-        if expected is not None and expected != cluster_id:
-            log.warning("cluster %s: cluster id is %s, the memory resumed (checkpoint, or what the history left "
-                        "open) was of %s; it is dropped", self.name, cluster_id, expected)
-            # `until` is set by whatever set `expected` (a checkpoint's save, the history's last poll); each record
-            # is lost no earlier than its own last_seen anyway
-            self.lose(self.incidents.open_for(self.name), self.alerts.open_for(self.name),
-                      until if until is not None else 0.0)
-            self.forget()
-
     def _check_identity(self, cluster_id: str) -> None:
-        """Another cluster id than the last poll's: the bootstrap servers now reach another cluster (a DNS or load
-        balancer change), or it was rebuilt. What was remembered of the old one (leader epochs, voter sets, zxids,
-        lag windows, open alerts) says nothing of this one: compared with it, every difference would read as news (a
-        voter set "changed", partitions "truncated"). Dropped as at a resume of another cluster's memory: the open
-        incidents and alerts end as lost, at the last poll that saw them."""
-        if self.cluster_id is None or self.cluster_id == cluster_id:
+        """The memory this poller holds is of one cluster: the last poll's, else the one a resumed memory was of (a
+        checkpoint, or what the history left open). Another cluster id answering is another cluster: a checkpoint of
+        another cluster of the name, the bootstrap servers now reaching another one (a DNS or load balancer change),
+        or the cluster rebuilt. What was remembered (leader epochs, voter sets, zxids, lag windows, open alerts) says
+        nothing of it: compared with it, every difference would read as news (a voter set "changed", partitions
+        "truncated"). It is dropped, the open incidents and alerts ending as lost at the last poll known to have seen
+        them (each no earlier than its own last_seen anyway), and the cluster is watched afresh."""
+        resumed, self._resumed_cluster_id = self._resumed_cluster_id, None
+        resumed_until, self._resumed_until = self._resumed_until, None
+        if self.cluster_id is not None:
+            expected, until = self.cluster_id, self.state.last_good
+            whose = "the last poll's"
+        else:  # `resumed_until` is set by whatever set `resumed` (a checkpoint's save, the history's last poll)
+            expected, until = resumed, resumed_until
+            whose = "the memory resumed (checkpoint, or what the history left open)"
+        if expected is None or expected == cluster_id:
             return
-        log.warning("cluster %s: cluster id changed from %s to %s: another cluster answers at its bootstrap servers, "
-                    "or it was rebuilt; what the monitor remembered of the old one is dropped", self.name,
-                    self.cluster_id, cluster_id)
-        self.lose(self.incidents.open_for(self.name), self.alerts.open_for(self.name), self.state.last_good or 0.0)
+        log.warning("cluster %s: cluster id is %s, %s was of %s (another cluster answers at its bootstrap servers, "
+                    "or it was rebuilt); what the monitor remembered is dropped", self.name, cluster_id, whose,
+                    expected)
+        self.lose(self.incidents.open_for(self.name), self.alerts.open_for(self.name),
+                  until if until is not None else 0.0)
         self.forget()
 
     def forget(self) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from collectors.model.vocabulary import TRANSACTION_V2
 from spark_analytics.aggregations.common import (
     before_end,
     between,
@@ -94,10 +95,6 @@ def producer_epoch_bumps(transactions: DataFrame, period: Period, clusters: Data
     return inside.groupBy("cluster", "transactional_id").agg(
         F.sum("_delta").cast("long").alias("epoch_bumps"), F.count_if(F.col("_delta") > 0).alias("epoch_increases"),
         F.min_by("epoch", "time").alias("first_epoch"), F.max_by("epoch", "time").alias("last_epoch"))
-
-
-TRANSACTION_V2 = 2
-"""The ``transaction.version`` of Transaction V2 (`collectors.model.vocabulary.TRANSACTION_V2`)."""
 
 
 def _epoch_polls(transactions: DataFrame, clusters: DataFrame | None = None) -> DataFrame:

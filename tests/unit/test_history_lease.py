@@ -372,7 +372,7 @@ def test_a_takeover_from_a_holder_of_other_clusters_keeps_our_rows(tmp_path: Pat
 def test_what_was_left_open_is_carried_only_into_the_same_cluster(tmp_path: Path) -> None:
     """`last_polls` says when, and of which cluster, the history's last polls were; a poller that already polled
     another one of the name takes nothing (a standby's view), one that has not yet drops it at its first poll if
-    the ids differ (`ClusterPoller._check_resumed_identity`, tested against the sandbox in test_faults.py)."""
+    the ids differ (`ClusterPoller._check_identity`, tested against the sandbox in test_faults.py)."""
     from collectors.outputs.history.left_open import LastPoll, last_polls
 
     w = HistoryWriter(tmp_path, clock=lambda: T0)
