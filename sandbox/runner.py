@@ -71,6 +71,7 @@ class Sandbox:
         self._stopping = threading.Event()
         self._blocking = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="sandbox-io")
         self._ticks = 0
+        self._process_lock = asyncio.Lock()
         self._zk_write: concurrent.futures.Future[None] | None = None
 
     # ----------------------------------------------------------------- lifecycle
@@ -187,19 +188,18 @@ class Sandbox:
         return self.ensemble.connect_string if self.ensemble is not None else None
 
     def call(self, fn: Callable[[Cluster], T], timeout: float = 10.0) -> T:
-        """Run fn(cluster) on the sandbox loop and return its result."""
+        """Run fn(cluster) on the sandbox loop and return its result, once the listeners match the broker processes
+        `fn` left. A real broker listens before it registers: restarted here, it was registered at once and listened
+        only at the next tick, so a client asking in between was refused by a broker the metadata named."""
         if self._loop is None or self._thread is None:
             return fn(self.cluster)
-        fut: concurrent.futures.Future[T] = concurrent.futures.Future()
 
-        def job() -> None:
-            try:
-                fut.set_result(fn(self.cluster))
-            except BaseException as e:
-                fut.set_exception(e)
+        async def job() -> T:
+            result = fn(self.cluster)
+            await self._apply_process_state()
+            return result
 
-        self._loop.call_soon_threadsafe(job)
-        return fut.result(timeout)
+        return asyncio.run_coroutine_threadsafe(job(), self._loop).result(timeout)
 
     def advance_to(self, sim_time: float) -> None:
         """Wait (in real time) until the simulated clock has reached `sim_time` and a tick ran."""
@@ -256,14 +256,16 @@ class Sandbox:
             await asyncio.get_running_loop().run_in_executor(self._blocking, blocking)
 
     async def _apply_process_state(self) -> None:
-        """Open or close listeners to match broker processes; apply response delays."""
-        for node_id, b in self.cluster.brokers.items():
-            ln = self.listeners[node_id]
-            ln.response_delay_s = b.response_delay_s
-            if b.process_up and not ln.running:
-                await ln.start()
-            elif not b.process_up and ln.running:
-                await ln.stop()
+        """Open or close listeners to match broker processes; apply response delays. One at a time: the tick and a
+        `call` may both find a listener to open, and opening it twice would bind its port twice."""
+        async with self._process_lock:
+            for node_id, b in self.cluster.brokers.items():
+                ln = self.listeners[node_id]
+                ln.response_delay_s = b.response_delay_s
+                if b.process_up and not ln.running:
+                    await ln.start()
+                elif not b.process_up and ln.running:
+                    await ln.stop()
 
     def _push_zookeeper(self) -> None:
         if self.mirror is None:

@@ -208,6 +208,7 @@ class KafkaAdapter:
             self.close()
             return obs
         sent_before = kp.sent
+        kp.retry_brokers_now()
         if not self._metadata(kp, obs, epochs):
             obs.requests = kp.sent - sent_before
             return obs

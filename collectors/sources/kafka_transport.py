@@ -215,6 +215,24 @@ class KafkaTransport:
         except Exception as e:
             return [Outcome(n, r, None, e) for n, r in requests]
 
+    def retry_brokers_now(self) -> None:
+        """Let each broker be tried again at the next request to it. kafka-python backs a node whose connection
+        failed off exponentially, up to `reconnect_backoff_max_ms` (30 s), and fails requests to it meanwhile without
+        trying. A broker back from a restart was then "registered but did not answer", a critical alert, for up to
+        30 s after it answered again. A poll is this monitor's own retry cadence, so every poll (`observe`) calls
+        this first. The failure count is kept, so a broker that fails again is backed off again at once and the rest
+        of the poll fails fast, as before, rather than waiting out a connection timeout per request batch."""
+        backoff = getattr(self._manager, "_backoff", None)
+        if not isinstance(backoff, dict):
+            return
+        for node, entry in list(backoff.items()):
+            try:
+                failures, _until, connect_ms = entry
+            except (TypeError, ValueError):  # another kafka-python's bookkeeping: forget the node's backoff
+                self._manager.reset_backoff(node)
+                continue
+            backoff[node] = (failures, 0.0, connect_ms)
+
     def send_one(self, node_id: int | None, request: Any) -> Outcome:
         return self.send_many([(node_id, request)])[0]
 

@@ -46,6 +46,23 @@ def test_slow_broker_is_unreachable_not_a_hang(sb: Sandbox, poller: ClusterPolle
     poll_until(poller, sb, lambda r: not ({"broker_unreachable", "data_stale"} & rules_of(r)), timeout=40)
 
 
+def test_a_broker_back_from_a_crash_answers_at_the_first_poll_after(sb: Sandbox, poller: ClusterPoller) -> None:
+    """kafka-python backs a node whose connection failed off, doubling up to 30 s, and fails requests to it
+    meanwhile without trying. Broker 3 down for a dozen polls, then back: before, the monitor went on saying
+    "registered but did not answer" (critical) for up to 30 s after 3 listened again, on every restart. Now each
+    poll tries each broker once."""
+    sb.call(lambda c: c.crash_broker(3))
+    try:
+        poll_until(poller, sb, lambda r: alert(r, "broker_unreachable", "broker-3") is not None, timeout=40)
+        for _ in range(12):  # each poll's failed connection doubles the client's backoff (while 3 is registered)
+            poll(poller, sb)
+    finally:
+        sb.call(lambda c: c.restart_broker(3))  # returns once 3 listens
+    r = poll(poller, sb)
+    assert alert(r, "broker_unreachable", "broker-3") is None, r.snapshot.stale_sections
+    assert not {"broker_down", "broker_unreachable"} & rules_of(r)
+
+
 @pytest.mark.parametrize("code", [16, 14], ids=["NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS"])
 def test_coordinator_errors_make_groups_stale_and_keep_their_alerts(sb: Sandbox, poller: ClusterPoller,
                                                                     code: int) -> None:

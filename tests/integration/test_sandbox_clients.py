@@ -152,6 +152,19 @@ def test_broker_crash_shrinks_isr_moves_leaders_and_takes_single_replica_offline
     assert 2 in md[("orders", 0)][2] and md[("single", 1)][0] == 2
 
 
+def test_a_broker_listens_before_a_call_that_restarts_it_returns(sb: Sandbox) -> None:
+    """A real broker listens before it registers. Here a restart registered it at once and opened its listener at
+    the next tick, so a client told by Metadata that broker 3 was back could be refused by it."""
+    port = sb.listeners[3].port
+    sb.call(lambda c: c.crash_broker(3))
+    try:
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()  # a crashed process listens no more
+    finally:
+        sb.call(lambda c: c.restart_broker(3))
+    socket.create_connection(("127.0.0.1", port), timeout=5).close()
+
+
 def test_producer_crash_in_transaction_holds_lso_until_timeout_abort(
         sb: Sandbox, ck: AdminClient, kp: KafkaAdminClient) -> None:
     assert sb.wait_for(lambda c: c.txn_producers["tx"].state == "Ongoing", timeout=10)
