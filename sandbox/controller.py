@@ -208,8 +208,8 @@ class Controller(Topology):
         leader.leo += dt / KRAFT_NOOP_INTERVAL_S
         leader.last_fetch = leader.last_caught_up = self.now
         for v in self.voters.values():
-            if v is leader or not self.brokers[v.node_id].process_up:
-                continue
+            if v is leader or not self.brokers[v.node_id].process_up or self.brokers[v.node_id].metadata_stopped:
+                continue  # down, or its metadata fetch stopped (`lag_metadata`): it falls behind
             v.leo = leader.leo
             v.last_fetch = v.last_caught_up = self.now
         up = sorted((v.leo for v in self.voters.values()), reverse=True)

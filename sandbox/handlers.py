@@ -128,6 +128,17 @@ def feature_fields(c: Cluster, api_version: int) -> dict[str, Any]:
     }
 
 
+def _observer(node_id: int, high_watermark: float, now: float, up: bool,
+              stopped: tuple[float, float] | None) -> dict[str, Any]:
+    """A broker's entry among DescribeQuorum's observers: caught up with the leader while it runs and fetches; a
+    broker down answers -1 (nothing known); one whose metadata fetch stopped (`lag_metadata`) keeps the offset
+    and time it stopped at."""
+    offset, at = (high_watermark, now) if stopped is None else stopped
+    return {"replica_id": node_id, "replica_directory_id": None, "log_end_offset": int(offset) if up else -1,
+            "last_fetch_timestamp": int(at * 1000) if up else -1,
+            "last_caught_up_timestamp": int(at * 1000) if up else -1}
+
+
 class Handlers:
     """Dispatch by API key; `__call__` is the server's handler callable."""
 
@@ -555,10 +566,7 @@ class Handlers:
         voters = [{"replica_id": v.node_id, "replica_directory_id": None, "log_end_offset": int(v.leo),
                    "last_fetch_timestamp": int(v.last_fetch * 1000),
                    "last_caught_up_timestamp": int(v.last_caught_up * 1000)} for v in c.voters.values()]
-        observers = [{"replica_id": b.node_id, "replica_directory_id": None,
-                      "log_end_offset": int(c.metadata_hwm) if b.process_up else -1,
-                      "last_fetch_timestamp": int(c.now * 1000) if b.process_up else -1,
-                      "last_caught_up_timestamp": int(c.now * 1000) if b.process_up else -1}
+        observers = [_observer(b.node_id, c.metadata_hwm, c.now, b.process_up, b.metadata_stopped)
                      for b in c.brokers.values() if b.node_id not in c.voters]
         part = {"partition_index": 0, "error_code": NONE, "error_message": None,
                 "leader_id": c.quorum_leader, "leader_epoch": c.quorum_epoch,

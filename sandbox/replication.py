@@ -326,9 +326,25 @@ class Replication(Controller):
         """The broker's metadata cache stops following the controller (a broker slow to apply its updates, or cut
         off from it): until called again with None it answers Metadata with `view`, the cluster as it was when the
         lag began (`handlers.metadata_answer`), while the others answer as it is. Clients must not take its older
-        leaders for news: Kafka's own ignore a partition's metadata of a lower leader epoch (KIP-320)."""
-        self.brokers[node_id].metadata_view = view
-        self.log(f"broker {node_id}: metadata cache " + ("stops following the controller" if view else "caught up"))
+        leaders for news: Kafka's own ignore a partition's metadata of a lower leader epoch (KIP-320).
+
+        In KRaft the cache is the metadata log the broker fetches from the quorum leader: its fetch stops where it
+        is, and DescribeQuorum says so (the broker's log end offset and last fetch stay; a voter's lag grows)."""
+        b = self.brokers[node_id]
+        b.metadata_view = view
+        if self.mode != "kraft":
+            self.log(f"broker {node_id}: metadata cache " + ("stops following the controller" if view else "caught up"))
+            return
+        voter = self.voters.get(node_id)
+        if view is not None:
+            b.metadata_stopped = (voter.leo if voter is not None else self.metadata_hwm, self.now)
+            self.log(f"broker {node_id}: metadata cache stops following the controller, its metadata log fetch "
+                     f"stopped at offset {int(b.metadata_stopped[0])}")
+        elif b.metadata_stopped is not None:
+            offset, since = b.metadata_stopped
+            b.metadata_stopped = None
+            self.log(f"broker {node_id}: metadata cache caught up after {self.now - since:.0f}s, "
+                     f"{int(self.metadata_hwm - offset)} records behind")
 
     def set_slow_follower(self, node_id: int, slow: bool) -> None:
         self.brokers[node_id].slow_fetch = slow

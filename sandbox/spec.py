@@ -20,7 +20,9 @@ INCIDENT_TYPES: dict[str, str] = {
                    "(default 6 s), up for the rest, until `duration` ends (then it stays up)",
     "broker_slow": "a broker answers requests late by `delay_s` (past client timeouts when large)",
     "metadata_lag": "a broker's metadata cache stops following the controller for `duration`: it answers Metadata "
-                    "with the leaders and ISRs of the incident's start while the others answer with the current ones",
+                    "with the leaders and ISRs of the incident's start while the others answer with the current "
+                    "ones; in KRaft its fetch of the metadata log stops too (DescribeQuorum shows it behind; a "
+                    "voter's lag grows), while it stays registered (its heartbeats go on) and answers",
     "slow_follower": "a broker's replica fetching falls behind (leaves ISR after replica.lag.time.max.ms)",
     "consumer_stall": "a group keeps committing the same offset (members present, no progress)",
     "consumer_stop": "a group's members leave; the group goes Empty and stops committing",

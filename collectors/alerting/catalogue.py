@@ -139,7 +139,8 @@ PARTITION_SYMPTOMS = frozenset({"offline_partition", "under_min_isr", "at_min_is
 """Partition rules: under a down broker's incident when the partition has a replica on it, else their topic's."""
 CONSENSUS_RULES = frozenset({"zk_quorum_lost", "zk_no_leader", "zk_multiple_leaders", "zk_node_not_serving",
                              "zk_follower_behind", "zk_leader_election", "zk_isr_mismatch", "kraft_no_leader",
-                             "kraft_voter_lagging", "kraft_leader_election", "kraft_voters_changed",
+                             "kraft_voter_lagging", "kraft_observer_lagging", "kraft_leader_election",
+                             "kraft_voters_changed",
                              "controller_mismatch", "no_controller", "zk_zxid_regressed"})
 """Rules of the consensus layer (ZooKeeper, KRaft, the controller): one consensus incident per cluster."""
 CLUSTER_RULES = ("cluster_unreachable", "data_stale")

@@ -404,6 +404,12 @@ def kraft(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now:
             yield Candidate("kraft_voter_lagging", WARNING, voter_subject(v.node_id),
                             f"KRaft voter {v.node_id} is {v.lag if v.lag is not None else 'an unknown number of'} "
                             f"records behind {behind_what}", float(v.lag) if v.lag is not None else None)
+    for o, age in [] if leaderless else observers_behind(s, th.kraft_observer_lag_s):
+        lag = f", {o.lag} records behind {behind_what}" if o.lag is not None else ""
+        yield Candidate("kraft_observer_lagging", WARNING, broker_subject(o.node_id),
+                        f"broker {o.node_id}'s metadata (a KRaft observer) last caught up with the leader's log "
+                        f"{age:.0f}s before the leader's latest time{lag}: it answers clients with metadata that "
+                        "old", age)
     if st.kraft_election_at is not None and now - st.kraft_election_at < ELECTION_ALERT_S:
         leader_id, epoch = (voters[0].leader_id, voters[0].leader_epoch) if not leaderless or st.kraft_leader is None \
             else st.kraft_leader
@@ -427,6 +433,22 @@ def fetching_voters(s: ClusterSnapshot, voters: list[KRaftVoterRecord]) -> tuple
               if v.role != "leader" and v.last_fetch_time is not None
               and freshest - v.last_fetch_time > KRAFT_NOT_FETCHING_S]
     return len(voters) - len(behind), behind
+
+
+def observers_behind(s: ClusterSnapshot, limit_s: float) -> list[tuple[KRaftVoterRecord, float]]:
+    """The observers (brokers) whose metadata log last caught up with the leader's more than `limit_s` before the
+    freshest fetch DescribeQuorum gives, with how long: the leader's clock on both sides (`fetching_voters`).
+    Only brokers up and answering: a broker down stays among the leader's observers for minutes, with the times
+    of its last fetch, and is `broker_down`'s or `broker_unreachable`'s. Times unknown (-1: Kafka before 3.3)
+    are no evidence."""
+    times = [v.last_fetch_time for v in s.kraft_voters if v.last_fetch_time is not None]
+    if not times:
+        return []
+    freshest = max(times)
+    up = {b.broker_id for b in s.brokers if b.alive and b.reachable is not False}
+    return [(v, freshest - v.last_caught_up_time) for v in s.kraft_voters
+            if v.role == "observer" and v.node_id in up and v.last_caught_up_time is not None
+            and freshest - v.last_caught_up_time > limit_s]
 
 
 def losses(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now: float) -> Iterator[Candidate]:

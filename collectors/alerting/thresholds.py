@@ -56,6 +56,11 @@ class Thresholds(StrictModel):
     and a poll that lands then is no lost quorum (the election is zk_leader_election, info)."""
     kraft_voter_lag_records: Count = Field(1000, ge=0, le=MAX_OFFSET_DELTA)
     """A KRaft voter this many metadata records behind the leader is lagging."""
+    kraft_observer_lag_s: Seconds = Field(30.0, gt=0, le=MAX_DURATION_S)
+    """A broker (a KRaft observer) whose metadata log last caught up with the leader's this long before the leader's
+    latest time is lagging: it answers clients with metadata that old. A broker fetches all the time (the leader
+    writes a record every `metadata.max.idle.interval.ms`, 500 ms), so one caught up seconds ago is healthy; 30 s
+    is `replica.lag.time.max.ms`, the time Kafka gives a partition follower."""
     group_abandoned_after_s: Seconds = Field(7 * DAY, gt=0, le=MAX_DURATION_S)
     """A group without members and without a moving commit for this long is ABANDONED (info, never paging, hidden
     from the default dashboard views) until it comes back; counted from the monitor's first sight of it
