@@ -15,6 +15,7 @@ from typing import Any
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
 from sandbox import kafka_defaults as kd
+from sandbox.controller import KRAFT_OBSERVER_SESSION_S
 from sandbox.groups import Group, client_host, client_id, member_id
 from sandbox.model import Cluster
 from sandbox.protocol import KRAFT_ONLY, Request, UnsupportedRequest, supported_api_versions
@@ -567,7 +568,8 @@ class Handlers:
                    "last_fetch_timestamp": int(v.last_fetch * 1000),
                    "last_caught_up_timestamp": int(v.last_caught_up * 1000)} for v in c.voters.values()]
         observers = [_observer(b.node_id, c.metadata_hwm, c.now, b.process_up, b.metadata_stopped)
-                     for b in c.brokers.values() if b.node_id not in c.voters]
+                     for b in c.brokers.values() if b.node_id not in c.voters and not (
+                         b.metadata_stopped and c.now - b.metadata_stopped[1] >= KRAFT_OBSERVER_SESSION_S)]
         part = {"partition_index": 0, "error_code": NONE, "error_message": None,
                 "leader_id": c.quorum_leader, "leader_epoch": c.quorum_epoch,
                 "high_watermark": int(c.metadata_hwm), "current_voters": voters, "observers": observers}

@@ -190,13 +190,17 @@ class Sandbox:
     def call(self, fn: Callable[[Cluster], T], timeout: float = 10.0) -> T:
         """Run fn(cluster) on the sandbox loop and return its result, once the listeners match the broker processes
         `fn` left. A real broker listens before it registers: restarted here, it was registered at once and listened
-        only at the next tick, so a client asking in between was refused by a broker the metadata named."""
+        only at the next tick, so a client asking in between was refused by a broker the metadata named. Nothing is
+        opened once the sandbox is stopping."""
         if self._loop is None or self._thread is None:
             return fn(self.cluster)
 
         async def job() -> T:
             result = fn(self.cluster)
-            await self._apply_process_state()
+            try:
+                await self._apply_process_state()
+            except Exception:  # a port taken meanwhile: the tick retries and logs it; `fn`'s result stands
+                log.exception("sandbox listeners not matched to the broker processes")
             return result
 
         return asyncio.run_coroutine_threadsafe(job(), self._loop).result(timeout)
@@ -229,8 +233,9 @@ class Sandbox:
             self.cluster.brokers[node_id].port = ln.port
 
     async def _close_listeners(self) -> None:
-        for ln in self.listeners.values():
-            await ln.stop()
+        async with self._process_lock:  # not while a `call` opens one, nor to be opened again by one
+            for ln in self.listeners.values():
+                await ln.stop()
 
     async def _tick_forever(self) -> None:
         while not self._stopping.is_set():
@@ -259,6 +264,8 @@ class Sandbox:
         """Open or close listeners to match broker processes; apply response delays. One at a time: the tick and a
         `call` may both find a listener to open, and opening it twice would bind its port twice."""
         async with self._process_lock:
+            if self._stopping.is_set():
+                return  # the listeners are closing for good
             for node_id, b in self.cluster.brokers.items():
                 ln = self.listeners[node_id]
                 ln.response_delay_s = b.response_delay_s

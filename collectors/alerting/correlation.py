@@ -242,6 +242,8 @@ def correlate(snap: ClusterSnapshot, alerts: Sequence[AlertRecord]) -> list[Caus
     consensus = [a for r in sorted(CONSENSUS_RULES) for a in by_rule.get(r, ())]
     if broker_cause is not None:  # a node down as a broker and as a controller voter (combined mode) is one cause
         lost = _lost_with_nodes(consensus, down)
+        # a broker down is not also lagging: an observer alert kept over a stale quorum section is the outage's
+        lost += [a for a in consensus if a.rule == "kraft_observer_lagging" and broker_of(a.subject) in down]
         consensus = [a for a in consensus if not any(a is b for b in lost)]
         broker_cause.alerts.extend(lost)
         broker_cause.incident.consequences.extend(n for a in lost if (n := _note(BROKER, a)) is not None)

@@ -19,7 +19,14 @@ from dataclasses import dataclass, replace
 
 from collectors.alerting.catalogue import RULES
 from collectors.alerting.thresholds import Thresholds
-from collectors.model.records import ClusterSnapshot, GroupPartitionRecord, GroupRecord, KRaftVoterRecord, LossRecord
+from collectors.model.records import (
+    ClusterSnapshot,
+    GroupPartitionRecord,
+    GroupRecord,
+    KRaftVoterRecord,
+    LossRecord,
+    leader_clock,
+)
 from collectors.model.state import ClusterState
 from collectors.model.vocabulary import (
     ACTIVE_GROUP,
@@ -404,12 +411,8 @@ def kraft(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now:
             yield Candidate("kraft_voter_lagging", WARNING, voter_subject(v.node_id),
                             f"KRaft voter {v.node_id} is {v.lag if v.lag is not None else 'an unknown number of'} "
                             f"records behind {behind_what}", float(v.lag) if v.lag is not None else None)
-    for o, age in [] if leaderless else observers_behind(s, th.kraft_observer_lag_s):
-        lag = f", {o.lag} records behind {behind_what}" if o.lag is not None else ""
-        yield Candidate("kraft_observer_lagging", WARNING, broker_subject(o.node_id),
-                        f"broker {o.node_id}'s metadata (a KRaft observer) last caught up with the leader's log "
-                        f"{age:.0f}s before the leader's latest time{lag}: it answers clients with metadata that "
-                        "old", age)
+    if not leaderless:
+        yield from _observers(s, held, th, now, behind_what)
     if st.kraft_election_at is not None and now - st.kraft_election_at < ELECTION_ALERT_S:
         leader_id, epoch = (voters[0].leader_id, voters[0].leader_epoch) if not leaderless or st.kraft_leader is None \
             else st.kraft_leader
@@ -425,30 +428,47 @@ def fetching_voters(s: ClusterSnapshot, voters: list[KRaftVoterRecord]) -> tuple
     never against the monitor's clock. A voter whose last fetch is more than `KRAFT_NOT_FETCHING_S` behind is not
     fetching; the leader always is, and so is a voter whose time the leader does not know (-1: a new leader's, or an
     old Kafka's), unknown being no evidence."""
-    times = [v.last_fetch_time for v in s.kraft_voters if v.last_fetch_time is not None]
-    if not times:
+    freshest = leader_clock(s.kraft_voters)
+    if freshest is None:
         return len(voters), []
-    freshest = max(times)
     behind = [(v, freshest - v.last_fetch_time) for v in voters
               if v.role != "leader" and v.last_fetch_time is not None
               and freshest - v.last_fetch_time > KRAFT_NOT_FETCHING_S]
     return len(voters) - len(behind), behind
 
 
-def observers_behind(s: ClusterSnapshot, limit_s: float) -> list[tuple[KRaftVoterRecord, float]]:
-    """The observers (brokers) whose metadata log last caught up with the leader's more than `limit_s` before the
-    freshest fetch DescribeQuorum gives, with how long: the leader's clock on both sides (`fetching_voters`).
-    Only brokers up and answering: a broker down stays among the leader's observers for minutes, with the times
-    of its last fetch, and is `broker_down`'s or `broker_unreachable`'s. Times unknown (-1: Kafka before 3.3)
-    are no evidence."""
-    times = [v.last_fetch_time for v in s.kraft_voters if v.last_fetch_time is not None]
-    if not times:
-        return []
-    freshest = max(times)
+def _observers(s: ClusterSnapshot, held: Held, th: Thresholds, now: float, behind_what: str) -> Iterator[Candidate]:
+    """`kraft_observer_lagging`: brokers up and answering whose metadata log last caught up with the leader's more
+    than `kraft_observer_lag_s` before the leader's latest time (`leader_clock`: its clock on both sides). A
+    broker down stays among the leader's observers for minutes, with the times of its last fetch: it is
+    `broker_down`'s or `broker_unreachable`'s. Times unknown (-1: Kafka before 3.3, a new leader) are no evidence.
+
+    The leader drops an observer 5 minutes after its last fetch, and a new leader lists only the brokers that
+    fetched from it: a broker seen lagging (its timer running) that is no longer listed has not caught up since,
+    and stays lagging. One never seen lagging and not listed is not judged: during a ZooKeeper migration the
+    brokers not yet moved to KRaft fetch nothing, and are no observers."""
+    clock = leader_clock(s.kraft_voters)
     up = {b.broker_id for b in s.brokers if b.alive and b.reachable is not False}
-    return [(v, freshest - v.last_caught_up_time) for v in s.kraft_voters
-            if v.role == "observer" and v.node_id in up and v.last_caught_up_time is not None
-            and freshest - v.last_caught_up_time > limit_s]
+    listed = {v.node_id for v in s.kraft_voters}
+    for v in s.kraft_voters:
+        if clock is None or v.role != "observer" or v.node_id not in up or v.last_caught_up_time is None:
+            continue
+        age = clock - v.last_caught_up_time
+        if age > th.kraft_observer_lag_s:
+            lag = f", {v.lag} records behind {behind_what}" if v.lag is not None else ""
+            yield Candidate("kraft_observer_lagging", WARNING, broker_subject(v.node_id),
+                            f"broker {v.node_id}'s metadata (a KRaft observer) last caught up with the leader's log "
+                            f"{age:.0f}s before the leader's latest time{lag}: it answers clients with metadata "
+                            "that old", age)
+    for node in sorted(up - listed):
+        subj = broker_subject(node)
+        since = held.get(("kraft_observer_lagging", subj))
+        if since is not None:
+            yield Candidate("kraft_observer_lagging", WARNING, subj,
+                            f"broker {node}'s metadata (a KRaft observer) was seen behind the leader's log "
+                            f"{now - since:.0f}s ago and the leader no longer lists it (it drops an observer 5 "
+                            "minutes after its last fetch; a new leader lists those that fetched from it): it has "
+                            "not caught up since, and answers clients with metadata at least that old")
 
 
 def losses(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now: float) -> Iterator[Candidate]:

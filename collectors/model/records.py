@@ -9,6 +9,7 @@ sums and charts downstream cannot be poisoned by sentinels.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -240,6 +241,14 @@ class KRaftVoterRecord:
     leader_id: int
     leader_epoch: int
     high_watermark: int
+
+
+def leader_clock(replicas: Iterable[KRaftVoterRecord]) -> float | None:
+    """The latest time a DescribeQuorum answer gives: the freshest replica's last fetch, the leader's own entry's
+    (Kafka stamps it with the time it answers). Every time in the answer is on the leader's clock, so a replica is
+    judged against this, never against the monitor's clock (skewed, and the answer comes late in the poll). None
+    where no time is known (Kafka before 3.3, or a new leader's answer)."""
+    return max((v.last_fetch_time for v in replicas if v.last_fetch_time is not None), default=None)
 
 
 @dataclass(slots=True)

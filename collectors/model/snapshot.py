@@ -31,7 +31,7 @@ from collectors.model.loss import (
     truncated_readers,
     zxid_regressions,
 )
-from collectors.model.observations import KafkaObservation, ZkObservation
+from collectors.model.observations import KafkaObservation, QuorumReplica, ZkObservation
 from collectors.model.policy import Policies, in_idle_window
 from collectors.model.records import (
     BrokerRecord,
@@ -522,7 +522,7 @@ def _kraft(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, no
     # Without the leader's entry (or its log end), the high watermark.
     end = next((int(v["log_end_offset"]) for v in q["voters"]
                 if v["replica_id"] == leader[0] and v["log_end_offset"] >= 0), hw)
-    for role, items in (("voter", q["voters"]), ("observer", q["observers"])):
+    for role, items in (("voter", q["voters"]), ("observer", _one_per_node(q["observers"]))):
         for v in items:
             leo = v["log_end_offset"] if v["log_end_offset"] >= 0 else None
             fetch = v.get("last_fetch_timestamp", -1)
@@ -534,6 +534,19 @@ def _kraft(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, no
                 last_fetch_time=fetch / 1000.0 if fetch and fetch > 0 else None,
                 last_caught_up_time=caught / 1000.0 if caught and caught > 0 else None,
                 leader_id=leader[0], leader_epoch=leader[1], high_watermark=hw))
+
+
+def _one_per_node(observers: list[QuorumReplica]) -> list[QuorumReplica]:
+    """Kafka keys an observer by node id and metadata log directory: a broker back with a new directory is listed
+    twice until the old entry expires (5 minutes without a fetch), and the old one would read as that broker
+    lagging. The broker is its freshest entry (by last fetch, then log end offset)."""
+    best: dict[int, QuorumReplica] = {}
+    for o in observers:
+        key = (o.get("last_fetch_timestamp", -1), o["log_end_offset"])
+        kept = best.get(o["replica_id"])
+        if kept is None or key > (kept.get("last_fetch_timestamp", -1), kept["log_end_offset"]):
+            best[o["replica_id"]] = o
+    return list(best.values())
 
 
 def _kraft_voter_set(state: ClusterState, ids: tuple[int, ...], now: float) -> None:

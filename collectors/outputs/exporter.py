@@ -36,7 +36,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
-from collectors.model.records import ClusterSnapshot
+from collectors.model.records import ClusterSnapshot, leader_clock
 from collectors.model.vocabulary import (
     ACTIVE_GROUP,
     GROUP_STATUS_RANK,
@@ -471,12 +471,13 @@ class SnapshotCollector(Collector):
         g("kafka_kraft_leader_epoch").add_metric((c,), float(first.leader_epoch))
         g("kafka_kraft_high_watermark").add_metric((c,), float(first.high_watermark))
         g("kafka_kraft_voters").add_metric((c,), float(sum(v.role != "observer" for v in s.kraft_voters)))
+        clock = leader_clock(s.kraft_voters)  # the leader's: never the poll's time (skewed, and answered earlier)
         for v in s.kraft_voters:
             lab = (c, str(v.node_id), v.role)
             if v.lag is not None:
                 g("kafka_kraft_voter_lag").add_metric(lab, float(v.lag))
-            if v.last_caught_up_time is not None:
-                g("kafka_kraft_voter_caught_up_age_seconds").add_metric(lab, max(0.0, s.time - v.last_caught_up_time))
+            if v.last_caught_up_time is not None and clock is not None:
+                g("kafka_kraft_voter_caught_up_age_seconds").add_metric(lab, max(0.0, clock - v.last_caught_up_time))
 
 
 def _render(fill: Callable[[Family], None]) -> bytes:

@@ -220,18 +220,31 @@ class KafkaTransport:
         failed off exponentially, up to `reconnect_backoff_max_ms` (30 s), and fails requests to it meanwhile without
         trying. A broker back from a restart was then "registered but did not answer", a critical alert, for up to
         30 s after it answered again. A poll is this monitor's own retry cadence, so every poll (`observe`) calls
-        this first. The failure count is kept, so a broker that fails again is backed off again at once and the rest
-        of the poll fails fast, as before, rather than waiting out a connection timeout per request batch."""
-        backoff = getattr(self._manager, "_backoff", None)
-        if not isinstance(backoff, dict):
+        this first.
+
+        The failure count is kept, so a broker that fails again is backed off again at once and the rest of the
+        poll fails fast, as before. Its connection attempt gets no longer than a request: kafka-python grows that
+        timeout with the failures too (up to 30 s), and a blackholed broker's pending connect made every request
+        batch of the poll wait out its request timeout. Done on kafka-python's IO thread, which owns the table."""
+        manager = self._manager
+        backoff = getattr(manager, "_backoff", None)
+        if not isinstance(backoff, dict) or not backoff:
             return
-        for node, entry in list(backoff.items()):
-            try:
-                failures, _until, connect_ms = entry
-            except (TypeError, ValueError):  # another kafka-python's bookkeeping: forget the node's backoff
-                self._manager.reset_backoff(node)
-                continue
-            backoff[node] = (failures, 0.0, connect_ms)
+        cap = self.timeout_ms
+
+        async def clear() -> None:
+            for node, entry in list(backoff.items()):
+                try:
+                    failures, _until, connect_ms = entry
+                except (TypeError, ValueError):  # another kafka-python's bookkeeping: forget the node's backoff
+                    manager.reset_backoff(node)
+                    continue
+                backoff[node] = (failures, 0.0, min(connect_ms, cap))
+
+        try:
+            manager.run(clear)
+        except Exception:
+            log.debug("could not clear kafka-python's reconnect backoff", exc_info=True)
 
     def send_one(self, node_id: int | None, request: Any) -> Outcome:
         return self.send_many([(node_id, request)])[0]

@@ -460,8 +460,8 @@ def consensus_row() -> list[Panel]:
                    targets((f"max {per_node} (kafka_kraft_voter_lag{{{C}}})", "{{cluster}} {{role}} {{node}}")),
                    w=8, h=8),
         timeseries("KRaft time since caught up",
-                   "kafka_kraft_voter_caught_up_age_seconds: seconds since each replica last caught up "
-                   "(KafkaKRaftObserverLagging for a broker more than 30 s above the leader's).",
+                   "kafka_kraft_voter_caught_up_age_seconds: how long before the leader's latest time each replica "
+                   "last caught up, on the leader's clock (KafkaKRaftObserverLagging for a broker above 30 s).",
                    targets((f"max {per_node} (kafka_kraft_voter_caught_up_age_seconds{{{C}}})",
                             "{{cluster}} {{role}} {{node}}")),
                    w=8, h=8, unit="s"),

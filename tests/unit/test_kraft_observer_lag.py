@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from collectors.alerting.catalogue import CONSENSUS_RULES, RISK_RULES, RULES
+from prometheus_client.parser import text_string_to_metric_families
+
+from collectors.alerting.catalogue import CONSENSUS_RULES, RISK_RULES, RULES, kept_over_stale
 from collectors.alerting.correlation import correlate
 from collectors.alerting.evaluation import judge
 from collectors.alerting.lifecycle import AlertTracker
@@ -20,6 +22,8 @@ from collectors.alerting.thresholds import Thresholds
 from collectors.model.observations import KafkaObservation
 from collectors.model.snapshot import build_snapshot
 from collectors.model.state import ClusterState
+from collectors.outputs.exporter import MetricsEndpoint
+from sandbox.controller import KRAFT_OBSERVER_SESSION_S
 from sandbox.handlers import Handlers
 from tests.unit.test_kraft_quorum_health import replica
 from tests.unit.test_sandbox_model import make, run
@@ -96,6 +100,91 @@ def test_it_is_a_consensus_rule_with_its_twin_and_joins_the_consensus_incident()
     snap.alerts = current
     (cause,) = correlate(snap, current)
     assert (cause.kind, cause.subject) == ("consensus", "kraft") and cause.members == {"kraft_observer_lagging": 1}
+
+
+def test_a_broker_seen_lagging_stays_lagging_when_the_leader_stops_listing_it() -> None:
+    """The leader drops an observer 5 minutes after its last fetch (and a new leader lists only those that fetched
+    from it): the broker still stuck must not read as resolved. Before, it did at the poll it was dropped."""
+    st = ClusterState()
+    assert [a.subject for a in judged(observed(T0, {4: 40.0, 5: 0.2}), st)] == ["broker-4"]
+    assert [a.subject for a in judged(observed(T0 + 270, {4: 310.0, 5: 0.2}), st)] == ["broker-4"]
+    (gone,) = judged(observed(T0 + 300, {5: 0.2}), st)  # 4 up, answering, no longer listed
+    assert (gone.subject, gone.value) == ("broker-4", None)
+    assert "seen behind the leader's log 300s ago and the leader no longer lists it" in gone.summary, gone.summary
+    assert judged(observed(T0 + 330, {4: 0.3, 5: 0.2}), st) == []  # it fetches again, caught up: resolved
+
+
+def test_a_broker_never_seen_lagging_and_not_listed_is_not_judged() -> None:
+    """During a ZooKeeper migration the brokers not yet moved to KRaft fetch nothing and are no observers; a
+    monitor started after the leader dropped a stuck broker has no evidence either."""
+    st = ClusterState()
+    assert judged(observed(T0, {5: 0.2}), st) == [] and judged(observed(T0 + 60, {5: 0.2}), st) == []
+
+
+def test_a_broker_listed_twice_is_its_freshest_entry() -> None:
+    """Kafka keys an observer by node and metadata log directory: a broker back with a new directory is listed
+    twice until the old entry expires. The old entry read as the broker lagging, and exported two series."""
+    obs = observed(T0, {4: 120.0, 5: 0.2})
+    obs.quorum["observers"].append(replica(4, 6000, T0 - 0.1))  # type: ignore[index]
+    assert judged(obs) == []
+    assert _ages(obs) == {("1", "leader"): 0.0, ("2", "voter"): 0.0, ("3", "voter"): 0.0, ("4", "observer"): 0.1,
+                          ("5", "observer"): 0.2}
+
+
+def _ages(obs: KafkaObservation) -> dict[tuple[str, str], float]:
+    snap = build_snapshot("c", obs, None, ClusterState(), TH, obs.time, kraft=True)
+    ep = MetricsEndpoint()
+    ep.update([snap])
+    found = [((x.labels["node"], x.labels["role"]), round(x.value, 3))
+             for fam in text_string_to_metric_families(ep.render().decode()) for x in fam.samples
+             if x.name == "kafka_kraft_voter_caught_up_age_seconds"]
+    assert len(found) == len(dict(found)), found  # one series per node and role
+    return dict(found)
+
+
+def test_the_exported_age_is_on_the_leaders_clock_as_the_rule_reads_it() -> None:
+    """The gauge the twin reads was the poll's time less the catch-up: the monitor's clock against the leader's,
+    and DescribeQuorum answers seconds into the poll, so an age clamped at 0 for the leader and short for the
+    rest. Now the leader's latest time less the catch-up."""
+    assert _ages(observed(T0, {4: 33.0}, leader_clock=T0 + 4))[("4", "observer")] == 33.0  # answered 4 s in
+    assert _ages(observed(T0, {4: 40.0}, leader_clock=T0 - 600)) == {
+        ("1", "leader"): 0.0, ("2", "voter"): 0.0, ("3", "voter"): 0.0, ("4", "observer"): 40.0}
+
+
+def test_a_lagging_alert_kept_over_a_stale_quorum_joins_its_brokers_outage() -> None:
+    """Broker 4 lagging, then down while DescribeQuorum does not answer (its alert kept over the stale section):
+    the broker is not also a consensus cause."""
+    st, tracker = ClusterState(), AlertTracker()
+    obs = observed(T0, {4: 45.0})
+    snap = build_snapshot("c", obs, None, st, TH, obs.time, kraft=True)
+    tracker.update("c", judge(snap, st, TH, obs.time), T0)
+    down = KafkaObservation(time=T0 + 30, cluster_id="c", controller_id=1, kraft=True,
+                            brokers=[(i, f"h{i}", 9092, None) for i in (1, 2, 3, 5)])
+    down.fail("quorum", "DescribeQuorum failed: KafkaTimeoutError")
+    snap = build_snapshot("c", down, None, st, TH, down.time, kraft=True)
+    kept = kept_over_stale(snap)
+    outage = Candidate("broker_down", "critical", "broker-4", "broker 4 is not in the metadata")
+    current, _, _ = tracker.update("c", [*judge(snap, st, TH, down.time, kept), outage], T0 + 30, kept)
+    assert {"kraft_observer_lagging", "broker_down"} <= {a.rule for a in current}
+    snap.alerts = current
+    members = {c.kind: c.members for c in correlate(snap, current)}
+    assert members["broker"] == {"broker_down": 1, "kraft_observer_lagging": 1}, members
+    assert "kraft_observer_lagging" not in members.get("consensus", {}), members
+
+
+def test_the_sandbox_leader_stops_listing_a_broker_whose_fetch_stopped_5_minutes_ago() -> None:
+    from sandbox.handlers import metadata_answer
+
+    c = make(mode="kraft", brokers=4)
+    run(c, 5)
+    c.lag_metadata(4, metadata_answer(c))
+    run(c, KRAFT_OBSERVER_SESSION_S - 1)
+    assert _observer(c, 4)["replica_id"] == 4
+    run(c, 1)
+    part = Handlers(c).describe_quorum(1, None)["topics"][0]["partitions"][0]  # type: ignore[arg-type]
+    assert [o["replica_id"] for o in part["observers"]] == []
+    c.lag_metadata(4, None)
+    assert _observer(c, 4)["last_caught_up_timestamp"] == int(c.now * 1000)
 
 
 def _observer(c: Any, node: int) -> dict[str, int]:
