@@ -29,9 +29,9 @@ from sandbox.topology import Topology
 
 KRAFT_NOOP_INTERVAL_S = 0.5  # metadata.max.idle.interval.ms
 KRAFT_FETCH_TIMEOUT_S = 2.0
+"""controller.quorum.fetch.timeout.ms: voters that hear nothing from their leader this long elect another."""
 KRAFT_OBSERVER_SESSION_S = 300.0
 """The quorum leader stops listing an observer this long after its last fetch (LeaderState's observer session)."""
-"""controller.quorum.fetch.timeout.ms: voters that hear nothing from their leader this long elect another."""
 KRAFT_CHECK_QUORUM_S = 3.0
 """A leader that hears from no majority of the voters for 1.5 x the fetch timeout resigns (KAFKA-15489, Kafka 3.7);
 from then the quorum has no leader until a majority is up again."""

@@ -332,7 +332,7 @@ class Replication(Controller):
         is, and DescribeQuorum says so (the broker's log end offset and last fetch stay; a voter's lag grows)."""
         b = self.brokers[node_id]
         b.metadata_view = view
-        if self.mode != "kraft":
+        if self.mode != "kraft" or (view is None and b.metadata_stopped is None):
             self.log(f"broker {node_id}: metadata cache " + ("stops following the controller" if view else "caught up"))
             return
         voter = self.voters.get(node_id)
@@ -340,7 +340,7 @@ class Replication(Controller):
             b.metadata_stopped = (voter.leo if voter is not None else self.metadata_hwm, self.now)
             self.log(f"broker {node_id}: metadata cache stops following the controller, its metadata log fetch "
                      f"stopped at offset {int(b.metadata_stopped[0])}")
-        elif b.metadata_stopped is not None:
+        else:
             offset, since = b.metadata_stopped
             b.metadata_stopped = None
             self.log(f"broker {node_id}: metadata cache caught up after {self.now - since:.0f}s, "

@@ -203,7 +203,13 @@ class Sandbox:
                 log.exception("sandbox listeners not matched to the broker processes")
             return result
 
-        return asyncio.run_coroutine_threadsafe(job(), self._loop).result(timeout)
+        coro = job()
+        try:
+            future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        except RuntimeError:  # the loop is closed: the sandbox stopped
+            coro.close()
+            raise
+        return future.result(timeout)
 
     def advance_to(self, sim_time: float) -> None:
         """Wait (in real time) until the simulated clock has reached `sim_time` and a tick ran."""
