@@ -72,6 +72,7 @@ class Sandbox:
         self._blocking = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="sandbox-io")
         self._ticks = 0
         self._process_lock = asyncio.Lock()
+        self._calls: set[asyncio.Task[None]] = set()  # `call`s running on the loop (a task needs a reference)
         self._zk_write: concurrent.futures.Future[None] | None = None
 
     # ----------------------------------------------------------------- lifecycle
@@ -119,6 +120,10 @@ class Sandbox:
             ready.set()
             loop.run_until_complete(self._tick_forever())
             loop.run_until_complete(self._close_listeners())
+            left = asyncio.all_tasks(loop)  # calls still waiting: cancelled, so none is left pending at close
+            for task in left:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
             loop.close()
 
         self._thread = threading.Thread(target=run, name="sandbox-loop", daemon=True)
@@ -194,22 +199,38 @@ class Sandbox:
         opened once the sandbox is stopping."""
         if self._loop is None or self._thread is None:
             return fn(self.cluster)
+        if self._stopping.is_set():
+            raise RuntimeError("the sandbox stopped")
+        loop = self._loop
+        fut: concurrent.futures.Future[T] = concurrent.futures.Future()
 
-        async def job() -> T:
-            result = fn(self.cluster)
+        async def job() -> None:
+            try:
+                result = fn(self.cluster)
+            except BaseException as e:
+                fut.set_exception(e)
+                return
             try:
                 await self._apply_process_state()
             except Exception:  # a port taken meanwhile: the tick retries and logs it; `fn`'s result stands
                 log.exception("sandbox listeners not matched to the broker processes")
-            return result
+            fut.set_result(result)
 
-        coro = job()
-        try:
-            future = asyncio.run_coroutine_threadsafe(coro, self._loop)
-        except RuntimeError:  # the loop is closed: the sandbox stopped
-            coro.close()
-            raise
-        return future.result(timeout)
+        def stopped(task: asyncio.Task[None]) -> None:
+            self._calls.discard(task)
+            if not fut.done():  # cancelled: the sandbox stopped before it could finish
+                fut.set_exception(RuntimeError("the sandbox stopped"))
+
+        def start() -> None:  # on the loop: no coroutine is made for a loop that never runs it
+            if self._stopping.is_set():  # nor once it is winding down (the last tasks are being cancelled)
+                fut.set_exception(RuntimeError("the sandbox stopped"))
+                return
+            task = loop.create_task(job())
+            self._calls.add(task)
+            task.add_done_callback(stopped)
+
+        loop.call_soon_threadsafe(start)
+        return fut.result(timeout)
 
     def advance_to(self, sim_time: float) -> None:
         """Wait (in real time) until the simulated clock has reached `sim_time` and a tick ran."""
