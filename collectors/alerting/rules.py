@@ -448,10 +448,10 @@ def _observers(s: ClusterSnapshot, held: Held, th: Thresholds, now: float, behin
     and stays lagging. One never seen lagging and not listed is not judged: during a ZooKeeper migration the
     brokers not yet moved to KRaft fetch nothing, and are no observers."""
     clock = leader_clock(s.kraft_voters)
-    up = {b.broker_id for b in s.brokers if b.alive and b.reachable is not False}
+    up = {b.broker_id for b in s.brokers if b.up}
     listed = {v.node_id for v in s.kraft_voters}
-    for v in s.kraft_voters:
-        if clock is None or v.role != "observer" or v.node_id not in up or v.last_caught_up_time is None:
+    for v in [] if clock is None else s.kraft_voters:
+        if v.role != "observer" or v.node_id not in up or v.last_caught_up_time is None:
             continue
         age = clock - v.last_caught_up_time
         if age > th.kraft_observer_lag_s:

@@ -30,6 +30,13 @@ class BrokerRecord:
     is_controller: bool = False
     reachable: bool | None = None  # answered our requests this poll; None when not contacted
 
+    @property
+    def up(self) -> bool:
+        """In the metadata and not known to have failed to answer: `kafka_broker_up`, and the brokers a rule that
+        leaves out the ones down (`broker_down`'s and `broker_unreachable`'s) judges. One definition, so a Prometheus
+        twin joining on `kafka_broker_up == 1` judges the brokers its collector rule does."""
+        return self.alive and self.reachable is not False
+
 
 @dataclass(slots=True)
 class PartitionRecord:

@@ -540,11 +540,13 @@ def _one_per_node(observers: list[QuorumReplica]) -> list[QuorumReplica]:
     """Kafka keys an observer by node id and metadata log directory: a broker back with a new directory is listed
     twice until the old entry expires (5 minutes without a fetch), and the old one would read as that broker
     lagging. The broker is its freshest entry (by last fetch, then log end offset)."""
+    def freshness(o: QuorumReplica) -> tuple[int, int]:
+        return o.get("last_fetch_timestamp", -1), o["log_end_offset"]
+
     best: dict[int, QuorumReplica] = {}
     for o in observers:
-        key = (o.get("last_fetch_timestamp", -1), o["log_end_offset"])
         kept = best.get(o["replica_id"])
-        if kept is None or key > (kept.get("last_fetch_timestamp", -1), kept["log_end_offset"]):
+        if kept is None or freshness(o) > freshness(kept):
             best[o["replica_id"]] = o
     return list(best.values())
 

@@ -46,11 +46,11 @@ class ClusterState:
     # (voter ids, high watermark) of the last DescribeQuorum answered: what a poll that finds no leader reports the
     # voters of. Checkpointed, so a collector restarted while the quorum has no leader still says whose it is.
     kraft_quorum: tuple[tuple[int, ...], int] | None = None
-    # The last change of the voter set seen (KIP-853 add/remove controller, a quorum rebuilt): when, and the voters
-    # (added, removed), for `kraft_voters_changed`. Checkpointed with `kraft_quorum`, so a change while the monitor
-    # was down is seen at the first poll after a restart, and one seen just before it stays open as long.
-    # (added, removed, when the set before was last read): a change found after a gap (the monitor down, the quorum
-    # unanswered) happened somewhere in it, and is said so
+    # The last change of the voter set seen (KIP-853 add/remove controller, a quorum rebuilt), for
+    # `kraft_voters_changed`: when, and (voters added, voters removed, when the set before was last read; a change
+    # found after such a gap, the monitor down or the quorum unanswered, happened somewhere in it, and is said so).
+    # Checkpointed with `kraft_quorum`, so a change while the monitor was down is seen at the first poll after a
+    # restart, and one seen just before it stays open as long.
     kraft_voters_changed_at: float | None = None
     kraft_voters_change: tuple[tuple[int, ...], tuple[int, ...], float | None] | None = None
     kraft_quorum_seen_at: float | None = None  # when `kraft_quorum` was last read from an answer

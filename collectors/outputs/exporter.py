@@ -253,7 +253,7 @@ class SnapshotCollector(Collector):
         g("kafka_brokers").add_metric((c,), float(sum(1 for b in s.brokers if b.alive)))
         for b in s.brokers:
             bid = str(b.broker_id)
-            g("kafka_broker_up").add_metric((c, bid), 1.0 if b.alive and b.reachable is not False else 0.0)
+            g("kafka_broker_up").add_metric((c, bid), 1.0 if b.up else 0.0)
             g("kafka_broker_is_controller").add_metric((c, bid), 1.0 if b.is_controller else 0.0)
             if b.in_zookeeper is not None:
                 g("kafka_broker_registered_in_zookeeper").add_metric((c, bid), 1.0 if b.in_zookeeper else 0.0)
