@@ -20,13 +20,8 @@ from typing import TypeAlias
 import yaml
 
 from collectors.model.records import ClusterSnapshot
-from collectors.model.vocabulary import (
-    SEVERITIES,
-    STALE_SECTIONS,
-    STALE_SUBJECT_KINDS,
-    partition_of,
-    partition_subject,
-)
+from collectors.model.stale_subjects import Subjects, stale_subjects
+from collectors.model.vocabulary import SEVERITIES, STALE_SECTIONS
 
 RUNBOOK = "docs/alerts.md"
 
@@ -154,23 +149,6 @@ def kept_when_stale(sections: list[str] | set[str] | frozenset[str]) -> frozense
     return frozenset(r.name for r in CATALOGUE if r.keep_when_stale & stale)
 
 
-@dataclass(frozen=True, slots=True)
-class Subjects:
-    """Some subjects of a rule: `names`, and every partition of the topics `partitions_of`. The partitions of a topic
-    whose Metadata answered an error are kept so: this poll has none of them, so they cannot be listed (nor their
-    number known), and a subject is read back instead (`vocabulary.partition_of`). Answers ``in`` as a frozenset
-    does, which is all a `Kept` entry is asked."""
-
-    names: frozenset[str] = frozenset()
-    partitions_of: frozenset[str] = frozenset()
-
-    def __contains__(self, subject: object) -> bool:
-        if subject in self.names:
-            return True
-        partition = partition_of(subject) if isinstance(subject, str) and self.partitions_of else None
-        return partition is not None and partition[0] in self.partitions_of
-
-
 Kept: TypeAlias = Mapping[str, frozenset[str] | Subjects | None]
 """The open alerts a poll keeps rather than resolves on missing evidence: rule -> the subjects whose alerts are
 kept (a frozenset where all are named; `Subjects` where the partitions of some topics are kept too), None for every
@@ -199,7 +177,7 @@ def kept_over_stale(snap: ClusterSnapshot) -> Kept:
         for section in sections:
             key = (section, r.subject)
             if key not in named:
-                named[key] = _stale_subjects(snap, section, r.subject)
+                named[key] = stale_subjects(snap, section, r.subject)
             got = named[key]
             if got is None:
                 out[r.name] = None
@@ -212,26 +190,6 @@ def kept_over_stale(snap: ClusterSnapshot) -> Kept:
             elif names:
                 out[r.name] = frozenset(names)
     return out
-
-
-def _stale_subjects(snap: ClusterSnapshot, section: str, kind: str) -> Subjects | None:
-    """The subjects of `kind` that the failures of stale `section` concern (named, or the partitions of topics);
-    None: all of them."""
-    names = snap.stale_subjects.get(section)
-    own = STALE_SUBJECT_KINDS.get(section)
-    if not names or own is None:
-        return None
-    if own == kind:
-        return Subjects(frozenset(names))
-    if own == "topic" and kind == "partition":
-        return Subjects(partitions_of=frozenset(names))
-    if kind == "group" and own in ("partition", "topic"):
-        stale = set(names)
-        if own == "topic":
-            return Subjects(frozenset(gp.group_id for gp in snap.group_partitions if gp.topic in stale))
-        return Subjects(frozenset(gp.group_id for gp in snap.group_partitions
-                                  if partition_subject(gp.topic, gp.partition) in stale))
-    return None
 
 
 def is_kept(kept: frozenset[str] | Kept, rule: str, subject: str) -> bool:

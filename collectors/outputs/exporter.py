@@ -56,6 +56,7 @@ from collectors.outputs.exceptions import (
     pick_groups,
 )
 from collectors.outputs.loss_metrics import LossMetrics, retention_alerted
+from collectors.outputs.stale_metrics import fill_stale
 
 log = logging.getLogger(__name__)
 
@@ -231,8 +232,7 @@ class SnapshotCollector(Collector):
         g("kafka_monitor_polls").add_metric((c,), float(polls))
         if s.transaction_version is not None:
             g("kafka_cluster_transaction_version").add_metric((c,), float(s.transaction_version))
-        for section in s.stale_sections:
-            g("kafka_monitor_stale").add_metric((c, section), 1.0)
+        fill_stale(s, g, None if self.granularity == "partition" else self.exceptions_limit)
         alerted = {a.subject for a in s.alerts if a.resolved_at is None}
         shown = s.alerts
         if self.granularity != "partition":  # one alert per partition of a dead broker is per-partition detail

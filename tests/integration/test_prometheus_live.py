@@ -3,8 +3,9 @@
 The exporter runs in-process over a sandbox (speed x10) polled every ~0.5 s of real time; Prometheus
 (Debian's package, started here on a free loopback port with its own TSDB in tmp) scrapes it and
 evaluates the real rule file every second. A broker crash takes the RF-1 topic "single" offline, so
-KafkaOfflinePartitions (for: 30s) must go pending, then fire with the right labels, then resolve once
-the broker is back. Every wait is bounded; Prometheus is stopped by its PID and its log stays in the
+KafkaOfflinePartitions (for: 30s) must go pending, then fire with the right labels, stay firing while the
+topic's Metadata answers an error (the collector keeps its alert over that stale topic, so the twin must too),
+then resolve once the broker is back. Every wait is bounded; Prometheus is stopped by its PID and its log stays in the
 test's tmp directory (and is printed) when something fails.
 """
 
@@ -26,6 +27,7 @@ from typing import Any
 import pytest
 import yaml
 
+from collectors.model.records import ClusterSnapshot
 from collectors.outputs.exporter import MetricsEndpoint, MetricsServer
 from sandbox.runner import Sandbox
 from tests.support.monitor import make_poller
@@ -46,6 +48,7 @@ class Exporter:
     server: MetricsServer
     polls: int = 0
     errors: list[str] = field(default_factory=list)
+    last: ClusterSnapshot | None = None
 
 
 @dataclass
@@ -102,7 +105,8 @@ def exporter() -> Iterator[Exporter]:
         def poll_loop() -> None:
             while not stop.is_set():
                 try:
-                    endpoint.update([poller.poll(sb.clock.now()).snapshot])
+                    ex.last = poller.poll(sb.clock.now()).snapshot
+                    endpoint.update([ex.last])
                     ex.polls += 1
                 except Exception as e:  # reported by the test, never silently swallowed
                     ex.errors.append(repr(e))
@@ -161,7 +165,7 @@ def test_prometheus_fires_and_resolves_an_alert_from_alerts_yml(exporter: Export
     # 1. The real rule file is loaded, and the exporter's series reach the TSDB.
     groups = prom.api("rules")["groups"]
     loaded = {r["name"] for g in groups for r in g["rules"]}
-    expected = {r["alert"] for g in yaml.safe_load(ALERTS.read_text())["groups"] for r in g["rules"]}
+    expected = {r.get("alert") or r["record"] for g in yaml.safe_load(ALERTS.read_text())["groups"] for r in g["rules"]}
     assert loaded == expected
     # The default granularity (exceptions): roll-ups for every topic, per-partition series only where something
     # is not healthy -- here "single" (RF 1: at min ISR by design), never a healthy "orders" partition.
@@ -198,11 +202,29 @@ def test_prometheus_fires_and_resolves_an_alert_from_alerts_yml(exporter: Export
     assert "First step:" in alert["annotations"]["description"]
     assert fired - crashed >= 30, "fired before its `for:` elapsed"
 
-    # 3. Restart it: the partition gets its leader back and the alert resolves (leaves the active list).
+    # 3. The topic's Metadata answers an error: the exporter drops its series, the collector keeps its alert
+    #    (nothing says the partition is back), and so does the twin, with its value, for as long as it lasts.
+    sb.call(lambda c: c.topic_errors.update(single=3))
+    _wait("topic single stale in Prometheus", lambda: prom.api(
+        "query", query='kafka_monitor_stale_subject{cluster="sandbox",section="partitions",topic="single"}')["result"]
+        and not prom.api("query", query='kafka_topic_offline_partitions{cluster="sandbox",topic="single"}')["result"],
+        30, prom)
+    held = time.monotonic()
+    while time.monotonic() - held < 5:  # five evaluations of the rule over the stale section
+        last = exporter.last
+        assert last is not None and last.stale_subjects.get("partitions") == ["single"], last
+        assert "single-1" in {a.subject for a in last.alerts if a.rule == "offline_partition"}, last.alerts
+        now = [a for a in _alerts(prom, cluster="sandbox", topic="single") if a["state"] == "firing"]
+        assert [(a["activeAt"], a["annotations"]["summary"]) for a in now] == [
+            (alert["activeAt"], "1 offline partition of single on sandbox")], now
+        time.sleep(1)
+    sb.call(lambda c: c.topic_errors.clear())
+
+    # 4. Restart it: the partition gets its leader back and the alert resolves (leaves the active list).
     sb.call(lambda c: c.restart_broker(2))
     _wait(f"{ALERT} to resolve", lambda: not _alerts(prom, cluster="sandbox"), 30, prom)
 
-    # 4. Every rule evaluated cleanly against real data (no many-to-many matches, no bad templates).
+    # 5. Every rule evaluated cleanly against real data (no many-to-many matches, no bad templates).
     broken = {r["name"]: r.get("lastError") for g in prom.api("rules")["groups"] for r in g["rules"]
               if r["health"] != "ok"}
     assert not broken, broken

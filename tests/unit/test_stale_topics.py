@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from collectors.alerting.catalogue import CATALOGUE, Subjects, _stale_subjects, is_kept, kept_over_stale
+from collectors.alerting.catalogue import CATALOGUE, is_kept, kept_over_stale
 from collectors.config import Thresholds
 from collectors.model.activity import GroupLife
 from collectors.model.lag import CommitWindow, OffsetHistory
@@ -25,6 +25,7 @@ from collectors.model.loss import EpochWatch
 from collectors.model.observations import KafkaObservation, PartitionMeta
 from collectors.model.records import ClusterSnapshot, GroupPartitionRecord
 from collectors.model.snapshot import build_snapshot
+from collectors.model.stale_subjects import Subjects, stale_subjects
 from collectors.model.state import ClusterState
 from collectors.model.vocabulary import STALE_SUBJECT_KINDS, partition_of, partition_subject
 from collectors.sources.kafka_adapter import KafkaAdapter
@@ -122,9 +123,9 @@ def test_a_stale_topic_in_the_other_subject_kinds() -> None:
                         stale_subjects={"partitions": [DOOMED]},
                         group_partitions=[GroupPartitionRecord("c", g, t, 0, 0, 0, 9, 9, 9, None)
                                           for g, t in (("a", DOOMED), ("b", ORDERS), ("b", "doomed-2"))])
-    assert _stale_subjects(s, "partitions", "topic") == Subjects(frozenset({DOOMED}))
-    assert _stale_subjects(s, "partitions", "group") == Subjects(frozenset({"a"}))
-    assert _stale_subjects(s, "partitions", "broker") is None
+    assert stale_subjects(s, "partitions", "topic") == Subjects(frozenset({DOOMED}))
+    assert stale_subjects(s, "partitions", "group") == Subjects(frozenset({"a"}))
+    assert stale_subjects(s, "partitions", "broker") is None
     # named partitions besides (from another section) are kept alongside a stale topic's
     both = Subjects(frozenset({"orders-eu-1"}), frozenset({DOOMED}))
     assert "orders-eu-1" in both and "doomed-0" in both and "orders-eu-0" not in both

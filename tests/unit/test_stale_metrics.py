@@ -1,0 +1,162 @@
+"""What the exporter tells Prometheus a stale section left unjudged, and the twins' holds that read it.
+
+The collector keeps an open alert over a stale section, for the subjects the section failed for
+(`catalogue.kept_over_stale`); its Prometheus twin keeps its firing alert through ``kafka_monitor_stale_whole``
+and ``kafka_monitor_stale_subject`` (`collectors.outputs.stale_metrics`), joined as `twin_holds` writes it. These
+tests hold the two paths to one reading: the subjects exported are the subjects the collector keeps, in the
+twins' own labels; and alerts.yml is what `twin_holds` derives from the catalogue. promtool runs the holds
+(deploy/prometheus/tests/stale.yml), and a real Prometheus one of them (tests/integration/test_prometheus_live.py).
+"""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from collectors.alerting import twin_holds
+from collectors.alerting.catalogue import CATALOGUE, PASS_THROUGH, kept_over_stale
+from collectors.model.records import ClusterSnapshot
+from collectors.model.stale_subjects import subject_kinds
+from collectors.model.vocabulary import STALE_SECTIONS, STALE_SUBJECT_KINDS, partition_of
+from collectors.outputs.exporter import MetricsEndpoint
+from collectors.outputs.stale_metrics import stale_scope
+from tests.unit.test_exporter import NOW, healthy_and_broken, samples
+
+SUBJECT_LABELS = ("section", "topic", "partition", "consumergroup", "transactional_id")
+
+
+def stale(sections: list[str], subjects: dict[str, list[str]] | None = None, **kw: object) -> ClusterSnapshot:
+    s = healthy_and_broken()
+    s.stale, s.stale_sections, s.stale_subjects = True, sections, subjects or {}
+    for k, v in kw.items():
+        setattr(s, k, v)
+    return s
+
+
+def exported(s: ClusterSnapshot, granularity: str = "exceptions", limit: int = 2000) -> tuple[set[str], set[tuple]]:
+    ep = MetricsEndpoint(granularity=granularity, exceptions_limit=limit)
+    ep.update([s])
+    got = samples(ep.render())
+    whole = {lab["section"] for lab, v in got.get("kafka_monitor_stale_whole", []) if v == 1.0}
+    rows = {tuple(lab.get(k, "") for k in SUBJECT_LABELS)
+            for lab, v in got.get("kafka_monitor_stale_subject", []) if v == 1.0}
+    assert {lab["section"] for lab, _ in got.get("kafka_monitor_stale", [])} == set(s.stale_sections)
+    return whole, rows
+
+
+def test_fresh_sections_export_nothing() -> None:
+    assert exported(healthy_and_broken()) == (set(), set())
+
+
+def test_an_unreachable_cluster_is_stale_as_a_whole() -> None:
+    s = ClusterSnapshot(cluster="gone", time=NOW, reachable=False, stale=True, stale_sections=["cluster"])
+    assert exported(s) == ({"cluster"}, set())
+
+
+def test_sections_that_named_nothing_or_cannot_name_a_twin_subject_are_whole() -> None:
+    s = stale(["groups", "quorum", "zookeeper"], {"quorum": ["voter-1"]})
+    assert exported(s) == ({"groups", "quorum", "zookeeper"}, set())
+
+
+def test_a_stale_topic_stands_for_itself_and_for_the_groups_reading_it() -> None:
+    s = stale(["partitions"], {"partitions": ["orders"]})
+    assert exported(s) == (set(), {("partitions", "orders", "", "", ""), ("partitions", "", "", "fine", ""),
+                                   ("partitions", "", "", "slow", "")})
+    assert exported(stale(["partitions"], {"partitions": ["gone"]})) == (set(), {("partitions", "gone", "", "", "")})
+
+
+def test_a_stale_partition_stands_for_itself_and_its_readers_a_group_and_an_id_for_themselves() -> None:
+    s = stale(["offsets", "groups", "transactions"],
+              {"offsets": ["orders-1", "pay-0"], "groups": ["slow"], "transactions": ["tx-1"]})
+    assert exported(s) == (set(), {("offsets", "orders", "1", "", ""), ("offsets", "pay", "0", "", ""),
+                                   ("offsets", "", "", "fine", ""), ("offsets", "", "", "slow", ""),
+                                   ("groups", "", "", "slow", ""), ("transactions", "", "", "", "tx-1")})
+
+
+def test_more_subjects_than_the_limit_make_the_section_whole_except_at_partition_granularity() -> None:
+    s = stale(["offsets"], {"offsets": ["orders-0", "orders-1", "orders-2"]})  # 3 partitions + 2 groups
+    assert exported(s, limit=5)[0] == set()
+    assert exported(s, limit=4) == ({"offsets"}, set())
+    assert len(exported(s, granularity="partition", limit=4)[1]) == 5
+
+
+@pytest.mark.parametrize("rule", [r for r in CATALOGUE if r.subject in ("partition", "topic", "group",
+                                                                         "transactional_id") and r.keep_when_stale])
+def test_the_subjects_exported_are_the_subjects_the_collector_keeps(rule: object) -> None:
+    """For every rule kept per subject, and every section it depends on: the alerts the collector keeps are those
+    whose subject the exporter names (a whole section, or one whose failures cannot name the rule's kind: every
+    subject, both ways)."""
+    s = stale([], {})
+    subjects = {"partitions": ["orders", "gone"], "offsets": ["orders-1"], "groups": ["slow"],
+                "transactions": ["tx-1"], "producers": ["pay-1"], "configs": ["pay"]}
+    candidates = ["orders-0", "orders-1", "pay-1", "gone-4", "orders", "pay", "fine", "slow", "tx-1", "tx-2"]
+    for section in sorted(rule.keep_when_stale):
+        s.stale_sections = [section]
+        s.stale_subjects = {section: subjects[section]} if section in subjects else {}
+        kept = kept_over_stale(s).get(rule.name, frozenset())
+        whole, named = stale_scope(s, None)
+        for subject in candidates:
+            by_exporter = (section in whole or rule.subject not in subject_kinds(section)  # the twin: any failure
+                           or any(_names(row, rule.subject, subject) for row in named.get(section, ())))
+            assert (kept is None or subject in kept) == by_exporter, (rule.name, section, subject)
+
+
+def _names(row: tuple[str, str, str, str], kind: str, subject: str) -> bool:
+    """Whether an exported subject row joins an alert of `kind` on `subject`, as the twins' holds join."""
+    topic, partition, group, txid = row
+    if kind == "partition":
+        part = partition_of(subject)
+        return part is not None and topic == part[0] and partition in ("", str(part[1])) and bool(topic)
+    if kind == "topic":
+        return bool(topic) and topic == subject and not partition
+    return (group if kind == "group" else txid) == subject
+
+
+# ----------------------------------------------------------------------------- the twins' holds
+
+
+def _alerts() -> dict[str, dict]:
+    doc = yaml.safe_load(twin_holds.ALERTS_YML.read_text())
+    return {r["alert"]: r for g in doc["groups"] for r in g["rules"] if "alert" in r}
+
+
+def test_every_twin_of_a_kept_rule_holds_as_the_catalogue_says() -> None:
+    alerts = _alerts()
+    holds = twin_holds.twin_sections()
+    assert len(holds) >= 25 and PASS_THROUGH not in holds
+    for name, rule in alerts.items():
+        expr = " ".join(rule["expr"].split())
+        if name not in holds:
+            assert twin_holds.MARKER not in expr, f"{name} holds, but no rule it covers is kept over stale sections"
+            continue
+        want = " ".join(twin_holds.expression(name, twin_holds.condition_of(rule["expr"])).split())
+        assert expr == want, f"{name}: run `python -m collectors.alerting.twin_holds`"
+        assert f'ALERTS{{alertname="{name}", alertstate="firing"}}' in expr
+
+
+def test_the_rewrite_is_idempotent_and_keeps_every_other_line() -> None:
+    text = twin_holds.ALERTS_YML.read_text()
+    assert twin_holds.rewrite(text) == text
+    bare = "\n".join(line for line in text.splitlines())
+    assert twin_holds.rewrite(bare + "\n") == text
+
+
+def test_a_twin_joins_each_section_on_the_labels_its_failures_can_name() -> None:
+    # a topic twin: a stale topic on the topic; a partition twin: a topic on the topic, a partition on both;
+    # a group twin: its groups, whatever named them; a broker twin: whole sections only
+    topic = " ".join(twin_holds.hold("KafkaTopicMinIsrTooLow", "max by (cluster, topic) (x) < 2"))
+    assert 'and on (cluster, topic) kafka_monitor_stale_subject{section=~"configs|partitions"}' in topic
+    part = " ".join(twin_holds.hold("KafkaHangingTransaction", "max by (cluster, topic, partition) (x) == 1"))
+    assert 'on (cluster, topic, partition) kafka_monitor_stale_subject{section=~"offsets|producers"}' in part
+    assert 'on (cluster, topic) kafka_monitor_stale_subject{section="partitions"}' in part
+    assert 'kafka_monitor_stale{section=~"cluster|transactions"}' in part  # a transactional id names no partition
+    group = " ".join(twin_holds.hold("KafkaConsumerGroupLagError", "max by (cluster, consumergroup) (x) == 2"))
+    assert 'on (cluster, consumergroup) kafka_monitor_stale_subject{section=~"groups|offsets"}' in group
+    broker = " ".join(twin_holds.hold("KafkaBrokerDown", "max by (cluster, broker) (x) == 0"))
+    assert "kafka_monitor_stale_subject" not in broker and 'kafka_monitor_stale{section="cluster"}' in broker
+
+
+def test_every_section_a_failure_names_the_subjects_of_has_a_kind() -> None:
+    assert set(STALE_SUBJECT_KINDS) <= set(STALE_SECTIONS)
+    for section in STALE_SECTIONS:
+        assert bool(subject_kinds(section)) == (section in STALE_SUBJECT_KINDS), section
