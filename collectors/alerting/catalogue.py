@@ -20,8 +20,8 @@ from typing import TypeAlias
 import yaml
 
 from collectors.model.records import ClusterSnapshot
-from collectors.model.stale_subjects import Subjects, stale_subjects
-from collectors.model.vocabulary import SEVERITIES, STALE_SECTIONS
+from collectors.model.stale_subjects import Subjects, stale_subjects, subject_kinds
+from collectors.model.vocabulary import SEVERITIES, STALE_SECTIONS, STALE_SUBJECT_KINDS
 
 RUNBOOK = "docs/alerts.md"
 
@@ -153,6 +153,13 @@ Kept: TypeAlias = Mapping[str, frozenset[str] | Subjects | None]
 """The open alerts a poll keeps rather than resolves on missing evidence: rule -> the subjects whose alerts are
 kept (a frozenset where all are named; `Subjects` where the partitions of some topics are kept too), None for every
 subject of the rule. A rule not in it keeps nothing."""
+
+
+def stale_kinds() -> dict[str, frozenset[str]]:
+    """Each section whose failures can name subjects -> the subject kinds of the rules kept over it that those
+    names can say (`stale_subjects.subject_kinds`): what the exporter's ``kafka_monitor_stale_subject`` needs."""
+    return {section: frozenset(r.subject for r in CATALOGUE if section in r.keep_when_stale) & subject_kinds(section)
+            for section in STALE_SUBJECT_KINDS}
 
 
 def kept_over_stale(snap: ClusterSnapshot) -> Kept:

@@ -34,6 +34,8 @@ import re
 import sys
 from pathlib import Path
 
+import yaml
+
 from collectors.alerting.catalogue import CATALOGUE, PASS_THROUGH
 from collectors.model.stale_subjects import subject_kinds
 from collectors.model.vocabulary import STALE_SUBJECT_KINDS
@@ -59,8 +61,7 @@ def recorded(alert: str) -> str:
 
 _KIND_OF_LABELS = {("topic",): "topic", ("partition", "topic"): "partition", ("consumergroup",): "group",
                    ("transactional_id",): "transactional_id", ("state", "transactional_id"): "transactional_id"}
-_JOIN = {"topic": "cluster, topic", "group": "cluster, consumergroup",
-         "transactional_id": "cluster, transactional_id"}
+_JOIN = {"topic": "topic", "group": "consumergroup", "transactional_id": "transactional_id"}
 
 
 def twin_sections() -> dict[str, frozenset[str]]:
@@ -87,29 +88,45 @@ def _regex(sections: list[str]) -> str:
     return f'="{sections[0]}"' if len(sections) == 1 else f'=~"{"|".join(sections)}"'
 
 
+MONITORS = "count by (cluster) (kafka_monitor_cluster_reachable)"
+"""The monitors (replicas) exporting each cluster: a hold needs every one of them stale, since the condition
+takes the worst of what they read (``max by``), and one replica's fresh reading is evidence the others lack."""
+
+
+def _every_monitor(stale: str, by: str = "cluster") -> list[str]:
+    """`stale` (series with ``job`` and ``instance``) where every monitor exporting the cluster has it, by `by`."""
+    many = "" if by == "cluster" else " group_left"
+    return [f"  count by ({by}) (group by ({by}, job, instance) ({stale}))",
+            f"  == on (cluster){many} {MONITORS}"]
+
+
 def hold(alert: str, condition: str) -> list[str]:
     """The lines of `alert`'s hold, after its `condition`."""
     sections = sorted(twin_sections()[alert])
     kind = twin_kind(condition)
     named = [s for s in sections if kind is not None and kind in subject_kinds(s)]
     anyhow = [s for s in sections if s not in named]
-    firing = f'ALERTS{{alertname="{alert}", alertstate="firing"}}'
-    whole = []
-    if named:
-        whole.append(f"kafka_monitor_stale_whole{{section{_regex(named)}}}")
-    if anyhow:
-        whole.append(f"kafka_monitor_stale{{section{_regex(anyhow)}}}")
-    lines = [f"  {firing}", f"  and on (cluster) ({' or '.join(whole)})" if len(whole) > 1 else
-             f"  and on (cluster) {whole[0]}"]
+    firing = f'ALERTS{{alertname="{alert}", alertstate="firing"'
+    whole = ([f"kafka_monitor_stale_whole{{section{_regex(named)}}}"] if named else []) + \
+        ([f"kafka_monitor_stale{{section{_regex(anyhow)}}}"] if anyhow else [])
+    lines = [f"{firing}}}", "and on (cluster) (", *_every_monitor(" or ".join(whole)), ")"]
     joins: dict[str, list[str]] = {}
     for s in named:  # a partition twin joins a stale topic on the topic, a stale partition on both
-        on = ("cluster, topic" if STALE_SUBJECT_KINDS[s] == "topic" else "cluster, topic, partition") \
-            if kind == "partition" else _JOIN[kind or ""]
+        on = ("topic" if STALE_SUBJECT_KINDS[s] == "topic" else "topic, partition") if kind == "partition" \
+            else _JOIN[kind or ""]
         joins.setdefault(on, []).append(s)
     for on, of in joins.items():
-        lines += [f"  or {firing}", f"  and on ({on}) kafka_monitor_stale_subject{{section{_regex(of)}}}"]
+        labels = [x.strip() for x in on.split(",")]
+        present = ", ".join(f'{x}!=""' for x in labels)
+        lines += [f'or {firing}, {labels[0]}!=""}}', f"and on (cluster, {on}) (",
+                  *_every_monitor(f"kafka_monitor_stale_subject{{section{_regex(of)}, {present}}}",
+                                  f"cluster, {on}"), ")"]
+    if kind in ("topic", "partition") and re.search(r"\bby\s*\(\s*cluster\s*\)", condition):
+        # a roll-up branch: its alerts (no topic) count partitions, any of which a failure naming some may hide
+        lines += [f'or {firing}, topic=""}}', "and on (cluster) (",
+                  *_every_monitor(f"kafka_monitor_stale{{section{_regex(sections)}}}"), ")"]
     return [f"or last_over_time({recorded(alert)}[{HOLD_WINDOW}])",
-            "and ignoring (alertname, alertstate, severity) (", *lines, ")"]
+            "and ignoring (alertname, alertstate, severity) (", *(f"  {x}" for x in lines), ")"]
 
 
 def condition_lines(condition: str) -> list[str]:
@@ -129,13 +146,12 @@ def expression(alert: str, condition: str) -> str:
 
 
 def rewrite(text: str) -> str:
-    """alerts.yml's `text` with every twin's ``expr`` rebuilt from its condition and its hold, and the recording
-    group of their conditions rebuilt at its end."""
-    lines = text.splitlines()
-    if _GROUP_HEAD[1] in lines:
-        lines = lines[:lines.index(_GROUP_HEAD[1]) - 1]
-        while lines and not lines[-1].strip():
-            lines.pop()
+    """alerts.yml's `text` with every twin's ``expr`` rebuilt from its condition and its hold (a twin no longer
+    held loses its hold), and the recording group of their conditions rebuilt at its end. Everything else is kept
+    as written; a condition written as a block scalar keeps its lines, one written as a plain or quoted scalar is
+    read as YAML reads it (its comment and quotes are not PromQL)."""
+    exprs = {r["alert"]: r["expr"] for g in yaml.safe_load(text)["groups"] for r in g["rules"] if "alert" in r}
+    lines = _without_group(text.splitlines())
     holds = twin_sections()
     out: list[str] = []
     conditions: dict[str, list[str]] = {}
@@ -147,25 +163,41 @@ def rewrite(text: str) -> str:
         if found:
             alert = found.group(1)
         key = re.match(r"(\s*)expr:(.*)$", line)
-        if not (key and alert in holds):
+        if not (key and alert is not None and (alert in holds or MARKER in exprs.get(alert, ""))):
             out.append(line)
             i += 1
             continue
         indent, rest = key.group(1), key.group(2).strip()
-        body: list[str] = [] if rest in (">-", ">", "|", "|-") else [rest]
+        body: list[str] = []
         i += 1
         while i < len(lines) and (not lines[i].strip() or len(lines[i]) - len(lines[i].lstrip()) > len(indent)):
             body.append(lines[i])
             i += 1
-        condition = condition_of("\n".join(_dedent(body)))
-        conditions[alert] = condition_lines(condition)
+        block = rest in (">-", ">", "|", "|-")
+        condition = condition_of("\n".join(_dedent(body)) if block else exprs[alert])
+        held = [*condition_lines(condition), *(hold(alert, condition) if alert in holds else [])]
+        if alert in holds:
+            conditions[alert] = condition_lines(condition)
         out.append(f"{indent}expr: >-")
-        out.extend(f"{indent}  {line}" for line in [*conditions[alert], *hold(alert, condition)])
+        out.extend(f"{indent}  {x}" for x in held)
         alert = None
+    while out and not out[-1].strip():
+        out.pop()
     out += ["", *_GROUP_HEAD]
     for name, condition in conditions.items():
         out += [f"      - record: {recorded(name)}", "        expr: >-", *(f"          {x}" for x in condition)]
     return "\n".join(out) + "\n"
+
+
+def _without_group(lines: list[str]) -> list[str]:
+    """`lines` without the generated recording group (its comment included), whatever follows it."""
+    if _GROUP_HEAD[1] not in lines:
+        return lines
+    start = lines.index(_GROUP_HEAD[1]) - 1
+    end = start + len(_GROUP_HEAD)
+    while end < len(lines) and not re.match(r"  (- name:|# -{8})", lines[end]):
+        end += 1
+    return lines[:start] + lines[end:]
 
 
 def _dedent(body: list[str]) -> list[str]:

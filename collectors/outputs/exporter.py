@@ -56,7 +56,7 @@ from collectors.outputs.exceptions import (
     pick_groups,
 )
 from collectors.outputs.loss_metrics import LossMetrics, retention_alerted
-from collectors.outputs.stale_metrics import fill_stale
+from collectors.outputs.stale_metrics import StaleKinds, fill_stale
 
 log = logging.getLogger(__name__)
 
@@ -129,12 +129,14 @@ class SnapshotCollector(Collector):
     """prometheus-client collector over the latest snapshot per cluster (no cluster requests)."""
 
     def __init__(self, clock: Callable[[], float] = time.time, owner_labels: bool = False,
-                 granularity: str = "exceptions", exceptions_limit: int = DEFAULT_LIMIT) -> None:
+                 granularity: str = "exceptions", exceptions_limit: int = DEFAULT_LIMIT,
+                 stale_kinds: StaleKinds | None = None) -> None:
         if granularity not in GRANULARITIES:
             raise ValueError(f"granularity must be one of {', '.join(GRANULARITIES)}, not {granularity!r}")
         self.granularity = granularity
         self.exceptions_limit = exceptions_limit  # per cluster, each of partitions, group partitions, alerts; 0: all
         self.owner_labels = owner_labels  # kafka_consumergroup_partition_owner: one series per owned partition
+        self.stale_kinds = stale_kinds  # kafka_monitor_stale_subject's kinds by section (None: every twin kind)
         self._clock = clock
         self._lock = threading.Lock()
         self._snapshots: dict[str, ClusterSnapshot] = {}
@@ -232,7 +234,7 @@ class SnapshotCollector(Collector):
         g("kafka_monitor_polls").add_metric((c,), float(polls))
         if s.transaction_version is not None:
             g("kafka_cluster_transaction_version").add_metric((c,), float(s.transaction_version))
-        fill_stale(s, g, None if self.granularity == "partition" else self.exceptions_limit)
+        fill_stale(s, g, None if self.granularity == "partition" else self.exceptions_limit, self.stale_kinds)
         alerted = {a.subject for a in s.alerts if a.resolved_at is None}
         shown = s.alerts
         if self.granularity != "partition":  # one alert per partition of a dead broker is per-partition detail
@@ -544,9 +546,9 @@ class MetricsEndpoint:
     Prometheus (Go's gzip reader), curl and Python all read them as one."""
 
     def __init__(self, owner_labels: bool = False, granularity: str = "exceptions",
-                 exceptions_limit: int = DEFAULT_LIMIT) -> None:
+                 exceptions_limit: int = DEFAULT_LIMIT, stale_kinds: StaleKinds | None = None) -> None:
         self.collector = SnapshotCollector(owner_labels=owner_labels, granularity=granularity,
-                                           exceptions_limit=exceptions_limit)
+                                           exceptions_limit=exceptions_limit, stale_kinds=stale_kinds)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.collector)
         self.process = CollectorRegistry(auto_describe=False)

@@ -15,7 +15,7 @@ An exception, not the world: both are absent while every section is fresh.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 from collectors.model.records import ClusterSnapshot
@@ -29,6 +29,10 @@ voter's alerts are kept over a whole stale section only: no section names broker
 class _Samples(Protocol):
     def add_metric(self, labels: Sequence[str], value: float) -> None: ...
 
+
+StaleKinds = Mapping[str, frozenset[str]]
+"""Section -> the subject kinds whose alerts are kept over it (`catalogue.stale_kinds`): the rows exported for it,
+and counted against the limit. Rows of other kinds would join no twin's hold."""
 
 SubjectLabels = tuple[str, str, str, str]
 """(topic, partition, consumergroup, transactional_id), "" where the kind has none."""
@@ -51,35 +55,38 @@ def _labels(kind: str, names: Iterable[str], topics: Iterable[str]) -> set[Subje
     return out
 
 
-def stale_scope(snap: ClusterSnapshot, limit: int | None) -> tuple[list[str], dict[str, set[SubjectLabels]]]:
-    """The sections stale as a whole, and the subjects of the others, by section. A section naming more subjects
-    than `limit` (None: no limit) is exported as whole: its twins then keep every alert, never fewer than the
-    collector does."""
+def stale_scope(snap: ClusterSnapshot, limit: int | None, kinds: StaleKinds | None = None
+                ) -> tuple[list[str], dict[str, set[SubjectLabels]]]:
+    """The sections stale as a whole, and the subjects of the others, by section, in `kinds` (None: every twin
+    kind). A section with more subject rows than `limit` (None or 0: no limit, as `exporter.exceptions_limit`
+    says) is exported as whole: its twins then keep every alert, never fewer than the collector does."""
     whole: list[str] = []
     named: dict[str, set[SubjectLabels]] = {}
     for section in snap.stale_sections:
-        kinds = subject_kinds(section) & set(TWIN_KINDS)
-        if not snap.stale_subjects.get(section) or not kinds:
+        wanted = set(TWIN_KINDS) if kinds is None else set(kinds.get(section, ()))
+        used = subject_kinds(section) & wanted
+        if not snap.stale_subjects.get(section) or not used:
             whole.append(section)
             continue
         rows: set[SubjectLabels] = set()
-        for kind in sorted(kinds):
+        for kind in sorted(used):
             got = stale_subjects(snap, section, kind)
             if got is not None:
                 rows |= _labels(kind, got.names, got.partitions_of)
-        if limit is not None and len(rows) > limit:
+        if limit and len(rows) > limit:
             whole.append(section)
         else:
             named[section] = rows
     return whole, named
 
 
-def fill_stale(snap: ClusterSnapshot, gauge: Callable[[str], _Samples], limit: int | None) -> None:
+def fill_stale(snap: ClusterSnapshot, gauge: Callable[[str], _Samples], limit: int | None,
+               kinds: StaleKinds | None = None) -> None:
     """Add the cluster's `kafka_monitor_stale`, `kafka_monitor_stale_whole` and `kafka_monitor_stale_subject`."""
     c = snap.cluster
     for section in snap.stale_sections:
         gauge("kafka_monitor_stale").add_metric((c, section), 1.0)
-    whole, named = stale_scope(snap, limit)
+    whole, named = stale_scope(snap, limit, kinds)
     for section in whole:
         gauge("kafka_monitor_stale_whole").add_metric((c, section), 1.0)
     for section, rows in named.items():

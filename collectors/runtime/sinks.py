@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from collectors.alerting.catalogue import RISK_RULES
+from collectors.alerting.catalogue import RISK_RULES, stale_kinds
 from collectors.alerting.rules import Candidate
 from collectors.config import HistoryConfig, MonitorConfig, Thresholds
 from collectors.model.poll import PollResult
@@ -54,7 +54,7 @@ class ExporterSink:
     def __init__(self, host: str, port: int, granularity: str = "exceptions", owner_labels: bool = False,
                  monitor: Monitor | None = None, exceptions_limit: int = DEFAULT_LIMIT) -> None:
         self.endpoint = MetricsEndpoint(owner_labels=owner_labels, granularity=granularity,
-                                        exceptions_limit=exceptions_limit)
+                                        exceptions_limit=exceptions_limit, stale_kinds=stale_kinds())
         self.api = JsonApi(RISK_RULES)
         self.monitor = monitor
         self.server = MetricsServer(self.endpoint, host, port, self.api).start()

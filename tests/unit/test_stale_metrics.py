@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from collectors.alerting import twin_holds
-from collectors.alerting.catalogue import CATALOGUE, PASS_THROUGH, kept_over_stale
+from collectors.alerting.catalogue import CATALOGUE, PASS_THROUGH, kept_over_stale, stale_kinds
 from collectors.model.records import ClusterSnapshot
 from collectors.model.stale_subjects import subject_kinds
 from collectors.model.vocabulary import STALE_SECTIONS, STALE_SUBJECT_KINDS, partition_of
@@ -33,8 +33,9 @@ def stale(sections: list[str], subjects: dict[str, list[str]] | None = None, **k
     return s
 
 
-def exported(s: ClusterSnapshot, granularity: str = "exceptions", limit: int = 2000) -> tuple[set[str], set[tuple]]:
-    ep = MetricsEndpoint(granularity=granularity, exceptions_limit=limit)
+def exported(s: ClusterSnapshot, granularity: str = "exceptions", limit: int = 2000,
+             kinds: dict[str, frozenset[str]] | None = None) -> tuple[set[str], set[tuple]]:
+    ep = MetricsEndpoint(granularity=granularity, exceptions_limit=limit, stale_kinds=kinds)
     ep.update([s])
     got = samples(ep.render())
     whole = {lab["section"] for lab, v in got.get("kafka_monitor_stale_whole", []) if v == 1.0}
@@ -78,6 +79,29 @@ def test_more_subjects_than_the_limit_make_the_section_whole_except_at_partition
     assert exported(s, limit=5)[0] == set()
     assert exported(s, limit=4) == ({"offsets"}, set())
     assert len(exported(s, granularity="partition", limit=4)[1]) == 5
+    assert len(exported(s, limit=0)[1]) == 5  # 0: no limit, as everywhere in the exporter
+
+
+def test_only_the_kinds_kept_over_a_section_are_exported_and_counted() -> None:
+    """A stale topic's readers join no twin that holds over `partitions` (the consumer rules do not keep over it):
+    they are not exported, nor counted against the limit, which one topic read by many groups would pass."""
+    kinds = stale_kinds()
+    assert kinds["partitions"] == {"partition", "topic"} and kinds["offsets"] == {"partition", "group"}
+    s = stale(["partitions", "configs"], {"partitions": ["orders"], "configs": ["orders"]})
+    assert exported(s, limit=1, kinds=kinds) == (set(), {("partitions", "orders", "", "", ""),
+                                                          ("configs", "orders", "", "", "")})
+    assert exported(s, limit=1)[0] == {"partitions", "configs"}  # every twin kind: the two readers count
+
+
+def test_every_subject_a_twin_joins_on_is_exported() -> None:
+    kinds = stale_kinds()
+    for alert, rule in _alerts().items():
+        if alert not in twin_holds.twin_sections():
+            continue
+        kind = twin_holds.twin_kind(twin_holds.condition_of(rule["expr"]))
+        for section in twin_holds.twin_sections()[alert]:
+            if kind is not None and kind in subject_kinds(section):
+                assert kind in kinds[section], (alert, section, kind)
 
 
 @pytest.mark.parametrize("rule", [r for r in CATALOGUE if r.subject in ("partition", "topic", "group",
@@ -94,7 +118,7 @@ def test_the_subjects_exported_are_the_subjects_the_collector_keeps(rule: object
         s.stale_sections = [section]
         s.stale_subjects = {section: subjects[section]} if section in subjects else {}
         kept = kept_over_stale(s).get(rule.name, frozenset())
-        whole, named = stale_scope(s, None)
+        whole, named = stale_scope(s, None, stale_kinds())
         for subject in candidates:
             by_exporter = (section in whole or rule.subject not in subject_kinds(section)  # the twin: any failure
                            or any(_names(row, rule.subject, subject) for row in named.get(section, ())))
@@ -137,22 +161,64 @@ def test_every_twin_of_a_kept_rule_holds_as_the_catalogue_says() -> None:
 def test_the_rewrite_is_idempotent_and_keeps_every_other_line() -> None:
     text = twin_holds.ALERTS_YML.read_text()
     assert twin_holds.rewrite(text) == text
-    bare = "\n".join(line for line in text.splitlines())
-    assert twin_holds.rewrite(bare + "\n") == text
+
+
+def test_the_rewrite_keeps_groups_after_its_own_reads_scalars_as_yaml_and_unholds() -> None:
+    text = twin_holds.ALERTS_YML.read_text()
+    mine = "  - name: my-team\n    rules:\n      - alert: MyTeamAlert\n        expr: up == 0\n"
+    assert mine in twin_holds.rewrite(text + mine)
+    # a plain scalar with a YAML comment, a quoted one: their values, not their text
+    block = _block(text, "KafkaBrokerDown")
+    plain = text.replace(block, "        expr: max by (cluster, broker) (kafka_broker_up) == 0  # down\n")
+    assert twin_holds.rewrite(plain) == text
+    quoted = text.replace(block, '        expr: "max by (cluster, broker) (kafka_broker_up) == 0"\n')
+    assert twin_holds.rewrite(quoted) == text
+    # a twin whose rules no longer keep over stale sections loses its hold and its recording rule
+    held = dict(twin_holds.twin_sections())
+    del held["KafkaLsoGap"]
+    original = twin_holds.twin_sections
+    twin_holds.twin_sections = lambda: held  # type: ignore[assignment]
+    try:
+        out = twin_holds.rewrite(text)
+    finally:
+        twin_holds.twin_sections = original  # type: ignore[assignment]
+    lso = yaml.safe_load(out)
+    rules = {r.get("alert") or r["record"]: r for g in lso["groups"] for r in g["rules"]}
+    assert rules["KafkaLsoGap"]["expr"] == "max by (cluster, topic, partition) (kafka_topic_partition_lso_gap) > 10000"
+    assert "twin:KafkaLsoGap:condition" not in rules
+
+
+def _block(text: str, alert: str) -> str:
+    """The ``expr:`` block of `alert` in alerts.yml's `text`, as written."""
+    lines = text.splitlines(keepends=True)
+    at = next(i for i, x in enumerate(lines) if x.strip() == f"- alert: {alert}")
+    start = next(i for i in range(at, len(lines)) if lines[i].strip().startswith("expr:"))
+    end = next(i for i in range(start + 1, len(lines)) if not lines[i].startswith("          "))
+    return "".join(lines[start:end])
 
 
 def test_a_twin_joins_each_section_on_the_labels_its_failures_can_name() -> None:
-    # a topic twin: a stale topic on the topic; a partition twin: a topic on the topic, a partition on both;
-    # a group twin: its groups, whatever named them; a broker twin: whole sections only
-    topic = " ".join(twin_holds.hold("KafkaTopicMinIsrTooLow", "max by (cluster, topic) (x) < 2"))
-    assert 'and on (cluster, topic) kafka_monitor_stale_subject{section=~"configs|partitions"}' in topic
-    part = " ".join(twin_holds.hold("KafkaHangingTransaction", "max by (cluster, topic, partition) (x) == 1"))
-    assert 'on (cluster, topic, partition) kafka_monitor_stale_subject{section=~"offsets|producers"}' in part
-    assert 'on (cluster, topic) kafka_monitor_stale_subject{section="partitions"}' in part
+    # a topic twin: a stale topic on the topic; a partition twin: a topic on the topic, a partition on both, and
+    # its roll-up branch (no topic) on any failure; a group twin: its groups, whatever named them; a broker twin:
+    # whole sections only. Each needs every monitor exporting the cluster stale.
+    def text(alert: str, condition: str) -> str:
+        return " ".join(" ".join(twin_holds.hold(alert, condition)).split())
+
+    topic = text("KafkaTopicMinIsrTooLow", "max by (cluster, topic) (x) < 2")
+    assert ('and on (cluster, topic) ( count by (cluster, topic) (group by (cluster, topic, job, instance) '
+            '(kafka_monitor_stale_subject{section=~"configs|partitions", topic!=""})) == on (cluster) group_left '
+            'count by (cluster) (kafka_monitor_cluster_reachable) )') in topic
+    assert 'topic=""}' not in topic
+    part = text("KafkaHangingTransaction", "max by (cluster, topic, partition) (x) == 1 or (max by (cluster) (y))")
+    assert 'kafka_monitor_stale_subject{section=~"offsets|producers", topic!="", partition!=""}' in part
+    assert 'and on (cluster, topic, partition) (' in part and 'and on (cluster, topic) (' in part
     assert 'kafka_monitor_stale{section=~"cluster|transactions"}' in part  # a transactional id names no partition
-    group = " ".join(twin_holds.hold("KafkaConsumerGroupLagError", "max by (cluster, consumergroup) (x) == 2"))
-    assert 'on (cluster, consumergroup) kafka_monitor_stale_subject{section=~"groups|offsets"}' in group
-    broker = " ".join(twin_holds.hold("KafkaBrokerDown", "max by (cluster, broker) (x) == 0"))
+    assert ('ALERTS{alertname="KafkaHangingTransaction", alertstate="firing", topic=""} and on (cluster) ( count by '
+            '(cluster) (group by (cluster, job, instance) (kafka_monitor_stale{section=~'
+            '"cluster|offsets|partitions|producers|transactions"}))') in part
+    group = text("KafkaConsumerGroupLagError", "max by (cluster, consumergroup) (x) == 2")
+    assert 'kafka_monitor_stale_subject{section=~"groups|offsets", consumergroup!=""}' in group
+    broker = text("KafkaBrokerDown", "max by (cluster, broker) (x) == 0")
     assert "kafka_monitor_stale_subject" not in broker and 'kafka_monitor_stale{section="cluster"}' in broker
 
 
