@@ -10,15 +10,19 @@ condition ``E`` followed by a hold::
     or last_over_time(twin:X:condition[6h])
     and ignoring (alertname, alertstate, severity) (
       ALERTS{alertname="X", alertstate="firing"} and on (cluster) kafka_monitor_stale_whole{section=~"..."}
-      or ALERTS{alertname="X", alertstate="firing"} and on (cluster, topic) kafka_monitor_stale_subject{...}
+      or ALERTS{alertname="X", alertstate="firing", topic!=""}
+      and on (cluster, topic) kafka_monitor_stale_subject{section=~"...", topic!=""}
     )
 
 that is: an alert already firing stays firing, with the last value its condition had (so its summary still says
-how many), while a section it depends on is stale as a whole, or for its own subject. Its own earlier
-``ALERTS`` series says it was firing; ``kafka_monitor_stale_whole`` and ``kafka_monitor_stale_subject``
-(`collectors.outputs.stale_metrics`) say what is unjudged. A section whose failures cannot name the twin's kind of
-subject holds through ``kafka_monitor_stale`` (any failure of it), as the collector keeps every subject then.
-Nothing new fires on a stale section, and a hold lasts at most the 6 hours its value is looked up in.
+how many), while a section it depends on is stale as a whole, or for its own subject, on any monitor exporting
+the cluster: the condition takes the worst of what the monitors read, and a monitor that cannot read keeps its
+alert, as the incidents (also the worst over monitors) do. Its own earlier ``ALERTS`` series says it was firing;
+``kafka_monitor_stale_whole`` and ``kafka_monitor_stale_subject`` (`collectors.outputs.stale_metrics`) say what
+is unjudged. A section whose failures cannot name the twin's kind of
+subject holds through ``kafka_monitor_stale`` (any failure of it), as the collector keeps every subject then; so
+does a roll-up branch's alert, which has no topic (it counts partitions a failure may hide). Nothing new fires on a
+stale section, and a hold lasts at most the 6 hours its value is looked up in.
 
 The value comes from a recording rule per twin (``twin:X:condition``, the group `RECORD_GROUP` at the end of the
 file) rather than from a subquery over ``E``: a subquery would evaluate ``E`` once a step over the whole window at
@@ -88,18 +92,6 @@ def _regex(sections: list[str]) -> str:
     return f'="{sections[0]}"' if len(sections) == 1 else f'=~"{"|".join(sections)}"'
 
 
-MONITORS = "count by (cluster) (kafka_monitor_cluster_reachable)"
-"""The monitors (replicas) exporting each cluster: a hold needs every one of them stale, since the condition
-takes the worst of what they read (``max by``), and one replica's fresh reading is evidence the others lack."""
-
-
-def _every_monitor(stale: str, by: str = "cluster") -> list[str]:
-    """`stale` (series with ``job`` and ``instance``) where every monitor exporting the cluster has it, by `by`."""
-    many = "" if by == "cluster" else " group_left"
-    return [f"  count by ({by}) (group by ({by}, job, instance) ({stale}))",
-            f"  == on (cluster){many} {MONITORS}"]
-
-
 def hold(alert: str, condition: str) -> list[str]:
     """The lines of `alert`'s hold, after its `condition`."""
     sections = sorted(twin_sections()[alert])
@@ -109,7 +101,8 @@ def hold(alert: str, condition: str) -> list[str]:
     firing = f'ALERTS{{alertname="{alert}", alertstate="firing"'
     whole = ([f"kafka_monitor_stale_whole{{section{_regex(named)}}}"] if named else []) + \
         ([f"kafka_monitor_stale{{section{_regex(anyhow)}}}"] if anyhow else [])
-    lines = [f"{firing}}}", "and on (cluster) (", *_every_monitor(" or ".join(whole)), ")"]
+    lines = [f"{firing}}}", f"and on (cluster) ({' or '.join(whole)})" if len(whole) > 1 else
+             f"and on (cluster) {whole[0]}"]
     joins: dict[str, list[str]] = {}
     for s in named:  # a partition twin joins a stale topic on the topic, a stale partition on both
         on = ("topic" if STALE_SUBJECT_KINDS[s] == "topic" else "topic, partition") if kind == "partition" \
@@ -118,13 +111,11 @@ def hold(alert: str, condition: str) -> list[str]:
     for on, of in joins.items():
         labels = [x.strip() for x in on.split(",")]
         present = ", ".join(f'{x}!=""' for x in labels)
-        lines += [f'or {firing}, {labels[0]}!=""}}', f"and on (cluster, {on}) (",
-                  *_every_monitor(f"kafka_monitor_stale_subject{{section{_regex(of)}, {present}}}",
-                                  f"cluster, {on}"), ")"]
+        lines += [f'or {firing}, {labels[0]}!=""}}',
+                  f"and on (cluster, {on}) kafka_monitor_stale_subject{{section{_regex(of)}, {present}}}"]
     if kind in ("topic", "partition") and re.search(r"\bby\s*\(\s*cluster\s*\)", condition):
         # a roll-up branch: its alerts (no topic) count partitions, any of which a failure naming some may hide
-        lines += [f'or {firing}, topic=""}}', "and on (cluster) (",
-                  *_every_monitor(f"kafka_monitor_stale{{section{_regex(sections)}}}"), ")"]
+        lines += [f'or {firing}, topic=""}}', f"and on (cluster) kafka_monitor_stale{{section{_regex(sections)}}}"]
     return [f"or last_over_time({recorded(alert)}[{HOLD_WINDOW}])",
             "and ignoring (alertname, alertstate, severity) (", *(f"  {x}" for x in lines), ")"]
 
@@ -149,8 +140,8 @@ def rewrite(text: str) -> str:
     """alerts.yml's `text` with every twin's ``expr`` rebuilt from its condition and its hold (a twin no longer
     held loses its hold), and the recording group of their conditions rebuilt at its end. Everything else is kept
     as written; a condition written as a block scalar keeps its lines, one written as a plain or quoted scalar is
-    read as YAML reads it (its comment and quotes are not PromQL)."""
-    exprs = {r["alert"]: r["expr"] for g in yaml.safe_load(text)["groups"] for r in g["rules"] if "alert" in r}
+    read as YAML reads it (its comment and quotes are not PromQL). Refused (`ValueError`): a condition with a PromQL
+    comment (joined with its hold it would comment the hold out), and two held rules of one name."""
     lines = _without_group(text.splitlines())
     holds = twin_sections()
     out: list[str] = []
@@ -163,20 +154,31 @@ def rewrite(text: str) -> str:
         if found:
             alert = found.group(1)
         key = re.match(r"(\s*)expr:(.*)$", line)
-        if not (key and alert is not None and (alert in holds or MARKER in exprs.get(alert, ""))):
+        if not (key and alert is not None):
             out.append(line)
             i += 1
             continue
         indent, rest = key.group(1), key.group(2).strip()
-        body: list[str] = []
+        start = i
         i += 1
         while i < len(lines) and (not lines[i].strip() or len(lines[i]) - len(lines[i].lstrip()) > len(indent)):
-            body.append(lines[i])
             i += 1
+        body = lines[start + 1:i]
+        value = yaml.safe_load("\n".join([f"expr: {rest}", *(x[len(indent):] for x in body)]))["expr"]
+        if alert not in holds and MARKER not in value:
+            out.extend(lines[start:i])
+            alert = None
+            continue
         block = rest in (">-", ">", "|", "|-")
-        condition = condition_of("\n".join(_dedent(body)) if block else exprs[alert])
+        condition = condition_of("\n".join(_dedent(body)) if block else value)
+        commented = [x for x in condition_lines(condition) if _has_comment(x)]
+        if commented:
+            raise ValueError(f"{alert}: a PromQL comment in its condition ({commented[0].strip()!r}); "
+                             "write it as a YAML comment above `expr:`")
         held = [*condition_lines(condition), *(hold(alert, condition) if alert in holds else [])]
         if alert in holds:
+            if alert in conditions:  # its hold reads ALERTS{alertname} and one recorded condition
+                raise ValueError(f"{alert}: two rules of that name; a hold cannot tell their alerts apart")
             conditions[alert] = condition_lines(condition)
         out.append(f"{indent}expr: >-")
         out.extend(f"{indent}  {x}" for x in held)
@@ -187,6 +189,24 @@ def rewrite(text: str) -> str:
     for name, condition in conditions.items():
         out += [f"      - record: {recorded(name)}", "        expr: >-", *(f"          {x}" for x in condition)]
     return "\n".join(out) + "\n"
+
+
+def _has_comment(line: str) -> bool:
+    """Whether a PromQL line has a ``#`` comment (one outside its quoted strings)."""
+    quote = None
+    escaped = False
+    for ch in line:
+        if escaped:
+            escaped = False
+        elif ch == "\\" and quote is not None:
+            escaped = True
+        elif quote is not None:
+            quote = None if ch == quote else quote
+        elif ch in "\"'`":
+            quote = ch
+        elif ch == "#":
+            return True
+    return False
 
 
 def _without_group(lines: list[str]) -> list[str]:
@@ -207,7 +227,11 @@ def _dedent(body: list[str]) -> list[str]:
 
 def main() -> int:
     text = ALERTS_YML.read_text()
-    new = rewrite(text)
+    try:
+        new = rewrite(text)
+    except ValueError as e:
+        print(f"{ALERTS_YML}: {e}", file=sys.stderr)
+        return 2
     if new != text:
         ALERTS_YML.write_text(new)
         print(f"rewrote {ALERTS_YML}")

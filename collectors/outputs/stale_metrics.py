@@ -7,8 +7,9 @@ which subjects:
 
 * ``kafka_monitor_stale_whole{section}``: the section failed for every subject (or named more than the limit);
 * ``kafka_monitor_stale_subject{section, topic, partition, consumergroup, transactional_id}``: one subject it
-  failed for, in each of the twins' subject kinds it can name (`stale_subjects.subject_kinds`): one topic's
-  Metadata in error gives the topic, and every group reading it. The labels a kind does not use are empty.
+  failed for, in each subject kind a rule kept over it needs and its failures can name (`StaleKinds`,
+  `stale_subjects.subject_kinds`): a partition whose offsets were not read gives the partition, and every group
+  reading it. The labels a kind does not use are empty.
 
 An exception, not the world: both are absent while every section is fresh.
 """
@@ -25,6 +26,7 @@ from collectors.model.vocabulary import partition_of
 TWIN_KINDS = ("topic", "partition", "group", "transactional_id")
 """The subject kinds Prometheus twins are keyed by, besides the cluster (a broker's, a ZooKeeper server's or a
 voter's alerts are kept over a whole stale section only: no section names brokers)."""
+
 
 class _Samples(Protocol):
     def add_metric(self, labels: Sequence[str], value: float) -> None: ...

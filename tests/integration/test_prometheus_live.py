@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 import yaml
 
+from collectors.alerting.catalogue import stale_kinds
 from collectors.model.records import ClusterSnapshot
 from collectors.outputs.exporter import MetricsEndpoint, MetricsServer
 from sandbox.runner import Sandbox
@@ -97,7 +98,7 @@ def _wait(what: str, predicate: Callable[[], Any], timeout: float, prom: Prometh
 def exporter() -> Iterator[Exporter]:
     with running_sandbox(scenario(), speed=10.0) as sb:
         poller = make_poller(sb)
-        endpoint = MetricsEndpoint()
+        endpoint = MetricsEndpoint(stale_kinds=stale_kinds())  # as the runtime builds it
         server = MetricsServer(endpoint, "127.0.0.1", 0).start()
         ex = Exporter(sb, server)
         stop = threading.Event()
