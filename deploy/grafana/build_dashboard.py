@@ -514,6 +514,15 @@ def monitor_row() -> list[Panel]:
                        targets((f"max by (cluster, section) (kafka_monitor_stale{{{C}}})",
                                 "{{cluster}} {{section}}")),
                        value_map((0, "fresh", GREEN), (1, "stale", ORANGE)), w=16, h=7),
+        table("Not read this poll: alerts held",
+              "kafka_monitor_stale_whole (a section that failed for every subject) and kafka_monitor_stale_subject "
+              "(the topic, partition, group or transactional id a section failed for): what the last poll could "
+              "not judge. The collector keeps the open alerts of these subjects, and the Prometheus alerts hold "
+              "theirs (docs/alerts.md, \"Stale data keeps alerts open\"). Empty: every section read.",
+              [(f"max by (cluster, section, topic, partition, consumergroup, transactional_id) "
+                f"(kafka_monitor_stale_subject{{{C}}} or kafka_monitor_stale_whole{{{C}}})", "held")],
+              keep=("cluster", "section", "topic", "partition", "consumergroup", "transactional_id"), w=16, h=7,
+              value_column=False),
         timeseries("Detail left out of /metrics",
                    "kafka_monitor_detail_omitted: partitions, group partitions and open alerts not exported one by "
                    "one because more than exporter.exceptions_limit were not healthy (the worst are exported). "
