@@ -26,7 +26,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import yaml
 from prometheus_client import CollectorRegistry, generate_latest
@@ -55,6 +55,7 @@ from collectors.outputs.exceptions import (
     pick_alerts,
     pick_groups,
 )
+from collectors.outputs.families import Family, Samples
 from collectors.outputs.loss_metrics import LossMetrics, retention_alerted
 from collectors.outputs.stale_metrics import StaleKinds, fill_stale
 
@@ -114,15 +115,6 @@ ISR_RECENT_S = 600.0
 """A partition whose ISR changed this recently keeps its per-partition series in ``exceptions`` mode, so that a
 flapping ISR (KafkaIsrFlapping counts changes of ``kafka_topic_partition_in_sync_replica`` over 10 minutes) is
 seen through its healthy moments too (the default ``thresholds.isr_flap_window_s``)."""
-
-
-class _Samples(Protocol):
-    def add_metric(self, labels: Sequence[str], value: float) -> None: ...
-
-
-Family = Callable[[str], _Samples]
-"""The metric family of a name, created on first use: prometheus-client's for `collect`, our text writer's for
-`render_text`. Both take `add_metric(labels, value)`, so one fill serves both."""
 
 
 class SnapshotCollector(Collector):
@@ -321,7 +313,7 @@ class SnapshotCollector(Collector):
                     hanging: set[tuple[str, int]]) -> None:
         """Per-partition series of every partition (``only`` None), or of the partitions in ``only``."""
         c = s.cluster
-        def part(name: str) -> _Samples:
+        def part(name: str) -> Samples:
             return g(f"kafka_topic_partition_{name}")
 
         m_rep, m_isr, m_urp = part("replicas"), part("in_sync_replica"), part("under_replicated_partition")

@@ -18,19 +18,15 @@ Two kinds of series come from the ledger's rows (`ClusterSnapshot.losses`, `coll
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol
+from collections.abc import Iterable
 
 from collectors.model.records import ClusterSnapshot
 from collectors.model.vocabulary import LOSS_KINDS, RETENTION_SKIPPED
+from collectors.outputs.families import Family
 
 RETENTION_LOSS_RULE = "retention_data_loss"
 """The collector rule ``kafka_consumergroup_retention_loss_partitions`` follows (`collectors.alerting.rules.losses`;
 outputs do not import the alerting room)."""
-
-
-class _Samples(Protocol):
-    def add_metric(self, labels: Sequence[str], value: float) -> None: ...
 
 
 def retention_alerted(s: ClusterSnapshot) -> set[str]:
@@ -64,7 +60,7 @@ class LossMetrics:
         out.retention = {k: set(v) for k, v in self.retention.items()}
         return out
 
-    def fill(self, g: Callable[[str], _Samples], snaps: Iterable[ClusterSnapshot]) -> None:
+    def fill(self, g: Family, snaps: Iterable[ClusterSnapshot]) -> None:
         """The series above, for the clusters of `snaps` (the exporter's latest snapshot of each)."""
         snaps = list(snaps)
         for s in snaps:

@@ -16,20 +16,16 @@ An exception, not the world: both are absent while every section is fresh.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Protocol
+from collections.abc import Iterable, Mapping
 
 from collectors.model.records import ClusterSnapshot
 from collectors.model.stale_subjects import stale_subjects, subject_kinds
 from collectors.model.vocabulary import partition_of
+from collectors.outputs.families import Family
 
 TWIN_KINDS = ("topic", "partition", "group", "transactional_id")
 """The subject kinds Prometheus twins are keyed by, besides the cluster (a broker's, a ZooKeeper server's or a
 voter's alerts are kept over a whole stale section only: no section names brokers)."""
-
-
-class _Samples(Protocol):
-    def add_metric(self, labels: Sequence[str], value: float) -> None: ...
 
 
 StaleKinds = Mapping[str, frozenset[str]]
@@ -82,7 +78,7 @@ def stale_scope(snap: ClusterSnapshot, limit: int | None, kinds: StaleKinds | No
     return whole, named
 
 
-def fill_stale(snap: ClusterSnapshot, gauge: Callable[[str], _Samples], limit: int | None,
+def fill_stale(snap: ClusterSnapshot, gauge: Family, limit: int | None,
                kinds: StaleKinds | None = None) -> None:
     """Add the cluster's `kafka_monitor_stale`, `kafka_monitor_stale_whole` and `kafka_monitor_stale_subject`."""
     c = snap.cluster
