@@ -331,7 +331,17 @@ class Replication(Controller):
         In KRaft the cache is the metadata log the broker fetches from the quorum leader: its fetch stops where it
         is, and DescribeQuorum says so (the broker's log end offset and last fetch stay; a voter's lag grows)."""
         b = self.brokers[node_id]
-        b.metadata_view = view
+        was, since = b.metadata_view, b.metadata_view_since
+        b.metadata_view, b.metadata_view_since = view, (self.now if view is not None else None)
+        if view is None and was is not None and since is not None and self.mode != "kraft":
+            # what really happened, for a monitor's words to be compared with: how long, and how many partitions
+            # it answered at an older leader epoch than the controller's when it caught up
+            now_epochs = {(t.name, q.index): q.leader_epoch for t in self.topics.values() for q in t.partitions}
+            behind = sorted(f"{t['name']}-{p['partition_index']}" for t in was["topics"] for p in t["partitions"]
+                            if p["leader_epoch"] < now_epochs.get((t["name"], p["partition_index"]), -1))
+            self.log(f"broker {node_id}: metadata cache caught up after {self.now - since:.0f}s; it had answered "
+                     f"{len(behind)} partition(s) at an older leader epoch: {', '.join(behind[:5]) or 'none'}")
+            return
         if self.mode != "kraft" or (view is None and b.metadata_stopped is None):
             self.log(f"broker {node_id}: metadata cache " + ("stops following the controller" if view else "caught up"))
             return

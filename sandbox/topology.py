@@ -47,6 +47,7 @@ class Broker:
     flap: tuple[float, float, float] | None = None  # (since, period, down) while scripted to crash and restart
     # While its metadata cache lags (`lag_metadata`): the Metadata answer it keeps giving, the cluster as it was
     metadata_view: dict[str, Any] | None = None
+    metadata_view_since: float | None = None  # when it began
     # and in KRaft where its fetch of the metadata log stopped: (log end offset, time), as DescribeQuorum answers it
     metadata_stopped: tuple[float, float] | None = None
 

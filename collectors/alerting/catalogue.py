@@ -135,9 +135,11 @@ PARTITION_SYMPTOMS = frozenset({"offline_partition", "under_min_isr", "at_min_is
 CONSENSUS_RULES = frozenset({"zk_quorum_lost", "zk_no_leader", "zk_multiple_leaders", "zk_node_not_serving",
                              "zk_follower_behind", "zk_leader_election", "zk_isr_mismatch", "kraft_no_leader",
                              "kraft_voter_lagging", "kraft_observer_lagging", "kraft_leader_election",
-                             "kraft_voters_changed",
+                             "kraft_voters_changed", "broker_metadata_lagging",
                              "controller_mismatch", "no_controller", "zk_zxid_regressed"})
 """Rules of the consensus layer (ZooKeeper, KRaft, the controller): one consensus incident per cluster."""
+METADATA_LAG_RULES = frozenset({"kraft_observer_lagging", "broker_metadata_lagging"})
+"""A broker whose metadata lags, in either mode: a consensus symptom while it is up; of a broker down, its outage's."""
 CLUSTER_RULES = ("cluster_unreachable", "data_stale")
 """The cluster as a whole, when no broker or quorum explains it."""
 

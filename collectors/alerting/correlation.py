@@ -56,6 +56,7 @@ from collectors.alerting.catalogue import (
     BROKER_CAUSES,
     CLUSTER_RULES,
     CONSENSUS_RULES,
+    METADATA_LAG_RULES,
     MONITOR_RULES,
     PARTITION_SYMPTOMS,
     RISK_RULES,
@@ -242,8 +243,8 @@ def correlate(snap: ClusterSnapshot, alerts: Sequence[AlertRecord]) -> list[Caus
     consensus = [a for r in sorted(CONSENSUS_RULES) for a in by_rule.get(r, ())]
     if broker_cause is not None:  # a node down as a broker and as a controller voter (combined mode) is one cause
         lost = _lost_with_nodes(consensus, down)
-        # a broker down is not also lagging: an observer alert kept over a stale quorum section is the outage's
-        lost += [a for a in consensus if a.rule == "kraft_observer_lagging" and broker_of(a.subject) in down]
+        # a broker down is not also lagging: a lagging alert kept over a stale section is the outage's
+        lost += [a for a in consensus if a.rule in METADATA_LAG_RULES and broker_of(a.subject) in down]
         consensus = [a for a in consensus if not any(a is b for b in lost)]
         broker_cause.alerts.extend(lost)
         broker_cause.incident.consequences.extend(n for a in lost if (n := _note(BROKER, a)) is not None)

@@ -54,6 +54,7 @@ GRACE_S: dict[str, Callable[[Thresholds], float]] = {
     "controller_mismatch": lambda th: CONTROLLER_MISMATCH_GRACE_S,
     "kraft_no_leader": lambda th: KRAFT_NO_LEADER_GRACE_S,
     "kraft_observer_lagging": lambda th: th.kraft_observer_lag_s,  # its age is its grace; the timer remembers it
+    "broker_metadata_lagging": lambda th: th.broker_metadata_lag_s,  # so is its lower bound
     "zk_isr_mismatch": lambda th: 0.0,  # fires on the second poll that sees it
 }
 """How long each timed rule's condition holds before its alert fires (`collectors.alerting.rules`); a test keeps

@@ -235,11 +235,35 @@ def brokers(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, no
         elif b.reachable is False:
             yield Candidate("broker_unreachable", CRITICAL, subj,
                             f"broker {b.broker_id} ({b.host}:{b.port}) is registered but did not answer")
+    if s.mode != "kraft":
+        yield from _metadata_lagging(s, held, th, now)
     # In KRaft the active controller is the quorum leader (`snapshot._controller_id`): none known means no
     # DescribeQuorum ever named one, which is `kraft_no_leader`'s to judge, over its grace and only on evidence that
     # the quorum has no leader (a quorum unreadable for another reason is `data_stale`'s); one condition, one page.
     if s.controller_id is None and s.mode != "kraft":
         yield Candidate("no_controller", CRITICAL, s.cluster, "metadata reports no active controller")
+
+
+def _metadata_lagging(s: ClusterSnapshot, held: Held, th: Thresholds, now: float) -> Iterator[Candidate]:
+    """`broker_metadata_lagging`: brokers up whose answer shows leader epochs another answer had replaced more than
+    `broker_metadata_lag_s` before (`collectors.model.metadata_lag`: a lower bound, evidence). A broker not asked
+    this poll (its answer failed while its other requests did not) that was lagging stays so: nothing says it caught
+    up. A broker down is `broker_down`'s or `broker_unreachable`'s."""
+    for b in s.brokers:
+        if not b.up:
+            continue
+        subj = broker_subject(b.broker_id)
+        if b.metadata_behind_s is not None and b.metadata_behind_s > th.broker_metadata_lag_s:
+            yield Candidate("broker_metadata_lagging", WARNING, subj,
+                            f"broker {b.broker_id}'s metadata cache lags the controller by {b.metadata_behind_s:.0f}s "
+                            f"at least: it answered {plural(b.metadata_behind_partitions or 0, 'partition')} at a "
+                            "leader epoch replaced that long ago, so the clients it answers go to old leaders",
+                            b.metadata_behind_s)
+        elif b.metadata_behind_s is None and (since := held.get(("broker_metadata_lagging", subj))) is not None:
+            yield Candidate("broker_metadata_lagging", WARNING, subj,
+                            f"broker {b.broker_id}'s metadata cache was found lagging the controller "
+                            f"{now - since:.0f}s ago, and this poll has no answer of it to judge: nothing says it "
+                            "caught up")
 
 
 def groups(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, now: float) -> Iterator[Candidate]:

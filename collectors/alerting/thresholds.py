@@ -61,6 +61,11 @@ class Thresholds(StrictModel):
     latest time is lagging: it answers clients with metadata that old. A broker fetches all the time (the leader
     writes a record every `metadata.max.idle.interval.ms`, 500 ms), so one caught up seconds ago is healthy; 30 s
     is `replica.lag.time.max.ms`, the time Kafka gives a partition follower."""
+    broker_metadata_lag_s: Seconds = Field(30.0, gt=0, le=MAX_DURATION_S)
+    """Outside KRaft: a broker that answers Metadata with a leader epoch another answer had replaced at least this
+    long before is lagging (`collectors.model.metadata_lag`). The controller pushes a change to every broker within a
+    second or so; under a storm of changes (a broker of thousands of partitions restarting) a few seconds; 30 s is
+    `replica.lag.time.max.ms`, as for `kraft_observer_lag_s`."""
     group_abandoned_after_s: Seconds = Field(7 * DAY, gt=0, le=MAX_DURATION_S)
     """A group without members and without a moving commit for this long is ABANDONED (info, never paging, hidden
     from the default dashboard views) until it comes back; counted from the monitor's first sight of it

@@ -146,6 +146,9 @@ class KafkaObservation:
     KIP-890, a Kafka 4 cluster's default) the coordinator bumps a producer's epoch at every transaction end."""
     listed_transactions: dict[str, int] = field(default_factory=dict)  # transactional id → producer id
     unreachable_brokers: set[int] = field(default_factory=set)
+    metadata_probes: dict[int, dict[tuple[str, int], tuple[int, str | None]]] = field(default_factory=dict)
+    """Each broker asked about a few topics (`collectors.model.metadata_lag`) -> the leader epoch and topic id it
+    answered for each of their partitions; a broker whose answer failed is not in it."""
     filtered_topics: int = 0  # topics left out by the cluster's filters (never described)
     replica_brokers: set[int] | None = None
     """Every broker in a replica list of the Metadata answer, filtered topics too; None where Metadata gave no

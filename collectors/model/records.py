@@ -29,6 +29,12 @@ class BrokerRecord:
     in_zookeeper: bool | None = None  # /brokers/ids/<id> exists; None without ZooKeeper
     is_controller: bool = False
     reachable: bool | None = None  # answered our requests this poll; None when not contacted
+    # How far its metadata cache lags the controller, at least (`collectors.model.metadata_lag`): it answered a
+    # leader epoch that another answer had replaced this many seconds before. 0 where it answered current epochs
+    # (or older ones only this poll's answers replaced); None where it was not asked (KRaft, whose brokers say it in
+    # DescribeQuorum; a broker down; no answer; nothing moved since the monitor started)
+    metadata_behind_s: float | None = None
+    metadata_behind_partitions: int | None = None  # of the partitions asked, how many it answered at older epochs
 
     @property
     def up(self) -> bool:

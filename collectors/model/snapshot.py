@@ -116,6 +116,7 @@ def build_snapshot(name: str, obs: KafkaObservation, zk: ZkObservation | None, s
     _brokers(snap, obs, zk, state, now)
     _carry_configs(obs, state)
     _partitions_and_topics(snap, obs, zk, state, now, policies)
+    _metadata_lag(snap, obs, state, now)
     _groups(snap, obs, state, thresholds, now, policies)
     _transactions(snap, obs, state, now)
     _kraft(snap, obs, state, now)
@@ -234,6 +235,28 @@ def _brokers(snap: ClusterSnapshot, obs: KafkaObservation, zk: ZkObservation | N
         snap.brokers.append(BrokerRecord(
             cluster=snap.cluster, broker_id=node_id, host="", port=0, alive=False,
             in_zookeeper=(node_id in zk_ids) if zk_ids is not None else None, reachable=False))
+
+
+def _metadata_lag(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, now: float) -> None:
+    """Each broker asked about a few topics: how far its metadata cache lags, at least (`metadata_lag`). Not in
+    KRaft, where DescribeQuorum says it (`kraft_observer_lagging`). The epochs are witnessed by when every answer
+    was in (`answered_by`), and the lag bounded at the poll's start, so neither end overstates it: a poll that does
+    not know when its answers came (a `now` from another clock) judges nothing, and asks nothing next time."""
+    memory = state.epoch_memory
+    if snap.mode == "kraft" or obs.answered_by is None:
+        memory.clear()
+        return
+    witnessed = memory.witness(obs.partitions, obs.metadata_probes, obs.answered_by)
+    if "partitions" not in obs.stale_sections or "partitions" in obs.stale_subjects:  # not stale as a whole
+        memory.prune(witnessed, lambda: {(p.topic, p.partition) for p in obs.partitions},
+                     {b.broker_id for b in snap.brokers}, obs.stale_subjects.get("partitions", ()))
+        memory.sizes = {t.topic: t.partitions for t in snap.topics}
+    lagging = memory.lagging(obs.metadata_probes, now)
+    for b in snap.brokers:
+        if b.broker_id in obs.metadata_probes:
+            found = lagging.get(b.broker_id)
+            b.metadata_behind_s = found.at_least_s if found is not None else 0.0
+            b.metadata_behind_partitions = found.partitions if found is not None else 0
 
 
 def _partitions_and_topics(snap: ClusterSnapshot, obs: KafkaObservation, zk: ZkObservation | None, state: ClusterState,

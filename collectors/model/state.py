@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from collectors.model.activity import GroupLife
 from collectors.model.lag import CommitWindow, OffsetHistory
 from collectors.model.loss import EpochWatch, GroupMark, TxnWatch
+from collectors.model.metadata_lag import EpochMemory
 from collectors.model.records import LossRecord
 
 
@@ -62,6 +63,8 @@ class ClusterState:
     # Loss evidence (collectors.model.loss): per partition the leadership and committed offset last known for
     # sure, and the losses found recently (the alerts stay open `loss_alert_hold_s` after one).
     epoch_watch: dict[tuple[str, int], EpochWatch] = field(default_factory=dict)
+    # the leader epochs any answer showed and when, and where a broker answered older ones (not checkpointed)
+    epoch_memory: EpochMemory = field(default_factory=EpochMemory)
     recent_losses: list[LossRecord] = field(default_factory=list)
     # per (group, topic, partition): messages skipped below the log start and past the log end already recorded
     group_marks: dict[tuple[str, str, int], GroupMark] = field(default_factory=dict)

@@ -59,6 +59,7 @@ import pyarrow.ipc as ipc
 from collectors.model.activity import GroupLife
 from collectors.model.lag import CommitWindow, OffsetHistory
 from collectors.model.loss import EpochWatch, GroupMark, TxnWatch
+from collectors.model.metadata_lag import EpochMemory
 from collectors.model.records import AlertRecord, IncidentRecord, LossRecord
 from collectors.model.state import ClusterState
 from collectors.model.wording import plural
@@ -283,6 +284,7 @@ def _meta(cp: Checkpoint) -> dict[str, Any]:
         # the aborts recorded only: "seen open, then aborted with the epoch bumped" proves a timeout abort across one
         # poll interval, not across a downtime (a commit and a restart bump it too, Transaction V2 every end)
         "txn_watch": {tid: asdict(w) for tid, w in st.txn_watch.items() if w.aborted_at is not None},
+        "epoch_memory": st.epoch_memory.saved(),
     }
 
 
@@ -424,10 +426,13 @@ _STATE_FIELDS: dict[str, tuple[Any, Callable[[Any], Any] | None]] = {
     # `zk_zxid_regressed`; per transactional id an abort recorded, its producer's return being `txn_producer_returned`
     "zk_zxids": (dict[str, tuple[_Count, _Count]], None),
     "txn_watch": (dict[str, TxnWatch], None),
+    # where a broker's metadata was found behind, with the epoch it did not know and when that was seen
+    # (`collectors.model.metadata_lag`): a restart keeps asking those topics, and the lag's bound keeps growing
+    "epoch_memory": (list[tuple[str, _Count, _Count, str, float, tuple[int, ...]]], EpochMemory.restore),
 }
 # absent from older checkpoints: not known, none
 _LATER_FIELDS = {"kraft_quorum", "kraft_voters_changed_at", "kraft_voters_change", "kraft_quorum_seen_at",
-                 "recent_losses", "zk_zxids", "txn_watch", "transaction_version"}
+                 "recent_losses", "zk_zxids", "txn_watch", "transaction_version", "epoch_memory"}
 
 
 def _restore_state(meta: dict[str, Any], parts: pa.Table, windows: pa.Table, lag_points: int,

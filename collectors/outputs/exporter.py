@@ -251,6 +251,8 @@ class SnapshotCollector(Collector):
             g("kafka_broker_is_controller").add_metric((c, bid), 1.0 if b.is_controller else 0.0)
             if b.in_zookeeper is not None:
                 g("kafka_broker_registered_in_zookeeper").add_metric((c, bid), 1.0 if b.in_zookeeper else 0.0)
+            if b.metadata_behind_s:  # an exception: only a broker seen behind
+                g("kafka_broker_metadata_behind_seconds").add_metric((c, bid), b.metadata_behind_s)
         self._topics(s, g)
         hanging = {(p.topic, p.partition) for p in s.producers if p.hanging}
         detail = self.granularity

@@ -18,7 +18,8 @@ Which client does what, and why:
 
 Request count per poll, with B brokers, C coordinators in use, G groups,
 P partitions with an open transaction: 1 Metadata + 3B ListOffsets + B
-ListTransactions + B ListGroups + 2 DescribeConfigs + ≤2·ceil(keys/1000)
+ListTransactions + B ListGroups + B Metadata of a few topics (outside KRaft:
+`collectors.model.metadata_lag`) + 2 DescribeConfigs + ≤2·ceil(keys/1000)
 FindCoordinator + C·ceil(G_c/500)·2 DescribeGroups/OffsetFetch + C
 DescribeTransactions + ceil(P/500)+B DescribeProducers + 1 DescribeQuorum + 1 ApiVersions —
 linear in brokers and groups, never their product.
@@ -34,7 +35,7 @@ import concurrent.futures
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from kafka.protocol.admin import (
@@ -196,9 +197,11 @@ class KafkaAdapter:
 
     # ----------------------------------------------------------------- the poll
     def observe(self, now: float | None = None,
-                epochs: Mapping[tuple[str, int], EpochWatch] | None = None) -> KafkaObservation:
+                epochs: Mapping[tuple[str, int], EpochWatch] | None = None,
+                probe: Sequence[str] = ()) -> KafkaObservation:
         """One poll's observation. `epochs`: the leader epochs last known per partition; where one moved, the
-        current leader is asked where the old epoch ends in its log (`collectors.model.loss`)."""
+        current leader is asked where the old epoch ends in its log (`collectors.model.loss`). `probe`: topics every
+        broker is asked Metadata of, to tell one whose metadata cache lags (`collectors.model.metadata_lag`)."""
         obs = KafkaObservation(time=now if now is not None else time.time())
         try:
             kp = self._kp()
@@ -213,7 +216,7 @@ class KafkaAdapter:
             obs.requests = kp.sent - sent_before
             return obs
         ck_configs = self._start_configs(obs)
-        self._offsets_and_listings(kp, obs)
+        self._offsets_and_listings(kp, obs, probe)
         if epochs:
             self._epoch_end_offsets(kp, obs, epoch_questions(obs.partitions, epochs))
         self._groups_and_transactions(kp, obs)
@@ -306,7 +309,7 @@ class KafkaAdapter:
                  "one of them is current" if left <= 0 else f"{plural(left, 'partition')} older in every answer")
         return best, patches
 
-    def _offsets_and_listings(self, kp: Any, obs: KafkaObservation) -> None:
+    def _offsets_and_listings(self, kp: Any, obs: KafkaObservation, probe: Sequence[str] = ()) -> None:
         by_leader: dict[int, list[PartitionMeta]] = defaultdict(list)
         for p in obs.partitions:
             if p.leader >= 0:
@@ -332,6 +335,11 @@ class KafkaAdapter:
             kinds.append(("txn_list", b))
             requests.append((b, ListGroupsRequest(states_filter=[], types_filter=[])))
             kinds.append(("group_list", b))
+        if probe:
+            asked_topics = [MetadataRequest.MetadataRequestTopic(name=t) for t in probe]
+            for b in broker_ids:
+                requests.append((b, MetadataRequest(topics=asked_topics, allow_auto_topic_creation=False)))
+                kinds.append(("probe", b))
         targets = {"earliest": obs.log_start, "latest": obs.high_watermark, "lso": obs.last_stable}
         for (kind, node), out in zip(kinds, kp.send_many(requests), strict=True):
             if kind in targets:
@@ -361,6 +369,9 @@ class KafkaAdapter:
                     continue
                 for ts in out.response.transaction_states:
                     obs.listed_transactions[ts.transactional_id] = ts.producer_id
+            elif kind == "probe":
+                if out.ok:  # a broker that does not answer is the other requests' to tell
+                    obs.metadata_probes[node] = self._probe_view(out.response)
             elif kind == "group_list":
                 if not out.ok or out.response.error_code:
                     why = type(out.error).__name__ if not out.ok else error_name(out.response.error_code)
@@ -376,6 +387,26 @@ class KafkaAdapter:
                     obs.groups[g.group_id] = {"state": getattr(g, "group_state", None) or "Unknown", "members": 0,
                                               "coordinator": node, "protocol_type": g.protocol_type,
                                               "group_type": getattr(g, "group_type", None)}
+
+    def _probe_view(self, md: Any) -> dict[tuple[str, int], tuple[int, str | None]]:
+        """One broker's answer about the probed topics: each partition's leader epoch and topic id. An epoch
+        higher than the one believed is learned (`_epochs`): the next poll's Metadata, if it lands on a broker that
+        lags, is then seen behind and another broker asked, rather than believed for a poll."""
+        view: dict[tuple[str, int], tuple[int, str | None]] = {}
+        for t in md.topics:
+            if t.error_code != 0:
+                continue
+            tid = topic_id(t)
+            for p in t.partitions:
+                e = getattr(p, "leader_epoch", -1)
+                if e is None or e < 0:
+                    continue
+                key = (t.name, p.partition_index)
+                view[key] = (e, tid)
+                was = self._epochs.get(key)
+                if was is not None and e > was[0] and tid is not None and tid == was[1]:  # the same topic only
+                    self._epochs[key] = (e, tid)
+        return view
 
     def _epoch_end_offsets(self, kp: Any, obs: KafkaObservation, questions: list[EpochQuestion]) -> None:
         """OffsetForLeaderEpoch (as a consumer, replica id -1: KIP-320) to each asked partition's leader.

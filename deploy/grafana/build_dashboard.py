@@ -459,11 +459,16 @@ def consensus_row() -> list[Panel]:
                    "(KafkaKRaftVoterLagging above 1000 for voters).",
                    targets((f"max {per_node} (kafka_kraft_voter_lag{{{C}}})", "{{cluster}} {{role}} {{node}}")),
                    w=8, h=8),
-        timeseries("KRaft time since caught up",
+        timeseries("Metadata behind: KRaft replicas, ZooKeeper-mode brokers",
                    "kafka_kraft_voter_caught_up_age_seconds: how long before the leader's latest time each replica "
-                   "last caught up, on the leader's clock (KafkaKRaftObserverLagging for a broker above 30 s).",
+                   "last caught up, on the leader's clock (KafkaKRaftObserverLagging for a broker above 30 s). "
+                   "kafka_broker_metadata_behind_seconds: outside KRaft, only for a broker seen behind, how long "
+                   "ago at least another answer replaced a leader epoch it still answered "
+                   "(KafkaBrokerMetadataLagging above 30 s).",
                    targets((f"max {per_node} (kafka_kraft_voter_caught_up_age_seconds{{{C}}})",
-                            "{{cluster}} {{role}} {{node}}")),
+                            "{{cluster}} {{role}} {{node}}"),
+                           (f"max by (cluster, broker) (kafka_broker_metadata_behind_seconds{{{C}}})",
+                            "{{cluster}} broker {{broker}} (at least)")),
                    w=8, h=8, unit="s"),
         timeseries("Leader elections (10 min)",
                    "changes(kafka_kraft_leader_epoch[10m]) and changes(zookeeper_zxid_epoch[10m]) on the "

@@ -74,8 +74,9 @@ def test_once_json_unreachable_cluster_exits_1_with_alert(tmp_path: Path) -> Non
 
 def request_bound(brokers: int, coordinators: int, groups_per_coordinator: list[int], open_partitions: int,
                   txn_ids: int, groups: int) -> int:
-    """The documented cost of one steady-state poll (collectors/sources/kafka_adapter.py)."""
-    return (1 + 3 * brokers + brokers + brokers + 2 + math.ceil(groups / 1000) + math.ceil(max(txn_ids, 1) / 1000)
+    """The documented cost of one steady-state poll outside KRaft (collectors/sources/kafka_adapter.py)."""
+    return (1 + 3 * brokers + brokers + brokers + brokers + 2 + math.ceil(groups / 1000)
+            + math.ceil(max(txn_ids, 1) / 1000)
             + sum(2 * math.ceil(g / 500) for g in groups_per_coordinator) + coordinators
             + brokers * math.ceil(max(open_partitions, 1) / 500) + 1)
 
@@ -110,6 +111,7 @@ def test_requests_per_poll_are_bounded_by_brokers_and_groups_not_partitions(
     open_parts = sum(1 for x in r.snapshot.partitions if x.lso_gap)
     bound = request_bound(3, len(coords), per_coord, open_parts, 1, groups)
     assert total <= bound, (total, bound, per_api)
-    assert per_api.get("Metadata", 0) <= 1 and per_api["ListOffsets"] == 9
+    # one Metadata of the cluster, and one of a few topics to each broker (`collectors.model.metadata_lag`)
+    assert 3 <= per_api.get("Metadata", 0) <= 1 + 3 and per_api["ListOffsets"] == 9
     assert per_api["OffsetFetch"] == len(coords) and per_api["DescribeGroups"] == len(coords)
     assert per_api["DescribeConfigs"] <= 2

@@ -7,6 +7,7 @@ time, not by how fast this machine happens to be.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -173,6 +174,49 @@ def test_metadata_of_a_lagging_broker_is_not_news() -> None:
             p.close()
     log = "\n".join(e for _, _, e in sb.cluster.events)
     assert "broker 3: metadata cache stops following the controller" in log
+
+
+def test_a_lagging_brokers_answers_prove_its_lag_as_the_sandbox_says() -> None:
+    """Broker 3's cache freezes at 30 s; orders-0's leadership moves at 35 s (a clean leader change); it catches
+    up at 150 s. Every poll asks each broker about the topics whose epochs moved last: broker 3's answers prove a
+    lag that grows with each poll, never more than the sandbox's truth, and page once over 30 s; caught up, it
+    resolves. The sandbox prints how long it lagged and on which partitions, and the summary says as many."""
+    sc = scenario(LAG_CLUSTER, incidents=[
+        {"type": "metadata_lag", "at": 30, "duration": 120, "broker": 3},
+        {"type": "leader_change_hw_dip", "at": 35, "topic": "orders", "partition": 0, "messages": 5, "duration": 5}])
+    with running_sandbox(sc, speed=10.0) as sb:
+        p = make_poller(sb)
+        try:
+            bounds: dict[float, float | None] = {}
+            lagging: dict[float, list[tuple[str, str, float | None, str]]] = {}
+            times: dict[float, float] = {}  # each poll's simulated time (a tick past `at`)
+            for at in (20.0, 40.0, 55.0, 65.0, 85.0, 100.0, 155.0):
+                sb.advance_to(sb.cluster.start + at)
+                with frozen(sb):
+                    r = poll(p, sb)
+                times[at] = r.snapshot.time - sb.cluster.start
+                bounds[at] = next(b.metadata_behind_s for b in r.snapshot.brokers if b.broker_id == 3)
+                lagging[at] = [(a.subject, a.severity, a.value, a.summary) for a in r.snapshot.alerts
+                               if a.rule == "broker_metadata_lagging"]  # as of this poll: the tracker updates them
+                others = {b.broker_id: b.metadata_behind_s for b in r.snapshot.brokers if b.broker_id != 3}
+                assert all(v in (None, 0.0) for v in others.values()), (at, others)
+        finally:
+            p.close()
+    said = [e for _, _, e in sb.cluster.events if e.startswith("broker 3: metadata cache caught up")]
+    m = re.fullmatch(r"broker 3: metadata cache caught up after (\d+)s; it had answered (\d+) partition\(s\) at an "
+                     r"older leader epoch: orders-0", said[0] if len(said) == 1 else "")
+    assert m and abs(int(m.group(1)) - 120) <= 1, said
+    behind = int(m.group(2))
+    (moved,) = [t - sb.cluster.start for _, t, e in sb.cluster.events if e == "incident leader_change_hw_dip start"]
+    # the bound: the poll's time less that of the poll that first saw the new epoch (40 s); never more than the
+    # truth (the time since the leadership moved), and current again once caught up
+    expected = {at: None if at == 20.0 else 0.0 if at in (40.0, 155.0) else times[at] - times[40.0] for at in times}
+    assert bounds == pytest.approx(expected), (bounds, times)
+    assert all(b is None or b <= times[at] - moved for at, b in bounds.items()), (bounds, moved)
+    assert [at for at, a in lagging.items() if a] == [85.0, 100.0]
+    ((subject, severity, value, summary),) = lagging[85.0]
+    assert (subject, severity, value) == ("broker-3", "warning", bounds[85.0])
+    assert f"lags the controller by {value:.0f}s at least: it answered {behind} partition at a leader epoch" in summary
 
 
 # ----------------------------------------------------------------------------- ZooKeeper mode

@@ -198,9 +198,9 @@ def test_a_timeout_abort_that_comes_while_a_poll_runs_is_recorded(sb: Sandbox, p
     missed for good: the next poll sees nothing open)."""
     observe = poller.kafka.observe
 
-    def slow(now: float, watch: Any) -> Any:
+    def slow(now: float, watch: Any, **kwargs: Any) -> Any:
         time.sleep(1.0)
-        return observe(now, watch)
+        return observe(now, watch, **kwargs)
 
     poller.kafka.observe = slow  # type: ignore[method-assign]
     test_a_producer_dead_mid_transaction_is_aborted_at_the_timeout_and_its_return_is_linked(sb, poller)

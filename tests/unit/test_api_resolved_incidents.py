@@ -43,7 +43,7 @@ def collector(tmp_path: Path) -> Iterator[tuple[Monitor, list]]:  # type: ignore
         "state_dir": str(tmp_path / "state")})
     monitor = Monitor(cfg)
     for p in monitor.pollers:  # a healthy one-broker cluster, without a network
-        p.kafka.observe = lambda now, watch: KafkaObservation(time=now, controller_id=1,
+        p.kafka.observe = lambda now, watch, **_: KafkaObservation(time=now, controller_id=1,
                                                               brokers=[(1, "k1", 9092, None)])
     sinks = build_sinks(cfg, monitor)
     try:

@@ -109,7 +109,7 @@ class _World:
     def __init__(self) -> None:
         self.counter, self.txn, self.epoch = 0x100, "Ongoing", 3
 
-    def kafka(self, now: float, _watch: object = None) -> KafkaObservation:
+    def kafka(self, now: float, _watch: object = None, probe: object = ()) -> KafkaObservation:
         o = KafkaObservation(time=now, cluster_id="cid-1", controller_id=1, brokers=[(1, "h", 9092, None)],
                              partitions=[PartitionMeta("payments", 0, 1, 1, [1], [1], [])])
         o.high_watermark[("payments", 0)], o.log_start[("payments", 0)] = 500, 0

@@ -122,7 +122,7 @@ def test_the_poller_passes_the_configured_kraft_flag() -> None:
     monitor = Monitor(cfg)
     try:
         for p in monitor.pollers:
-            p.kafka.observe = lambda now, watch: unanswered(now, 2)  # type: ignore[method-assign]
+            p.kafka.observe = lambda now, watch, **_: unanswered(now, 2)  # type: ignore[method-assign]
         results = {r.snapshot.cluster: r.snapshot for r in monitor.poll_once(T0)}
         assert (results["k"].mode, results["k"].controller_id) == ("kraft", None)
         assert (results["z"].mode, results["z"].controller_id) == (None, 2)

@@ -407,7 +407,7 @@ def test_another_cluster_at_the_bootstrap_servers_is_no_change_of_its_voter_set(
         def polled(t: float, cluster_id: str) -> Any:
             obs = quorum(t, answers[cluster_id])
             obs.cluster_id = cluster_id
-            p.kafka.observe = lambda now, watch: obs  # type: ignore[method-assign]
+            p.kafka.observe = lambda now, watch, **_: obs  # type: ignore[method-assign]
             (r,) = monitor.poll_once(t)
             return r
 
