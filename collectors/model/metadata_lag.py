@@ -9,16 +9,18 @@ a ZooKeeper broker says it only by what it answers.
 
 Evidence, not risk: a partition's leader epoch never goes back for the same topic (KIP-320), so a broker that
 answers an epoch older than one some answer showed by time t has a cache older than t: at any later moment its lag
-is at least that moment less t. "The same topic" needs topic ids (Metadata v10+, Kafka 2.8+ with an
-inter.broker.protocol.version of 2.8 or later): without them a topic deleted and created again starts its epochs
-over, and a current broker's answer would read as behind the old topic's. So an answer without ids is no evidence.
+is at least that moment less t, and stays so for as long as it answers that same epoch, however often the partition
+moves meanwhile. "The same topic" needs topic ids (Metadata v10+, Kafka 2.8+ with an inter.broker.protocol.version
+of 2.8 or later): without them a topic deleted and created again starts its epochs over, and a current broker's
+answer would read as behind the old topic's. So an answer without ids is no evidence.
 
 A lag shorter than a poll reads as small, and a cache that caught up as nothing behind; a cache behind only on what
-did not move is harmless and not seen. Each poll every broker is asked about a few topics (`probe_topics`): those
-where a broker was behind, then those whose epochs moved last, then the next few by name in a round over them all,
-within a budget of partitions (a Metadata answer carries every partition of a topic asked). A broker behind stays
-remembered until it answers again, so the bound grows rather than starting over when it misses a poll or other
-topics move; that part is checkpointed (`saved` / `restore`), so a restart keeps it too.
+did not move is harmless and not seen. A broker stops applying the controller's updates as a whole, not topic by
+topic, so a few topics that moved show it. Each poll every broker is asked about a few (`probe_topics`): those
+where a broker is behind, the least recently asked first; those whose epochs moved in the last ten minutes; then the
+next ones by name in a round over them all, within a budget of partitions (a Metadata answer carries every
+partition of a topic asked; a topic bigger than the whole budget is never asked). What a broker is behind on, and
+since when, is kept while it does not answer about it, and in the checkpoint (`saved` / `restore`).
 
 Pure: the adapter asks (`collectors.sources.kafka_adapter`), the snapshot keeps the memory (`EpochMemory`, in the
 cluster state).
@@ -39,11 +41,16 @@ ProbeView = Mapping[Key, tuple[int, str | None]]
 PROBE_TOPICS = 8
 PROBE_PARTITIONS = 500
 """At most this many topics, and partitions in all, asked of each broker per poll: every broker is asked every poll
-(B small requests, as ListGroups already is), so the answers stay small to build and decode on a 100-broker cluster.
-A topic of more partitions than the budget is asked only where a broker was behind on it."""
+(B small requests, as ListGroups already is), so the answers stay small to build and decode on a 100-broker
+cluster. A topic of more partitions than the budget is never asked."""
+MOVED_FOR_S = 600.0
+"""How long a topic whose leader epochs moved is asked every poll (then the round asks it in its turn)."""
+EARLIER_EPOCHS = 7
+"""Earlier epochs remembered per partition with when each was seen (`replaced_at`), beside the highest."""
 
-Saved = list[tuple[str, int, int, str, float, tuple[int, ...]]]
-"""The checkpointed part: (topic, partition, epoch seen, topic id, when seen, the brokers behind on it)."""
+Saved = list[tuple[str, int, int, str, float, int, int, float]]
+"""The checkpointed part, a row per broker behind on a partition: (topic, partition, epoch seen, topic id, when seen,
+broker, the epoch it answered, since when that epoch is known replaced)."""
 
 
 class Believed(Protocol):
@@ -56,9 +63,24 @@ class Believed(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class Seen:
+    """The highest leader epoch any answer showed for a partition, its topic id, by when (an upper bound: the time
+    every answer of that poll was in, so the epoch existed then), and the epochs seen before it, with their times."""
+
+    epoch: int
+    topic_id: str | None
+    at: float
+    earlier: tuple[tuple[int, float], ...] = ()
+
+    def replaced_at(self, epoch: int) -> float:
+        """The earliest time an epoch above `epoch` is known to have existed."""
+        return min([t for e, t in self.earlier if e > epoch] + [self.at])
+
+
+@dataclass(frozen=True, slots=True)
 class Behind:
-    """One broker's answer at older leader epochs than seen: how many of the partitions asked, and how long ago,
-    at least, the newest epoch it did not know was seen elsewhere (the lower bound of its lag)."""
+    """One broker's answer this poll at older leader epochs than seen: how many of the partitions asked, and the
+    lower bound of its lag (the longest any of them has been known replaced)."""
 
     partitions: int
     at_least_s: float
@@ -66,28 +88,28 @@ class Behind:
 
 @dataclass(slots=True)
 class EpochMemory:
-    """Per partition the highest leader epoch seen, its topic id and by when (an upper bound: the time every answer
-    of that poll was in, so the epoch existed then); per topic when one of its epochs last moved; per broker the
-    partitions it was last found behind on."""
+    """What the brokers' answers showed: per partition `Seen`; per topic when one of its epochs last rose; per broker
+    the partitions it is behind on, each with the epoch it answered and since when that epoch is known replaced."""
 
-    seen: dict[Key, tuple[int, str | None, float]] = field(default_factory=dict)
+    seen: dict[Key, Seen] = field(default_factory=dict)
     moved: dict[str, float] = field(default_factory=dict)
-    behind_by: dict[int, frozenset[Key]] = field(default_factory=dict)
+    behind_by: dict[int, dict[Key, tuple[int, float]]] = field(default_factory=dict)
     sizes: dict[str, int] = field(default_factory=dict)  # partitions per topic, as last read (`probe_topics`)
-    cursor: str = ""  # the last topic `probe_topics` took in its round by name
+    asked: dict[str, int] = field(default_factory=dict)  # topic -> the `probe_topics` call that last took it
+    calls: int = 0
+    cursor: str = ""  # the last topic the round by name took
 
-    @property
-    def behind(self) -> set[Key]:
-        return set().union(*self.behind_by.values()) if self.behind_by else set()
+    def behind_topics(self) -> set[str]:
+        return {t for keys in self.behind_by.values() for t, _ in keys}
 
     def witness(self, believed: Iterable[Believed], probes: Mapping[int, ProbeView], at: float) -> int:
         """Learn this poll's epochs: those of the Metadata believed (`collectors.sources.metadata_epochs`), then any
         higher one a broker asked showed for the same topic id. Returns how many partitions the believed answer had.
 
-        Only an epoch that rises for the same topic is a move (`probe_topics`): a first sight, or a topic of another
-        id (deleted and created again), starts a partition's memory over, and nothing is behind it yet. A believed
-        epoch lower than the one seen for the same id cannot happen (the adapter asks other brokers then); it is
-        taken as the truth rather than making every broker look behind for ever."""
+        Only an epoch that rises for the same topic id is a move (`moved`). A first sight, or a topic of another id
+        or of none, starts a partition's memory over. A believed epoch lower than the one seen for the same id is
+        an answer of a lagging broker the adapter could not do better than (every other broker asked failed): it
+        is not taken, epochs never go back."""
         seen, moved = self.seen, self.moved
         n = 0
         for p in believed:
@@ -97,76 +119,96 @@ class EpochMemory:
             n += 1
             key = (p.topic, p.partition)
             s = seen.get(key)
-            if s is None or s[0] != epoch or s[1] != p.topic_id:
-                seen[key] = (epoch, p.topic_id, at)
-                if s is not None and epoch > s[0] and s[1] is not None and s[1] == p.topic_id:
-                    moved[key[0]] = at
+            if s is None or s.topic_id is None or s.topic_id != p.topic_id:
+                if s is None or s.epoch != epoch or s.topic_id != p.topic_id:
+                    seen[key] = Seen(epoch, p.topic_id, at)
+            elif epoch > s.epoch:
+                seen[key] = _risen(s, epoch, at)
+                moved[key[0]] = at
         for view in probes.values():
             for key, (epoch, tid) in view.items():
                 s = seen.get(key)
-                if s is not None and epoch > s[0] and tid is not None and tid == s[1]:
-                    seen[key] = (epoch, tid, at)
+                if s is not None and epoch > s.epoch and tid is not None and tid == s.topic_id:
+                    seen[key] = _risen(s, epoch, at)
                     moved[key[0]] = at
         return n
 
-    def lagging(self, probes: Mapping[int, ProbeView], now: float) -> dict[int, Behind]:
-        """The brokers whose answer shows partitions at an older epoch than seen for the same topic id, with the
-        lower bound of their lag at `now` (a time no later than their answer; 0 for epochs seen this poll). Each
-        broker answered is remembered behind on those partitions, or on none; one not answered keeps what it was."""
-        out: dict[int, Behind] = {}
+    def lagging(self, probes: Mapping[int, ProbeView], now: float) -> dict[int, Behind | None]:
+        """Each broker answered: behind on which partitions of its answer, and since when. A partition it answers at
+        the same epoch as before keeps its `since` (the partition may have moved again meanwhile: the bound does
+        not start over); at another older epoch, the time an epoch above it was first seen. What it is behind on in
+        topics its answer did not carry (not asked this poll, or answered with an error) is kept, unjudged.
+
+        Returns per broker answered its `Behind` this poll, or None where its answer proved nothing either way but
+        it is still remembered behind elsewhere (nothing says it caught up)."""
+        out: dict[int, Behind | None] = {}
         seen = self.seen
         for node, view in probes.items():
-            keys, bound = [], 0.0
+            before = self.behind_by.get(node, {})
+            answered = {t for t, _ in view}
+            kept = {k: v for k, v in before.items() if k[0] not in answered}
+            fresh: dict[Key, tuple[int, float]] = {}
             for key, (epoch, tid) in view.items():
                 s = seen.get(key)
-                if s is not None and epoch < s[0] and tid is not None and tid == s[1]:
-                    keys.append(key)
-                    bound = max(bound, now - s[2])
-            if keys:
-                out[node] = Behind(len(keys), bound)
-                self.behind_by[node] = frozenset(keys)
+                if s is not None and epoch < s.epoch and tid is not None and tid == s.topic_id:
+                    was = before.get(key)
+                    fresh[key] = (epoch, was[1] if was is not None and was[0] == epoch else s.replaced_at(epoch))
+            if fresh or kept:
+                self.behind_by[node] = {**kept, **fresh}
             else:
                 self.behind_by.pop(node, None)
+            if fresh:
+                out[node] = Behind(len(fresh), max(0.0, max(now - since for _, since in fresh.values())))
+            else:
+                out[node] = None if kept else Behind(0, 0.0)
         return out
 
-    def probe_topics(self, limit: int = PROBE_TOPICS, budget: int = PROBE_PARTITIONS) -> list[str]:
-        """The topics to ask every broker about this poll, at most `limit` topics and `budget` partitions (a topic's
-        size from `sizes`; unknown counts as one): those some broker was behind on; then those whose epochs moved
-        last (ties by name), up to three quarters of the topics; then the next topics by name after those asked by
-        the last poll, round and round, so that every topic is asked of every broker in time and a move another
-        broker has not applied is seen even where the believed answer came from it. Called once a poll: it moves
-        that round on."""
+    def probe_topics(self, limit: int = PROBE_TOPICS, budget: int = PROBE_PARTITIONS, now: float | None = None
+                     ) -> list[str]:
+        """The topics to ask every broker about this poll: at most `limit` topics and `budget` partitions (a
+        topic's size from `sizes`; unknown counts as one, bigger than `budget` is never asked). First the topics
+        some broker is behind on, the least recently asked first, up to half the topics; then those whose epochs
+        moved in the last `MOVED_FOR_S` before `now` (the latest move, by default), the latest first; then the next
+        ones by name after the last poll's, round and round. A topic that does not fit what is left of the budget
+        ends the round for this poll and starts it next time. Called once a poll: it moves the round on."""
+        self.calls += 1
         out: list[str] = []
         used = 0
 
-        def take(topic: str, anyway: bool = False) -> None:
+        def take(topic: str) -> bool:
             nonlocal used
             n = self.sizes.get(topic, 1)
-            if len(out) < limit and topic not in out and (used + n <= budget or anyway):
-                out.append(topic)
-                used += n
+            if len(out) >= limit or used + n > budget or topic in out:
+                return False
+            out.append(topic)
+            used += n
+            return True
 
-        behind = sorted({t for t, _ in self.behind})
-        for i, topic in enumerate(behind):
-            take(topic, anyway=i == 0)  # the first topic behind, whatever its size
-        # candidates enough that topics too big for what is left of the budget can be passed over
-        pool = heapq.nsmallest(4 * limit, self.moved.items(), key=lambda kv: (-kv[1], kv[0]))
-        moved_limit = max(len(out), limit - limit // 4)
-        for topic, _ in pool:
-            if len(out) >= moved_limit:
+        for topic in sorted(self.behind_topics(), key=lambda t: (self.asked.get(t, 0), t)):
+            if len(out) >= max(1, limit // 2):
                 break
             take(topic)
-        names = sorted(self.sizes)
-        start = bisect.bisect_right(names, self.cursor)
-        last = None
-        for topic in names[start:] + names[:start]:
-            if len(out) >= limit or used >= budget:
-                break
-            if topic not in out:
+        if self.moved:
+            horizon = (max(self.moved.values()) if now is None else now) - MOVED_FOR_S
+            recent = heapq.nsmallest(4 * limit, ((t, at) for t, at in self.moved.items() if at >= horizon),
+                                     key=lambda kv: (-kv[1], kv[0]))
+            for topic, _ in recent:
+                if len(out) >= limit - 1:  # the round always gets a place
+                    break
                 take(topic)
-                last = topic if topic in out else last
-        if last is not None:
-            self.cursor = last
+        names = sorted(t for t, n in self.sizes.items() if n <= budget)
+        start = bisect.bisect_right(names, self.cursor)
+        for topic in names[start:] + names[:start]:
+            if len(out) >= limit:
+                break
+            if topic in out:
+                self.cursor = topic
+                continue
+            if not take(topic):
+                break  # too big for what is left: first in the round next poll
+            self.cursor = topic
+        for topic in out:
+            self.asked[topic] = self.calls
         return out
 
     def prune(self, witnessed: int, present: Callable[[], Collection[Key]], brokers: Collection[int],
@@ -180,46 +222,48 @@ class EpochMemory:
             for k in [k for k in self.seen if k not in keep and k[0] not in unread]:
                 del self.seen[k]
             topics = {t for t, _ in self.seen}
-            for t in [t for t in self.moved if t not in topics]:
-                del self.moved[t]
-        for node in [b for b in self.behind_by if b not in brokers]:
-            del self.behind_by[node]
-        for node, keys in list(self.behind_by.items()):
-            if any(k not in self.seen for k in keys):
-                kept = frozenset(k for k in keys if k in self.seen)
+            for d in (self.moved, self.asked):
+                for t in [t for t in d if t not in topics]:
+                    del d[t]
+        for node in list(self.behind_by):
+            keys = self.behind_by[node]
+            if node not in brokers:
+                del self.behind_by[node]
+            elif any(k not in self.seen for k in keys):
+                kept = {k: v for k, v in keys.items() if k in self.seen}
                 if kept:
                     self.behind_by[node] = kept
                 else:
                     del self.behind_by[node]
 
     def clear(self) -> None:
+        """Forget everything (a KRaft cluster, where DescribeQuorum says how far each broker is)."""
         self.seen.clear()
         self.moved.clear()
         self.behind_by.clear()
         self.sizes.clear()
-        self.cursor = ""
+        self.asked.clear()
+        self.calls, self.cursor = 0, ""
 
     def saved(self) -> Saved:
-        """What a checkpoint keeps: the partitions some broker is behind on, with their epoch seen and when."""
-        by_key: dict[Key, list[int]] = {}
-        for node, keys in self.behind_by.items():
-            for k in keys:
-                by_key.setdefault(k, []).append(node)
+        """What a checkpoint keeps: each partition a broker is behind on, with the epoch seen and when, the epoch the
+        broker answered and since when it is known replaced."""
         out: Saved = []
-        for (topic, part), nodes in sorted(by_key.items()):
-            s = self.seen.get((topic, part))
-            if s is not None and s[1] is not None:
-                out.append((topic, part, s[0], s[1], s[2], tuple(sorted(nodes))))
+        for node, keys in sorted(self.behind_by.items()):
+            for (topic, part), (answered, since) in sorted(keys.items()):
+                s = self.seen.get((topic, part))
+                if s is not None and s.topic_id is not None:
+                    out.append((topic, part, s.epoch, s.topic_id, s.at, node, answered, since))
         return out
 
     @classmethod
     def restore(cls, rows: Saved) -> EpochMemory:
         m = cls()
-        by_node: dict[int, set[Key]] = {}
-        for topic, part, epoch, tid, at, nodes in rows:
-            m.seen[(topic, part)] = (epoch, tid, at)
-            m.moved[topic] = max(m.moved.get(topic, at), at)
-            for node in nodes:
-                by_node.setdefault(node, set()).add((topic, part))
-        m.behind_by = {node: frozenset(keys) for node, keys in by_node.items()}
+        for topic, part, epoch, tid, at, node, answered, since in rows:
+            m.seen[(topic, part)] = Seen(epoch, tid, at)
+            m.behind_by.setdefault(node, {})[(topic, part)] = (answered, since)
         return m
+
+
+def _risen(s: Seen, epoch: int, at: float) -> Seen:
+    return Seen(epoch, s.topic_id, at, ((*s.earlier, (s.epoch, s.at)))[-EARLIER_EPOCHS:])

@@ -241,10 +241,12 @@ def _metadata_lag(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterSt
     """Each broker asked about a few topics: how far its metadata cache lags, at least (`metadata_lag`). Not in
     KRaft, where DescribeQuorum says it (`kraft_observer_lagging`). The epochs are witnessed by when every answer
     was in (`answered_by`), and the lag bounded at the poll's start, so neither end overstates it: a poll that does
-    not know when its answers came (a `now` from another clock) judges nothing, and asks nothing next time."""
-    memory = state.epoch_memory
-    if snap.mode == "kraft" or obs.answered_by is None:
+    not know when its answers came (a `now` from another clock) learns and judges nothing."""
+    memory = state.metadata_lag
+    if snap.mode == "kraft":
         memory.clear()
+        return
+    if obs.answered_by is None:
         return
     witnessed = memory.witness(obs.partitions, obs.metadata_probes, obs.answered_by)
     if "partitions" not in obs.stale_sections or "partitions" in obs.stale_subjects:  # not stale as a whole
@@ -253,10 +255,9 @@ def _metadata_lag(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterSt
         memory.sizes = {t.topic: t.partitions for t in snap.topics}
     lagging = memory.lagging(obs.metadata_probes, now)
     for b in snap.brokers:
-        if b.broker_id in obs.metadata_probes:
-            found = lagging.get(b.broker_id)
-            b.metadata_behind_s = found.at_least_s if found is not None else 0.0
-            b.metadata_behind_partitions = found.partitions if found is not None else 0
+        found = lagging.get(b.broker_id)
+        if found is not None:  # None: asked, but its answer carried none of what it is remembered behind on
+            b.metadata_behind_s, b.metadata_behind_partitions = found.at_least_s, found.partitions
 
 
 def _partitions_and_topics(snap: ClusterSnapshot, obs: KafkaObservation, zk: ZkObservation | None, state: ClusterState,

@@ -63,8 +63,9 @@ class ClusterState:
     # Loss evidence (collectors.model.loss): per partition the leadership and committed offset last known for
     # sure, and the losses found recently (the alerts stay open `loss_alert_hold_s` after one).
     epoch_watch: dict[tuple[str, int], EpochWatch] = field(default_factory=dict)
-    # the leader epochs any answer showed and when, and where a broker answered older ones (not checkpointed)
-    epoch_memory: EpochMemory = field(default_factory=EpochMemory)
+    # the leader epochs any answer showed and when, and where a broker answered older ones since when
+    # (`collectors.model.metadata_lag`; what brokers are behind on is checkpointed)
+    metadata_lag: EpochMemory = field(default_factory=EpochMemory)
     recent_losses: list[LossRecord] = field(default_factory=list)
     # per (group, topic, partition): messages skipped below the log start and past the log end already recorded
     group_marks: dict[tuple[str, str, int], GroupMark] = field(default_factory=dict)

@@ -284,7 +284,7 @@ def _meta(cp: Checkpoint) -> dict[str, Any]:
         # the aborts recorded only: "seen open, then aborted with the epoch bumped" proves a timeout abort across one
         # poll interval, not across a downtime (a commit and a restart bump it too, Transaction V2 every end)
         "txn_watch": {tid: asdict(w) for tid, w in st.txn_watch.items() if w.aborted_at is not None},
-        "epoch_memory": st.epoch_memory.saved(),
+        "metadata_lag": st.metadata_lag.saved(),
     }
 
 
@@ -428,11 +428,11 @@ _STATE_FIELDS: dict[str, tuple[Any, Callable[[Any], Any] | None]] = {
     "txn_watch": (dict[str, TxnWatch], None),
     # where a broker's metadata was found behind, with the epoch it did not know and when that was seen
     # (`collectors.model.metadata_lag`): a restart keeps asking those topics, and the lag's bound keeps growing
-    "epoch_memory": (list[tuple[str, _Count, _Count, str, float, tuple[int, ...]]], EpochMemory.restore),
+    "metadata_lag": (list[tuple[str, _Count, _Count, str, float, int, _Count, float]], EpochMemory.restore),
 }
 # absent from older checkpoints: not known, none
 _LATER_FIELDS = {"kraft_quorum", "kraft_voters_changed_at", "kraft_voters_change", "kraft_quorum_seen_at",
-                 "recent_losses", "zk_zxids", "txn_watch", "transaction_version", "epoch_memory"}
+                 "recent_losses", "zk_zxids", "txn_watch", "transaction_version", "metadata_lag"}
 
 
 def _restore_state(meta: dict[str, Any], parts: pa.Table, windows: pa.Table, lag_points: int,

@@ -242,7 +242,7 @@ class ClusterPoller:
     def _observe_kafka(self, now: float) -> KafkaObservation:
         try:
             # the topics to ask each broker about: none in KRaft, where the memory is kept empty (`_metadata_lag`)
-            return self.kafka.observe(now, self.state.epoch_watch, probe=self.state.epoch_memory.probe_topics())
+            return self.kafka.observe(now, self.state.epoch_watch, probe=self.state.metadata_lag.probe_topics(now=now))
         except Exception as e:  # an adapter bug must not take the monitor down
             log.exception("cluster %s: Kafka observation failed", self.name)
             obs = KafkaObservation(time=now, reachable=False)

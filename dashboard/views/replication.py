@@ -183,7 +183,10 @@ def brokers_frame(doc: dict[str, Any], parts: pd.DataFrame, changes: pd.DataFram
             "broker": bid, "status": status, "controller": bool(b.get("is_controller")),
             "host": f"{b.get('host')}:{b.get('port')}" if b.get("host") and b.get("port") else "",
             "rack": b.get("rack") or "",
-            "in ZooKeeper": b.get("in_zookeeper"), "leaders": int(leaders.get(bid, 0)),
+            "in ZooKeeper": b.get("in_zookeeper"),
+            # outside KRaft: how long ago, at least, another broker's answer replaced a leader epoch this one still
+            # answered (`broker_metadata_lagging`); blank where not asked
+            "metadata behind (s, at least)": b.get("metadata_behind_s"), "leaders": int(leaders.get(bid, 0)),
             "replicas": int(hosted.get(bid, 0)), "out of ISR now": len(out_isr),
             "partitions out of ISR": ", ".join(out_isr[:12]) + (" …" if len(out_isr) > 12 else ""),
             "ISR shrinks (range)": len(seen),

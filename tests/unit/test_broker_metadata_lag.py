@@ -43,10 +43,10 @@ def parts(epochs: dict[tuple[str, int], int], tid: str | None = TID) -> list[Par
 def test_a_broker_answering_an_epoch_replaced_earlier_lags_by_at_least_that_long() -> None:
     m = EpochMemory()
     m.witness(parts({("orders", 0): 5, ("orders", 1): 2}), {}, at=T0)
-    assert m.lagging({3: {("orders", 0): (5, TID)}}, T0 + 60) == {}  # current: nothing behind
+    assert m.lagging({3: {("orders", 0): (5, TID)}}, T0 + 60) == {3: Behind(0, 0.0)}  # current
     m.witness(parts({("orders", 0): 6, ("orders", 1): 2}), {}, at=T0 + 10)  # leadership moved
     assert m.lagging({3: {("orders", 0): (5, TID), ("orders", 1): (2, TID)}}, T0 + 70) == {3: Behind(1, 60.0)}
-    assert m.behind_by == {3: frozenset({("orders", 0)})}
+    assert m.behind_by == {3: {("orders", 0): (5, T0 + 10)}}
 
 
 def test_the_bound_is_never_negative() -> None:
@@ -55,13 +55,30 @@ def test_the_bound_is_never_negative() -> None:
     assert m.lagging({3: {("orders", 0): (4, TID)}}, T0) == {3: Behind(1, 0.0)}  # behind, in the same poll
 
 
+def test_the_bound_does_not_start_over_when_the_partition_moves_again() -> None:
+    """A broker stuck at epoch 5 while the partition goes to 6, then 7: its lag counts from 6's time."""
+    m = EpochMemory()
+    m.witness(parts({("orders", 0): 5}), {}, at=T0)
+    m.witness(parts({("orders", 0): 6}), {}, at=T0 + 10)
+    m.lagging({3: {("orders", 0): (5, TID)}}, T0 + 40)
+    m.witness(parts({("orders", 0): 7}), {}, at=T0 + 50)
+    assert m.lagging({3: {("orders", 0): (5, TID)}}, T0 + 70) == {3: Behind(1, 60.0)}
+    # first found behind after two moves: the earliest epoch above its own counts, not the latest
+    assert m.lagging({4: {("orders", 0): (5, TID)}, 5: {("orders", 0): (6, TID)}}, T0 + 70) == {
+        4: Behind(1, 60.0), 5: Behind(1, 20.0)}
+
+
 def test_a_higher_epoch_a_probe_showed_is_learned_and_dated_by_that_poll() -> None:
     """The believed answer came from a broker a change had not reached yet; another broker showed the new epoch."""
     m = EpochMemory()
     m.witness(parts({("orders", 0): 5}), {}, at=T0)
     m.witness(parts({("orders", 0): 5}), {1: {("orders", 0): (6, TID)}, 3: {("orders", 0): (5, TID)}}, at=T0 + 30)
-    assert m.seen[("orders", 0)] == (6, TID, T0 + 30) and m.moved == {"orders": T0 + 30}
+    assert (m.seen[("orders", 0)].epoch, m.seen[("orders", 0)].at, m.moved) == (6, T0 + 30, {"orders": T0 + 30})
     assert m.lagging({3: {("orders", 0): (5, TID)}}, T0 + 100) == {3: Behind(1, 70.0)}
+    # the lagging broker's answer believed again (every other one failed): epochs never go back
+    m.witness(parts({("orders", 0): 5}), {}, at=T0 + 110)
+    assert m.seen[("orders", 0)].epoch == 6 and m.lagging({3: {("orders", 0): (5, TID)}}, T0 + 130) == {
+        3: Behind(1, 100.0)}
 
 
 def test_without_the_same_topic_id_an_older_epoch_is_no_evidence() -> None:
@@ -70,11 +87,25 @@ def test_without_the_same_topic_id_an_older_epoch_is_no_evidence() -> None:
     m = EpochMemory()
     m.witness(parts({("orders", 0): 9}), {}, at=T0 - 86_400)
     other = "6a1f0c4e-0000-4000-8000-000000000002"
-    assert m.lagging({3: {("orders", 0): (0, other)}}, T0) == {}
+    assert m.lagging({3: {("orders", 0): (0, other)}}, T0) == {3: Behind(0, 0.0)}
     m.witness(parts({("orders", 0): 9}, tid=None), {}, at=T0 - 86_400)
     m.witness(parts({("orders", 0): 9}, tid=None), {1: {("orders", 0): (10, None)}}, at=T0 - 60)  # not learned
-    assert m.seen[("orders", 0)] == (9, None, T0 - 86_400) and not m.moved
-    assert m.lagging({b: {("orders", 0): (0, None)} for b in (1, 2, 3)}, T0) == {}  # re-created: every broker at 0
+    assert m.seen[("orders", 0)].epoch == 9 and not m.moved
+    assert m.lagging({b: {("orders", 0): (0, None)} for b in (1, 2, 3)}, T0) == dict.fromkeys((1, 2, 3), Behind(0, 0.0))
+
+
+def test_what_a_broker_is_behind_on_outside_its_answer_is_kept_unjudged() -> None:
+    """Its answer this poll lacks the topic it is behind on (not asked, or answered with an error): nothing says it
+    caught up there. Not answered at all: kept as well."""
+    m = EpochMemory()
+    m.witness(parts({("a", 0): 5, ("b", 0): 1}), {}, at=T0)
+    m.witness(parts({("a", 0): 6, ("b", 0): 1}), {}, at=T0 + 10)
+    m.lagging({3: {("a", 0): (5, TID)}}, T0 + 40)
+    assert m.lagging({3: {("b", 0): (1, TID)}}, T0 + 55) == {3: None}
+    assert m.lagging({1: {("a", 0): (6, TID)}}, T0 + 70) == {1: Behind(0, 0.0)}
+    assert m.behind_by == {3: {("a", 0): (5, T0 + 10)}}
+    assert m.lagging({3: {("a", 0): (5, TID)}}, T0 + 85) == {3: Behind(1, 75.0)}
+    assert m.lagging({3: {("a", 0): (6, TID)}}, T0 + 100) == {3: Behind(0, 0.0)} and m.behind_by == {}  # caught up
 
 
 def test_the_topics_asked_are_those_behind_then_the_latest_moved_then_a_round_within_a_budget() -> None:
@@ -85,24 +116,22 @@ def test_the_topics_asked_are_those_behind_then_the_latest_moved_then_a_round_wi
     assert [m.probe_topics(limit=3) for _ in range(3)] == [["a", "b", "c"], ["d", "e", "f"], ["g", "h", "a"]]
     m.witness(parts({("c", 0): 2}), {}, at=T0 + 10)
     m.witness(parts({("f", 0): 2, ("e", 0): 2}), {}, at=T0 + 20)
-    # the latest moved first (ties by name), three quarters of the topics; the round goes on in the rest
-    assert m.probe_topics(limit=4) == ["e", "f", "c", "b"]
-    m.lagging({4: {("c", 0): (1, TID)}}, T0 + 30)  # behind on c: asked first whatever else moves
-    assert m.probe_topics(limit=4) == ["c", "e", "f", "d"]
-    # a budget of partitions: a topic too big for what is left is passed over; the first one behind is asked anyway
-    m.sizes = {"a": 300, "b": 300, "c": 900, "d": 100, "e": 300, "f": 300, "g": 100, "h": 100}
-    assert m.probe_topics(limit=4, budget=500) == ["c"]
+    # the latest moved first (ties by name), all but one place; the round goes on in the last
+    assert m.probe_topics(limit=4, now=T0 + 30) == ["e", "f", "c", "b"]
+    # moved more than ten minutes ago: asked only in the round's turn
+    assert m.probe_topics(limit=4, now=T0 + 20 + 601) == ["c", "d", "e", "f"]
+    m.lagging({4: {("g", 0): (0, TID)}, 5: {("h", 0): (0, TID)}}, T0 + 30)  # behind: asked first
+    assert m.probe_topics(limit=4, now=T0 + 30) == ["g", "h", "e", "a"]
+    assert m.probe_topics(limit=2, now=T0 + 30) == ["g", "b"]  # half the places at most, least recently asked first
+    assert m.probe_topics(limit=2, now=T0 + 30) == ["h", "c"]
+    # a budget of partitions: a topic bigger than the budget is never asked; one that does not fit what is left
+    # ends the round and starts it next poll
     m.behind_by.clear()
-    assert m.probe_topics(limit=4, budget=500) == ["e", "g", "h"]
-
-
-def test_a_broker_not_answered_keeps_what_it_was_behind_on() -> None:
-    m = EpochMemory()
-    m.witness(parts({("orders", 0): 5}), {}, at=T0)
-    m.witness(parts({("orders", 0): 6}), {}, at=T0 + 10)
-    m.lagging({3: {("orders", 0): (5, TID)}}, T0 + 40)
-    assert m.lagging({1: {("orders", 0): (6, TID)}}, T0 + 55) == {} and m.behind_by == {3: frozenset({("orders", 0)})}
-    assert m.lagging({3: {("orders", 0): (6, TID)}}, T0 + 70) == {} and m.behind_by == {}  # caught up
+    m.sizes = {"a": 300, "b": 300, "c": 900, "d": 100, "e": 300, "f": 300, "g": 100, "h": 100}
+    m.cursor = "b"
+    assert m.probe_topics(limit=4, budget=500, now=T0 + 30) == ["e", "d"]
+    assert m.probe_topics(limit=4, budget=500, now=T0 + 30) == ["e"]  # f waits while e is asked for its move
+    assert m.probe_topics(limit=4, budget=500, now=T0 + 20 + 601) == ["f", "g", "h"]
 
 
 def test_prune_keeps_unread_topics_and_forgets_the_rest() -> None:
@@ -113,7 +142,7 @@ def test_prune_keeps_unread_topics_and_forgets_the_rest() -> None:
     n = m.witness(parts({("a", 0): 2}), {}, at=T0 + 20)  # "b" unread this poll (its Metadata in error)
     m.prune(n, lambda: {("a", 0)}, brokers={1, 2, 3}, unread_topics={"b"})
     assert set(m.seen) == {("a", 0), ("b", 0)} and set(m.moved) == {"a"}
-    assert m.behind_by == {3: frozenset({("a", 0)})}  # broker 4 left the cluster; "gone" was deleted
+    assert m.behind_by == {3: {("a", 0): (1, T0 + 10)}}  # broker 4 left the cluster; "gone" was deleted
 
 
 def test_what_a_checkpoint_keeps_restores_the_bound() -> None:
@@ -122,10 +151,10 @@ def test_what_a_checkpoint_keeps_restores_the_bound() -> None:
     m.witness(parts({("orders", 0): 6, ("orders", 1): 1}), {}, at=T0 + 10)
     m.lagging({3: {("orders", 0): (5, TID)}}, T0 + 40)
     saved = m.saved()
-    assert saved == [("orders", 0, 6, TID, T0 + 10, (3,))]
+    assert saved == [("orders", 0, 6, TID, T0 + 10, 3, 5, T0 + 10)]
     back = EpochMemory.restore(saved)
     assert back.probe_topics() == ["orders"]
-    back.witness(parts({("orders", 0): 6, ("orders", 1): 1}), {}, at=T0 + 100)
+    back.witness(parts({("orders", 0): 7, ("orders", 1): 1}), {}, at=T0 + 100)  # moved again meanwhile
     assert back.lagging({3: {("orders", 0): (5, TID)}}, T0 + 100) == {3: Behind(1, 90.0)}
 
 
@@ -170,6 +199,14 @@ def test_a_lag_over_30s_proved_by_the_answer_is_an_alert_that_says_by_how_much()
         {1: 0.0, 2: None, 3: 60.0}
 
 
+def test_the_alert_stays_and_its_bound_grows_while_the_partition_keeps_moving() -> None:
+    st = ClusterState()
+    assert [a.value for a in lag_story(st)[-1]] == [45.0]
+    probes = {1: {0: 7, 1: 1}, 2: {0: 7, 1: 1}, 3: {0: 5, 1: 1}}
+    assert [a.value for a in judged(observed(T0 + 70, {0: 7, 1: 1}, probes), st)] == [60.0]  # moved to 7
+    assert [a.value for a in judged(observed(T0 + 85, {0: 8, 1: 1}, probes), st)] == [75.0]  # and to 8
+
+
 def test_the_threshold_is_configurable() -> None:
     assert lag_story(ClusterState(), Thresholds(broker_metadata_lag_s=50))[-1] == []
 
@@ -195,7 +232,7 @@ def test_not_judged_in_kraft_where_describe_quorum_says_it() -> None:
     st = ClusterState()
     judged(observed(T0, {0: 5}, {}), st, kraft=True)
     assert judged(observed(T0 + 60, {0: 6}, {3: {0: 5}}), st, kraft=True) == []
-    assert not st.epoch_memory.seen and st.epoch_memory.probe_topics() == []  # nothing asked of brokers
+    assert not st.metadata_lag.seen and st.metadata_lag.probe_topics() == []  # nothing asked of brokers
 
 
 def test_it_is_a_timed_consensus_rule_with_its_twin_and_a_down_broker_takes_its_alert() -> None:
@@ -253,7 +290,7 @@ def test_a_restart_keeps_asking_where_a_broker_was_behind_and_its_bound_keeps_gr
     cp = load_checkpoint(tmp_path, "c", lag_points=60, window_size=10, now=T0 + 60, max_age_s=3600)
     assert cp is not None
     back = cp.state
-    assert back.epoch_memory.probe_topics() == ["orders"]
+    assert back.metadata_lag.probe_topics() == ["orders"]
     (a,) = judged(observed(T0 + 85, {0: 6, 1: 1}, {1: {0: 6, 1: 1}, 3: {0: 5, 1: 1}}), back)
     assert (a.subject, a.value) == ("broker-3", 75.0)
 
@@ -264,12 +301,12 @@ def test_an_older_checkpoint_without_it_loads_with_nothing_behind(tmp_path: Path
     path = save_checkpoint(tmp_path, Checkpoint("c", "c", T0 + 55, st))[0]
 
     def drop(meta: dict[str, Any]) -> None:
-        assert meta["epoch_memory"] == [["orders", 0, 6, TID, T0 + 10, [3]]]
-        del meta["epoch_memory"]
+        assert meta["metadata_lag"] == [["orders", 0, 6, TID, T0 + 10, 3, 5, T0 + 10]]
+        del meta["metadata_lag"]
 
     edit_meta(path, drop)
     cp = load_checkpoint(tmp_path, "c", lag_points=60, window_size=10, now=T0 + 60, max_age_s=3600)
-    assert cp is not None and cp.state.epoch_memory == EpochMemory()
+    assert cp is not None and cp.state.metadata_lag == EpochMemory()
 
 
 def test_a_poll_that_does_not_know_when_its_answers_came_judges_nothing() -> None:
@@ -280,4 +317,4 @@ def test_a_poll_that_does_not_know_when_its_answers_came_judges_nothing() -> Non
         obs = observed(t, {0: epoch}, {3: {0: 5}} if t > T0 else {})
         obs.answered_by = None
         assert judged(obs, st) == []
-    assert st.epoch_memory == EpochMemory()
+    assert st.metadata_lag == EpochMemory()

@@ -112,6 +112,7 @@ def test_heatmap_caps_topics_worst_first() -> None:
 
 def test_brokers_frame_counts_leaders_and_out_of_isr() -> None:
     doc = heatmap_doc()
+    doc["brokers"][1]["metadata_behind_s"] = 45.0  # broker 2's answers proved its metadata 45 s behind
     changes = pd.DataFrame({"time": [NOW - 10], "topic": ["orders"], "partition": [1], "kind": ["isr_shrink"],
                             "leader_before": [2], "leader_after": [2], "isr_before": [[2, 3, 1]],
                             "isr_after": [[2, 1]]})
@@ -120,6 +121,7 @@ def test_brokers_frame_counts_leaders_and_out_of_isr() -> None:
     assert b.loc[3, "out of ISR now"] == 2 and "orders-1" in b.loc[3, "partitions out of ISR"]
     assert b.loc[1, "leaders"] == 3 and b.loc[1, "controller"]
     assert b.loc[3, "ISR shrinks (range)"] == 1
+    assert b.loc[2, "metadata behind (s, at least)"] == 45.0 and pd.isna(b.loc[1, "metadata behind (s, at least)"])
 
 
 def test_durability_posture_and_config_risks() -> None:
