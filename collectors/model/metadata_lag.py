@@ -89,18 +89,22 @@ class Behind:
 @dataclass(slots=True)
 class EpochMemory:
     """What the brokers' answers showed: per partition `Seen`; per topic when one of its epochs last rose; per broker
-    the partitions it is behind on, each with the epoch it answered and since when that epoch is known replaced."""
+    the partitions it is behind on, each with the epoch it answered, since when that epoch is known replaced, and
+    the topic id (a topic created again under the name is another partition)."""
 
     seen: dict[Key, Seen] = field(default_factory=dict)
     moved: dict[str, float] = field(default_factory=dict)
-    behind_by: dict[int, dict[Key, tuple[int, float]]] = field(default_factory=dict)
+    behind_by: dict[int, dict[Key, tuple[int, float, str]]] = field(default_factory=dict)
+    up: set[int] | None = None  # the brokers up at the last poll (None: not known): whose lag is worth asking about
     sizes: dict[str, int] = field(default_factory=dict)  # partitions per topic, as last read (`probe_topics`)
     asked: dict[str, int] = field(default_factory=dict)  # topic -> the `probe_topics` call that last took it
     calls: int = 0
     cursor: str = ""  # the last topic the round by name took
 
     def behind_topics(self) -> set[str]:
-        return {t for keys in self.behind_by.values() for t, _ in keys}
+        """The topics some broker up is behind on (a broker down answers nothing: its topics would only take
+        places)."""
+        return {t for node, keys in self.behind_by.items() if self.up is None or node in self.up for t, _ in keys}
 
     def witness(self, believed: Iterable[Believed], probes: Mapping[int, ProbeView], at: float) -> int:
         """Learn this poll's epochs: those of the Metadata believed (`collectors.sources.metadata_epochs`), then any
@@ -139,49 +143,57 @@ class EpochMemory:
         not start over); at another older epoch, the time an epoch above it was first seen. What it is behind on in
         topics its answer did not carry (not asked this poll, or answered with an error) is kept, unjudged.
 
-        Returns per broker answered its `Behind` this poll, or None where its answer proved nothing either way but
-        it is still remembered behind elsewhere (nothing says it caught up)."""
+        Returns per broker answered its `Behind` this poll, or None where its answer does not settle it: it proved
+        nothing either way, or a smaller lag than what it is still remembered behind on elsewhere (a cache stops as
+        a whole: nothing says it caught up there, and judging it by the younger partition would resolve the alert
+        while the lag grows)."""
         out: dict[int, Behind | None] = {}
         seen = self.seen
         for node, view in probes.items():
             before = self.behind_by.get(node, {})
             answered = {t for t, _ in view}
-            kept = {k: v for k, v in before.items() if k[0] not in answered}
-            fresh: dict[Key, tuple[int, float]] = {}
+            kept = {k: v for k, v in before.items() if k[0] not in answered
+                    and (s := seen.get(k)) is not None and s.topic_id == v[2]}  # not a topic created again since
+            fresh: dict[Key, tuple[int, float, str]] = {}
             for key, (epoch, tid) in view.items():
                 s = seen.get(key)
                 if s is not None and epoch < s.epoch and tid is not None and tid == s.topic_id:
                     was = before.get(key)
-                    fresh[key] = (epoch, was[1] if was is not None and was[0] == epoch else s.replaced_at(epoch))
+                    same = was is not None and was[0] == epoch and was[2] == tid
+                    fresh[key] = (epoch, was[1] if same and was is not None else s.replaced_at(epoch), tid)
             if fresh or kept:
                 self.behind_by[node] = {**kept, **fresh}
             else:
                 self.behind_by.pop(node, None)
-            if fresh:
-                out[node] = Behind(len(fresh), max(0.0, max(now - since for _, since in fresh.values())))
+            bound = max([now - v[1] for v in fresh.values()], default=None)
+            older = max([now - v[1] for v in kept.values()], default=None)
+            if older is not None and (bound is None or older > bound):
+                out[node] = None
             else:
-                out[node] = None if kept else Behind(0, 0.0)
+                out[node] = Behind(len(fresh), max(0.0, bound or 0.0))
         return out
 
     def probe_topics(self, limit: int = PROBE_TOPICS, budget: int = PROBE_PARTITIONS, now: float | None = None
                      ) -> list[str]:
         """The topics to ask every broker about this poll: at most `limit` topics and `budget` partitions (a
-        topic's size from `sizes`; unknown counts as one, bigger than `budget` is never asked). First the topics
-        some broker is behind on, the least recently asked first, up to half the topics; then those whose epochs
-        moved in the last `MOVED_FOR_S` before `now` (the latest move, by default), the latest first; then the next
-        ones by name after the last poll's, round and round. A topic that does not fit what is left of the budget
-        ends the round for this poll and starts it next time. Called once a poll: it moves the round on."""
+        topic's size from `sizes`; bigger than `budget` is never asked; of unknown size, as after a restart, one a
+        poll). First the topics some broker up is behind on, the least recently asked first, up to half the topics;
+        then those whose epochs moved in the last `MOVED_FOR_S` before `now` (the latest move, by default), the least
+        recently asked first, then the latest moved; then the next ones by name after the last poll's, round and
+        round, which always gets a place: a topic that does not fit what is left is passed over until its next
+        turn. Called once a poll: it moves the round on."""
         self.calls += 1
         out: list[str] = []
-        used = 0
+        used, unknown = 0, False
 
         def take(topic: str) -> bool:
-            nonlocal used
-            n = self.sizes.get(topic, 1)
-            if len(out) >= limit or used + n > budget or topic in out:
+            nonlocal used, unknown
+            n = self.sizes.get(topic)
+            if len(out) >= limit or topic in out or (n is None and unknown) or used + (n or 1) > budget:
                 return False
             out.append(topic)
-            used += n
+            used += n or 1
+            unknown = unknown or n is None
             return True
 
         for topic in sorted(self.behind_topics(), key=lambda t: (self.asked.get(t, 0), t)):
@@ -191,7 +203,7 @@ class EpochMemory:
         if self.moved:
             horizon = (max(self.moved.values()) if now is None else now) - MOVED_FOR_S
             recent = heapq.nsmallest(4 * limit, ((t, at) for t, at in self.moved.items() if at >= horizon),
-                                     key=lambda kv: (-kv[1], kv[0]))
+                                     key=lambda kv: (self.asked.get(kv[0], 0), -kv[1], kv[0]))
             for topic, _ in recent:
                 if len(out) >= limit - 1:  # the round always gets a place
                     break
@@ -199,13 +211,9 @@ class EpochMemory:
         names = sorted(t for t, n in self.sizes.items() if n <= budget)
         start = bisect.bisect_right(names, self.cursor)
         for topic in names[start:] + names[:start]:
-            if len(out) >= limit:
+            if len(out) >= limit or used >= budget:
                 break
-            if topic in out:
-                self.cursor = topic
-                continue
-            if not take(topic):
-                break  # too big for what is left: first in the round next poll
+            take(topic)  # already taken, or too big for what is left: passed over until its next turn
             self.cursor = topic
         for topic in out:
             self.asked[topic] = self.calls
@@ -225,12 +233,16 @@ class EpochMemory:
             for d in (self.moved, self.asked):
                 for t in [t for t in d if t not in topics]:
                     del d[t]
+        def current(k: Key, v: tuple[int, float, str]) -> bool:
+            s = self.seen.get(k)  # a topic deleted, created again, or grown past what can be asked: never judged
+            return s is not None and s.topic_id == v[2] and self.sizes.get(k[0], 0) <= PROBE_PARTITIONS
+
         for node in list(self.behind_by):
             keys = self.behind_by[node]
             if node not in brokers:
                 del self.behind_by[node]
-            elif any(k not in self.seen for k in keys):
-                kept = {k: v for k, v in keys.items() if k in self.seen}
+            elif not all(current(k, v) for k, v in keys.items()):
+                kept = {k: v for k, v in keys.items() if current(k, v)}
                 if kept:
                     self.behind_by[node] = kept
                 else:
@@ -243,17 +255,17 @@ class EpochMemory:
         self.behind_by.clear()
         self.sizes.clear()
         self.asked.clear()
-        self.calls, self.cursor = 0, ""
+        self.calls, self.cursor, self.up = 0, "", None
 
     def saved(self) -> Saved:
         """What a checkpoint keeps: each partition a broker is behind on, with the epoch seen and when, the epoch the
         broker answered and since when it is known replaced."""
         out: Saved = []
         for node, keys in sorted(self.behind_by.items()):
-            for (topic, part), (answered, since) in sorted(keys.items()):
+            for (topic, part), (answered, since, tid) in sorted(keys.items()):
                 s = self.seen.get((topic, part))
-                if s is not None and s.topic_id is not None:
-                    out.append((topic, part, s.epoch, s.topic_id, s.at, node, answered, since))
+                if s is not None and s.topic_id == tid:
+                    out.append((topic, part, s.epoch, tid, s.at, node, answered, since))
         return out
 
     @classmethod
@@ -261,7 +273,7 @@ class EpochMemory:
         m = cls()
         for topic, part, epoch, tid, at, node, answered, since in rows:
             m.seen[(topic, part)] = Seen(epoch, tid, at)
-            m.behind_by.setdefault(node, {})[(topic, part)] = (answered, since)
+            m.behind_by.setdefault(node, {})[(topic, part)] = (answered, since, tid)
         return m
 
 

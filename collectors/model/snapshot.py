@@ -249,10 +249,11 @@ def _metadata_lag(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterSt
     if obs.answered_by is None:
         return
     witnessed = memory.witness(obs.partitions, obs.metadata_probes, obs.answered_by)
+    memory.up = {b.broker_id for b in snap.brokers if b.up}
     if "partitions" not in obs.stale_sections or "partitions" in obs.stale_subjects:  # not stale as a whole
+        memory.sizes = {t.topic: t.partitions for t in snap.topics}
         memory.prune(witnessed, lambda: {(p.topic, p.partition) for p in obs.partitions},
                      {b.broker_id for b in snap.brokers}, obs.stale_subjects.get("partitions", ()))
-        memory.sizes = {t.topic: t.partitions for t in snap.topics}
     lagging = memory.lagging(obs.metadata_probes, now)
     for b in snap.brokers:
         found = lagging.get(b.broker_id)

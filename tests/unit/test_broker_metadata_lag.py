@@ -46,7 +46,7 @@ def test_a_broker_answering_an_epoch_replaced_earlier_lags_by_at_least_that_long
     assert m.lagging({3: {("orders", 0): (5, TID)}}, T0 + 60) == {3: Behind(0, 0.0)}  # current
     m.witness(parts({("orders", 0): 6, ("orders", 1): 2}), {}, at=T0 + 10)  # leadership moved
     assert m.lagging({3: {("orders", 0): (5, TID), ("orders", 1): (2, TID)}}, T0 + 70) == {3: Behind(1, 60.0)}
-    assert m.behind_by == {3: {("orders", 0): (5, T0 + 10)}}
+    assert m.behind_by == {3: {("orders", 0): (5, T0 + 10, TID)}}
 
 
 def test_the_bound_is_never_negative() -> None:
@@ -103,9 +103,45 @@ def test_what_a_broker_is_behind_on_outside_its_answer_is_kept_unjudged() -> Non
     m.lagging({3: {("a", 0): (5, TID)}}, T0 + 40)
     assert m.lagging({3: {("b", 0): (1, TID)}}, T0 + 55) == {3: None}
     assert m.lagging({1: {("a", 0): (6, TID)}}, T0 + 70) == {1: Behind(0, 0.0)}
-    assert m.behind_by == {3: {("a", 0): (5, T0 + 10)}}
+    assert m.behind_by == {3: {("a", 0): (5, T0 + 10, TID)}}
     assert m.lagging({3: {("a", 0): (5, TID)}}, T0 + 85) == {3: Behind(1, 75.0)}
     assert m.lagging({3: {("a", 0): (6, TID)}}, T0 + 100) == {3: Behind(0, 0.0)} and m.behind_by == {}  # caught up
+
+
+def test_a_younger_lag_found_elsewhere_does_not_settle_an_older_one() -> None:
+    """Its answer this poll shows it behind on b since a moment ago, but lacks a, where it has been behind for a
+    minute: judged by b, its alert would resolve while the lag grows."""
+    m = EpochMemory()
+    m.witness(parts({("a", 0): 5, ("b", 0): 1}), {}, at=T0)
+    m.witness(parts({("a", 0): 6, ("b", 0): 1}), {}, at=T0 + 10)
+    m.lagging({3: {("a", 0): (5, TID), ("b", 0): (1, TID)}}, T0 + 40)
+    m.witness(parts({("a", 0): 6, ("b", 0): 2}), {}, at=T0 + 65)
+    assert m.lagging({3: {("b", 0): (1, TID)}}, T0 + 70) == {3: None}
+    assert m.lagging({3: {("a", 0): (5, TID), ("b", 0): (1, TID)}}, T0 + 85) == {3: Behind(2, 75.0)}
+
+
+def test_a_topic_created_again_does_not_inherit_the_old_ones_lag() -> None:
+    m = EpochMemory()
+    m.witness(parts({("o", 0): 0}), {}, at=T0)
+    m.witness(parts({("o", 0): 1}), {}, at=T0 + 10)
+    m.lagging({3: {("o", 0): (0, TID)}}, T0 + 40)
+    other = "6a1f0c4e-0000-4000-8000-000000000002"
+    m.witness(parts({("o", 0): 0}, tid=other), {}, at=T0 + 7200)  # deleted and created again
+    m.witness(parts({("o", 0): 1}, tid=other), {}, at=T0 + 7210)  # and moved
+    assert m.lagging({3: {("o", 0): (0, other)}}, T0 + 7215) == {3: Behind(1, 5.0)}
+
+
+def test_what_can_no_longer_be_asked_is_forgotten_and_a_down_brokers_topics_take_no_place() -> None:
+    m = EpochMemory()
+    m.witness(parts({("big", 0): 5, ("x", 0): 1}), {}, at=T0)
+    m.witness(parts({("big", 0): 6, ("x", 0): 1}), {}, at=T0 + 10)
+    m.lagging({3: {("big", 0): (5, TID)}, 4: {("x", 0): (0, TID)}}, T0 + 40)
+    m.up = {1, 2, 3}  # broker 4 down
+    assert "x" not in m.behind_topics()
+    m.sizes = {"big": 600, "x": 1}  # grown past the budget: never asked again, so never judged
+    n = m.witness(parts({("big", 0): 6, ("x", 0): 1}), {}, at=T0 + 55)
+    m.prune(n, lambda: {("big", 0), ("x", 0)}, brokers={1, 2, 3, 4})
+    assert set(m.behind_by) == {4}
 
 
 def test_the_topics_asked_are_those_behind_then_the_latest_moved_then_a_round_within_a_budget() -> None:
@@ -116,8 +152,8 @@ def test_the_topics_asked_are_those_behind_then_the_latest_moved_then_a_round_wi
     assert [m.probe_topics(limit=3) for _ in range(3)] == [["a", "b", "c"], ["d", "e", "f"], ["g", "h", "a"]]
     m.witness(parts({("c", 0): 2}), {}, at=T0 + 10)
     m.witness(parts({("f", 0): 2, ("e", 0): 2}), {}, at=T0 + 20)
-    # the latest moved first (ties by name), all but one place; the round goes on in the last
-    assert m.probe_topics(limit=4, now=T0 + 30) == ["e", "f", "c", "b"]
+    # the moved, least recently asked first, then the latest (ties by name), all but one place; the round goes on
+    assert m.probe_topics(limit=4, now=T0 + 30) == ["c", "e", "f", "b"]
     # moved more than ten minutes ago: asked only in the round's turn
     assert m.probe_topics(limit=4, now=T0 + 20 + 601) == ["c", "d", "e", "f"]
     m.lagging({4: {("g", 0): (0, TID)}, 5: {("h", 0): (0, TID)}}, T0 + 30)  # behind: asked first
@@ -129,9 +165,13 @@ def test_the_topics_asked_are_those_behind_then_the_latest_moved_then_a_round_wi
     m.behind_by.clear()
     m.sizes = {"a": 300, "b": 300, "c": 900, "d": 100, "e": 300, "f": 300, "g": 100, "h": 100}
     m.cursor = "b"
-    assert m.probe_topics(limit=4, budget=500, now=T0 + 30) == ["e", "d"]
-    assert m.probe_topics(limit=4, budget=500, now=T0 + 30) == ["e"]  # f waits while e is asked for its move
-    assert m.probe_topics(limit=4, budget=500, now=T0 + 20 + 601) == ["f", "g", "h"]
+    assert m.probe_topics(limit=4, budget=500, now=T0 + 30) == ["f", "d", "g"]  # e passed over, c never asked
+    assert m.probe_topics(limit=4, budget=500, now=T0 + 30) == ["e", "h", "d"]  # a, b passed over
+    assert m.probe_topics(limit=4, budget=500, now=T0 + 20 + 601) == ["e", "g", "h"]
+    # after a restart sizes are unknown: one topic of unknown size a poll
+    back = EpochMemory(sizes={})
+    back.behind_by = {3: {(t, 0): (0, T0, TID) for t in "abc"}}
+    assert [back.probe_topics() for _ in range(3)] == [["a"], ["b"], ["c"]]
 
 
 def test_prune_keeps_unread_topics_and_forgets_the_rest() -> None:
@@ -142,7 +182,7 @@ def test_prune_keeps_unread_topics_and_forgets_the_rest() -> None:
     n = m.witness(parts({("a", 0): 2}), {}, at=T0 + 20)  # "b" unread this poll (its Metadata in error)
     m.prune(n, lambda: {("a", 0)}, brokers={1, 2, 3}, unread_topics={"b"})
     assert set(m.seen) == {("a", 0), ("b", 0)} and set(m.moved) == {"a"}
-    assert m.behind_by == {3: {("a", 0): (1, T0 + 10)}}  # broker 4 left the cluster; "gone" was deleted
+    assert m.behind_by == {3: {("a", 0): (1, T0 + 10, TID)}}  # broker 4 left the cluster; "gone" was deleted
 
 
 def test_what_a_checkpoint_keeps_restores_the_bound() -> None:
