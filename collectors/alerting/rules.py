@@ -246,9 +246,10 @@ def brokers(s: ClusterSnapshot, st: ClusterState, held: Held, th: Thresholds, no
 
 def _metadata_lagging(s: ClusterSnapshot, held: Held, th: Thresholds, now: float) -> Iterator[Candidate]:
     """`broker_metadata_lagging`: brokers up whose answer shows leader epochs another answer had replaced more than
-    `broker_metadata_lag_s` before (`collectors.model.metadata_lag`: a lower bound, evidence). A broker not asked
-    this poll (its answer failed while its other requests did not) that was lagging stays so: nothing says it caught
-    up. A broker down is `broker_down`'s or `broker_unreachable`'s."""
+    `broker_metadata_lag_s` before (`collectors.model.metadata_lag`: a lower bound, evidence). A broker up that was
+    lagging and that this poll could not judge (no answer, none about what it is behind on, or only a younger lag
+    than it is remembered behind on) stays so: nothing says it caught up. A broker down is `broker_down`'s or
+    `broker_unreachable`'s."""
     for b in s.brokers:
         if not b.up:
             continue

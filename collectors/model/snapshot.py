@@ -257,7 +257,7 @@ def _metadata_lag(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterSt
     lagging = memory.lagging(obs.metadata_probes, now)
     for b in snap.brokers:
         found = lagging.get(b.broker_id)
-        if found is not None:  # None: asked, but its answer carried none of what it is remembered behind on
+        if found is not None:  # None: its answer did not settle it (`EpochMemory.lagging`)
             b.metadata_behind_s, b.metadata_behind_partitions = found.at_least_s, found.partitions
 
 
