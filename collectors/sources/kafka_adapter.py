@@ -58,7 +58,7 @@ from collectors.model.wording import plural
 from collectors.sources.client_settings import CLIENT_ID
 from collectors.sources.kafka_answers import error_name, parse_features, parse_quorum
 from collectors.sources.limiter import RequestLimiter
-from collectors.sources.metadata_epochs import KnownEpochs, behind, newest, topic_id
+from collectors.sources.metadata_epochs import KnownEpochs, behind, epochs_of, newest, topic_id
 
 log = logging.getLogger(__name__)
 
@@ -392,20 +392,11 @@ class KafkaAdapter:
         """One broker's answer about the probed topics: each partition's leader epoch and topic id. An epoch
         higher than the one believed is learned (`_epochs`): the next poll's Metadata, if it lands on a broker that
         lags, is then seen behind and another broker asked, rather than believed for a poll."""
-        view: dict[tuple[str, int], tuple[int, str | None]] = {}
-        for t in md.topics:
-            if t.error_code != 0:
-                continue
-            tid = topic_id(t)
-            for p in t.partitions:
-                e = getattr(p, "leader_epoch", -1)
-                if e is None or e < 0:
-                    continue
-                key = (t.name, p.partition_index)
-                view[key] = (e, tid)
-                was = self._epochs.get(key)
-                if was is not None and e > was[0] and tid is not None and tid == was[1]:  # the same topic only
-                    self._epochs[key] = (e, tid)
+        view = epochs_of(md)
+        for key, (e, tid) in view.items():
+            was = self._epochs.get(key)
+            if was is not None and e > was[0] and tid is not None and tid == was[1]:  # the same topic only
+                self._epochs[key] = (e, tid)
         return view
 
     def _epoch_end_offsets(self, kp: Any, obs: KafkaObservation, questions: list[EpochQuestion]) -> None:

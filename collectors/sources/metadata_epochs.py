@@ -34,6 +34,22 @@ def _epoch(p: Any) -> int | None:
     return None if e is None or e < 0 else e
 
 
+def epochs_of(md: Any) -> dict[Key, tuple[int, str | None]]:
+    """Each partition of an answer's topics without error, with its leader epoch and topic id (`topic_id`); a
+    partition of no epoch (-1: before Metadata v7) is left out. What one broker answered when asked about a few
+    topics (`collectors.model.metadata_lag`)."""
+    out: dict[Key, tuple[int, str | None]] = {}
+    for t in md.topics:
+        if t.error_code != 0:
+            continue
+        tid = topic_id(t)
+        for p in t.partitions:
+            e = _epoch(p)
+            if e is not None:
+                out[(t.name, p.partition_index)] = (e, tid)
+    return out
+
+
 def behind(md: Any, known: KnownEpochs) -> set[Key]:
     """The partitions `md` shows at a lower leader epoch than `known` for the same topic: what a broker whose
     metadata lags tells. A topic of another id (deleted and created again: epochs start over) is not behind; nor is
