@@ -18,6 +18,11 @@ Then the loss ledger against the sandbox's ground truth: for every leader the sa
 N committed messages lost ..., M acks=1-only messages lost above it") and every clean leader change with a
 high watermark dip, the ledger's truncation figure for that partition (from the history's ``loss_events``)
 and how many polls after the loss it was recorded.
+
+Last, each broker whose metadata cache lagged (the sandbox prints, when it catches up, "broker N: metadata cache
+caught up after Ss; it had answered K partition(s) at an older leader epoch") against the collector's
+``broker_metadata_lagging`` alert of that broker (the history's ``alert_events``): when it opened after the lag
+began, and its lower bound and partition count, which must not exceed the truth.
 """
 
 from __future__ import annotations
@@ -61,8 +66,8 @@ def expected(s: Scripted) -> tuple[set[str], str | None]:
         return {"transaction"}, s.subject
     if t == "unclean_election":  # its partition is under min ISR, then truncated: one incident for the topic
         return {"topic", "broker"}, (s.subject or "").rsplit("-", 1)[0] or None
-    if t in ("zk_leader_kill", "zk_follower_pause", "controller_failover"):
-        return {"consensus"}, None
+    if t in ("zk_leader_kill", "zk_follower_pause", "controller_failover", "metadata_lag"):
+        return {"consensus"}, None  # a broker whose metadata lags is a symptom of the consensus layer's
     return set(), None
 
 
@@ -107,6 +112,52 @@ def losses_against_ledger(lines: list[str], t0: float, ledger: list[dict[str, ob
         if rows:
             first = min(float(r["time"]) for r in rows)  # type: ignore[arg-type]
             tr.polls_to_report = sum(1 for p in polls if tr.at <= p <= first)
+    return out
+
+
+CAUGHT_UP_LINE = re.compile(r"\[sandbox t\+\s*([0-9.]+)s\] broker (\d+): metadata cache caught up after (\d+)s; "
+                            r"it had answered (\d+) partition")
+ANSWERED = re.compile(r"it answered (\d+) partitions?")
+
+
+@dataclass
+class LagTruth:
+    """A broker's metadata lag as the sandbox printed it, and what the collector's alert of it said."""
+
+    broker: int
+    start: float  # epoch seconds on the simulated clock: when its cache stopped following
+    lagged_s: float  # how long it lagged
+    behind: int  # partitions it answered at an older leader epoch than the controller's, when it caught up
+    opened_after_s: float | None = None  # the alert's first_seen less `start` (None: no alert)
+    bound_s: float | None = None  # the largest lower bound the alert reported
+    answered: int | None = None  # the most partitions an alert summary said it answered at a replaced epoch
+
+    @property
+    def within_truth(self) -> bool:
+        """The alert claims no more than happened: a bound up to the lag, a count up to the partitions behind."""
+        return (self.bound_s is None or self.bound_s <= self.lagged_s + 1.0) and \
+            (self.answered is None or self.answered <= self.behind)
+
+
+def lags_against_alerts(lines: list[str], t0: float, alert_events: list[dict[str, object]]) -> list[LagTruth]:
+    """Each metadata lag the sandbox printed, with the ``broker_metadata_lagging`` alert events of that broker
+    between its start and its end plus `SLACK_S` (the alert's value is the lower bound; its summary, the count)."""
+    out: list[LagTruth] = []
+    for line in lines:
+        if m := CAUGHT_UP_LINE.search(line):
+            end, lagged = t0 + float(m.group(1)), float(m.group(3))
+            out.append(LagTruth(int(m.group(2)), end - lagged, lagged, int(m.group(4))))
+    for tr in out:
+        mine = [e for e in alert_events if e["rule"] == "broker_metadata_lagging"
+                and e["subject"] == f"broker-{tr.broker}"
+                and tr.start <= float(e["first_seen"]) <= tr.start + tr.lagged_s + SLACK_S]  # type: ignore[arg-type]
+        if not mine:
+            continue
+        tr.opened_after_s = min(float(e["first_seen"]) for e in mine) - tr.start  # type: ignore[arg-type]
+        bounds = [float(e["value"]) for e in mine if e["value"] is not None]  # type: ignore[arg-type]
+        tr.bound_s = max(bounds) if bounds else None
+        counts = [int(m.group(1)) for e in mine if (m := ANSWERED.search(str(e["summary"] or "")))]
+        tr.answered = max(counts) if counts else None
     return out
 
 
@@ -180,6 +231,10 @@ def incidents_from_history(history: Path) -> tuple[dict[str, dict[str, object]],
     return last, polls
 
 
+def _num(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0f}"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -213,6 +268,7 @@ def main() -> None:
         incidents, polls = incidents_from_history(data / "history")
         from collectors.outputs.history.reader import read_arrow
         ledger = read_arrow(data / "history", "loss_events").to_pylist()
+        alert_events = read_arrow(data / "history", "alert_events").to_pylist()
         run_end = max(polls) if polls else 0.0
         match(scripted, incidents, polls, run_end)
         t0 = scripted[0].start if scripted else 0.0
@@ -245,6 +301,16 @@ def main() -> None:
               f"{max(late) if late else '-'} after the loss at worst (1 = the next poll); acks=1 tails lost "
               f"(invisible to any reader of "
               f"high watermarks): {sum(tr.tail for tr in truths):,} messages")
+        lags = lags_against_alerts(lines, float(START_LINE.search("\n".join(lines)).group(1)),  # type: ignore[union-attr]
+                                   alert_events)
+        print(f"\n{'t+ (sim s)':>10}  {'broker':<8}{'lagged (s)':>11}{'partitions behind':>18}"
+              f"{'alert after (s)':>16}{'bound (s)':>10}{'partitions said':>16}")
+        for lg in lags:
+            print(f"{lg.start - t0:>10.0f}  {lg.broker:<8}{lg.lagged_s:>11.0f}{lg.behind:>18}"
+                  f"{_num(lg.opened_after_s):>16}{_num(lg.bound_s):>10}{_num(lg.answered):>16}")
+        print(f"metadata lags alerted: {sum(lg.opened_after_s is not None for lg in lags)} of {len(lags)}; "
+              f"claims within the truth (bound <= lag, partitions <= behind): "
+              f"{sum(lg.within_truth for lg in lags)} of {len(lags)}")
     finally:
         if a.keep:
             print(f"data kept in {data}")

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from bench.demo_incidents import Scripted, losses_against_ledger, match, scripted_from_output
+from bench.demo_incidents import (
+    Scripted,
+    expected,
+    lags_against_alerts,
+    losses_against_ledger,
+    match,
+    scripted_from_output,
+)
 from sandbox.spec import IncidentSpec
 
 T0 = 1_800_000_000.0
@@ -64,3 +71,27 @@ def test_lost_leaders_are_compared_with_the_ledger_and_counted_in_polls() -> Non
     got = losses_against_ledger(lines, T0, ledger, polls)
     assert [(t.partition, t.committed, t.tail, t.ledger, t.polls_to_report) for t in got] == [
         ("clickstream-0", 1604, 0, 1604, 2), ("clickstream-1", 0, 121, 0, None), ("orders-2", 0, 0, 0, None)]
+
+
+def test_a_metadata_lag_is_a_consensus_incident_and_its_alert_is_held_against_the_truth() -> None:
+    """The sandbox's catch-up line against the broker's `broker_metadata_lagging` events: the first one opened in
+    the lag's window, the largest bound and count said; another broker's, or one long after, is not its alert."""
+    assert expected(Scripted("metadata_lag", T0 + 50, T0 + 140, None)) == ({"consensus"}, None)
+    lines = ["  [sandbox t+  140.0s] broker 1: metadata cache caught up after 90s; it had answered 6 partition(s) at "
+             "an older leader epoch: clickstream-2, orders-0, orders-3, payments-1, audit-trail-0"]
+
+    def event(event: str, subject: str, first_seen: float, value: float | None, said: int | None) -> dict[str, object]:
+        summary = None if said is None else f"broker 1's metadata cache lags ...: it answered {said} partitions at"
+        return {"event": event, "rule": "broker_metadata_lagging", "subject": subject, "first_seen": T0 + first_seen,
+                "value": value, "summary": summary}
+
+    events = [event("opened", "broker-1", 100, 32.0, 5), event("resolved", "broker-1", 100, 71.0, 6),
+              event("opened", "broker-2", 100, 40.0, 9),  # another broker
+              event("opened", "broker-1", 900, 500.0, 60)]  # long after: another lag
+    (lag,) = lags_against_alerts(lines, T0, events)
+    assert (lag.broker, lag.start - T0, lag.lagged_s, lag.behind) == (1, 50.0, 90.0, 6)
+    assert (lag.opened_after_s, lag.bound_s, lag.answered, lag.within_truth) == (50.0, 71.0, 6, True)
+    (over,) = lags_against_alerts(lines, T0, [event("opened", "broker-1", 100, 95.0, 7)])
+    assert not over.within_truth  # a bound past the lag, a count past the partitions behind: claims too much
+    (none,) = lags_against_alerts(lines, T0, events[2:])
+    assert (none.opened_after_s, none.bound_s, none.answered, none.within_truth) == (None, None, None, True)
