@@ -85,13 +85,16 @@ def test_a_metadata_lag_is_a_consensus_incident_and_its_alert_is_held_against_th
         return {"event": event, "rule": "broker_metadata_lagging", "subject": subject, "first_seen": T0 + first_seen,
                 "value": value, "summary": summary}
 
-    events = [event("opened", "broker-1", 100, 32.0, 5), event("resolved", "broker-1", 100, 71.0, 6),
-              event("opened", "broker-2", 100, 40.0, 9),  # another broker
-              event("opened", "broker-1", 900, 500.0, 60)]  # long after: another lag
+    events = [event("open", "broker-1", 100, 32.0, 5), event("resolve", "broker-1", 100, 71.0, 6),
+              event("open", "broker-2", 100, 40.0, 9),  # another broker
+              event("open", "broker-1", 900, 500.0, 60)]  # long after: another lag
     (lag,) = lags_against_alerts(lines, T0, events)
     assert (lag.broker, lag.start - T0, lag.lagged_s, lag.behind) == (1, 50.0, 90.0, 6)
     assert (lag.opened_after_s, lag.bound_s, lag.answered, lag.within_truth) == (50.0, 71.0, 6, True)
-    (over,) = lags_against_alerts(lines, T0, [event("opened", "broker-1", 100, 95.0, 7)])
-    assert not over.within_truth  # a bound past the lag, a count past the partitions behind: claims too much
+    (over,) = lags_against_alerts(lines, T0, [event("open", "broker-1", 100, 95.0, 7)])
+    assert over.within_truth is False  # a bound past the lag, a count past the partitions behind: claims too much
+    many = [dict(event("open", "broker-1", 100, 40.0, None), summary="broker 1's ...: it answered 1,234 partitions at")]
+    (counted,) = lags_against_alerts(lines, T0, many)
+    assert (counted.answered, counted.within_truth) == (1234, False)  # the count as `wording.plural` writes it
     (none,) = lags_against_alerts(lines, T0, events[2:])
-    assert (none.opened_after_s, none.bound_s, none.answered, none.within_truth) == (None, None, None, True)
+    assert (none.opened_after_s, none.bound_s, none.answered, none.within_truth) == (None, None, None, None)
