@@ -104,6 +104,9 @@ class TxnProducerSpec(_Strict):
     transaction_duration_s: float = Field(2.0, gt=0)
     pause_between_s: float = Field(1.0, ge=0)
     timeout_ms: int = Field(60_000, gt=0, description="transaction.timeout.ms of the producer")
+    transaction_v2: bool = Field(True, description="the client speaks Transaction V2 where the cluster finalized it "
+                                 "(a Kafka 4 client); false: an older client, one epoch for all its transactions "
+                                 "on any cluster")
 
 
 

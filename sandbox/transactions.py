@@ -5,7 +5,9 @@ the coordinator aborts an Ongoing transaction after its timeout and bumps the
 producer epoch; an open transaction holds back the LSO of its partitions.
 With Transaction V2 (`ClusterSpec.transaction_version` 2, KIP-890 part 2) the
 coordinator also bumps the epoch at every other transaction end: the producer's
-commit and its own abort (once each, when the transaction goes to Prepare*).
+commit and its own abort (once each, when the transaction goes to Prepare*),
+for a client that speaks it: an older one (`TxnProducerSpec.transaction_v2`
+false) keeps one epoch for all its transactions there too.
 Commit and abort markers are written only while every partition of the
 transaction has a live leader, so an offline partition leaves it lingering.
 On demand: a producer that dies inside a transaction, a hanging transaction no
@@ -169,8 +171,9 @@ class Transactions(Topology):
 
     def _end_transaction(self, tp: TxnProducer, prepare: str) -> None:
         """The producer's EndTxn (commit or its own abort): under Transaction V2 the coordinator bumps the epoch
-        once, as it writes Prepare* (the markers and the EndTxn answer carry the new epoch); before, it keeps it."""
-        if self.epoch_bump_per_transaction:
+        once, as it writes Prepare* (the markers and the EndTxn answer carry the new epoch); before, or for a
+        client older than Kafka 4 (`TxnProducerSpec.transaction_v2` false), it keeps it."""
+        if self.epoch_bump_per_transaction and tp.spec.transaction_v2:
             if tp.epoch >= EPOCH_EXHAUSTED:
                 tp.next_producer_id = self._new_producer_id()
             tp.epoch = min(tp.epoch + 1, MAX_EPOCH)

@@ -316,7 +316,8 @@ def transactions(s: ClusterSnapshot, st: ClusterState, held: Held, th: Threshold
                 yield Candidate("stuck_transaction", CRITICAL, t.transactional_id,
                                 f"transaction {t.transactional_id} in {t.state} for {now - since:.0f}s",
                                 now - since)
-        # with Transaction V2 every end bumps the epoch: the snapshot keeps no rises there (`TRANSACTION_V2`)
+        # with Transaction V2 every end bumps the epoch: the snapshot keeps only the rises of a producer proven to
+        # keep V1's rules there (`collectors.model.txn_clients`)
         epochs = st.producer_epochs.get(t.transactional_id)
         if epochs:
             # every entry but the first (the epoch first seen) is a rise: the first rise after a quiet spell counts

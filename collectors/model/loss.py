@@ -300,13 +300,15 @@ class TxnWatch:
 
 
 def transaction_evidence(cluster: str, transactions: Iterable[TransactionRecord], watches: dict[str, TxnWatch],
-                         now: float, answered_by: float | None = None, every_end_bumps: bool = False
-                         ) -> list[LossRecord]:
+                         now: float, answered_by: float | None = None, every_end_bumps: bool = False,
+                         keeps_v1: Container[str] = ()) -> list[LossRecord]:
     """Coordinator timeout aborts and the producers' returns, seen this poll; updates `watches` in place.
 
     `every_end_bumps`: the cluster runs Transaction V2 (`vocabulary.epochs_bump_at_every_end`), where the
     application's own abort bumps the epoch once as well. An abort seen after the timeout is then no proof that
-    the coordinator made it, and nothing is recorded; the watches still follow the transactions.
+    the coordinator made it, and nothing is recorded; the watches still follow the transactions. `keeps_v1`: the
+    transactional ids whose epoch rose this poll out of one proven to follow V1 even so (`txn_clients`: an older
+    client), whose own aborts bump nothing: their aborts are judged as on a V1 cluster.
 
     An abort counts as the coordinator's timeout when the transaction had been open for its whole timeout by the
     time the abort was seen: by `answered_by` (`KafkaObservation.answered_by`, when the poll's answers were in),
@@ -326,7 +328,8 @@ def transaction_evidence(cluster: str, transactions: Iterable[TransactionRecord]
             open_for = seen_by - w.start_time
             # one bump: the coordinator's abort of the transaction seen open; more are several ends (a commit, a
             # restart, each end with Transaction V2), the abort seen a later transaction's, perhaps its own
-            if (not every_end_bumps and t.producer_id == w.producer_id and t.producer_epoch == w.epoch + 1
+            judged = not every_end_bumps or t.transactional_id in keeps_v1
+            if (judged and t.producer_id == w.producer_id and t.producer_epoch == w.epoch + 1
                     and t.state in ABORT_STATES and open_for >= w.timeout_ms / 1000.0):
                 out.append(LossRecord(
                     cluster, now, TXN_TIMEOUT_ABORT, None, None, None,

@@ -46,6 +46,7 @@ from collectors.model.records import (
     TransactionRecord,
 )
 from collectors.model.state import ClusterState
+from collectors.model.txn_clients import rise_counts
 from collectors.model.vocabulary import (
     ABANDONED,
     ACTIVE_GROUP,
@@ -118,9 +119,9 @@ def build_snapshot(name: str, obs: KafkaObservation, zk: ZkObservation | None, s
     _partitions_and_topics(snap, obs, zk, state, now, policies)
     _metadata_lag(snap, obs, state, now)
     _groups(snap, obs, state, thresholds, now, policies)
-    _transactions(snap, obs, state, now)
+    v1_rises = _transactions(snap, obs, state, now)
     _kraft(snap, obs, state, now)
-    _losses(snap, obs, state, now)
+    _losses(snap, obs, state, now, v1_rises)
     snap.stale = bool(snap.stale_sections)
     # What could not be read this poll is not gone: its memory (commit windows, epoch watches, ledger marks)
     # is kept until a complete poll says it no longer exists. A section stale for some subjects only (one topic's
@@ -142,8 +143,10 @@ LOSS_MEMORY_S = 86_400.0  # losses kept in memory for the alerts (the ledger its
 LOSS_MEMORY_MAX = 10_000
 
 
-def _losses(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, now: float) -> None:
-    """This poll's evidence of loss (`collectors.model.loss`), remembered for the alerts."""
+def _losses(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, now: float,
+            v1_rises: set[str] | frozenset[str] = frozenset()) -> None:
+    """This poll's evidence of loss (`collectors.model.loss`), remembered for the alerts. `v1_rises`: the producers
+    whose epoch rose this poll out of one proven to follow Transaction V1 (`_transactions`)."""
     unclean = {t.topic for t in snap.topics if t.unclean_leader_election}
     cut = settle(snap.cluster, obs.partitions, obs.high_watermark, obs.epoch_end_offsets, state.epoch_watch,
                  unclean, now, obs.high_watermark_epoch)
@@ -156,7 +159,8 @@ def _losses(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, n
                                   held=awaiting_answers(obs.partitions, state.epoch_watch))
     if "transactions" not in snap.stale_sections:
         snap.losses += transaction_evidence(snap.cluster, snap.transactions, state.txn_watch, now, obs.answered_by,
-                                            every_end_bumps=epochs_bump_at_every_end(state.transaction_version))
+                                            every_end_bumps=epochs_bump_at_every_end(state.transaction_version),
+                                            keeps_v1=v1_rises)
         listed = {t.transactional_id for t in snap.transactions}
         for tid in [tid for tid in state.txn_watch if tid not in listed]:
             del state.txn_watch[tid]
@@ -430,8 +434,12 @@ def _groups(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, t
             retention_risk_s=pol.retention_risk_s, max_severity=pol.max_severity, idle=idle))
 
 
-def _transactions(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, now: float) -> None:
+def _transactions(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, now: float) -> set[str]:
+    """The transactions and hanging producers of this poll. Returns the transactional ids whose epoch rose this
+    poll out of an epoch proven to follow Transaction V1 on a V2 cluster (`txn_clients`): their rises are read as
+    on a V1 cluster, by the rules and by the loss ledger."""
     coordinator_pids: set[int] = set()  # producers whose coordinator may have a transaction open for them
+    v1_rises: set[str] = set()
     pid_to_txn: dict[int, str] = {}
     every_end_bumps = epochs_bump_at_every_end(state.transaction_version)
     for t in obs.transactions:
@@ -448,9 +456,22 @@ def _transactions(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterSt
             # Compared by start time, never with our own clock, so broker clock skew cannot restart it.
             state.txn_state_since[tid] = (txn_state, now)
         state.txn_started[tid] = start
-        if every_end_bumps:  # its rises are its transactions' ends: not counted (nor kept, for a downgrade)
-            state.producer_epochs.pop(tid, None)
+        if every_end_bumps:
+            # its rises are its transactions' ends, unless it proved it keeps V1's rules (`txn_clients`): only those
+            # rises are kept, and an uncounted rise moves the last epoch kept, so a downgrade counts none of them
+            begun = start if txn_state == "Ongoing" else None  # Prepare* is at the epoch after the one it began at
+            if tid not in state.txn_epochs:  # its first poll read as V2: rises counted under the old rules go
+                state.producer_epochs.pop(tid, None)
+            if rise_counts(state.txn_epochs, tid, t["producer_id"], t["producer_epoch"], begun):
+                v1_rises.add(tid)
+                epochs = state.producer_epochs.setdefault(tid, deque(maxlen=64))
+                if not epochs:  # the rules count every entry but the first
+                    epochs.append((now, t["producer_epoch"]))
+                epochs.append((now, t["producer_epoch"]))
+            elif (epochs := state.producer_epochs.get(tid)) and epochs[-1][1] != t["producer_epoch"]:
+                epochs[-1] = (epochs[-1][0], t["producer_epoch"])
         else:
+            state.txn_epochs.pop(tid, None)
             epochs = state.producer_epochs.setdefault(tid, deque(maxlen=64))
             if not epochs or epochs[-1][1] != t["producer_epoch"]:
                 epochs.append((now, t["producer_epoch"]))
@@ -465,6 +486,7 @@ def _transactions(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterSt
         state.txn_state_since.pop(tid, None)
         state.txn_started.pop(tid, None)
         state.producer_epochs.pop(tid, None)
+        state.txn_epochs.pop(tid, None)
     # Producers with a transaction open on a partition: hanging when no coordinator knows it as open
     # in two consecutive polls (one poll could race a transaction that is just starting).
     seen_unknown: dict[tuple[str, int, int], int] = {}
@@ -499,6 +521,7 @@ def _transactions(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterSt
         if key in open_now or unread(topic, partition):
             seen_unknown[key] = count
     state.unknown_open_txns = seen_unknown
+    return v1_rises
 
 
 def _producers_unread(obs: KafkaObservation) -> Callable[[str, int], bool]:

@@ -18,6 +18,7 @@ from collectors.model.lag import CommitWindow, OffsetHistory
 from collectors.model.loss import EpochWatch, GroupMark, TxnWatch
 from collectors.model.metadata_lag import EpochMemory
 from collectors.model.records import LossRecord
+from collectors.model.txn_clients import EpochSeen
 
 
 @dataclass
@@ -31,6 +32,9 @@ class ClusterState:
     # (rule, subject) → since when a timed alert condition has held; read by the rules, advanced by the poller
     condition_since: dict[tuple[str, str], float] = field(default_factory=dict)
     producer_epochs: dict[str, deque[tuple[float, int]]] = field(default_factory=dict)
+    # on a Transaction V2 cluster: each producer's epoch and the transactions seen begun at it, the proof that it
+    # keeps V1's rules (`collectors.model.txn_clients`); checkpointed, so a restart does not start the proof over
+    txn_epochs: dict[str, EpochSeen] = field(default_factory=dict)
     # the finalized transaction.version last read (`KafkaObservation.transaction_version`); None before any read
     transaction_version: int | None = None
     txn_state_since: dict[str, tuple[str, float]] = field(default_factory=dict)

@@ -102,8 +102,9 @@ TRANSACTION_V2: Final = 2
 """The ``transaction.version`` feature level of Transaction V2 (KIP-890 part 2; finalized by default on a new Kafka
 4 cluster). From it on, the coordinator bumps the producer's epoch at every transaction end, commit or abort, and
 a client that speaks it takes the new epoch: an epoch rise is a transaction end, no sign of a producer restarting
-or of the coordinator fencing it. A client older than Kafka 4 keeps the old rules on such a cluster, but which
-rules a transaction follows is not in DescribeTransactions, so the whole cluster is judged by the feature."""
+or of the coordinator fencing it. A client older than Kafka 4 keeps the old rules on such a cluster; which rules a
+transaction follows is not in DescribeTransactions, so the cluster is judged by the feature, and a producer by
+its own transactions only once they prove it keeps the old rules (`collectors.model.txn_clients`)."""
 
 
 def epochs_bump_at_every_end(transaction_version: int | None) -> bool:

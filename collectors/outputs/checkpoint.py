@@ -62,6 +62,7 @@ from collectors.model.loss import EpochWatch, GroupMark, TxnWatch
 from collectors.model.metadata_lag import EpochMemory
 from collectors.model.records import AlertRecord, IncidentRecord, LossRecord
 from collectors.model.state import ClusterState
+from collectors.model.txn_clients import PROOF_STARTS, EpochSeen
 from collectors.model.wording import plural
 from collectors.outputs.atomic import publish, remove_stale_temps
 from collectors.outputs.paths import safe_name
@@ -264,6 +265,7 @@ def _meta(cp: Checkpoint) -> dict[str, Any]:
         "lag_points": st.lag_points, "window_size": st.window_size, "polls": st.polls, "last_good": st.last_good,
         "condition_since": [[r, s, t] for (r, s), t in st.condition_since.items()],
         "producer_epochs": {tid: [list(p) for p in d] for tid, d in st.producer_epochs.items()},
+        "txn_epochs": {tid: [e.producer_id, e.epoch, list(e.starts)] for tid, e in st.txn_epochs.items()},
         "transaction_version": st.transaction_version,
         "txn_state_since": {tid: list(v) for tid, v in st.txn_state_since.items()},
         "unknown_open_txns": [[t, p, pid, n] for (t, p, pid), n in st.unknown_open_txns.items()],
@@ -404,6 +406,9 @@ _STATE_FIELDS: dict[str, tuple[Any, Callable[[Any], Any] | None]] = {
     # the finalized transaction.version last read: a restarted collector whose first reads of it fail still knows
     # that epoch rises are transaction ends there (Transaction V2), and neither pages them nor claims timeout aborts
     "transaction_version": (_Count | None, None),
+    # each producer's epoch on a Transaction V2 cluster and the transactions begun at it: the proof of V1's rules
+    "txn_epochs": (dict[str, tuple[int, int, list[float]]],
+                   lambda v: {k: EpochSeen(pid, e, starts[:PROOF_STARTS]) for k, (pid, e, starts) in v.items()}),
     "txn_state_since": (dict[str, tuple[str, float]], None),
     "unknown_open_txns": (list[tuple[str, _Count, int, _Count]], lambda v: {(t, p, pid): n for t, p, pid, n in v}),
     "zk_controller": (int | None, None), "zk_leader_epoch": (int | None, None), "zk_election_at": (float | None, None),
@@ -432,7 +437,8 @@ _STATE_FIELDS: dict[str, tuple[Any, Callable[[Any], Any] | None]] = {
 }
 # absent from older checkpoints: not known, none
 _LATER_FIELDS = {"kraft_quorum", "kraft_voters_changed_at", "kraft_voters_change", "kraft_quorum_seen_at",
-                 "recent_losses", "zk_zxids", "txn_watch", "transaction_version", "metadata_lag"}
+                 "recent_losses", "zk_zxids", "txn_watch", "transaction_version", "metadata_lag",
+                 "txn_epochs"}
 
 
 def _restore_state(meta: dict[str, Any], parts: pa.Table, windows: pa.Table, lag_points: int,

@@ -7,6 +7,8 @@ really happened (its commit and abort counts, the epoch it handed out); the coll
 through the real client (ApiVersions v3+), and under V2 neither page a crash loop for the commits
 (`producer_epoch_bumps`) nor claim the abort as the coordinator's (`txn_timeout_abort`): one epoch bump cannot
 tell it from the application's own abort there. Under V0 the same abort is claimed, and the commits move nothing.
+A client older than Kafka 4 keeps V1's rules on a V2 cluster: once two of its transactions begun at one epoch
+prove it, its restarts page again (`collectors.model.txn_clients`), and a Kafka 4 client's ends beside it do not.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import pytest
 
 from collectors.model.poll import PollResult
 from tests.support.monitor import alert, make_poller, poll, poll_until
-from tests.support.sandbox import running_sandbox, scenario
+from tests.support.sandbox import frozen, running_sandbox, scenario
 
 pytestmark = pytest.mark.integration
 
@@ -82,3 +84,41 @@ def test_epoch_rises_at_every_end_are_neither_a_crash_loop_nor_proof_of_a_timeou
             assert aborted.snapshot.transaction_version == transaction_version
         finally:
             poller.close()
+
+
+def test_an_older_client_on_a_v2_cluster_is_proved_by_its_transactions_and_its_restarts_page() -> None:
+    """Two producers on a V2 cluster, a transaction of 8 s every ~10 s each: "legacy" an older client (one epoch for
+    all its transactions), "modern" a Kafka 4 one (a bump at each end). legacy restarts at 40, 80 and 120 s; a poll
+    every 6 s sees each of its instances begin two transactions or more, so each restart counts and the third
+    pages, with the sandbox's count of restarts as its value. modern's epoch rises at each of its ends and pages
+    nothing."""
+    cl = cluster(2)
+    cl["transactional_producers"] = [
+        {"transactional_id": name, "topics": ["orders"], "transaction_duration_s": 8, "pause_between_s": 0.2,
+         "transaction_v2": name == "modern"} for name in ("legacy", "modern")]
+    sc = scenario(cl, incidents=[{"type": "producer_restart", "at": at, "transactional_id": "legacy"}
+                                 for at in (40, 80, 120)])
+    with running_sandbox(sc, speed=10.0) as sb:
+        p = make_poller(sb, producer_epoch_bumps=3, producer_epoch_window_s=3600)
+        paged: dict[float, dict[str, float | None]] = {}  # simulated seconds after the start: the pages
+        try:
+            for at in range(5, 140, 6):  # not in step with the producers' ~10 s: polls see them in every state
+                sb.advance_to(sb.cluster.start + at)
+                with frozen(sb):
+                    r = poll(p, sb)
+                paged[r.snapshot.time - sb.cluster.start] = {
+                    a.subject: a.value for a in r.snapshot.alerts if a.rule == "producer_epoch_bumps"}
+        finally:
+            p.close()
+        epochs = sb.call(lambda c: {n: (c.txn_producers[n].epoch, c.txn_producers[n].commits)
+                                    for n in ("legacy", "modern")})
+    restarts = [(t - sb.cluster.start, e) for _, t, e in sb.cluster.events
+                if e.startswith("producer legacy restarted with epoch")]
+    print(f"the sandbox: legacy restarted {len(restarts)} times ({restarts}), epoch {epochs['legacy'][0]} after "
+          f"{epochs['legacy'][1]} commits; modern epoch {epochs['modern'][0]} after {epochs['modern'][1]} commits; "
+          f"the collector paged {paged}")
+    assert len(restarts) == 3 and epochs["legacy"][0] == 3  # one epoch for its transactions, one more a restart
+    assert epochs["modern"][0] >= epochs["modern"][1] >= 10  # a bump at every end
+    third = restarts[-1][0]
+    assert not any(a for at, a in paged.items() if at < third)
+    assert all(a == {"legacy": 3.0} for at, a in paged.items() if at > third)  # the first poll after it on

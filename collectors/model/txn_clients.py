@@ -1,0 +1,51 @@
+"""Which transactional producers keep Transaction V1's rules on a Transaction V2 cluster, proved by what they do.
+
+A cluster that finalized Transaction V2 (`vocabulary.TRANSACTION_V2`, Kafka 4's default) bumps a producer's epoch
+at every transaction end, but only for a client that speaks it. An older client (before Kafka 4, most of a fleet
+for years) keeps V1's rules there: one epoch for all its transactions, a rise only when a new instance starts
+(InitProducerId) or the coordinator fences it. DescribeTransactions does not say which rules a producer follows,
+so such a cluster used to be judged as a whole and no rise was counted on it: an old client's crash loop went
+unseen on every Kafka 4 cluster, and so did the coordinator's timeout aborts of its transactions.
+
+The evidence: under V2 an epoch lasts one transaction, so two transactions begun at the same producer id and epoch
+(two start times) prove that the producer keeps V1 at that epoch. A rise out of an epoch so proven is a new
+instance or a fence, as on a V1 cluster, and is counted; a rise out of an epoch seen with one transaction or none
+proves nothing (a V2 end looks the same) and is not. An instance is therefore counted only once the polls have
+seen it begin two transactions: a crash loop whose instances die sooner is not counted (evidence, not risk), and
+a client upgraded to V2 stops being counted at its first end. Pure; `ClusterState.txn_epochs` holds the memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+PROOF_STARTS = 2  # transactions begun at one epoch that prove V1's rules (V2 gives each epoch one)
+
+
+@dataclass
+class EpochSeen:
+    """A transactional producer's epoch as last seen, and the start times of the transactions seen begun at it."""
+
+    producer_id: int
+    epoch: int
+    starts: list[float] = field(default_factory=list)  # distinct, at most `PROOF_STARTS`
+
+    @property
+    def keeps_v1(self) -> bool:
+        return len(self.starts) >= PROOF_STARTS
+
+
+def rise_counts(seen: dict[str, EpochSeen], transactional_id: str, producer_id: int, epoch: int,
+                start: float | None) -> bool:
+    """Record one poll's sighting of a producer on a Transaction V2 cluster (`start`: its open transaction's start
+    time, None when none is open) and say whether its epoch rose out of an epoch proven to follow V1: a rise to
+    count as on a V1 cluster. A new producer id (a new producer, or an exhausted epoch) or an epoch that went back
+    starts over, counting nothing."""
+    s = seen.get(transactional_id)
+    if s is not None and s.producer_id == producer_id and s.epoch == epoch:
+        if start is not None and start not in s.starts and len(s.starts) < PROOF_STARTS:
+            s.starts.append(start)
+        return False
+    counts = s is not None and s.keeps_v1 and s.producer_id == producer_id and epoch > s.epoch
+    seen[transactional_id] = EpochSeen(producer_id, epoch, [start] if start is not None else [])
+    return counts

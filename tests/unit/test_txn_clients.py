@@ -1,0 +1,107 @@
+"""A producer that keeps Transaction V1's rules on a Transaction V2 cluster (a client older than Kafka 4), proved
+by two transactions begun at one epoch (`collectors.model.txn_clients`): its rises count again, for
+`producer_epoch_bumps` and for the loss ledger's timeout aborts; a V2 producer's rises, one transaction an epoch,
+never do."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from collectors.alerting.evaluation import judge
+from collectors.config import Thresholds
+from collectors.model.observations import KafkaObservation, PartitionMeta
+from collectors.model.snapshot import build_snapshot
+from collectors.model.state import ClusterState
+from collectors.model.txn_clients import EpochSeen, rise_counts
+from collectors.outputs.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+
+TH = Thresholds(producer_epoch_bumps=3, producer_epoch_window_s=3600)
+T = 1_800_000_000.0
+
+
+def test_a_rise_counts_only_out_of_an_epoch_two_transactions_began_at() -> None:
+    seen: dict[str, EpochSeen] = {}
+    assert not rise_counts(seen, "tx", 7, 3, T)  # first sighting
+    assert not rise_counts(seen, "tx", 7, 3, T)  # the same transaction again: no proof
+    assert not rise_counts(seen, "tx", 7, 3, None)  # none open
+    assert not seen["tx"].keeps_v1
+    assert not rise_counts(seen, "tx", 7, 4, T + 10)  # a rise out of an epoch of one transaction: a V2 end, maybe
+    assert not rise_counts(seen, "tx", 7, 4, T + 20) and seen["tx"].keeps_v1  # a second transaction at epoch 4
+    assert not rise_counts(seen, "tx", 7, 4, T + 30) and seen["tx"].starts == [T + 10, T + 20]  # two are enough
+    assert rise_counts(seen, "tx", 7, 5, None)  # out of a proven epoch: a restart or a fence
+    assert not seen["tx"].keeps_v1  # the new epoch proves nothing yet
+    rise_counts(seen, "tx", 7, 5, T + 40)
+    rise_counts(seen, "tx", 7, 5, T + 50)
+    assert not rise_counts(seen, "tx", 8, 0, T + 60)  # a new producer id (an exhausted epoch): starts over
+    rise_counts(seen, "tx", 8, 0, T + 70)
+    assert not rise_counts(seen, "tx", 8, 0, None) and seen["tx"].keeps_v1
+    assert not rise_counts(seen, "other", 8, 1, T)  # each transactional id apart
+
+
+def observation(now: float, epoch: int, state: str, start: float, timeout_ms: int = 60_000) -> KafkaObservation:
+    o = KafkaObservation(time=now, cluster_id="c", controller_id=1, brokers=[(1, "h", 9092, None)],
+                         partitions=[PartitionMeta("t", 0, 1, 1, [1], [1], [])],
+                         topic_configs={"t": {"min.insync.replicas": "1"}}, transaction_version=2)
+    o.high_watermark[("t", 0)], o.log_start[("t", 0)], o.last_stable[("t", 0)] = 500, 0, 500
+    o.listed_transactions["tx"] = 7
+    o.transactions.append({"transactional_id": "tx", "coordinator": 1, "transaction_state": state,
+                           "producer_id": 7, "producer_epoch": epoch, "transaction_timeout_ms": timeout_ms,
+                           "transaction_start_time_ms": int(start * 1000), "partitions": [("t", 0)]})
+    return o
+
+
+def run(polls: list[tuple[int, str, float]], st: ClusterState | None = None, t0: float = T
+        ) -> tuple[list[bool], list[str], ClusterState]:
+    """One poll every 30 s: (epoch, state, start offset from the poll) each; whether `producer_epoch_bumps` fired
+    at each, and the loss ledger's kinds."""
+    st = st if st is not None else ClusterState()
+    fired, losses = [], []
+    for i, (epoch, state, ago) in enumerate(polls):
+        now = t0 + 30 * i
+        snap = build_snapshot("c", observation(now, epoch, state, now - ago), None, st, TH, now)
+        fired.append(any(c.rule == "producer_epoch_bumps" for c in judge(snap, st, TH, now)))
+        losses += [x.kind for x in snap.losses]
+    return fired, losses, st
+
+
+def test_an_old_clients_restarts_page_on_a_v2_cluster_a_new_clients_ends_do_not() -> None:
+    # an old client: each instance begins two transactions (a new start each poll) at its epoch, then restarts
+    old = [(e, "Ongoing", 1.0) for e in (10, 10, 11, 11, 12, 12, 13, 13)]
+    fired, _, st = run(old)
+    assert fired == [False] * 6 + [True, True]  # rises at polls 2, 4 and 6: the third pages
+    assert [e for _, e in st.producer_epochs["tx"]] == [11, 11, 12, 13]
+    # a Kafka 4 client: one transaction an epoch, whatever its states when polled
+    new = [(10, "Ongoing", 1.0), (11, "PrepareCommit", 5.0), (12, "Ongoing", 1.0), (13, "CompleteCommit", 5.0),
+           (14, "Ongoing", 1.0), (15, "Ongoing", 1.0), (16, "Ongoing", 1.0), (17, "PrepareCommit", 5.0)]
+    fired, _, st = run(new)
+    assert fired == [False] * 8 and "tx" not in st.producer_epochs
+
+
+def test_a_prepare_is_at_the_epoch_after_the_transactions_own_so_it_proves_nothing() -> None:
+    """Under V2 the end's bump comes as Prepare* is written: a poll that sees PrepareCommit sees the transaction
+    begun at the epoch before. Its start must not count as a second transaction at the new epoch."""
+    polls = [(10, "PrepareCommit", 5.0), (10, "Ongoing", 1.0), (11, "Ongoing", 1.0), (12, "Ongoing", 1.0)]
+    fired, _, st = run(polls)
+    assert fired == [False] * 4 and "tx" not in st.producer_epochs
+
+
+def test_an_old_clients_transaction_aborted_at_its_timeout_is_in_the_ledger_on_a_v2_cluster() -> None:
+    """A proven V1 producer's own abort bumps nothing, so one bump after the timeout is the coordinator's."""
+    polls = [(10, "Ongoing", 1.0), (10, "Ongoing", 1.0), (10, "Ongoing", 31.0), (10, "Ongoing", 61.0),
+             (11, "PrepareAbort", 91.0)]
+    _, losses, _ = run([(e, s, ago) for e, s, ago in polls])
+    assert losses == ["txn_timeout_abort"]
+    # the same sightings but one transaction at the epoch: no proof of V1, no claim (the V2 rule stands)
+    polls = [(10, "Ongoing", 1.0), (10, "Ongoing", 31.0), (10, "Ongoing", 61.0), (11, "PrepareAbort", 91.0)]
+    assert run(polls)[1] == []
+
+
+def test_the_proof_survives_a_restart_and_an_older_checkpoint_loads_without_it(tmp_path: Path) -> None:
+    _, _, st = run([(10, "Ongoing", 1.0), (10, "Ongoing", 1.0)])
+    assert st.txn_epochs["tx"].keeps_v1
+    save_checkpoint(tmp_path, Checkpoint("c", "c", T + 60, st))
+    cp = load_checkpoint(tmp_path, "c", lag_points=st.lag_points, window_size=st.window_size, now=T + 90,
+                         max_age_s=3600)
+    assert cp is not None and cp.state.txn_epochs == st.txn_epochs
+    _, _, resumed = run([(11, "Ongoing", 1.0)], cp.state, t0=T + 90)
+    assert [e for _, e in resumed.producer_epochs["tx"]] == [11, 11]  # the rise counted after the restart
