@@ -34,8 +34,9 @@ it with the bump): its writes are gone for read_committed readers, and whatever 
 elsewhere with them. More bumps are more ends than one (a commit, a restart; with Transaction V2 every end): the
 abort seen is a later transaction's, perhaps its application's own, and is not recorded. Nor is any on a cluster
 running Transaction V2 (KIP-890), where the application's own abort bumps the epoch once too: one bump there
-cannot tell who aborted, and an application that aborts knows it and retries. Recorded with the
-producer id, epochs and partitions; when the transactional id next shows a newer epoch (a new instance called
+cannot tell who aborted, and an application that aborts knows it and retries; unless the producer proved it keeps
+V1's rules there (an older client: two transactions begun at the epoch, `collectors.model.txn_clients`). Recorded
+with the producer id, epochs and partitions; when the transactional id next shows a newer epoch (a new instance called
 InitProducerId), that return is recorded too, linked by the transactional id and the time of the abort
 (`transaction_evidence`).
 
@@ -56,6 +57,7 @@ from dataclasses import dataclass
 
 from collectors.model.observations import PartitionMeta
 from collectors.model.records import GroupPartitionRecord, LossRecord, TransactionRecord, ZkServerRecord
+from collectors.model.txn_clients import EpochSeen, proved_v1
 from collectors.model.vocabulary import (
     BEYOND_LOG_END,
     RETENTION_SKIPPED,
@@ -301,14 +303,14 @@ class TxnWatch:
 
 def transaction_evidence(cluster: str, transactions: Iterable[TransactionRecord], watches: dict[str, TxnWatch],
                          now: float, answered_by: float | None = None, every_end_bumps: bool = False,
-                         keeps_v1: Container[str] = ()) -> list[LossRecord]:
+                         v1_epochs: dict[str, EpochSeen] | None = None) -> list[LossRecord]:
     """Coordinator timeout aborts and the producers' returns, seen this poll; updates `watches` in place.
 
     `every_end_bumps`: the cluster runs Transaction V2 (`vocabulary.epochs_bump_at_every_end`), where the
     application's own abort bumps the epoch once as well. An abort seen after the timeout is then no proof that
-    the coordinator made it, and nothing is recorded; the watches still follow the transactions. `keeps_v1`: the
-    transactional ids whose epoch rose this poll out of one proven to follow V1 even so (`txn_clients`: an older
-    client), whose own aborts bump nothing: their aborts are judged as on a V1 cluster.
+    the coordinator made it, and nothing is recorded; the watches still follow the transactions. `v1_epochs`: the
+    producers' epochs there and their proofs (`txn_clients`): a producer proven to follow V1 at the epoch its
+    transaction was seen open at (an older client) bumps nothing at its own abort, and is judged as on a V1 cluster.
 
     An abort counts as the coordinator's timeout when the transaction had been open for its whole timeout by the
     time the abort was seen: by `answered_by` (`KafkaObservation.answered_by`, when the poll's answers were in),
@@ -328,7 +330,8 @@ def transaction_evidence(cluster: str, transactions: Iterable[TransactionRecord]
             open_for = seen_by - w.start_time
             # one bump: the coordinator's abort of the transaction seen open; more are several ends (a commit, a
             # restart, each end with Transaction V2), the abort seen a later transaction's, perhaps its own
-            judged = not every_end_bumps or t.transactional_id in keeps_v1
+            judged = not every_end_bumps or (v1_epochs is not None and proved_v1(
+                v1_epochs, t.transactional_id, w.producer_id, w.epoch))
             if (judged and t.producer_id == w.producer_id and t.producer_epoch == w.epoch + 1
                     and t.state in ABORT_STATES and open_for >= w.timeout_ms / 1000.0):
                 out.append(LossRecord(

@@ -119,9 +119,9 @@ def build_snapshot(name: str, obs: KafkaObservation, zk: ZkObservation | None, s
     _partitions_and_topics(snap, obs, zk, state, now, policies)
     _metadata_lag(snap, obs, state, now)
     _groups(snap, obs, state, thresholds, now, policies)
-    v1_rises = _transactions(snap, obs, state, now)
+    _transactions(snap, obs, state, now)
     _kraft(snap, obs, state, now)
-    _losses(snap, obs, state, now, v1_rises)
+    _losses(snap, obs, state, now)
     snap.stale = bool(snap.stale_sections)
     # What could not be read this poll is not gone: its memory (commit windows, epoch watches, ledger marks)
     # is kept until a complete poll says it no longer exists. A section stale for some subjects only (one topic's
@@ -143,10 +143,8 @@ LOSS_MEMORY_S = 86_400.0  # losses kept in memory for the alerts (the ledger its
 LOSS_MEMORY_MAX = 10_000
 
 
-def _losses(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, now: float,
-            v1_rises: set[str] | frozenset[str] = frozenset()) -> None:
-    """This poll's evidence of loss (`collectors.model.loss`), remembered for the alerts. `v1_rises`: the producers
-    whose epoch rose this poll out of one proven to follow Transaction V1 (`_transactions`)."""
+def _losses(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, now: float) -> None:
+    """This poll's evidence of loss (`collectors.model.loss`), remembered for the alerts."""
     unclean = {t.topic for t in snap.topics if t.unclean_leader_election}
     cut = settle(snap.cluster, obs.partitions, obs.high_watermark, obs.epoch_end_offsets, state.epoch_watch,
                  unclean, now, obs.high_watermark_epoch)
@@ -160,7 +158,7 @@ def _losses(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, n
     if "transactions" not in snap.stale_sections:
         snap.losses += transaction_evidence(snap.cluster, snap.transactions, state.txn_watch, now, obs.answered_by,
                                             every_end_bumps=epochs_bump_at_every_end(state.transaction_version),
-                                            keeps_v1=v1_rises)
+                                            v1_epochs=state.txn_epochs)
         listed = {t.transactional_id for t in snap.transactions}
         for tid in [tid for tid in state.txn_watch if tid not in listed]:
             del state.txn_watch[tid]
@@ -434,12 +432,8 @@ def _groups(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, t
             retention_risk_s=pol.retention_risk_s, max_severity=pol.max_severity, idle=idle))
 
 
-def _transactions(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, now: float) -> set[str]:
-    """The transactions and hanging producers of this poll. Returns the transactional ids whose epoch rose this
-    poll out of an epoch proven to follow Transaction V1 on a V2 cluster (`txn_clients`): their rises are read as
-    on a V1 cluster, by the rules and by the loss ledger."""
+def _transactions(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterState, now: float) -> None:
     coordinator_pids: set[int] = set()  # producers whose coordinator may have a transaction open for them
-    v1_rises: set[str] = set()
     pid_to_txn: dict[int, str] = {}
     every_end_bumps = epochs_bump_at_every_end(state.transaction_version)
     for t in obs.transactions:
@@ -463,7 +457,6 @@ def _transactions(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterSt
             if tid not in state.txn_epochs:  # its first poll read as V2: rises counted under the old rules go
                 state.producer_epochs.pop(tid, None)
             if rise_counts(state.txn_epochs, tid, t["producer_id"], t["producer_epoch"], begun):
-                v1_rises.add(tid)
                 epochs = state.producer_epochs.setdefault(tid, deque(maxlen=64))
                 if not epochs:  # the rules count every entry but the first
                     epochs.append((now, t["producer_epoch"]))
@@ -485,8 +478,9 @@ def _transactions(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterSt
                 k not in pid_to_txn.values()]:
         state.txn_state_since.pop(tid, None)
         state.txn_started.pop(tid, None)
-        state.producer_epochs.pop(tid, None)
-        state.txn_epochs.pop(tid, None)
+        if "transactions" not in obs.stale_sections:  # not listed because a coordinator did not answer: kept
+            state.producer_epochs.pop(tid, None)
+            state.txn_epochs.pop(tid, None)
     # Producers with a transaction open on a partition: hanging when no coordinator knows it as open
     # in two consecutive polls (one poll could race a transaction that is just starting).
     seen_unknown: dict[tuple[str, int, int], int] = {}
@@ -521,7 +515,6 @@ def _transactions(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterSt
         if key in open_now or unread(topic, partition):
             seen_unknown[key] = count
     state.unknown_open_txns = seen_unknown
-    return v1_rises
 
 
 def _producers_unread(obs: KafkaObservation) -> Callable[[str, int], bool]:

@@ -29,10 +29,20 @@ class EpochSeen:
     producer_id: int
     epoch: int
     starts: list[float] = field(default_factory=list)  # distinct, at most `PROOF_STARTS`
+    # the last (producer id, epoch) proven to follow V1, kept past the rise out of it: the loss ledger judges a
+    # timeout abort by the epoch its watch saw open, which a poll that could not judge it may have left behind
+    proven: tuple[int, int] | None = None
 
     @property
     def keeps_v1(self) -> bool:
         return len(self.starts) >= PROOF_STARTS
+
+
+def proved_v1(seen: dict[str, EpochSeen], transactional_id: str, producer_id: int, epoch: int) -> bool:
+    """Whether the producer was proven to follow V1 at that producer id and epoch (its current or last proven)."""
+    s = seen.get(transactional_id)
+    return s is not None and ((s.keeps_v1 and (s.producer_id, s.epoch) == (producer_id, epoch))
+                              or s.proven == (producer_id, epoch))
 
 
 def rise_counts(seen: dict[str, EpochSeen], transactional_id: str, producer_id: int, epoch: int,
@@ -47,5 +57,6 @@ def rise_counts(seen: dict[str, EpochSeen], transactional_id: str, producer_id: 
             s.starts.append(start)
         return False
     counts = s is not None and s.keeps_v1 and s.producer_id == producer_id and epoch > s.epoch
-    seen[transactional_id] = EpochSeen(producer_id, epoch, [start] if start is not None else [])
+    proven = None if s is None else (s.producer_id, s.epoch) if s.keeps_v1 else s.proven
+    seen[transactional_id] = EpochSeen(producer_id, epoch, [start] if start is not None else [], proven)
     return counts

@@ -265,7 +265,8 @@ def _meta(cp: Checkpoint) -> dict[str, Any]:
         "lag_points": st.lag_points, "window_size": st.window_size, "polls": st.polls, "last_good": st.last_good,
         "condition_since": [[r, s, t] for (r, s), t in st.condition_since.items()],
         "producer_epochs": {tid: [list(p) for p in d] for tid, d in st.producer_epochs.items()},
-        "txn_epochs": {tid: [e.producer_id, e.epoch, list(e.starts)] for tid, e in st.txn_epochs.items()},
+        "txn_epochs": {tid: [e.producer_id, e.epoch, list(e.starts), list(e.proven) if e.proven else None]
+                       for tid, e in st.txn_epochs.items()},
         "transaction_version": st.transaction_version,
         "txn_state_since": {tid: list(v) for tid, v in st.txn_state_since.items()},
         "unknown_open_txns": [[t, p, pid, n] for (t, p, pid), n in st.unknown_open_txns.items()],
@@ -404,11 +405,14 @@ _STATE_FIELDS: dict[str, tuple[Any, Callable[[Any], Any] | None]] = {
     "condition_since": (list[tuple[str, str, float]], lambda v: {(r, s): t for r, s, t in v}),
     "producer_epochs": (dict[str, list[tuple[float, int]]], lambda v: {k: deque(p, maxlen=64) for k, p in v.items()}),
     # the finalized transaction.version last read: a restarted collector whose first reads of it fail still knows
-    # that epoch rises are transaction ends there (Transaction V2), and neither pages them nor claims timeout aborts
+    # that epoch rises are transaction ends there (Transaction V2), and pages them or claims timeout aborts only for a
+    # producer proven to keep V1's rules (`txn_epochs`)
     "transaction_version": (_Count | None, None),
-    # each producer's epoch on a Transaction V2 cluster and the transactions begun at it: the proof of V1's rules
-    "txn_epochs": (dict[str, tuple[int, int, list[float]]],
-                   lambda v: {k: EpochSeen(pid, e, starts[:PROOF_STARTS]) for k, (pid, e, starts) in v.items()}),
+    # each producer's epoch on a Transaction V2 cluster, the transactions begun at it and the last epoch proven to
+    # follow V1's rules; a start time given twice is one transaction
+    "txn_epochs": (dict[str, tuple[_Count, _Count, list[float], tuple[_Count, _Count] | None]],
+                   lambda v: {k: EpochSeen(pid, e, list(dict.fromkeys(starts))[:PROOF_STARTS], proven)
+                              for k, (pid, e, starts, proven) in v.items()}),
     "txn_state_since": (dict[str, tuple[str, float]], None),
     "unknown_open_txns": (list[tuple[str, _Count, int, _Count]], lambda v: {(t, p, pid): n for t, p, pid, n in v}),
     "zk_controller": (int | None, None), "zk_leader_epoch": (int | None, None), "zk_election_at": (float | None, None),

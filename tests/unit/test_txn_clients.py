@@ -12,8 +12,9 @@ from collectors.config import Thresholds
 from collectors.model.observations import KafkaObservation, PartitionMeta
 from collectors.model.snapshot import build_snapshot
 from collectors.model.state import ClusterState
-from collectors.model.txn_clients import EpochSeen, rise_counts
-from collectors.outputs.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from collectors.model.txn_clients import EpochSeen, proved_v1, rise_counts
+from collectors.outputs.checkpoint import Checkpoint, checkpoint_path, load_checkpoint, save_checkpoint
+from tests.unit.test_checkpoint import edit_meta
 
 TH = Thresholds(producer_epoch_bumps=3, producer_epoch_window_s=3600)
 T = 1_800_000_000.0
@@ -29,7 +30,8 @@ def test_a_rise_counts_only_out_of_an_epoch_two_transactions_began_at() -> None:
     assert not rise_counts(seen, "tx", 7, 4, T + 20) and seen["tx"].keeps_v1  # a second transaction at epoch 4
     assert not rise_counts(seen, "tx", 7, 4, T + 30) and seen["tx"].starts == [T + 10, T + 20]  # two are enough
     assert rise_counts(seen, "tx", 7, 5, None)  # out of a proven epoch: a restart or a fence
-    assert not seen["tx"].keeps_v1  # the new epoch proves nothing yet
+    assert not seen["tx"].keeps_v1 and seen["tx"].proven == (7, 4)  # the new epoch proves nothing yet
+    assert proved_v1(seen, "tx", 7, 4) and not proved_v1(seen, "tx", 7, 5) and not proved_v1(seen, "tx", 7, 3)
     rise_counts(seen, "tx", 7, 5, T + 40)
     rise_counts(seen, "tx", 7, 5, T + 50)
     assert not rise_counts(seen, "tx", 8, 0, T + 60)  # a new producer id (an exhausted epoch): starts over
@@ -50,15 +52,24 @@ def observation(now: float, epoch: int, state: str, start: float, timeout_ms: in
     return o
 
 
-def run(polls: list[tuple[int, str, float]], st: ClusterState | None = None, t0: float = T
-        ) -> tuple[list[bool], list[str], ClusterState]:
-    """One poll every 30 s: (epoch, state, start offset from the poll) each; whether `producer_epoch_bumps` fired
-    at each, and the loss ledger's kinds."""
+STALE, UNLISTED = "stale", "unlisted"  # another id's DescribeTransactions failed; ListTransactions failed
+
+
+def run(polls: list[tuple[int, str, float] | tuple[int, str, float, str]], st: ClusterState | None = None,
+        t0: float = T) -> tuple[list[bool], list[str], ClusterState]:
+    """One poll every 30 s: (epoch, state, start offset from the poll[, STALE or UNLISTED]) each; whether
+    `producer_epoch_bumps` fired at each, and the loss ledger's kinds."""
     st = st if st is not None else ClusterState()
     fired, losses = [], []
-    for i, (epoch, state, ago) in enumerate(polls):
+    for i, (epoch, state, ago, *how) in enumerate(polls):
         now = t0 + 30 * i
-        snap = build_snapshot("c", observation(now, epoch, state, now - ago), None, st, TH, now)
+        o = observation(now, epoch, state, now - ago)
+        if how:
+            o.stale_sections.add("transactions")
+        if how == [UNLISTED]:
+            o.listed_transactions.clear()
+            o.transactions.clear()
+        snap = build_snapshot("c", o, None, st, TH, now)
         fired.append(any(c.rule == "producer_epoch_bumps" for c in judge(snap, st, TH, now)))
         losses += [x.kind for x in snap.losses]
     return fired, losses, st
@@ -96,6 +107,29 @@ def test_an_old_clients_transaction_aborted_at_its_timeout_is_in_the_ledger_on_a
     assert run(polls)[1] == []
 
 
+def test_a_poll_that_cannot_judge_the_abort_leaves_it_to_the_next_with_the_proof() -> None:
+    """The poll that sees the rise out of the proven epoch has its transactions stale (another id's answer failed):
+    the ledger judges nothing then, and the next poll must still know the epoch the watch saw open was proven."""
+    polls = [(10, "Ongoing", 1.0), (10, "Ongoing", 1.0), (10, "Ongoing", 31.0), (10, "Ongoing", 61.0),
+             (11, "PrepareAbort", 91.0, STALE), (11, "CompleteAbort", 121.0)]
+    assert run(polls)[1] == ["txn_timeout_abort"]
+
+
+def test_a_coordinator_that_does_not_list_its_transactions_for_a_poll_loses_no_proof() -> None:
+    """ListTransactions unanswered (a coordinator moving): the producer is not listed, but that is no news of it;
+    the proof and the rises counted stay, and its next restart counts."""
+    polls = [(10, "Ongoing", 1.0), (10, "Ongoing", 1.0), (11, "Ongoing", 1.0), (11, "Ongoing", 1.0),
+             (11, "Ongoing", 1.0, UNLISTED), (12, "Ongoing", 1.0)]
+    _, _, st = run(polls)
+    assert [e for _, e in st.producer_epochs["tx"]] == [11, 11, 12]
+    _, _, st = run(polls[:4])  # a good poll that lists it no more: it is gone, and so is its memory
+    gone = observation(T + 120, 11, "Ongoing", T + 119)
+    gone.listed_transactions.clear()
+    gone.transactions.clear()
+    build_snapshot("c", gone, None, st, TH, T + 120)
+    assert "tx" not in st.txn_epochs and "tx" not in st.producer_epochs
+
+
 def test_the_proof_survives_a_restart_and_an_older_checkpoint_loads_without_it(tmp_path: Path) -> None:
     _, _, st = run([(10, "Ongoing", 1.0), (10, "Ongoing", 1.0)])
     assert st.txn_epochs["tx"].keeps_v1
@@ -105,3 +139,12 @@ def test_the_proof_survives_a_restart_and_an_older_checkpoint_loads_without_it(t
     assert cp is not None and cp.state.txn_epochs == st.txn_epochs
     _, _, resumed = run([(11, "Ongoing", 1.0)], cp.state, t0=T + 90)
     assert [e for _, e in resumed.producer_epochs["tx"]] == [11, 11]  # the rise counted after the restart
+    path = checkpoint_path(tmp_path, "c")
+    edit_meta(path, lambda m: m["txn_epochs"]["tx"].__setitem__(2, [5.0, 5.0]))  # one start written twice
+    cp = load_checkpoint(tmp_path, "c", lag_points=st.lag_points, window_size=st.window_size, now=T + 90,
+                         max_age_s=3600)
+    assert cp is not None and cp.state.txn_epochs["tx"].starts == [5.0] and not cp.state.txn_epochs["tx"].keeps_v1
+    edit_meta(path, lambda m: m.pop("txn_epochs"))  # a checkpoint from before the field
+    cp = load_checkpoint(tmp_path, "c", lag_points=st.lag_points, window_size=st.window_size, now=T + 90,
+                         max_age_s=3600)
+    assert cp is not None and cp.state.txn_epochs == {}
