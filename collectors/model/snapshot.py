@@ -476,11 +476,12 @@ def _transactions(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterSt
             partitions=[f"{topic}-{p}" for topic, p in t.get("partitions", [])]))
     for tid in [k for k in state.txn_state_since if k not in obs.listed_transactions and
                 k not in pid_to_txn.values()]:
+        if "transactions" in obs.stale_sections:
+            continue  # not listed because a coordinator did not answer, perhaps: no news of it, its memory kept
         state.txn_state_since.pop(tid, None)
         state.txn_started.pop(tid, None)
-        if "transactions" not in obs.stale_sections:  # not listed because a coordinator did not answer: kept
-            state.producer_epochs.pop(tid, None)
-            state.txn_epochs.pop(tid, None)
+        state.producer_epochs.pop(tid, None)
+        state.txn_epochs.pop(tid, None)
     # Producers with a transaction open on a partition: hanging when no coordinator knows it as open
     # in two consecutive polls (one poll could race a transaction that is just starting).
     seen_unknown: dict[tuple[str, int, int], int] = {}

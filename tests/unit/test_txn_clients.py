@@ -130,6 +130,25 @@ def test_a_coordinator_that_does_not_list_its_transactions_for_a_poll_loses_no_p
     assert "tx" not in st.txn_epochs and "tx" not in st.producer_epochs
 
 
+def test_a_transaction_stuck_in_prepare_keeps_its_clock_over_an_unanswered_listing() -> None:
+    """PrepareCommit since T, the same transaction at every poll; the poll at T + 30 has ListTransactions
+    unanswered. The clock of "in PrepareCommit since" must not restart there, or `stuck_transaction` (60 s) pages a
+    poll later than it should, and an open one resolves and opens again."""
+    st = ClusterState()
+    stuck = []
+    for i in range(4):
+        now = T + 30 * i
+        o = observation(now, 10, "PrepareCommit", T - 5)
+        if i == 1:
+            o.stale_sections.add("transactions")
+            o.listed_transactions.clear()
+            o.transactions.clear()
+        snap = build_snapshot("c", o, None, st, TH, now)
+        stuck.append(any(c.rule == "stuck_transaction" for c in judge(snap, st, TH, now)))
+    assert st.txn_state_since["tx"] == ("PrepareCommit", T)
+    assert stuck == [False, False, False, True]  # 90 s in PrepareCommit at the last poll
+
+
 def test_the_proof_survives_a_restart_and_an_older_checkpoint_loads_without_it(tmp_path: Path) -> None:
     _, _, st = run([(10, "Ongoing", 1.0), (10, "Ongoing", 1.0)])
     assert st.txn_epochs["tx"].keeps_v1
