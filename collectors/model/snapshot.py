@@ -474,10 +474,10 @@ def _transactions(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterSt
             start_time=start if is_open else None,
             age_seconds=max(0.0, now - start) if (is_open and start is not None) else None,
             partitions=[f"{topic}-{p}" for topic, p in t.get("partitions", [])]))
-    for tid in [k for k in state.txn_state_since if k not in obs.listed_transactions and
-                k not in pid_to_txn.values()]:
-        if "transactions" in obs.stale_sections:
-            continue  # not listed because a coordinator did not answer, perhaps: no news of it, its memory kept
+    # an id not listed is gone, unless a coordinator did not answer (`transactions` stale): no news, its memory kept
+    gone = [] if "transactions" in obs.stale_sections else [
+        k for k in state.txn_state_since if k not in obs.listed_transactions and k not in pid_to_txn.values()]
+    for tid in gone:
         state.txn_state_since.pop(tid, None)
         state.txn_started.pop(tid, None)
         state.producer_epochs.pop(tid, None)

@@ -47,10 +47,10 @@ def proved_v1(seen: dict[str, EpochSeen], transactional_id: str, producer_id: in
 
 def rise_counts(seen: dict[str, EpochSeen], transactional_id: str, producer_id: int, epoch: int,
                 start: float | None) -> bool:
-    """Record one poll's sighting of a producer on a Transaction V2 cluster (`start`: its open transaction's start
-    time, None when none is open) and say whether its epoch rose out of an epoch proven to follow V1: a rise to
-    count as on a V1 cluster. A new producer id (a new producer, or an exhausted epoch) or an epoch that went back
-    starts over, counting nothing."""
+    """Record one poll's sighting of a producer on a Transaction V2 cluster (`start`: its transaction's start time
+    when seen Ongoing, else None: a Prepare* is already at the epoch after the one it began at) and say whether its
+    epoch rose out of an epoch proven to follow V1: a rise to count as on a V1 cluster. A new producer id (a new
+    producer, or an exhausted epoch) or an epoch that went back starts over, counting nothing."""
     s = seen.get(transactional_id)
     if s is not None and s.producer_id == producer_id and s.epoch == epoch:
         if start is not None and start not in s.starts and len(s.starts) < PROOF_STARTS:
