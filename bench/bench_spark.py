@@ -242,17 +242,21 @@ def duckdb_headline(con: Any, root: Path, period: A.Period, slice_rows: int = LA
         FROM {src('producers')} WHERE hanging"""))
     out.update(one(f"SELECT quantile_cont(lso_gap, 0.99) AS lso_gap_p99 FROM {src('lso_gap')}"))
     # epoch increases between a transactional id's consecutive polls (same producer id), the week before as context;
-    # none into or out of a poll where the cluster ran Transaction V2 (every end bumps the epoch there)
-    clusters = src("cluster", s - 7 * 86400)
+    # into or out of a poll where the cluster ran Transaction V2 (every end bumps the epoch there) only out of an
+    # epoch the producer had proved to keep V1's rules at (the collector's `keeps_v1`)
+    clusters, txns = src("cluster", s - 7 * 86400), src("transactions", s - 7 * 86400)
     has_tv = "transaction_version" in {d[0] for d in con.execute(f"SELECT * FROM {clusters} LIMIT 0").description}
+    has_kv = "keeps_v1" in {d[0] for d in con.execute(f"SELECT * FROM {txns} LIMIT 0").description}
     out.update(one(f"""
         WITH v2 AS (SELECT DISTINCT cluster, time FROM {clusters}
                     WHERE {'transaction_version' if has_tv else 'NULL::INTEGER'} >= {TRANSACTION_V2}),
              p AS (SELECT cluster, transactional_id, time, arg_max(producer_id, producer_epoch) pid,
-                          max(producer_epoch) ep
-                   FROM {src('transactions', s - 7 * 86400)} WHERE producer_epoch IS NOT NULL GROUP BY ALL),
+                          max(producer_epoch) ep,
+                          arg_max(coalesce({'keeps_v1' if has_kv else 'NULL::BOOLEAN'}, false), producer_epoch) kv
+                   FROM {txns} WHERE producer_epoch IS NOT NULL GROUP BY ALL),
              q AS (SELECT p.*, v2.time IS NOT NULL AS every_end FROM p LEFT JOIN v2 USING (cluster, time)),
-             d AS (SELECT time, CASE WHEN NOT every_end AND NOT coalesce(lag(every_end) OVER w, false)
+             d AS (SELECT time, CASE WHEN (coalesce(lag(kv) OVER w, false)
+                                           OR (NOT every_end AND NOT coalesce(lag(every_end) OVER w, false)))
                                       AND lag(pid) OVER w = pid THEN greatest(0, ep - lag(ep) OVER w) ELSE 0 END dt
                    FROM q WINDOW w AS (PARTITION BY cluster, transactional_id ORDER BY time))
         SELECT coalesce(sum(dt) FILTER (WHERE time >= {s}), 0) AS epoch_bumps FROM d"""))

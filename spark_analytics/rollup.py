@@ -82,6 +82,10 @@ MANIFESTS = "_days"
 FILE = "rollup.parquet"
 INPUTS = ("group_lag", "topic_health", "transactions", "producers", "lso_gap")
 """The history tables the roll-up tables replace in the report."""
+ADDED_COLUMNS: dict[str, dict[str, str]] = {
+    "transaction_epochs": {"first_v2": "boolean", "last_v2": "boolean", "last_keeps_v1": "boolean"}}
+"""Columns added to a roll-up table within its `VERSION` (forty-sixth session), with their Spark types: a day rolled
+up before lacks them, and `read` gives them as null (what the aggregations take for "not known")."""
 SOURCES = (*INPUTS, "cluster")
 """The history tables a roll-up is made from (a change to their files makes the day stale)."""
 log = logging.getLogger("spark_analytics.rollup")
@@ -490,22 +494,32 @@ def read(spark: Any, store: Store, days: Sequence[str], clusters: Sequence[str] 
          tables: Sequence[str] = TABLES) -> dict[str, Any]:
     """The stored roll-up `tables` of `days` (at least one) as DataFrames (lazy), of `clusters` only when given.
 
-    Each table's schema is read here from its first day's footer (`footer_schema`) and given to Spark, which would
-    otherwise infer the same schema from the same footer with a Spark job of its own: one job per table and read,
-    ~0.25 s of the ~0.5 s a read of the ten tables took (docs/performance-log.md, "Step 12"). Every day of a store's
-    `VERSION` was written from the same plans, so one footer speaks for all of them, as it did for Spark."""
+    Each table's schema is read here from its days' footers (`footer_schema`) and given to Spark, which would
+    otherwise infer it from a footer with a Spark job of its own: one job per table and read, ~0.25 s of the ~0.5 s
+    a read of the ten tables took (docs/performance-log.md, "Step 12"). Days of a store's `VERSION` written before a
+    column was added lack it (`ADDED_COLUMNS`): for such a table every day's footer is read (a few ms each, local
+    files), and the union of their columns is the schema, a column a day lacks null in its rows, and one no day has
+    is added as null; one footer would have dropped the column of every later day, or failed the plans that read
+    it. The other tables' days were all written from the same plans, so their first day's footer speaks for all."""
     out = {}
     for name in tables:
         files = [str(store.file(name, d)) for d in days]
-        out[name] = spark.read.schema(footer_schema(files[0])).parquet(*files)
+        df = spark.read.schema(footer_schema(*(files if name in ADDED_COLUMNS else files[:1]))).parquet(*files)
+        for column, kind in ADDED_COLUMNS.get(name, {}).items():
+            if column not in df.columns:
+                df = df.withColumn(column, F.lit(None).cast(kind))
+        out[name] = df
     if clusters:
         out = {name: df.filter(F.col("cluster").isin(list(clusters))) for name, df in out.items()}
     return out
 
 
-def footer_schema(path: str) -> Any:
-    """The Spark schema of a roll-up file (a local Parquet file written by `Store.write_day`), from its footer."""
-    return from_arrow_schema(pq.read_schema(path))
+def footer_schema(*paths: str) -> Any:
+    """The Spark schema of roll-up files (local Parquet files written by `Store.write_day`) from their footers: the
+    union of their columns, those of the file with the most first (the newest layout's order)."""
+    schemas = [pq.read_schema(p) for p in paths]
+    widest = max(schemas, key=len)
+    return from_arrow_schema(pa.unify_schemas([widest, *schemas]))
 
 
 def history_days(history: str) -> list[str]:

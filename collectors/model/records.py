@@ -205,6 +205,10 @@ class TransactionRecord:
     start_time: float | None  # epoch seconds of the open transaction; None when none is open
     age_seconds: float | None
     partitions: list[str] = field(default_factory=list)  # "topic-partition"
+    # On a Transaction V2 cluster: whether the producer proved it keeps V1's rules at this producer id and epoch (two
+    # transactions begun at it, `collectors.model.txn_clients`), so that a rise out of it is a restart or a fence;
+    # None where every rise counts (no V2). Recorded so that the history holds the proof the collector judged by.
+    keeps_v1: bool | None = None
 
 
 @dataclass(slots=True)

@@ -46,7 +46,7 @@ from collectors.model.records import (
     TransactionRecord,
 )
 from collectors.model.state import ClusterState
-from collectors.model.txn_clients import rise_counts
+from collectors.model.txn_clients import proved_v1, rise_counts
 from collectors.model.vocabulary import (
     ABANDONED,
     ACTIVE_GROUP,
@@ -473,7 +473,9 @@ def _transactions(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterSt
             producer_id=t["producer_id"], producer_epoch=t["producer_epoch"], timeout_ms=t["transaction_timeout_ms"],
             start_time=start if is_open else None,
             age_seconds=max(0.0, now - start) if (is_open and start is not None) else None,
-            partitions=[f"{topic}-{p}" for topic, p in t.get("partitions", [])]))
+            partitions=[f"{topic}-{p}" for topic, p in t.get("partitions", [])],
+            keeps_v1=proved_v1(state.txn_epochs, tid, t["producer_id"], t["producer_epoch"]) if every_end_bumps
+            else None))
     # an id not listed is gone, unless a coordinator did not answer (`transactions` stale): no news, its memory kept
     gone = [] if "transactions" in obs.stale_sections else [
         k for k in state.txn_state_since if k not in obs.listed_transactions and k not in pid_to_txn.values()]

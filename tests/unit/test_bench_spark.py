@@ -136,13 +136,15 @@ def test_check_report_says_ok_only_when_every_figure_is_duckdbs(tmp_path: Path,
     assert "holds 2 reports of 2026-W47" in capsys.readouterr().err
 
 
-def _epochs(root: Path, levels: list[int | None] | None) -> None:
+def _epochs(root: Path, levels: list[int | None] | None, keeps: list[bool | None] | None = None) -> None:
     """One producer's epoch rising at every poll of a day and a half, across the week's start; the cluster's
-    transaction.version at each poll (None for `levels`: files from before the column existed)."""
+    transaction.version at each poll (None for `levels`: files from before the column existed); `keeps`: the
+    collector's ``keeps_v1`` at each poll."""
     times = [-30.0, 0.0, 30.0, 60.0, 90.0, 120.0, 86_370.0, 86_430.0, 86_460.0]
+    keeps = keeps or [None] * len(times)
     _put(root, "transactions", [
-        {"time": W.start + t, "transactional_id": "a", "state": "Ongoing", "producer_id": 7, "producer_epoch": i}
-        for i, t in enumerate(times)])
+        {"time": W.start + t, "transactional_id": "a", "state": "Ongoing", "producer_id": 7, "producer_epoch": i,
+         "keeps_v1": k} for i, (t, k) in enumerate(zip(times, keeps, strict=True))])
     rows = [{"time": W.start + t, "reachable": True, "controller_id": 1} for t in times]
     if levels is not None:
         _put(root, "cluster", [r | {"transaction_version": v} for r, v in zip(rows, levels, strict=True)])
@@ -157,9 +159,14 @@ def _epochs(root: Path, levels: list[int | None] | None) -> None:
 
 def test_the_reference_counts_no_epoch_bump_into_or_out_of_a_transaction_v2_poll(tmp_path: Path) -> None:
     """As the report (`transactions._epoch_polls`): with Transaction V2 every transaction end bumps the epoch, so
-    a rise into or out of a poll at level 2 is not a bump. Of the eight rises from the week's first poll on, the
-    three between polls at level 0 or unknown count; older history, without the column, counts every rise."""
+    a rise into or out of a poll at level 2 is not a bump, unless out of an epoch the producer had proved to keep
+    V1's rules at. Of the eight rises from the week's first poll on, the three between polls at level 0 or unknown
+    count; older history, without the column, counts every rise."""
     _epochs(tmp_path / "v2", [None, 0, 0, 2, 2, 2, 2, 0, 0])
     assert bench_spark.duckdb_headline(duckdb.connect(), tmp_path / "v2", W)["epoch_bumps"] == 3
+    # out of a poll where the producer had proved it keeps V1's rules (an older client), a rise counts: three more
+    _epochs(tmp_path / "v1-proved", [None, 0, 0, 2, 2, 2, 2, 0, 0], [None, None, None, True, True, False, True, None,
+                                                                     None])
+    assert bench_spark.duckdb_headline(duckdb.connect(), tmp_path / "v1-proved", W)["epoch_bumps"] == 6
     _epochs(tmp_path / "old", None)
     assert bench_spark.duckdb_headline(duckdb.connect(), tmp_path / "old", W)["epoch_bumps"] == 8

@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from pyspark.sql import functions as F
 
 from collectors.outputs.history.schema import SECONDS_TABLES
 from spark_analytics import aggregations as A
@@ -906,6 +907,38 @@ def test_the_transactional_rollups_give_the_figures_of_the_rows(spark: Any, tmp_
     p99 = {r["topic"]: r for r in c_up.tables["lso_gap"].to_pylist()}
     assert p99["t"]["partitions"] == 2 and p99["u"]["partitions"] == 1
     assert p99["t"]["partition_polls"] == 2 * 3 * 144
+
+
+def test_a_day_rolled_up_before_a_column_was_added_reads_it_as_null(spark: Any, tmp_path: Path) -> None:
+    """A store holds days rolled up before ``transaction_epochs`` kept ``first_v2``, ``last_v2`` and
+    ``last_keeps_v1``, kept while their history lasts and for good after it (`made_from`). `rollup.read` takes the
+    union of the days' footers, whichever day comes first, and adds a column no day has: the older day's rows read
+    those columns as null (no Transaction V2 proof: counted as before), instead of the newer days losing them or the
+    report failing."""
+    from spark_analytics.aggregations.transactions import EPOCH_DAYS_COLUMNS, epoch_days
+
+    hist = tmp_path / "history"
+    _transactional(hist)
+    tr = io.read_history(spark, str(hist), W.start - DAY, W.end, tables=("transactions",))["transactions"].df
+    days = [W.days()[i] for i in (0, 1)]
+    s = rollup.Store(tmp_path / "rollups")
+    full = epoch_days(tr, W.start, W.start + 2 * DAY).toArrow()
+    added = ("first_v2", "last_v2", "last_keeps_v1")
+    assert tuple(rollup.ADDED_COLUMNS["transaction_epochs"]) == added
+    assert all(full.schema.field(c).type == pa.bool_() for c in added)  # as `ADDED_COLUMNS` casts them
+    for i, (d, table) in enumerate(zip(days, (full.drop_columns(list(added)), full), strict=True)):  # older first
+        rows = table.filter(pa.compute.equal(table["day"], W.epoch_days[0] + i))
+        s.file("transaction_epochs", d).parent.mkdir(parents=True)
+        pq.write_table(rows, s.file("transaction_epochs", d))
+    older = rollup.read(spark, s, days[:1], tables=("transaction_epochs",))["transaction_epochs"]
+    assert tuple(older.columns) == EPOCH_DAYS_COLUMNS and older.filter(F.col("last_keeps_v1").isNull()).count() == 2
+    for order in (days, days[::-1]):
+        got = rollup.read(spark, s, order, tables=("transaction_epochs",))["transaction_epochs"]
+        assert tuple(got.columns) == EPOCH_DAYS_COLUMNS
+        by_day = {r["day"]: r for r in got.filter(F.col("transactional_id") == "tx-a").collect()}
+        old, new = (by_day[W.epoch_days[0] + i] for i in (0, 1))
+        assert all(old[c] is None for c in added) and new["first_v2"] is False and new["last_keeps_v1"] is False
+        assert old["last_epoch"] == 2 and new["first_epoch"] == 4
 
 
 def test_a_report_with_rollups_and_no_rows_to_roll_up_has_empty_tables(spark: Any, tmp_path: Path) -> None:

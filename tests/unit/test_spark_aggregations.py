@@ -687,9 +687,10 @@ def test_transactions_seen_stuck_longest_and_epoch_bumps(spark: Any) -> None:
 
 def test_epoch_rises_at_transaction_v2_polls_are_no_bumps_from_rows_or_days(spark: Any) -> None:
     """Where the cluster ran Transaction V2 (its ``cluster`` row says ``transaction_version`` 2), every
-    transaction end bumps the epoch: an increase into or out of such a poll is not counted, from the rows as from
-    the daily roll-up (`epoch_days`, whose first and last observation then carry no producer id, so no bridge
-    across midnight is counted either). Polls at level 0 or unknown count as before."""
+    transaction end bumps the epoch: an increase into or out of such a poll is not counted (unless the producer had
+    proved it keeps V1's rules: the next test), from the rows as from the daily roll-up (`epoch_days`, whose first
+    and last observation say whether they ran V2, so no bridge across midnight is counted either). Polls at level 0
+    or unknown count as before."""
     from spark_analytics.aggregations.transactions import epoch_days
 
     day = 86_400.0
@@ -712,6 +713,40 @@ def test_epoch_rises_at_transaction_v2_polls_are_no_bumps_from_rows_or_days(spar
     from_days = rows(A.producer_epoch_bumps_from_days(days, W))[0]
     assert (from_days["epoch_bumps"], from_days["epoch_increases"]) == (want, want)
     assert (from_days["first_epoch"], from_days["last_epoch"]) == (raw["first_epoch"], raw["last_epoch"])
+
+
+def test_an_older_clients_restarts_on_a_v2_cluster_count_as_the_collector_counted_them(spark: Any) -> None:
+    """The collector's Transaction V1 proof kept in the history (``transactions.keeps_v1``): from the rows the
+    collector itself wrote (`snapshot_columns`) for an older client restarting on a V2 cluster, each instance
+    beginning two transactions, the report counts the rises the collector counted (`collectors.model.txn_clients`),
+    from the rows and from the daily roll-ups across midnight; the same rows without the proof (files written
+    before it was kept) count none, as before."""
+    from collectors.model.snapshot import build_snapshot
+    from collectors.model.state import ClusterState
+    from collectors.outputs.history.rows import snapshot_columns
+    from spark_analytics.aggregations.transactions import epoch_days
+    from tests.unit.test_txn_clients import TH, observation
+
+    st = ClusterState()
+    t0 = T0 + 86_400 - 4 * 30  # eight polls 30 s apart: the fifth at the week's first midnight
+    tables: dict[str, list[dict[str, Any]]] = {"transactions": [], "cluster": []}
+    for i, epoch in enumerate((10, 10, 11, 11, 12, 12, 13, 13)):
+        now = t0 + 30 * i
+        snap = build_snapshot("c1", observation(now, epoch, "Ongoing", now - 1.0), None, st, TH, now)
+        for name, cols in snapshot_columns(snap).items():
+            if name in tables:
+                tables[name] += [dict(zip(cols, values, strict=True), time=now)
+                                 for values in zip(*cols.values(), strict=True)]
+    collector = len(st.producer_epochs["tx"]) - 1  # the rules count every entry but the first
+    assert collector == 3 and [r["keeps_v1"] for r in tables["transactions"]] == [False, True] * 4
+    clusters = frame(spark, "cluster", tables["cluster"])
+    for keeps, want in ((True, collector), (False, 0)):
+        tr = frame(spark, "transactions", [dict(r, keeps_v1=r["keeps_v1"] if keeps else None)
+                                           for r in tables["transactions"]])
+        raw = rows(A.producer_epoch_bumps(tr, W, clusters))[0]
+        days = rows(A.producer_epoch_bumps_from_days(epoch_days(tr, PREV.start, W.end, clusters), W))[0]
+        assert (raw["epoch_bumps"], raw["epoch_increases"]) == (want, want) == (
+            days["epoch_bumps"], days["epoch_increases"]), keeps
 
 
 def test_first_jobs_are_both_weeks_thresholds_and_this_weeks_polls_while_the_caller_reads_on(spark: Any) -> None:

@@ -88,6 +88,26 @@ def test_an_old_clients_restarts_page_on_a_v2_cluster_a_new_clients_ends_do_not(
     assert fired == [False] * 8 and "tx" not in st.producer_epochs
 
 
+def test_each_transaction_row_records_whether_its_producer_had_proved_v1_at_its_epoch() -> None:
+    """The history keeps the proof the collector judged by (``transactions.keeps_v1``): true from the poll that saw
+    the second transaction begun at an epoch, false at a new epoch until it is proved again, null (None) on a
+    cluster before V2, where every rise counts."""
+    from collectors.outputs.history.rows import snapshot_columns
+
+    st, seen = ClusterState(), []
+    for i, epoch in enumerate((10, 10, 10, 11, 11)):
+        now = T + 30 * i
+        snap = build_snapshot("c", observation(now, epoch, "Ongoing", now - 1.0), None, st, TH, now)
+        (record,) = snap.transactions
+        seen.append(record.keeps_v1)
+        assert snapshot_columns(snap)["transactions"]["keeps_v1"] == [record.keeps_v1]
+    assert seen == [False, True, True, False, True]
+    o = observation(T, 10, "Ongoing", T - 1.0)
+    o.transaction_version = 0
+    snap = build_snapshot("c", o, None, ClusterState(), TH, T)
+    assert snap.transactions[0].keeps_v1 is None and snapshot_columns(snap)["transactions"]["keeps_v1"] == [None]
+
+
 def test_a_prepare_is_at_the_epoch_after_the_transactions_own_so_it_proves_nothing() -> None:
     """Under V2 the end's bump comes as Prepare* is written: a poll that sees PrepareCommit sees the transaction
     begun at the epoch before. Its start must not count as a second transaction at the new epoch."""

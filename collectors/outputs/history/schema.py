@@ -73,7 +73,9 @@ TABLES: dict[str, pa.Schema] = {
     "transactions": _schema(
         ("transactional_id", _S), ("coordinator", _I32), ("state", _S), ("producer_id", _I64),
         ("producer_epoch", _I32), ("timeout_ms", _I64), ("start_time", _T), ("age_seconds", _F64),
-        ("partitions", _LS)),
+        ("partitions", _LS),
+        # since the forty-sixth session (null in files written before): the collector's Transaction V1 proof
+        ("keeps_v1", _B)),
     "producers": _schema(
         ("topic", _S), ("partition", _I32), ("producer_id", _I64), ("producer_epoch", _I32),
         ("txn_start_offset", _I64), ("last_timestamp", _T), ("transactional_id", _S), ("hanging", _B)),
