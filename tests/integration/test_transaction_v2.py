@@ -13,13 +13,20 @@ prove it, its restarts page again (`collectors.model.txn_clients`), and a Kafka 
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 
+from bench.bench_spark import duckdb_headline
 from collectors.model.poll import PollResult
+from collectors.outputs.history import HistoryWriter
+from spark_analytics.period import Period
 from tests.support.monitor import alert, make_poller, poll, poll_until
 from tests.support.sandbox import frozen, running_sandbox, scenario
+from tests.support.spark_history import one_week_start
 
 pytestmark = pytest.mark.integration
 
@@ -86,19 +93,22 @@ def test_epoch_rises_at_every_end_are_neither_a_crash_loop_nor_proof_of_a_timeou
             poller.close()
 
 
-def test_an_older_client_on_a_v2_cluster_is_proved_by_its_transactions_and_its_restarts_page() -> None:
+def test_an_older_client_on_a_v2_cluster_is_proved_by_its_transactions_and_its_restarts_page(tmp_path: Path) -> None:
     """Two producers on a V2 cluster, a transaction of 8 s every ~10 s each: "legacy" an older client (one epoch for
     all its transactions), "modern" a Kafka 4 one (a bump at each end). legacy restarts at 40, 80 and 120 s; a poll
     every 6 s sees each of its instances begin two transactions or more, so each restart counts and the third
     pages, with the sandbox's count of restarts as its value. modern's epoch rises at each of its ends and pages
-    nothing."""
+    nothing. The history the polls wrote holds the proof (``transactions.keeps_v1``), and the weekly report's rule
+    (its DuckDB reference, whose rule the Spark tests hold the report to) counts the sandbox's three restarts from
+    it, and none of modern's ends."""
     cl = cluster(2)
     cl["transactional_producers"] = [
         {"transactional_id": name, "topics": ["orders"], "transaction_duration_s": 8, "pause_between_s": 0.2,
          "transaction_v2": name == "modern"} for name in ("legacy", "modern")]
     sc = scenario(cl, incidents=[{"type": "producer_restart", "at": at, "transactional_id": "legacy"}
                                  for at in (40, 80, 120)])
-    with running_sandbox(sc, speed=10.0) as sb:
+    writer = HistoryWriter(tmp_path / "history", flush_interval_s=0, retention_days=None)
+    with running_sandbox(sc, speed=10.0, start=one_week_start(time.time(), 140.0)) as sb:
         p = make_poller(sb, producer_epoch_bumps=3, producer_epoch_window_s=3600)
         paged: dict[float, dict[str, float | None]] = {}  # simulated seconds after the start: the pages
         try:
@@ -106,19 +116,27 @@ def test_an_older_client_on_a_v2_cluster_is_proved_by_its_transactions_and_its_r
                 sb.advance_to(sb.cluster.start + at)
                 with frozen(sb):
                     r = poll(p, sb)
+                writer.add(r)
                 paged[r.snapshot.time - sb.cluster.start] = {
                     a.subject: a.value for a in r.snapshot.alerts if a.rule == "producer_epoch_bumps"}
         finally:
             p.close()
+            writer.close()
         epochs = sb.call(lambda c: {n: (c.txn_producers[n].epoch, c.txn_producers[n].commits)
                                     for n in ("legacy", "modern")})
     restarts = [(t - sb.cluster.start, e) for _, t, e in sb.cluster.events
                 if e.startswith("producer legacy restarted with epoch")]
+    counted = duckdb_headline(duckdb.connect(), tmp_path / "history", Period.containing(sb.cluster.start))[
+        "epoch_bumps"]
     print(f"the sandbox: legacy restarted {len(restarts)} times ({restarts}), epoch {epochs['legacy'][0]} after "
           f"{epochs['legacy'][1]} commits; modern epoch {epochs['modern'][0]} after {epochs['modern'][1]} commits; "
-          f"the collector paged {paged}")
+          f"the collector paged {paged}; the report's rule counts {counted} epoch bumps from the history")
     assert len(restarts) == 3 and epochs["legacy"][0] == 3  # one epoch for its transactions, one more a restart
     assert epochs["modern"][0] >= epochs["modern"][1] >= 10  # a bump at every end
     third = restarts[-1][0]
     assert not any(a for at, a in paged.items() if at < third)
     assert all(a == {"legacy": 3.0} for at, a in paged.items() if at > third)  # the first poll after it on
+    proved = duckdb.sql(f"SELECT transactional_id, bool_or(keeps_v1) AS kv FROM read_parquet("
+                        f"'{tmp_path}/history/transactions/*/*.parquet') GROUP BY ALL ORDER BY 1").fetchall()
+    assert proved == [("legacy", True), ("modern", False)]
+    assert counted == len(restarts)
