@@ -243,7 +243,7 @@ def duckdb_headline(con: Any, root: Path, period: A.Period, slice_rows: int = LA
     out.update(one(f"SELECT quantile_cont(lso_gap, 0.99) AS lso_gap_p99 FROM {src('lso_gap')}"))
     # epoch increases between a transactional id's consecutive polls (same producer id), the week before as context;
     # into or out of a poll where the cluster ran Transaction V2 (every end bumps the epoch there) only out of an
-    # epoch the producer had proved to keep V1's rules at (the collector's `keeps_v1`)
+    # epoch the producer had proved to keep V1's rules at (the collector's `keeps_v1`), and as one
     clusters, txns = src("cluster", s - 7 * 86400), src("transactions", s - 7 * 86400)
     has_tv = "transaction_version" in {d[0] for d in con.execute(f"SELECT * FROM {clusters} LIMIT 0").description}
     has_kv = "keeps_v1" in {d[0] for d in con.execute(f"SELECT * FROM {txns} LIMIT 0").description}
@@ -255,9 +255,12 @@ def duckdb_headline(con: Any, root: Path, period: A.Period, slice_rows: int = LA
                           arg_max(coalesce({'keeps_v1' if has_kv else 'NULL::BOOLEAN'}, false), producer_epoch) kv
                    FROM {txns} WHERE producer_epoch IS NOT NULL GROUP BY ALL),
              q AS (SELECT p.*, v2.time IS NOT NULL AS every_end FROM p LEFT JOIN v2 USING (cluster, time)),
-             d AS (SELECT time, CASE WHEN (coalesce(lag(kv) OVER w, false)
-                                           OR (NOT every_end AND NOT coalesce(lag(every_end) OVER w, false)))
-                                      AND lag(pid) OVER w = pid THEN greatest(0, ep - lag(ep) OVER w) ELSE 0 END dt
+             d AS (SELECT time, CASE WHEN lag(pid) OVER w IS DISTINCT FROM pid THEN 0
+                                     WHEN NOT every_end AND NOT coalesce(lag(every_end) OVER w, false)
+                                     THEN greatest(0, ep - lag(ep) OVER w)
+                                     WHEN coalesce(lag(kv) OVER w, false)
+                                     THEN greatest(0, least(1, ep - lag(ep) OVER w))
+                                     ELSE 0 END dt
                    FROM q WINDOW w AS (PARTITION BY cluster, transactional_id ORDER BY time))
         SELECT coalesce(sum(dt) FILTER (WHERE time >= {s}), 0) AS epoch_bumps FROM d"""))
     # an election: the epoch rose above every earlier poll's, the week before read as context (as the report does)

@@ -492,10 +492,10 @@ def read_history(spark: SparkSession, root: str, start: float, end: float, clust
     return {t: read_table(spark, root, t, start, end, clusters, use_hadoop, check_schema) for t in tables}
 
 
-QUIET_COLUMNS = frozenset({("cluster", "transaction_version")})
+QUIET_COLUMNS = frozenset({("cluster", "transaction_version"), ("transactions", "keeps_v1")})
 """Columns whose absence from older files is worth no note: null there reads as it always did (no level of
-Transaction V2 recorded: epoch bumps counted as before), so every report over older history would say it for
-nothing."""
+Transaction V2 recorded, no producer's V1 proof recorded: epoch bumps counted as before), so every report over older
+history would say it for nothing."""
 
 
 def table_notes(data: dict[str, TableData], days: Sequence[str]) -> list[str]:

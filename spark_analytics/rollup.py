@@ -448,9 +448,29 @@ def reads_little(history: str, days: Sequence[str], store: Store | None = None) 
 def fresh_days(store: Store, history: str, days: Sequence[str],
                listed: dict[str, dict[str, list[list[Any]]]] | None = None) -> list[str]:
     """The `days` whose roll-up exists and was made from the history files there now (`listed`: their
-    `history_files`, when the caller has them already), or from files since removed (`made_from`)."""
-    return [d for d in days if (m := store.manifest(d)) is not None
-            and made_from(m["history_files"], listed[d] if listed is not None else history_files(history, d))]
+    `history_files`, when the caller has them already), or from files since removed (`made_from`). A day rolled up
+    before a column of `ADDED_COLUMNS` was added is stale while its history lasts (the history may hold what the
+    column records: a collector upgraded before the roll-up job), and kept for good once retention removed it."""
+    fresh = []
+    for d in days:
+        if (m := store.manifest(d)) is None:
+            continue
+        now = listed[d] if listed is not None else history_files(history, d)
+        if made_from(m["history_files"], now) and not (any(now.values()) and lacks_added_columns(store, d)):
+            fresh.append(d)
+    return fresh
+
+
+def lacks_added_columns(store: Store, day: str) -> bool:
+    """Whether `day` was rolled up before a column of `ADDED_COLUMNS` was added (a footer read a table: ~1 ms)."""
+    for name, columns in ADDED_COLUMNS.items():
+        try:
+            have = set(pq.read_schema(store.file(name, day)).names)
+        except (OSError, pa.ArrowException):
+            return False  # a file that does not read is `Store.manifest`'s to judge
+        if not set(columns) <= have:
+            return True
+    return False
 
 
 def coverage(week: str, days: Sequence[str], stored: Iterable[str], with_rows: Iterable[str], store: Path,
@@ -518,8 +538,13 @@ def footer_schema(*paths: str) -> Any:
     """The Spark schema of roll-up files (local Parquet files written by `Store.write_day`) from their footers: the
     union of their columns, those of the file with the most first (the newest layout's order)."""
     schemas = [pq.read_schema(p) for p in paths]
-    widest = max(schemas, key=len)
-    return from_arrow_schema(pa.unify_schemas([widest, *schemas]))
+    fields = list(max(schemas, key=len))
+    names = {f.name for f in fields}
+    for f in (f for s in schemas for f in s):  # by name only: a type written otherwise (large_string) Spark reads
+        if f.name not in names:
+            names.add(f.name)
+            fields.append(f)
+    return from_arrow_schema(pa.schema(fields))
 
 
 def history_days(history: str) -> list[str]:

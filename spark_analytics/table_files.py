@@ -7,7 +7,7 @@ docs/performance-log.md, "Step 18"). Here each table is written by the tasks tha
 writer, under a work directory), then streamed into the store's single file a batch at a time: the JVM's heap
 holds no table, the Python driver one batch. The file has the schema, format and compression the collected table
 had (the schema ``toArrow`` gives, written by pyarrow), so days written before and after read together
-(`rollup.read` takes one day's footer for all).
+(`rollup.read` takes one day's footer for all, or the union of the days' columns where one was added since).
 
 The work directory must be where the executors write and the driver reads: the same path on every node, as the
 store itself (docs/weekly-report.md, "On a Spark cluster"). Spark writes at least one part file for every table,

@@ -88,8 +88,8 @@ def producer_epoch_bumps(transactions: DataFrame, period: Period, clusters: Data
     counts the polls where the epoch was seen higher than before. Only observations of the same producer id are
     compared (a new producer id starts again at epoch 0). The transactions table only has rows while a
     transaction is open, so bumps while none is open show up at the next open transaction. `clusters`: the
-    ``cluster`` history table; at a poll at which it says Transaction V2 only a rise out of an epoch the producer had
-    proved to keep V1's rules at counts (`_epoch_polls`, `_counted`).
+    ``cluster`` history table; into or out of a poll at which it says Transaction V2 only a rise out of an epoch the
+    producer had proved to keep V1's rules at counts, as one (`_epoch_polls`, `_increase`).
     """
     per_poll = _with_deltas(_epoch_polls(transactions.filter(before_end(period)), clusters), ())
     inside = per_poll.filter(in_period(period))
@@ -106,7 +106,7 @@ def _epoch_polls(transactions: DataFrame, clusters: DataFrame | None = None) -> 
     At a poll where the cluster ran Transaction V2 (`clusters`' ``transaction_version`` 2 or more) every
     transaction end of a client that speaks it bumps the epoch, so an increase into or out of that poll says
     nothing of restarts or fencing unless the producer proved it keeps V1's rules (an older client: the collector's
-    `collectors.model.txn_clients`), as the collector counts them (`_counted`). The polls at V2 are few rows of the
+    `collectors.model.txn_clients`), as the collector counts them (`_increase`). The polls at V2 are few rows of the
     small ``cluster`` table, broadcast; none on an older fleet."""
     t = transactions.filter(F.col("producer_epoch").isNotNull())
     polls = t.groupBy("cluster", "transactional_id", "time").agg(
@@ -120,19 +120,19 @@ def _epoch_polls(transactions: DataFrame, clusters: DataFrame | None = None) -> 
             .withColumn("v2", F.coalesce(F.col("v2"), F.lit(False))))
 
 
-def _counted(prev_keeps_v1: Column, prev_v2: Column, v2: Column) -> Column:
-    """Whether a rise from one observation to the next is a restart or a fence: out of an epoch proved to keep V1's
-    rules, or between two polls before Transaction V2. A null (a roll-up day written before these were kept, whose
-    observations at V2 carry no producer id instead) reads as false."""
+def _increase(prev_pid: Column, prev_epoch: Column, pid: Column, epoch: Column, prev_keeps_v1: Column,
+              prev_v2: Column, v2: Column) -> Column:
+    """The epoch increase from one observation to the next that restarts and fences made, 0 unless the same producer
+    id was seen higher: all of it between two polls before Transaction V2 (each InitProducerId or fence adds one);
+    into or out of a V2 poll, one if it rose out of an epoch proved to keep V1's rules (an older client's restart or
+    fence, counted once as the collector counts it: the rise may hold V2 ends too, a client upgraded since), else
+    none. A null flag (a roll-up day written before these were kept, whose observations at V2 carry no producer id
+    instead) reads as false."""
     def known(c: Column) -> Column:
         return F.coalesce(c, F.lit(False))
-    return known(prev_keeps_v1) | (~known(prev_v2) & ~known(v2))
-
-
-def _increase(prev_pid: Column, prev_epoch: Column, pid: Column, epoch: Column, counted: Column) -> Column:
-    """The epoch increase from one observation to the next: 0 unless the same producer id was seen higher and the
-    rise is `counted`."""
-    return F.greatest(F.lit(0), F.coalesce(F.when((prev_pid == pid) & counted, epoch - prev_epoch), F.lit(0)))
+    rise = epoch - prev_epoch
+    amount = F.when(~known(prev_v2) & ~known(v2), rise).when(known(prev_keeps_v1), F.least(rise, F.lit(1)))
+    return F.greatest(F.lit(0), F.coalesce(F.when(prev_pid == pid, amount), F.lit(0)))
 
 
 def _with_deltas(per_poll: DataFrame, by: Sequence[str]) -> DataFrame:
@@ -141,21 +141,20 @@ def _with_deltas(per_poll: DataFrame, by: Sequence[str]) -> DataFrame:
     def prev(c: str) -> Column:
         return F.lag(c).over(w)
     return per_poll.withColumn("_delta", _increase(prev("producer_id"), prev("epoch"), F.col("producer_id"),
-                                                   F.col("epoch"), _counted(prev("keeps_v1"), prev("v2"),
-                                                                            F.col("v2"))))
+                                                   F.col("epoch"), prev("keeps_v1"), prev("v2"), F.col("v2")))
 
 
 EPOCH_DAYS_COLUMNS = ("cluster", "transactional_id", "day", "epoch_bumps", "epoch_increases", "first_time",
                       "first_producer_id", "first_epoch", "last_time", "last_producer_id", "last_epoch",
                       "first_v2", "last_v2", "last_keeps_v1")
-"""The last three since the forty-sixth session: a day rolled up before lacks them (null: see `_counted`)."""
+"""The last three since the forty-sixth session: a day rolled up before lacks them (null: see `_increase`)."""
 
 
 def epoch_days(transactions: DataFrame, start: float, end: float, clusters: DataFrame | None = None) -> DataFrame:
     """Per cluster, transactional id and epoch day of ``[start, end)`` (the roll-up table ``transaction_epochs``):
     the epoch increases between that day's observations, and its first and last observation (time, producer id,
     epoch), which `producer_epoch_bumps_from_days` compares with the neighbouring days' to count the increases
-    across midnight, and whether those ran Transaction V2 and the last had proved V1's rules (`_counted` across
+    across midnight, and whether those ran Transaction V2 and the last had proved V1's rules (`_increase` across
     midnight). One row per id and day instead of one per open transaction and poll. `clusters`: as for
     `producer_epoch_bumps`."""
     polls = _epoch_polls(transactions.filter(between(start, end)),
@@ -179,8 +178,7 @@ def producer_epoch_bumps_from_days(days: DataFrame, period: Period) -> DataFrame
     w = Window.partitionBy("cluster", "transactional_id").orderBy("day")
     d = d.withColumn("_bridge", _increase(F.lag("last_producer_id").over(w), F.lag("last_epoch").over(w),
                                           F.col("first_producer_id"), F.col("first_epoch"),
-                                          _counted(F.lag("last_keeps_v1").over(w), F.lag("last_v2").over(w),
-                                                   F.col("first_v2"))))
+                                          F.lag("last_keeps_v1").over(w), F.lag("last_v2").over(w), F.col("first_v2")))
     return in_days(d, period).groupBy("cluster", "transactional_id").agg(
         (F.sum("epoch_bumps") + F.sum("_bridge")).cast("long").alias("epoch_bumps"),
         (F.sum("epoch_increases") + F.count_if(F.col("_bridge") > 0)).alias("epoch_increases"),

@@ -715,12 +715,17 @@ def test_epoch_rises_at_transaction_v2_polls_are_no_bumps_from_rows_or_days(spar
     assert (from_days["first_epoch"], from_days["last_epoch"]) == (raw["first_epoch"], raw["last_epoch"])
 
 
-def test_an_older_clients_restarts_on_a_v2_cluster_count_as_the_collector_counted_them(spark: Any) -> None:
+def test_an_older_clients_restarts_on_a_v2_cluster_count_as_the_collector_counted_them(spark: Any,
+                                                                                       tmp_path: Path) -> None:
     """The collector's Transaction V1 proof kept in the history (``transactions.keeps_v1``): from the rows the
     collector itself wrote (`snapshot_columns`) for an older client restarting on a V2 cluster, each instance
-    beginning two transactions, the report counts the rises the collector counted (`collectors.model.txn_clients`),
-    from the rows and from the daily roll-ups across midnight; the same rows without the proof (files written
-    before it was kept) count none, as before."""
+    beginning two transactions, then upgraded to a Kafka 4 client (30 V2 ends before the next poll), the report
+    counts the rises the collector counted (`collectors.model.txn_clients`), each rise out of a proved epoch as one,
+    from the rows, from the daily roll-ups across midnight and in the DuckDB reference; the same rows without the
+    proof (files written before it was kept) count none, as before."""
+    import duckdb
+
+    from bench.bench_spark import duckdb_headline
     from collectors.model.snapshot import build_snapshot
     from collectors.model.state import ClusterState
     from collectors.outputs.history.rows import snapshot_columns
@@ -730,7 +735,7 @@ def test_an_older_clients_restarts_on_a_v2_cluster_count_as_the_collector_counte
     st = ClusterState()
     t0 = T0 + 86_400 - 4 * 30  # eight polls 30 s apart: the fifth at the week's first midnight
     tables: dict[str, list[dict[str, Any]]] = {"transactions": [], "cluster": []}
-    for i, epoch in enumerate((10, 10, 11, 11, 12, 12, 13, 13)):
+    for i, epoch in enumerate((10, 10, 11, 11, 12, 12, 13, 13, 43)):
         now = t0 + 30 * i
         snap = build_snapshot("c1", observation(now, epoch, "Ongoing", now - 1.0), None, st, TH, now)
         for name, cols in snapshot_columns(snap).items():
@@ -738,15 +743,23 @@ def test_an_older_clients_restarts_on_a_v2_cluster_count_as_the_collector_counte
                 tables[name] += [dict(zip(cols, values, strict=True), time=now)
                                  for values in zip(*cols.values(), strict=True)]
     collector = len(st.producer_epochs["tx"]) - 1  # the rules count every entry but the first
-    assert collector == 3 and [r["keeps_v1"] for r in tables["transactions"]] == [False, True] * 4
+    assert collector == 4 and [r["keeps_v1"] for r in tables["transactions"]] == [False, True] * 4 + [False]
     clusters = frame(spark, "cluster", tables["cluster"])
     for keeps, want in ((True, collector), (False, 0)):
-        tr = frame(spark, "transactions", [dict(r, keeps_v1=r["keeps_v1"] if keeps else None)
-                                           for r in tables["transactions"]])
+        txns = [dict(r, keeps_v1=r["keeps_v1"] if keeps else None) for r in tables["transactions"]]
+        tr = frame(spark, "transactions", txns)
         raw = rows(A.producer_epoch_bumps(tr, W, clusters))[0]
         days = rows(A.producer_epoch_bumps_from_days(epoch_days(tr, PREV.start, W.end, clusters), W))[0]
         assert (raw["epoch_bumps"], raw["epoch_increases"]) == (want, want) == (
             days["epoch_bumps"], days["epoch_increases"]), keeps
+        root = tmp_path / str(keeps)
+        for name, table_rows in (("transactions", txns), ("cluster", tables["cluster"])):
+            schema = SECONDS_TABLES[name]
+            (root / name / "date=2026-11-17").mkdir(parents=True)
+            pq.write_table(pa.table({f.name: pa.array([{"cluster": "c1", "schema_version": 4, **r}.get(f.name)
+                                                       for r in table_rows], type=f.type) for f in schema}),
+                           root / name / "date=2026-11-17" / "part-0.parquet")
+        assert duckdb_headline(duckdb.connect(), root, W)["epoch_bumps"] == want, keeps
 
 
 def test_first_jobs_are_both_weeks_thresholds_and_this_weeks_polls_while_the_caller_reads_on(spark: Any) -> None:
@@ -1060,11 +1073,14 @@ def test_older_schema_files_read_with_nulls_and_a_note(spark: Any, tmp_path: Pat
 
 
 def test_a_missing_transaction_version_column_is_worth_no_note() -> None:
-    """Older `cluster` files lack ``transaction_version``; null there counts epoch bumps as always, so saying so
-    in every report over older history would be noise. Other missing columns still get their note."""
+    """Older `cluster` files lack ``transaction_version`` and older `transactions` files ``keeps_v1``; null there
+    counts epoch bumps as always, so saying so in every report over older history would be noise. Other missing
+    columns still get their note."""
     td = io.TableData("cluster", None, ["f"] * 3, W.days()[:1], {"transaction_version": 3, "thresholds": 1}, 3)
-    notes = io.table_notes({"cluster": td}, W.days()[:1])
+    tx = io.TableData("transactions", None, ["f"] * 2, W.days()[:1], {"keeps_v1": 2, "partitions": 1}, 2)
+    notes = io.table_notes({"cluster": td, "transactions": tx}, W.days()[:1])
     assert any("`thresholds`" in n for n in notes) and not any("transaction_version" in n for n in notes)
+    assert any("`partitions`" in n for n in notes) and not any("keeps_v1" in n for n in notes)  # nor the V1 proof
 
 
 def test_files_before_and_after_schema_version_4_side_by_side(spark: Any, tmp_path: Path) -> None:
