@@ -255,7 +255,7 @@ def duckdb_headline(con: Any, root: Path, period: A.Period, slice_rows: int = LA
                           arg_max(coalesce({'keeps_v1' if has_kv else 'NULL::BOOLEAN'}, false), producer_epoch) kv
                    FROM {txns} WHERE producer_epoch IS NOT NULL GROUP BY ALL),
              q AS (SELECT p.*, v2.time IS NOT NULL AS every_end FROM p LEFT JOIN v2 USING (cluster, time)),
-             d AS (SELECT time, CASE WHEN lag(pid) OVER w IS DISTINCT FROM pid THEN 0
+             d AS (SELECT time, CASE WHEN NOT coalesce(lag(pid) OVER w = pid, false) THEN 0
                                      WHEN NOT every_end AND NOT coalesce(lag(every_end) OVER w, false)
                                      THEN greatest(0, ep - lag(ep) OVER w)
                                      WHEN coalesce(lag(kv) OVER w, false)

@@ -449,28 +449,11 @@ def fresh_days(store: Store, history: str, days: Sequence[str],
                listed: dict[str, dict[str, list[list[Any]]]] | None = None) -> list[str]:
     """The `days` whose roll-up exists and was made from the history files there now (`listed`: their
     `history_files`, when the caller has them already), or from files since removed (`made_from`). A day rolled up
-    before a column of `ADDED_COLUMNS` was added is stale while its history lasts (the history may hold what the
-    column records: a collector upgraded before the roll-up job), and kept for good once retention removed it."""
-    fresh = []
-    for d in days:
-        if (m := store.manifest(d)) is None:
-            continue
-        now = listed[d] if listed is not None else history_files(history, d)
-        if made_from(m["history_files"], now) and not (any(now.values()) and lacks_added_columns(store, d)):
-            fresh.append(d)
-    return fresh
-
-
-def lacks_added_columns(store: Store, day: str) -> bool:
-    """Whether `day` was rolled up before a column of `ADDED_COLUMNS` was added (a footer read a table: ~1 ms)."""
-    for name, columns in ADDED_COLUMNS.items():
-        try:
-            have = set(pq.read_schema(store.file(name, day)).names)
-        except (OSError, pa.ArrowException):
-            return False  # a file that does not read is `Store.manifest`'s to judge
-        if not set(columns) <= have:
-            return True
-    return False
+    before a column of `ADDED_COLUMNS` was added stays fresh: made from a history without what the column records,
+    it gives the figures it gave (``kafka-monitor-rollup --day`` redoes a day whose history has it: a collector
+    upgraded before the roll-up job)."""
+    return [d for d in days if (m := store.manifest(d)) is not None
+            and made_from(m["history_files"], listed[d] if listed is not None else history_files(history, d))]
 
 
 def coverage(week: str, days: Sequence[str], stored: Iterable[str], with_rows: Iterable[str], store: Path,

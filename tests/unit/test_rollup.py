@@ -11,7 +11,6 @@ import itertools
 import json
 import logging
 import random
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -940,27 +939,6 @@ def test_a_day_rolled_up_before_a_column_was_added_reads_it_as_null(spark: Any, 
         old, new = (by_day[W.epoch_days[0] + i] for i in (0, 1))
         assert all(old[c] is None for c in added) and new["first_v2"] is False and new["last_keeps_v1"] is False
         assert old["last_epoch"] == 2 and new["first_epoch"] == 4
-
-
-def test_a_day_rolled_up_before_a_column_was_added_is_rolled_up_again_while_its_history_lasts(
-        spark: Any, tmp_path: Path) -> None:
-    """Its history may hold what the column records (a collector upgraded before the roll-up job: the proof in
-    ``transactions.keeps_v1``), so such a day is stale while the history has files of it, and the next run rolls it
-    up again; once retention removed them the roll-up is the day's only record, and is kept."""
-    hist, store = tmp_path / "history", tmp_path / "rollups"
-    _history(hist)
-    _transactional(hist)
-    d0 = W.days()[0]
-    s = rollup.Store(store)
-    rollup.rollup_day(spark, str(hist), s, d0)
-    assert rollup.fresh_days(s, str(hist), [d0]) == [d0] and not rollup.lacks_added_columns(s, d0)
-    epochs = s.file("transaction_epochs", d0)
-    pq.write_table(pq.read_table(epochs).drop_columns(list(rollup.ADDED_COLUMNS["transaction_epochs"])), epochs)
-    assert rollup.lacks_added_columns(s, d0) and s.manifest(d0) is not None  # the same rows: a whole day of its own
-    assert rollup.fresh_days(s, str(hist), [d0]) == []
-    for day_dir in hist.glob(f"*/date={d0}"):  # retention
-        shutil.rmtree(day_dir)
-    assert rollup.fresh_days(s, str(hist), [d0]) == [d0]
 
 
 def test_a_report_with_rollups_and_no_rows_to_roll_up_has_empty_tables(spark: Any, tmp_path: Path) -> None:

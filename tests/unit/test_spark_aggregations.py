@@ -733,7 +733,7 @@ def test_an_older_clients_restarts_on_a_v2_cluster_count_as_the_collector_counte
     from tests.unit.test_txn_clients import TH, observation
 
     st = ClusterState()
-    t0 = T0 + 86_400 - 4 * 30  # eight polls 30 s apart: the fifth at the week's first midnight
+    t0 = T0 + 86_400 - 4 * 30  # nine polls 30 s apart: the fifth at the week's first midnight
     tables: dict[str, list[dict[str, Any]]] = {"transactions": [], "cluster": []}
     for i, epoch in enumerate((10, 10, 11, 11, 12, 12, 13, 13, 43)):
         now = t0 + 30 * i
@@ -755,10 +755,12 @@ def test_an_older_clients_restarts_on_a_v2_cluster_count_as_the_collector_counte
         root = tmp_path / str(keeps)
         for name, table_rows in (("transactions", txns), ("cluster", tables["cluster"])):
             schema = SECONDS_TABLES[name]
-            (root / name / "date=2026-11-17").mkdir(parents=True)
-            pq.write_table(pa.table({f.name: pa.array([{"cluster": "c1", "schema_version": 4, **r}.get(f.name)
-                                                       for r in table_rows], type=f.type) for f in schema}),
-                           root / name / "date=2026-11-17" / "part-0.parquet")
+            for day in W.days()[:2]:  # each row in its day's directory
+                of_day = [r for r in table_rows if datetime.fromtimestamp(r["time"], UTC).date().isoformat() == day]
+                (root / name / f"date={day}").mkdir(parents=True)
+                pq.write_table(pa.table({f.name: pa.array([{"cluster": "c1", "schema_version": 4, **r}.get(f.name)
+                                                           for r in of_day], type=f.type) for f in schema}),
+                               root / name / f"date={day}" / "part-0.parquet")
         assert duckdb_headline(duckdb.connect(), root, W)["epoch_bumps"] == want, keeps
 
 
