@@ -406,16 +406,8 @@ def test_headline_equals_the_duckdb_reference_with_incidents_and_recorded_thresh
     recorded = {"lag_seconds_slo": 45.0, "txn_timeout_grace_s": 20.0}
     times = every(10, start=9000)
 
-    def cols(rs: list[dict[str, Any]], table: str) -> dict[str, list[Any]]:
-        return {f.name: [({"cluster": "c1", "schema_version": 2} | r).get(f.name) for r in rs]
-                for f in SECONDS_TABLES[table]}
-
     def put(table: str, rs: list[dict[str, Any]]) -> None:
-        by_day: dict[str, list[dict[str, Any]]] = {}
-        for r in rs:
-            by_day.setdefault(datetime.fromtimestamp(r["time"], UTC).date().isoformat(), []).append(r)
-        for day, part in by_day.items():
-            _write(tmp_path, table, day, f"part-{table}-{day}.parquet", cols(part, table))
+        _write_by_day(tmp_path, table, rs)
 
     put("cluster", _v2_polls(times, recorded))
     put("topic_health", [{"time": T0 + t, "topic": "t", "under_replicated": 0, "under_min_isr": 0, "offline": 0}
@@ -753,14 +745,8 @@ def test_an_older_clients_restarts_on_a_v2_cluster_count_as_the_collector_counte
         assert (raw["epoch_bumps"], raw["epoch_increases"]) == (want, want) == (
             days["epoch_bumps"], days["epoch_increases"]), keeps
         root = tmp_path / str(keeps)
-        for name, table_rows in (("transactions", txns), ("cluster", tables["cluster"])):
-            schema = SECONDS_TABLES[name]
-            for day in W.days()[:2]:  # each row in its day's directory
-                of_day = [r for r in table_rows if datetime.fromtimestamp(r["time"], UTC).date().isoformat() == day]
-                (root / name / f"date={day}").mkdir(parents=True)
-                pq.write_table(pa.table({f.name: pa.array([{"cluster": "c1", "schema_version": 4, **r}.get(f.name)
-                                                           for r in of_day], type=f.type) for f in schema}),
-                               root / name / f"date={day}" / "part-0.parquet")
+        _write_by_day(root, "transactions", txns)
+        _write_by_day(root, "cluster", tables["cluster"])
         assert duckdb_headline(duckdb.connect(), root, W)["epoch_bumps"] == want, keeps
 
 
@@ -1056,6 +1042,17 @@ def _write(root: Path, table: str, day: str, name: str, cols: dict[str, list[Any
     d.mkdir(parents=True, exist_ok=True)
     pq.write_table(t, d / name)
     return d / name
+
+
+def _write_by_day(root: Path, table: str, rows: list[dict[str, Any]]) -> None:
+    """`rows` (of cluster c1 unless they say) as `_write`'s files, one per UTC day of their times."""
+    by_day: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_day.setdefault(datetime.fromtimestamp(r["time"], UTC).date().isoformat(), []).append(r)
+    for day, part in by_day.items():
+        _write(root, table, day, f"part-{table}-{day}.parquet",
+               {f.name: [({"cluster": "c1", "schema_version": 2} | r).get(f.name) for r in part]
+                for f in SECONDS_TABLES[table]})
 
 
 def test_older_schema_files_read_with_nulls_and_a_note(spark: Any, tmp_path: Path) -> None:
