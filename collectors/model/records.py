@@ -209,6 +209,11 @@ class TransactionRecord:
     # transactions begun at it, `collectors.model.txn_clients`), so that a rise out of it is a restart or a fence;
     # None where every rise counts (no V2). Recorded so that the history holds the proof the collector judged by.
     keeps_v1: bool | None = None
+    # On a Transaction V2 cluster, for a producer proven to keep V1's rules (now, or at an epoch a counted rise left):
+    # when its epoch last rose in a way the collector counts for producer_epoch_bumps (a restart or a fence), 0.0
+    # before any; None otherwise (every other producer there, and every producer before V2). Each change of it is
+    # one counted rise, which the Prometheus twin counts (`kafka_transaction_producer_epoch_rise_timestamp_seconds`).
+    epoch_rise_time: float | None = None
 
 
 @dataclass(slots=True)

@@ -46,7 +46,7 @@ from collectors.model.records import (
     TransactionRecord,
 )
 from collectors.model.state import ClusterState
-from collectors.model.txn_clients import proved_v1, rise_counts
+from collectors.model.txn_clients import counted_rise_time, rise_counts
 from collectors.model.vocabulary import (
     ABANDONED,
     ACTIVE_GROUP,
@@ -474,7 +474,10 @@ def _transactions(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterSt
             start_time=start if is_open else None,
             age_seconds=max(0.0, now - start) if (is_open and start is not None) else None,
             partitions=[f"{topic}-{p}" for topic, p in t.get("partitions", [])],
-            keeps_v1=proved_v1(state.txn_epochs, tid, t["producer_id"], t["producer_epoch"]) if every_end_bumps
+            # the proof a rise out of this epoch is counted by (`rise_counts`), not `proved_v1`'s last proven epoch:
+            # an epoch gone back to one proven before is not proven again until two transactions begin at it
+            keeps_v1=state.txn_epochs[tid].keeps_v1 if every_end_bumps else None,
+            epoch_rise_time=counted_rise_time(state.txn_epochs, tid, state.producer_epochs.get(tid)) if every_end_bumps
             else None))
     # an id not listed is gone, unless a coordinator did not answer (`transactions` stale): no news, its memory kept
     gone = [] if "transactions" in obs.stale_sections else [

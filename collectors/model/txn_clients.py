@@ -17,6 +17,7 @@ a client upgraded to V2 stops being counted at its first end. Pure; `ClusterStat
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 PROOF_STARTS = 2  # transactions begun at one epoch that prove V1's rules (V2 gives each epoch one)
@@ -60,3 +61,16 @@ def rise_counts(seen: dict[str, EpochSeen], transactional_id: str, producer_id: 
     proven = None if s is None else (s.producer_id, s.epoch) if s.keeps_v1 else s.proven
     seen[transactional_id] = EpochSeen(producer_id, epoch, [start] if start is not None else [], proven)
     return counts
+
+
+def counted_rise_time(seen: dict[str, EpochSeen], transactional_id: str,
+                      rises: Sequence[tuple[float, int]] | None) -> float | None:
+    """When the producer's epoch last rose in a way counted on a V2 cluster (`rises`: its entries kept for
+    producer_epoch_bumps, `ClusterState.producer_epochs`, which there hold counted rises only), 0.0 for a producer
+    proven at its epoch with none counted yet, None for any other: the value the Prometheus twin reads, so that each
+    counted rise is one change of a series that was already there (the first rise included) and a client that
+    speaks V2 exports nothing."""
+    if rises:
+        return rises[-1][0]
+    s = seen.get(transactional_id)
+    return 0.0 if s is not None and s.keeps_v1 else None

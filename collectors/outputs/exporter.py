@@ -436,6 +436,8 @@ class SnapshotCollector(Collector):
             g("kafka_transaction_state").add_metric((c, t.transactional_id, t.state), 1.0)
             g("kafka_transaction_timeout_seconds").add_metric(lab, t.timeout_ms / 1000.0)
             g("kafka_transaction_producer_epoch").add_metric(lab, float(t.producer_epoch))
+            if t.epoch_rise_time is not None:  # an older client on a V2 cluster only (`TransactionRecord`)
+                g("kafka_transaction_producer_epoch_rise_timestamp_seconds").add_metric(lab, t.epoch_rise_time)
             if t.age_seconds is not None:
                 g("kafka_transaction_open_age_seconds").add_metric(lab, t.age_seconds)
         g("kafka_transaction_hanging_partitions").add_metric((c,), float(sum(1 for p in s.producers if p.hanging)))

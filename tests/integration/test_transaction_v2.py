@@ -13,6 +13,7 @@ prove it, its restarts page again (`collectors.model.txn_clients`), and a Kafka 
 
 from __future__ import annotations
 
+import itertools
 import time
 from pathlib import Path
 from typing import Any
@@ -111,12 +112,15 @@ def test_an_older_client_on_a_v2_cluster_is_proved_by_its_transactions_and_its_r
     with running_sandbox(sc, speed=10.0, start=one_week_start(time.time(), 140.0)) as sb:
         p = make_poller(sb, producer_epoch_bumps=3, producer_epoch_window_s=3600)
         paged: dict[float, dict[str, float | None]] = {}  # simulated seconds after the start: the pages
+        rise_times: dict[str, list[float | None]] = {"legacy": [], "modern": []}  # what the twin counts changes of
         try:
             for at in range(5, 140, 6):  # not in step with the producers' ~10 s: polls see them in every state
                 sb.advance_to(sb.cluster.start + at)
                 with frozen(sb):
                     r = poll(p, sb)
                 writer.add(r)
+                for t in r.snapshot.transactions:
+                    rise_times[t.transactional_id].append(t.epoch_rise_time)
                 paged[r.snapshot.time - sb.cluster.start] = {
                     a.subject: a.value for a in r.snapshot.alerts if a.rule == "producer_epoch_bumps"}
         finally:
@@ -130,7 +134,8 @@ def test_an_older_client_on_a_v2_cluster_is_proved_by_its_transactions_and_its_r
         "epoch_bumps"]
     print(f"the sandbox: legacy restarted {len(restarts)} times ({restarts}), epoch {epochs['legacy'][0]} after "
           f"{epochs['legacy'][1]} commits; modern epoch {epochs['modern'][0]} after {epochs['modern'][1]} commits; "
-          f"the collector paged {paged}; the report's rule counts {counted} epoch bumps from the history")
+          f"the collector paged {paged}; the report's rule counts {counted} epoch bumps from the history; "
+          f"the Prometheus twin's rise timestamp of legacy changed {_changes(rise_times['legacy'])} times")
     assert len(restarts) == 3 and epochs["legacy"][0] == 3  # one epoch for its transactions, one more a restart
     assert epochs["modern"][0] >= epochs["modern"][1] >= 10  # a bump at every end
     third = restarts[-1][0]
@@ -140,3 +145,13 @@ def test_an_older_client_on_a_v2_cluster_is_proved_by_its_transactions_and_its_r
                         f"'{tmp_path}/history/transactions/*/*.parquet') GROUP BY ALL ORDER BY 1").fetchall()
     assert proved == [("legacy", True), ("modern", False)]
     assert counted == len(restarts)
+    # the Prometheus twin (KafkaProducerEpochBumps) counts the changes of legacy's exported rise timestamp: one a
+    # restart, from a series there (0.0) since its first instance was proved; modern exports none
+    assert _changes(rise_times["legacy"]) == len(restarts) and 0.0 in rise_times["legacy"]
+    assert set(rise_times["modern"]) == {None}
+
+
+def _changes(values: list[float | None]) -> int:
+    """What Prometheus's changes() counts over the polls a series was exported at."""
+    present = [v for v in values if v is not None]
+    return sum(1 for a, b in itertools.pairwise(present) if a != b)

@@ -5,6 +5,7 @@ never do."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 from collectors.alerting.evaluation import judge
@@ -102,10 +103,55 @@ def test_each_transaction_row_records_whether_its_producer_had_proved_v1_at_its_
         seen.append(record.keeps_v1)
         assert snapshot_columns(snap)["transactions"]["keeps_v1"] == [record.keeps_v1]
     assert seen == [False, True, True, False, True]
+    # the epoch goes back to 10, proven before (a coordinator restored from old data): not proven at it again
+    # until two transactions begin there, as the collector counts no rise out of it before (`rise_counts`)
+    for i, epoch in enumerate((10, 11), start=5):
+        now = T + 30 * i
+        (record,) = build_snapshot("c", observation(now, epoch, "Ongoing", now - 1.0), None, st, TH, now).transactions
+        seen.append(record.keeps_v1)
+    assert seen[5:] == [False, False] and st.txn_epochs["tx"].proven == (7, 11)
     o = observation(T, 10, "Ongoing", T - 1.0)
     o.transaction_version = 0
     snap = build_snapshot("c", o, None, ClusterState(), TH, T)
     assert snap.transactions[0].keeps_v1 is None and snapshot_columns(snap)["transactions"]["keeps_v1"] == [None]
+
+
+def test_the_exported_rise_timestamp_changes_once_for_each_rise_the_collector_counts() -> None:
+    """`TransactionRecord.epoch_rise_time`, what the Prometheus twin of producer_epoch_bumps counts the changes of
+    on a V2 cluster (deploy/prometheus/alerts.yml): there for an older client from the poll that proves it (0.0)
+    so that its first rise is a change too, the time of each counted rise after, and never for a client that
+    speaks V2 (its rises are its transactions' ends). Exported as
+    ``kafka_transaction_producer_epoch_rise_timestamp_seconds`` for that producer only."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from collectors.outputs.exporter import MetricsEndpoint
+
+    def series(polls: list[int], new_start_each_poll: bool) -> tuple[list[float | None], ClusterState, object]:
+        st, got, snap = ClusterState(), [], None
+        for i, epoch in enumerate(polls):
+            now = T + 30 * i
+            snap = build_snapshot("c", observation(now, epoch, "Ongoing", now - 1.0 if new_start_each_poll else T),
+                                  None, st, TH, now)
+            got.append(snap.transactions[0].epoch_rise_time)
+        return got, st, snap
+
+    old, st, snap = series([10, 10, 11, 11, 12, 12, 13, 13], True)  # an older client restarted three times
+    assert old == [None, 0.0, T + 60, T + 60, T + 120, T + 120, T + 180, T + 180]
+    changes = sum(1 for a, b in itertools.pairwise(old) if a is not None and b != a)
+    counted = len(st.producer_epochs["tx"]) - 1  # every entry but the first is a rise the rule counts
+    assert changes == counted == 3
+    ep = MetricsEndpoint()
+    ep.update([snap])
+    got = {(s.labels["transactional_id"], s.value) for f in text_string_to_metric_families(ep.render().decode())
+           for s in f.samples if s.name == "kafka_transaction_producer_epoch_rise_timestamp_seconds"}
+    assert got == {("tx", T + 180)}
+    modern, _, snap = series([10, 11, 12, 13, 14, 15], False)  # one transaction an epoch: V2 ends
+    assert modern == [None] * 6
+    ep.update([snap])
+    assert b"kafka_transaction_producer_epoch_rise_timestamp_seconds{" not in ep.render()
+    o = observation(T, 10, "Ongoing", T - 1.0)
+    o.transaction_version = 0  # before V2 the epoch gauge's own changes are the rises
+    assert build_snapshot("c", o, None, ClusterState(), TH, T).transactions[0].epoch_rise_time is None
 
 
 def test_a_prepare_is_at_the_epoch_after_the_transactions_own_so_it_proves_nothing() -> None:
