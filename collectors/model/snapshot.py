@@ -464,7 +464,8 @@ def _transactions(snap: ClusterSnapshot, obs: KafkaObservation, state: ClusterSt
             elif (epochs := state.producer_epochs.get(tid)) and epochs[-1][1] != t["producer_epoch"]:
                 epochs[-1] = (epochs[-1][0], t["producer_epoch"])
         else:
-            state.txn_epochs.pop(tid, None)
+            if state.txn_epochs.pop(tid, None) is not None:  # its first poll read as V1 after V2: as at the switch
+                state.producer_epochs.pop(tid, None)  # to V2, the rises counted under the other rules go
             epochs = state.producer_epochs.setdefault(tid, deque(maxlen=64))
             if not epochs or epochs[-1][1] != t["producer_epoch"]:
                 epochs.append((now, t["producer_epoch"]))

@@ -80,6 +80,13 @@ def proved_epoch_loss(results: Sequence[PollResult]) -> bool:
     return any(x.kind in EPOCH_LOSSES for r in results for x in r.snapshot.losses)
 
 
+def counted_epoch_rise(results: Sequence[PollResult]) -> bool:
+    """Whether a poll counted a producer's epoch rise on a Transaction V2 cluster (`TransactionRecord.epoch_rise_time`
+    is the poll's time). Resumed from a checkpoint saved before it, the collector would count the rise again at its
+    next poll, a new time the Prometheus twin counts as a second rise; saved at once, it resumes past it."""
+    return any(t.epoch_rise_time == r.snapshot.time for r in results for t in r.snapshot.transactions)
+
+
 class HistorySink:
     UNPOLLED_RETRY_S = 600.0
     """After the read of what clusters nobody polls left open failed, the wait before the next (`_lose_unpolled`):
@@ -320,7 +327,8 @@ class LatestStateSink:
 
 class CheckpointSink:
     """Saves the pollers' memory every `interval_s` (wall clock), after a poll that proved a truncation or an
-    unclean election (`EPOCH_LOSSES`: the history sink has flushed its rows), and on close, so a restart resumes it."""
+    unclean election (`EPOCH_LOSSES`: the history sink has flushed its rows) or counted an epoch rise on a V2 cluster
+    (`counted_epoch_rise`), and on close, so a restart resumes it."""
 
     def __init__(self, state_dir: Path, interval_s: float, monitor: Monitor) -> None:
         self.state_dir = state_dir
@@ -332,7 +340,8 @@ class CheckpointSink:
 
     def __call__(self, results: list[PollResult], now: float) -> None:
         self._now = now
-        if time.monotonic() - self._last >= self.interval_s or proved_epoch_loss(results):
+        if time.monotonic() - self._last >= self.interval_s or proved_epoch_loss(results) or \
+                counted_epoch_rise(results):
             self.save(now)
 
     def save(self, now: float) -> None:

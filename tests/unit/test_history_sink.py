@@ -75,7 +75,7 @@ def test_a_proved_truncation_is_written_at_once_and_the_checkpoint_follows_it(tm
     So that poll flushes its rows at once and saves the checkpoint right after; other polls wait for their
     intervals (a retention skip is not remembered across a restart: it cannot be counted twice)."""
     from collectors.model.poll import PollResult
-    from collectors.model.records import ClusterSnapshot, LossRecord
+    from collectors.model.records import ClusterSnapshot, LossRecord, TransactionRecord
     from collectors.runtime.sinks import CheckpointSink
 
     def poll(kind: str) -> PollResult:
@@ -96,6 +96,16 @@ def test_a_proved_truncation_is_written_at_once_and_the_checkpoint_follows_it(tm
         for sink in (history, checkpoints):
             sink([poll("truncation")], LATER)
         assert len(files_in(root, "loss_events")) == 1 and checkpoints.saves == 1
+        # an epoch rise counted on a V2 cluster at this poll: resumed from before it, the collector would count it
+        # again at a new time, which the Prometheus twin would count as a second rise (`counted_epoch_rise`)
+        rise = PollResult(ClusterSnapshot(cluster="prod", time=LATER))
+        rise.snapshot.transactions = [TransactionRecord("prod", "tx", 1, "Ongoing", 7, 3, 60_000, LATER - 1, 1.0,
+                                                        epoch_rise_time=t) for t in (LATER - 30, 0.0)]
+        checkpoints([rise], LATER)
+        assert checkpoints.saves == 1  # rises counted at earlier polls, or none yet
+        rise.snapshot.transactions[1].epoch_rise_time = LATER
+        checkpoints([rise], LATER)
+        assert checkpoints.saves == 2
     finally:
         history.writer.close()
         m.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
+from typing import Any
 
 from collectors.alerting.evaluation import judge
 from collectors.config import Thresholds
@@ -126,7 +127,7 @@ def test_the_exported_rise_timestamp_changes_once_for_each_rise_the_collector_co
 
     from collectors.outputs.exporter import MetricsEndpoint
 
-    def series(polls: list[int], new_start_each_poll: bool) -> tuple[list[float | None], ClusterState, object]:
+    def series(polls: list[int], new_start_each_poll: bool) -> tuple[list[float | None], ClusterState, Any]:
         st, got, snap = ClusterState(), [], None
         for i, epoch in enumerate(polls):
             now = T + 30 * i
@@ -137,7 +138,7 @@ def test_the_exported_rise_timestamp_changes_once_for_each_rise_the_collector_co
 
     old, st, snap = series([10, 10, 11, 11, 12, 12, 13, 13], True)  # an older client restarted three times
     assert old == [None, 0.0, T + 60, T + 60, T + 120, T + 120, T + 180, T + 180]
-    changes = sum(1 for a, b in itertools.pairwise(old) if a is not None and b != a)
+    changes = sum(1 for a, b in itertools.pairwise(old) if None not in (a, b) and b != a)
     counted = len(st.producer_epochs["tx"]) - 1  # every entry but the first is a rise the rule counts
     assert changes == counted == 3
     ep = MetricsEndpoint()
@@ -152,6 +153,22 @@ def test_the_exported_rise_timestamp_changes_once_for_each_rise_the_collector_co
     o = observation(T, 10, "Ongoing", T - 1.0)
     o.transaction_version = 0  # before V2 the epoch gauge's own changes are the rises
     assert build_snapshot("c", o, None, ClusterState(), TH, T).transactions[0].epoch_rise_time is None
+
+
+def test_a_downgrade_from_v2_starts_the_count_over_as_the_upgrade_does() -> None:
+    """Two rises counted under V2's rules, then the cluster reads as V1 (a downgrade) and the producer restarts
+    once: one rise under the rules in force, no page, as the twin judges it (its V2 series stops, its epoch gauge's
+    changes are not counted for the hour the level was 2). The rises counted under V2 went at the switch."""
+    st = ClusterState()
+    fired = []
+    for i, (epoch, version) in enumerate([(10, 2), (10, 2), (11, 2), (11, 2), (12, 2), (12, 0), (13, 0)]):
+        now = T + 30 * i
+        o = observation(now, epoch, "Ongoing", now - 1.0)
+        o.transaction_version = version
+        snap = build_snapshot("c", o, None, st, TH, now)
+        fired.append(any(c.rule == "producer_epoch_bumps" for c in judge(snap, st, TH, now)))
+    assert fired == [False] * 7
+    assert [e for _, e in st.producer_epochs["tx"]] == [12, 13] and "tx" not in st.txn_epochs
 
 
 def test_a_prepare_is_at_the_epoch_after_the_transactions_own_so_it_proves_nothing() -> None:
