@@ -211,8 +211,9 @@ class TransactionRecord:
     keeps_v1: bool | None = None
     # On a Transaction V2 cluster, for a producer proven to keep V1's rules (now, or at an epoch a counted rise left):
     # when its epoch last rose in a way the collector counts for producer_epoch_bumps (a restart or a fence), 0.0
-    # before any; None otherwise (every other producer there, and every producer before V2). Each change of it is
-    # one counted rise, which the Prometheus twin counts (`kafka_transaction_producer_epoch_rise_timestamp_seconds`).
+    # before any; None otherwise (every other producer there, and every producer before V2). Each rise of it is one
+    # counted rise, which the Prometheus twin counts (`kafka_transaction_producer_epoch_rise_timestamp_seconds`); a
+    # fall back to 0.0 is the collector's memory of the producer starting over.
     epoch_rise_time: float | None = None
 
 

@@ -68,7 +68,7 @@ def counted_rise_time(seen: dict[str, EpochSeen], transactional_id: str,
     """When the producer's epoch last rose in a way counted on a V2 cluster (`rises`: its entries kept for
     producer_epoch_bumps, `ClusterState.producer_epochs`, which there hold counted rises only), 0.0 for a producer
     proven at its epoch with none counted yet, None for any other: the value the Prometheus twin reads, so that each
-    counted rise is one change of a series that was already there (the first rise included) and a client that
+    counted rise is one rise of a series that was already there (the first rise included) and a client that
     speaks V2 exports nothing."""
     if rises:
         return rises[-1][0]
