@@ -49,7 +49,8 @@ class MonitorConfig(StrictModel):
     """Where state that must survive restarts lives (lag windows, flap counters); relative to the working directory."""
     checkpoint_interval_s: Seconds = Field(60.0, gt=0, le=DAY)
     """How often the pollers' memory (lag windows, offset histories, open alerts) is saved under state_dir;
-    a restart resumes from it. Also saved on a clean stop."""
+    a restart resumes from it. Also saved on a clean stop, and at once after a poll that proved a truncation or an
+    unclean election or counted an epoch rise on a Transaction V2 cluster (`collectors.runtime.sinks`)."""
     checkpoint_max_age_s: Seconds = Field(3600.0, ge=0, le=30 * DAY)
     """A checkpoint older than this is not resumed (alerts open then would span the whole outage), except its loss
     evidence, up to a week (leader epochs and ZooKeeper zxids: proof across any gap); 0 never resumes anything."""

@@ -13,7 +13,7 @@ import concurrent.futures
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -369,12 +369,15 @@ class Monitor:
                 lines.append(f"{p.name}: starting fresh, checkpoint not used: {type(e).__name__}: {e}")
         return lines
 
-    def save_checkpoints(self, state_dir: Path, now: float | None = None) -> int:
-        """Save every cluster's checkpoint; returns bytes written. Raises OSError (the caller alerts)."""
+    def save_checkpoints(self, state_dir: Path, now: float | None = None,
+                         clusters: Collection[str] | None = None) -> int:
+        """Save every cluster's checkpoint, or only those of `clusters`; returns bytes written. Raises OSError (the
+        caller alerts)."""
         from collectors.outputs.checkpoint import save_checkpoint
 
         now = time.time() if now is None else now
-        return sum(save_checkpoint(state_dir, p.checkpoint(now))[1] for p in self.pollers)
+        return sum(save_checkpoint(state_dir, p.checkpoint(now))[1] for p in self.pollers
+                   if clusters is None or p.name in clusters)
 
     def close(self) -> None:
         for p in self.pollers:

@@ -80,11 +80,13 @@ def proved_epoch_loss(results: Sequence[PollResult]) -> bool:
     return any(x.kind in EPOCH_LOSSES for r in results for x in r.snapshot.losses)
 
 
-def counted_epoch_rise(results: Sequence[PollResult]) -> bool:
-    """Whether a poll counted a producer's epoch rise on a Transaction V2 cluster (`TransactionRecord.epoch_rise_time`
-    is the poll's time). Resumed from a checkpoint saved before it, the collector would count the rise again at its
-    next poll, a new time the Prometheus twin counts as a second rise; saved at once, it resumes past it."""
-    return any(t.epoch_rise_time == r.snapshot.time for r in results for t in r.snapshot.transactions)
+def counted_epoch_rise(results: Sequence[PollResult]) -> set[str]:
+    """The clusters whose poll counted a producer's epoch rise on a Transaction V2 cluster
+    (`TransactionRecord.epoch_rise_time` is the poll's time). Resumed from a checkpoint saved before it, the
+    collector would count the rise again at its next poll, a new time the Prometheus twin counts as a second rise;
+    saved before the exporter shows the rise (`RiseCheckpointSink`), it resumes past it."""
+    return {r.snapshot.cluster for r in results if any(t.epoch_rise_time == r.snapshot.time
+                                                        for t in r.snapshot.transactions)}
 
 
 class HistorySink:
@@ -327,8 +329,8 @@ class LatestStateSink:
 
 class CheckpointSink:
     """Saves the pollers' memory every `interval_s` (wall clock), after a poll that proved a truncation or an
-    unclean election (`EPOCH_LOSSES`: the history sink has flushed its rows) or counted an epoch rise on a V2 cluster
-    (`counted_epoch_rise`), and on close, so a restart resumes it."""
+    unclean election (`EPOCH_LOSSES`: the history sink has flushed its rows), and on close, so a restart resumes it.
+    A poll that counted an epoch rise on a V2 cluster has its cluster saved earlier (`RiseCheckpointSink`)."""
 
     def __init__(self, state_dir: Path, interval_s: float, monitor: Monitor) -> None:
         self.state_dir = state_dir
@@ -340,14 +342,15 @@ class CheckpointSink:
 
     def __call__(self, results: list[PollResult], now: float) -> None:
         self._now = now
-        if time.monotonic() - self._last >= self.interval_s or proved_epoch_loss(results) or \
-                counted_epoch_rise(results):
+        if time.monotonic() - self._last >= self.interval_s or proved_epoch_loss(results):
             self.save(now)
 
-    def save(self, now: float) -> None:
-        self._last = time.monotonic()
+    def save(self, now: float, clusters: Collection[str] | None = None) -> None:
+        """Save every cluster's checkpoint, or only those of `clusters` (the next timed save stays when it was)."""
+        if clusters is None:
+            self._last = time.monotonic()
         try:
-            self.monitor.save_checkpoints(self.state_dir, now)
+            self.monitor.save_checkpoints(self.state_dir, now, clusters)
         except OSError as e:
             if "state_write_failed" not in self.monitor.conditions:
                 log.error("checkpoint not saved under %s: %s (a restart would start without it)", self.state_dir, e)
@@ -363,10 +366,28 @@ class CheckpointSink:
             self.save(self._now)
 
 
+class RiseCheckpointSink:
+    """Saves the checkpoint of a cluster whose poll counted an epoch rise on a V2 cluster (`counted_epoch_rise`),
+    first of the sinks: before the exporter shows the rise, so that a collector killed after a scrape saw it resumes
+    past it rather than counting it again at a new time (two rises for the Prometheus twin). Only that cluster's:
+    an older client's crash loop saves once a poll while it lasts."""
+
+    def __init__(self, checkpoints: CheckpointSink) -> None:
+        self.checkpoints = checkpoints
+
+    def __call__(self, results: list[PollResult], now: float) -> None:
+        if clusters := counted_epoch_rise(results):
+            self.checkpoints.save(now, clusters)
+
+
 def build_sinks(config: MonitorConfig, monitor: Monitor | None = None,
                 clock: Callable[[], float] = time.time) -> list[Sink]:
     """The configured outputs. `clock`: the clock the monitor polls with (the sandbox's, in the demo)."""
     sinks: list[Sink] = []
+    checkpoints = None if monitor is None else CheckpointSink(Path(config.state_dir), config.checkpoint_interval_s,
+                                                              monitor)
+    if checkpoints is not None:
+        sinks.append(RiseCheckpointSink(checkpoints))
     exporter = None
     if config.exporter.enabled:
         exporter = ExporterSink(config.exporter.host, config.exporter.port, config.exporter.granularity,
@@ -378,6 +399,6 @@ def build_sinks(config: MonitorConfig, monitor: Monitor | None = None,
                               [c.name for c in config.clusters], config.checkpoint_max_age_s, clock)
         sinks.append(history)
     sinks.append(LatestStateSink(Path(config.state_dir), (lambda: history.removed) if history is not None else None))
-    if monitor is not None:
-        sinks.append(CheckpointSink(Path(config.state_dir), config.checkpoint_interval_s, monitor))
+    if checkpoints is not None:
+        sinks.append(checkpoints)
     return sinks

@@ -153,7 +153,7 @@ def test_unwritable_history_raises_an_alert_and_metrics_keep_serving(sb: Sandbox
 
     from collectors.config import MonitorConfig
     from collectors.runtime.poller import Monitor
-    from collectors.runtime.sinks import build_sinks
+    from collectors.runtime.sinks import ExporterSink, build_sinks
 
     blocked = tmp_path / "history"
     blocked.write_text("a file where the history directory should be")  # writes fail even as root
@@ -163,7 +163,7 @@ def test_unwritable_history_raises_an_alert_and_metrics_keep_serving(sb: Sandbox
         "state_dir": str(tmp_path / "state")})
     monitor = Monitor(cfg)
     sinks = build_sinks(cfg, monitor)
-    port = sinks[0].server.port
+    port = next(s for s in sinks if isinstance(s, ExporterSink)).server.port
 
     def cycle() -> list:  # type: ignore[type-arg]
         now = sb.clock.now()
@@ -272,12 +272,14 @@ def test_two_collectors_on_one_history_root_write_each_poll_once(sb: Sandbox, tm
     import urllib.request
 
     from collectors.outputs.history import read_table
+    from collectors.runtime.sinks import ExporterSink
 
     root = tmp_path / "history"
 
     def standby(sinks: list) -> str:  # type: ignore[type-arg]
         """What the collector's /metrics says of its history: the series, as Prometheus would scrape it."""
-        body = urllib.request.urlopen(f"http://127.0.0.1:{sinks[0].server.port}/metrics", timeout=5).read().decode()
+        port = next(s for s in sinks if isinstance(s, ExporterSink)).server.port
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
         return next(ln for ln in body.splitlines() if ln.startswith("kafka_monitor_history_standby{"))
 
     first, second = _collector(sb, tmp_path, root, "a"), _collector(sb, tmp_path, root, "b")

@@ -76,7 +76,7 @@ def test_a_proved_truncation_is_written_at_once_and_the_checkpoint_follows_it(tm
     intervals (a retention skip is not remembered across a restart: it cannot be counted twice)."""
     from collectors.model.poll import PollResult
     from collectors.model.records import ClusterSnapshot, LossRecord, TransactionRecord
-    from collectors.runtime.sinks import CheckpointSink
+    from collectors.runtime.sinks import CheckpointSink, RiseCheckpointSink
 
     def poll(kind: str) -> PollResult:
         snap = ClusterSnapshot(cluster="prod", time=LATER)
@@ -97,15 +97,22 @@ def test_a_proved_truncation_is_written_at_once_and_the_checkpoint_follows_it(tm
             sink([poll("truncation")], LATER)
         assert len(files_in(root, "loss_events")) == 1 and checkpoints.saves == 1
         # an epoch rise counted on a V2 cluster at this poll: resumed from before it, the collector would count it
-        # again at a new time, which the Prometheus twin would count as a second rise (`counted_epoch_rise`)
+        # again at a new time, which the Prometheus twin would count as a second rise (`counted_epoch_rise`); saved
+        # by the sink that runs before the exporter, that cluster's checkpoint only
+        saved: list[object] = []
+        real_save = m.save_checkpoints
+        m.save_checkpoints = lambda d, now=None, clusters=None: saved.append(clusters) or real_save(d, now, clusters)
+        rises = RiseCheckpointSink(checkpoints)
         rise = PollResult(ClusterSnapshot(cluster="prod", time=LATER))
         rise.snapshot.transactions = [TransactionRecord("prod", "tx", 1, "Ongoing", 7, 3, 60_000, LATER - 1, 1.0,
                                                         epoch_rise_time=t) for t in (LATER - 30, 0.0)]
-        checkpoints([rise], LATER)
-        assert checkpoints.saves == 1  # rises counted at earlier polls, or none yet
+        for sink in (rises, checkpoints):
+            sink([rise], LATER)
+        assert checkpoints.saves == 1 and saved == []  # rises counted at earlier polls, or none yet
         rise.snapshot.transactions[1].epoch_rise_time = LATER
-        checkpoints([rise], LATER)
-        assert checkpoints.saves == 2
+        for sink in (rises, checkpoints):
+            sink([rise], LATER)
+        assert checkpoints.saves == 2 and saved == [{"prod"}]
     finally:
         history.writer.close()
         m.close()
@@ -122,7 +129,7 @@ def test_a_scrape_after_a_poll_shows_that_polls_flush(tmp_path: Path) -> None:
 
     from prometheus_client.parser import text_string_to_metric_families
 
-    from collectors.runtime.sinks import build_sinks
+    from collectors.runtime.sinks import ExporterSink, RiseCheckpointSink, build_sinks
     from tests.unit.test_api_resolved_incidents import free_port
 
     blocked = tmp_path / "history"
@@ -131,7 +138,8 @@ def test_a_scrape_after_a_poll_shows_that_polls_flush(tmp_path: Path) -> None:
                          history={"root": str(blocked), "flush_interval_s": 0.001})
     m = Monitor(cfg)
     sinks = build_sinks(cfg, m)
-    exporter = sinks[0]
+    assert [type(s) for s in sinks[:2]] == [RiseCheckpointSink, ExporterSink]  # a counted rise saved before shown
+    exporter = sinks[1]
 
     def cycle() -> set[str]:
         """One poll and its sinks, as `run_loop` runs them: the rules alerting in the poll."""
