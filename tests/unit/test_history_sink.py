@@ -113,13 +113,51 @@ def test_a_proved_truncation_is_written_at_once_and_the_checkpoint_follows_it(tm
         for sink in (rises, checkpoints):
             sink([rise], LATER)
         assert checkpoints.saves == 2 and saved == [{"prod"}]
+        # the same poll proved a truncation too: its checkpoint waits for the ledger rows (a kill in between would
+        # lose them for good), so the rise sink leaves it to the full save after the history sink's flush
+        both = poll("truncation")
+        both.snapshot.transactions = rise.snapshot.transactions
+        rises([both], LATER)
+        assert saved == [{"prod"}]
+        for sink in (history, checkpoints):
+            sink([both], LATER)
+        assert len(files_in(root, "loss_events")) == 2 and saved == [{"prod"}, None]
     finally:
         history.writer.close()
         m.close()
 
 
+def test_a_save_of_one_cluster_does_not_say_the_state_is_written_again(tmp_path: Path) -> None:
+    """`state_write_failed` is raised by a failed save and cleared by a full one only: a rising cluster's own
+    checkpoint may fit where another cluster's did not, and clearing it then would resolve the monitor's alert
+    every poll while the full saves keep failing."""
+    from collectors.runtime.sinks import CheckpointSink
+
+    m = Monitor(monitor_config(tmp_path / "state", checkpoint_interval_s=3600))
+    try:
+        sink = CheckpointSink(tmp_path / "state", interval_s=3600, monitor=m)
+        full_fails = [True]
+
+        def save_checkpoints(d: Path, now: float | None = None, clusters: object = None) -> int:
+            if clusters is None and full_fails[0]:
+                raise OSError(28, "No space left on device")
+            return 1
+
+        m.save_checkpoints = save_checkpoints  # type: ignore[method-assign]
+        sink.save(LATER)
+        assert "state_write_failed" in m.conditions
+        sink.save(LATER, {"prod"})
+        assert "state_write_failed" in m.conditions and sink.saves == 1
+        full_fails[0] = False
+        sink.save(LATER)
+        assert "state_write_failed" not in m.conditions and sink.saves == 2
+    finally:
+        m.close()
+
+
 def test_a_scrape_after_a_poll_shows_that_polls_flush(tmp_path: Path) -> None:
-    """The sinks as `build_sinks` orders them and the loop runs them: the exporter's first, the history's after.
+    """The sinks as `build_sinks` orders them and the loop runs them: the exporter's before the history's (only the
+    save of a counted epoch rise comes before both).
 
     Before, /metrics was rendered when the exporter sink ran, before the history sink flushed and set its flags:
     `kafka_monitor_history_write_errors` said 1 one poll after the flush that failed, and 0 one poll after the
