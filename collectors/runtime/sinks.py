@@ -378,11 +378,13 @@ class RiseCheckpointSink:
         self.checkpoints = checkpoints
 
     def __call__(self, results: list[PollResult], now: float) -> None:
-        # a cluster whose poll also proved a truncation or an unclean election is saved after the history sink
-        # flushed its ledger rows (`EPOCH_LOSSES`), by `CheckpointSink`: saved before, a kill in between would lose
-        # those rows for good, a worse harm than a rise the twin may count twice
-        proving = {r.snapshot.cluster for r in results if proved_epoch_loss([r])}
-        if clusters := counted_epoch_rise(results) - proving:
+        # a cluster whose poll also recorded a loss is left to `CheckpointSink`: a truncation or an unclean election
+        # is saved after the history sink flushed its ledger rows (`EPOCH_LOSSES`), other kinds at the timed save as
+        # before. Saved here, ahead of the rows, a kill before they are written would lose them for good (the
+        # checkpoint past what found them; a V2 timeout abort comes in the very poll its fence is counted), a worse
+        # harm than a rise the twin may count twice
+        recording = {r.snapshot.cluster for r in results if r.snapshot.losses}
+        if clusters := counted_epoch_rise(results) - recording:
             self.checkpoints.save(now, clusters)
 
 

@@ -114,7 +114,12 @@ def test_a_proved_truncation_is_written_at_once_and_the_checkpoint_follows_it(tm
             sink([rise], LATER)
         assert checkpoints.saves == 2 and saved == [{"prod"}]
         # the same poll proved a truncation too: its checkpoint waits for the ledger rows (a kill in between would
-        # lose them for good), so the rise sink leaves it to the full save after the history sink's flush
+        # lose them for good), so the rise sink leaves it to the full save after the history sink's flush; a poll
+        # that recorded a loss of another kind, to the timed save
+        other = poll("txn_timeout_abort")
+        other.snapshot.transactions = rise.snapshot.transactions
+        rises([other], LATER)
+        assert saved == [{"prod"}]
         both = poll("truncation")
         both.snapshot.transactions = rise.snapshot.transactions
         rises([both], LATER)
