@@ -2,7 +2,8 @@
 
 A child process writes ClusterSnapshots whose time encodes a unique sequence id, flushes every few
 snapshots (reporting the flushed ids on stdout only after `flush()` returned) and compacts finished days
-all the time, so kills land in flushes, compactions and start-up recovery alike. The parent kills it at a
+all the time (reporting "C" after each compaction), so kills land in flushes, compactions and start-up recovery
+alike. The parent kills it at a
 random moment, restarts it on the same root, and finally checks every file and every id.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import select
 import signal
 import subprocess
 import sys
@@ -27,7 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 T0 = 1_600_000_000.0
 STEP = 600.0  # seconds between snapshots: 144 a day, so days finish and get compacted
 KILLS = 15
-BUDGET_S = 30.0
+BUDGET_S = 60.0  # the loop ends at KILLS long before, unless the machine is very slow
 
 CHILD = r"""
 import os, sys
@@ -58,9 +60,23 @@ while True:
     else:
         os.write(2, f"flush failed: {w.last_error}\n".encode())
     loops += 1
-    if loops % 2 == 0:
-        w.maybe_compact()
+    if loops % 2 == 0 and w.maybe_compact():
+        os.write(1, b"C\n")
 """
+
+
+def _read_until_compaction(proc: subprocess.Popen[bytes], deadline: float) -> bytes:
+    """What the child wrote on stdout until its first "C" line (a compaction done) or `deadline`. The caller parses
+    it together with the rest, so nothing read here is lost."""
+    fd = proc.stdout.fileno()
+    got = b""
+    while not (got.startswith(b"C\n") or b"\nC\n" in got) and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        chunk = os.read(fd, 65536) if ready else b""
+        if ready and not chunk:
+            break  # the child exited
+        got += chunk
+    return got
 
 
 def test_history_survives_repeated_sigkill(tmp_path: Path) -> None:
@@ -71,6 +87,7 @@ def test_history_survives_repeated_sigkill(tmp_path: Path) -> None:
     print(f"kill timings: HISTORY_KILL_SEED={seed}")  # shown by pytest on failure, to replay the kill times
     rng = random.Random(seed)
     reported: set[int] = set()
+    compacted = False  # has a child reported a finished compaction?
     started = time.monotonic()
     kills = 0
     run = 0
@@ -79,13 +96,20 @@ def test_history_survives_repeated_sigkill(tmp_path: Path) -> None:
         with open(tmp_path / f"stderr-{run}.txt", "wb") as err:
             proc = subprocess.Popen([sys.executable, "-u", str(child), str(root), str(run * 100_000), str(REPO),
                                      str(T0), str(STEP)], stdout=subprocess.PIPE, stderr=err, cwd=REPO)
-            # Early kills hit start-up (recovery of the previous run's leftovers), later ones the loop.
-            time.sleep(rng.uniform(0.05, 1.8))
+            # Early kills hit start-up (recovery of the previous run's leftovers), later ones the loop. On a slow
+            # machine start-up alone can outlast the longest delay, so until a compaction has been seen every third
+            # run lets the child compact first and kills it soon after, in its next flushes or compaction.
+            head = b""
+            if not compacted and run % 3 == 0:
+                head = _read_until_compaction(proc, deadline=time.monotonic() + 20)
+            time.sleep(rng.uniform(0.0, 0.3) if head else rng.uniform(0.05, 1.8))
             proc.send_signal(signal.SIGKILL)
             out, _ = proc.communicate(timeout=30)
+            out = head + out
         assert proc.returncode == -signal.SIGKILL, (tmp_path / f"stderr-{run}.txt").read_text()
         kills += 1
         for line in out.decode().splitlines(keepends=True):
+            compacted = compacted or line == "C\n"
             if line.startswith("F ") and line.endswith("\n"):
                 ids = [int(x) for x in line.split()[1:]]
                 assert not reported & set(ids)
@@ -93,6 +117,7 @@ def test_history_survives_repeated_sigkill(tmp_path: Path) -> None:
         assert b"flush failed" not in (tmp_path / f"stderr-{run}.txt").read_bytes()
     assert kills >= 10, f"only {kills} kills in {BUDGET_S}s"
     assert reported, "the child never reported a flush: kills came too early"
+    assert compacted, "no child reported a compaction: the kills did not exercise it"
 
     def check() -> list[int]:
         # Every published file is whole and readable.
