@@ -73,11 +73,13 @@ EPOCH_LOSSES = frozenset({TRUNCATION, UNCLEAN_ELECTION})
 after writing such a row and before its next checkpoint would resume the watch from before the leader change and
 record the same loss again; one killed before writing it would find it again. So a poll that records one flushes
 its history rows at once and the checkpoint follows it (`proved_epoch_loss`): killed between the two, at worst the
-row is there twice; killed before, the next run records it once."""
+row is there twice; killed before, the next run records it once. While that flush fails, the cluster's checkpoint
+is held back (`HistorySink.unwritten_losses`), so the next run still finds the loss."""
 
 
-def proved_epoch_loss(results: Sequence[PollResult]) -> bool:
-    return any(x.kind in EPOCH_LOSSES for r in results for x in r.snapshot.losses)
+def proved_epoch_loss(results: Sequence[PollResult]) -> set[str]:
+    """The clusters whose poll proved a loss of `EPOCH_LOSSES`."""
+    return {r.snapshot.cluster for r in results if any(x.kind in EPOCH_LOSSES for x in r.snapshot.losses)}
 
 
 def counted_epoch_rise(results: Sequence[PollResult]) -> set[str]:
@@ -112,6 +114,10 @@ class HistorySink:
         self._unpolled: dict[str, float] = {}
         """Clusters of the history that no collector writing it polls now -> their last poll (`_lose_unpolled`)."""
         self._unpolled_retry_at = -math.inf  # poll clock: after a read of theirs failed, not before then
+        self.unwritten_losses: set[str] = set()
+        """Clusters whose poll proved a loss of `EPOCH_LOSSES` that the history could not write yet (the flush
+        failed): their checkpoints are held back until it is written (`CheckpointSink.held`). Saved past the loss,
+        a collector killed before the rows are written would never record it; held back, it finds it again."""
         self.removed: set[str] = set()
         """Clusters of the history that no collector writing it polls now (taken out of the configuration), as found
         when the root was taken over: their latest-state files are retired (`LatestStateSink`). Only this root's:
@@ -128,8 +134,14 @@ class HistorySink:
             self.writer.add(r)
         if self._unpolled:
             self._lose_unpolled(self.writer, now)
-        if proved_epoch_loss(results):
-            self.writer.flush()  # its ledger rows durable before the checkpoint that moves past them (EPOCH_LOSSES)
+        proved = proved_epoch_loss(results)
+        if proved or self.unwritten_losses:
+            # its ledger rows durable before the checkpoint that moves past them (EPOCH_LOSSES); retried every poll
+            # while it fails, as the checkpoints wait for it
+            if self.writer.flush():
+                self.unwritten_losses.clear()
+            else:
+                self.unwritten_losses |= proved
         self.writer.maybe_flush()  # the writer times flushes on the wall clock; `now` may be simulated
         error = self.writer.last_error
         if self.exporter is not None:
@@ -296,7 +308,8 @@ class HistorySink:
                  last.describe(), plural(dropped, "own event row"))
 
     def close(self) -> None:
-        self.writer.close()
+        if self.writer.close():
+            self.unwritten_losses.clear()
 
 
 class LatestStateSink:
@@ -330,25 +343,45 @@ class LatestStateSink:
 class CheckpointSink:
     """Saves the pollers' memory every `interval_s` (wall clock), after a poll that proved a truncation or an
     unclean election (`EPOCH_LOSSES`: the history sink has flushed its rows), and on close, so a restart resumes it.
-    A poll that counted an epoch rise on a V2 cluster has its cluster saved earlier (`RiseCheckpointSink`)."""
+    A poll that counted an epoch rise on a V2 cluster has its cluster saved earlier (`RiseCheckpointSink`).
 
-    def __init__(self, state_dir: Path, interval_s: float, monitor: Monitor) -> None:
+    `held`: the clusters not to save for now (the history sink's `unwritten_losses`: a loss proved and not yet
+    written); each save leaves them out and keeps the checkpoint they have on disk."""
+
+    def __init__(self, state_dir: Path, interval_s: float, monitor: Monitor,
+                 held: Callable[[], Collection[str]] = tuple) -> None:
         self.state_dir = state_dir
         self.interval_s = interval_s
         self.monitor = monitor
+        self.held = held
+        self._holding: set[str] = set()  # the clusters last held back, to log each hold once
         self._last = time.monotonic()  # the first save after one interval: a resumed state is already on disk
         self._now: float | None = None  # the poll clock (simulated in the demo), for saved_at
         self.saves = 0
 
     def __call__(self, results: list[PollResult], now: float) -> None:
         self._now = now
-        if time.monotonic() - self._last >= self.interval_s or proved_epoch_loss(results):
+        released = self._holding - set(self.held())  # their loss written since: the save that waited for it
+        if time.monotonic() - self._last >= self.interval_s or proved_epoch_loss(results) or released:
             self.save(now)
 
     def save(self, now: float, clusters: Collection[str] | None = None) -> None:
-        """Save every cluster's checkpoint, or only those of `clusters` (the next timed save stays when it was)."""
-        if clusters is None:
+        """Save every cluster's checkpoint, or only those of `clusters` (the next timed save stays when it was),
+        except those `held` back."""
+        full = clusters is None
+        if full:
             self._last = time.monotonic()
+        held = set(self.held())
+        if held - self._holding:
+            log.warning("checkpoint of %s held back until the history writes the loss its poll proved (killed "
+                        "meanwhile, the collector finds it again)", ", ".join(sorted(held - self._holding)))
+        self._holding = held
+        if held:
+            clusters = {p.name for p in self.monitor.pollers} if clusters is None else set(clusters)
+            clusters -= held
+            full = False  # the held clusters' checkpoints are not written: not a full save
+            if not clusters:
+                return
         try:
             self.monitor.save_checkpoints(self.state_dir, now, clusters)
         except OSError as e:
@@ -359,7 +392,7 @@ class CheckpointSink:
             return
         self.saves += 1
         # only a full save says the state is written again: a small cluster's may fit where another's did not
-        if clusters is None and self.monitor.conditions.pop("state_write_failed", None) is not None:
+        if full and self.monitor.conditions.pop("state_write_failed", None) is not None:
             log.info("checkpoint saved again under %s", self.state_dir)
 
     def close(self) -> None:
@@ -406,6 +439,8 @@ def build_sinks(config: MonitorConfig, monitor: Monitor | None = None,
         history = HistorySink(config.history, exporter, monitor, config.thresholds,
                               [c.name for c in config.clusters], config.checkpoint_max_age_s, clock)
         sinks.append(history)
+        if checkpoints is not None:
+            checkpoints.held = lambda: history.unwritten_losses
     sinks.append(LatestStateSink(Path(config.state_dir), (lambda: history.removed) if history is not None else None))
     if checkpoints is not None:
         sinks.append(checkpoints)

@@ -72,8 +72,8 @@ def test_failing_maintenance_raises_a_monitor_alert_until_a_run_succeeds(
 def test_a_proved_truncation_is_written_at_once_and_the_checkpoint_follows_it(tmp_path: Path) -> None:
     """A collector killed between writing a truncation's ledger row and its next checkpoint would resume the epoch
     watch from before the leader change and record the loss again; one killed before writing it finds it again.
-    So that poll flushes its rows at once and saves the checkpoint right after; other polls wait for their
-    intervals (a retention skip is not remembered across a restart: it cannot be counted twice)."""
+    So that poll flushes its rows at once and saves the checkpoint right after; a poll with a loss the epoch
+    watches do not prove (a retention skip: not in `EPOCH_LOSSES`) waits for the intervals."""
     from collectors.model.poll import PollResult
     from collectors.model.records import ClusterSnapshot, LossRecord, TransactionRecord
     from collectors.runtime.sinks import CheckpointSink, RiseCheckpointSink
@@ -127,6 +127,64 @@ def test_a_proved_truncation_is_written_at_once_and_the_checkpoint_follows_it(tm
         for sink in (history, checkpoints):
             sink([both], LATER)
         assert len(files_in(root, "loss_events")) == 2 and saved == [{"prod"}, None]
+    finally:
+        history.writer.close()
+        m.close()
+
+
+def test_a_checkpoint_waits_for_the_history_to_write_the_loss_its_poll_proved(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checkpoint after a proved truncation moves the epoch watch past it, so it must follow the ledger row.
+    When the forced flush fails (a full disk), that cluster's checkpoint is held back, by the save after the loss,
+    the timed saves, a rising cluster's own save and the one at close, until a flush writes the row (retried every
+    poll); killed meanwhile, the collector resumes from before the loss and records it again. Other clusters are
+    saved as before. Before, the save ran whatever the flush did."""
+    from collectors.model.poll import PollResult
+    from collectors.model.records import ClusterSnapshot, LossRecord
+    from collectors.runtime.sinks import CheckpointSink, RiseCheckpointSink
+
+    def poll(cluster: str, *kinds: str) -> PollResult:
+        snap = ClusterSnapshot(cluster=cluster, time=LATER)
+        snap.losses = [LossRecord(cluster, LATER, k, "orders", 3, 1_200, "epoch 5 ends at 48,800") for k in kinds]
+        return PollResult(snap)
+
+    root = tmp_path / "history"
+    cfg = monitor_config(tmp_path / "state", history={"root": str(root)}, checkpoint_interval_s=3600,
+                         clusters=[{"name": n, "bootstrap_servers": "127.0.0.1:1"} for n in ("prod", "stage")])
+    m = Monitor(cfg)
+    saved: list[object] = []
+    real_save = m.save_checkpoints
+    m.save_checkpoints = lambda d, now=None, clusters=None: saved.append(clusters) or real_save(d, now, clusters)
+    history = HistorySink(cfg.history, exporter=None, monitor=m)
+    try:
+        history.writer.clock = lambda: LATER  # a minute never passes: only the loss flushes
+        checkpoints = CheckpointSink(tmp_path / "state", interval_s=3600, monitor=m,
+                                     held=lambda: history.unwritten_losses)
+        disk_full_on(monkeypatch, "loss_events", "2023-12-15")
+        for sink in (history, checkpoints):
+            sink([poll("prod", "truncation"), poll("stage")], LATER)
+        assert files_in(root, "loss_events") == [] and history.unwritten_losses == {"prod"}
+        assert saved == [{"stage"}]  # prod's checkpoint on disk is the one from before the loss
+        assert "state_write_failed" not in m.conditions and "history_write_failed" in m.conditions
+        checkpoints.save(LATER)  # a timed save
+        RiseCheckpointSink(checkpoints)([poll("prod")], LATER)  # nothing counted: no save
+        checkpoints.save(LATER, {"prod"})  # as a rise on prod would
+        assert saved == [{"stage"}, {"stage"}]
+        for sink in (history, checkpoints):  # still full: the next poll's retry fails too
+            sink([poll("prod"), poll("stage")], LATER)
+        assert history.unwritten_losses == {"prod"} and saved == [{"stage"}, {"stage"}]
+        monkeypatch.undo()  # room again: the next poll's retry writes the row, and the checkpoint follows at once
+        for sink in (history, checkpoints):
+            sink([poll("prod"), poll("stage")], LATER)
+        assert len(files_in(root, "loss_events")) == 1 and history.unwritten_losses == set()
+        assert saved[-1] is None and len(saved) == 3  # a full save, not waiting for the next timed one
+        # the disk full again at the last poll and at close: the save at close leaves that cluster out too
+        disk_full_on(monkeypatch, "loss_events", "2023-12-15")
+        for sink in (history, checkpoints):
+            sink([poll("prod", "unclean_election")], LATER)
+        history.close()
+        checkpoints.close()
+        assert history.unwritten_losses == {"prod"} and saved[-2:] == [{"stage"}, {"stage"}]
     finally:
         history.writer.close()
         m.close()
