@@ -13,6 +13,7 @@ import pytest
 from collectors.runtime.poller import ClusterPoller
 from sandbox.runner import Sandbox
 from tests.support.monitor import alert, make_poller, poll, poll_until, rules_of
+from tests.support.sandbox import frozen
 
 pytestmark = pytest.mark.integration
 
@@ -392,7 +393,8 @@ def test_what_a_cluster_taken_out_of_the_configuration_left_open_ends_lost(sb: S
     open in the history for good (every weekly report counted it open at the week's end); now it ends ``lost`` at
     `retired`'s last poll, once that poll is `checkpoint_max_age_s` old and nobody came back for it. That is 60 s
     here, 6 s of real time at the sandbox's 10x: with 10 s (1 real second) a loaded machine took longer to close
-    the first collector and start the second, and `sandbox`'s incident was too old to carry on."""
+    the first collector and start the second, and `sandbox`'s incident was too old to carry on. The handover now
+    runs on a frozen clock as well."""
     from collectors.outputs.history import read_table
     from collectors.outputs.history.left_open import open_incidents
 
@@ -415,10 +417,11 @@ def test_what_a_cluster_taken_out_of_the_configuration_left_open_ends_lost(sb: S
             time.sleep(0.2)
         seen = {r.snapshot.cluster: _broker_incident(r).id for r in results}
         last_poll = results[0].snapshot.time
-        _close(*first)
-        second = _collector(sb, tmp_path, root, "b", checkpoint_max_age_s=60)
-        assert _broker_incident(_cycle(sb, *second)).id == seen["sandbox"]  # carried on
-        assert {i.id for i in open_incidents(root, ["retired"], sb.clock.now())} == {seen["retired"]}  # not yet
+        with frozen(sb):  # the handover costs no simulated time, however slow the machine
+            _close(*first)
+            second = _collector(sb, tmp_path, root, "b", checkpoint_max_age_s=60)
+            assert _broker_incident(_cycle(sb, *second)).id == seen["sandbox"]  # carried on
+            assert {i.id for i in open_incidents(root, ["retired"], sb.clock.now())} == {seen["retired"]}  # not yet
         sb.call(lambda c: c.restart_broker(3))
         # judged on the time the sinks were given (the poll's), not on the clock after the poll: a slow poll begun
         # before the window passed ended the loop with nothing due yet

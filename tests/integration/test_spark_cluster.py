@@ -101,6 +101,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     return install(tmp_path_factory.mktemp("wheel"))
 
 
+@pytest.mark.timeout(900)  # the wheel, two cluster JVMs and the job, all inside the one test: 300 s is a loaded
+# machine's 3x of its ~80 s, and pytest-timeout would cut spark-submit's own 280 s bound short
 def test_weekly_job_on_a_standalone_cluster_equals_duckdb(standalone: Standalone, installed: Installed,
                                                           tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     history, rollups, out = tmp_path / "history", tmp_path / "rollups", tmp_path / "reports"

@@ -173,18 +173,22 @@ def test_alert_episodes_are_the_alerts_the_collector_opened(run: HistoryRun, doc
 
 def test_zookeeper_elections_are_counted_once_per_leader_kill(run: HistoryRun, doc: dict[str, Any],
                                                               week: Period) -> None:
-    kills = [t for t, _ in run.zk_kills if in_week(t, week)]
+    kills = [(t, back) for (t, _), back in zip(run.zk_kills, run.zk_quorum_back, strict=True) if in_week(t, week)]
     assert len(kills) == 2
     assert doc["headline"]["zk_elections"] == len(kills)
     interval = doc["headline"]["poll_interval_s"]
-    for election, killed in zip(sorted(e["time"] for e in doc["zk_elections"]), kills, strict=True):
-        assert 0 <= election - killed <= 2 * interval + 1  # seen at the first poll or two after the kill
+    for election, (killed, back) in zip(sorted(e["time"] for e in doc["zk_elections"]), kills, strict=True):
+        # seen by the first poll once a new leader served (by the ensemble's own answers), or earlier: how long
+        # the election takes is the machine's
+        assert killed <= election <= min(t for t in run.poll_times if t >= back) + 1e-3, (  # the report's 6 decimals
+            election, kills, [(t, e) for t, e in run.zk_epochs if killed - 20 <= t <= back + 30])
     assert [e["epoch_after"] - e["epoch_before"] for e in doc["zk_elections"]] == [1, 1]
     # One of three down keeps the quorum, but the two survivors do not serve while they elect a leader: a poll
-    # during the election sees no quorum. Exact against the collector's records, and at most a poll per kill.
-    no_quorum = sum(1 for t, serving, n in run.zk_serving if serving * 2 <= n and in_week(t, week))
-    assert doc["headline"]["zk_minutes_without_quorum"] == pytest.approx(no_quorum * interval / 60)
-    assert no_quorum <= len(kills)
+    # during the election sees no quorum. Exact against the collector's records, and only during an election.
+    no_quorum = [t for t, serving, n in run.zk_serving if serving * 2 <= n and in_week(t, week)]
+    assert doc["headline"]["zk_minutes_without_quorum"] == pytest.approx(len(no_quorum) * interval / 60), (
+        no_quorum, doc["headline"]["zk_minutes_without_quorum"])
+    assert all(any(killed <= t <= back for killed, back in kills) for t in no_quorum), (no_quorum, kills)
     assert doc["headline"]["zk_writes_per_s"] > 0
     assert doc["headline"]["kraft_leader_changes"] is None  # a ZooKeeper cluster: KRaft figures are n/a
 

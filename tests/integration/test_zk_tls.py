@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import logging
 import socket
+import ssl
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,28 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _srvr_over_tls(port: int, ca: Path, cert: Path, key: Path, timeout: float = 30.0) -> bytes:
+    """The server's ``srvr`` answer on its secure port, retried until `timeout`: the JVM's first TLS handshakes,
+    on a loaded machine, can outlast the tests' 2 s request timeout (a bound the Kafka side of the poll waits out
+    in full). The harness's own start waits on the plaintext port only."""
+    context = ssl.create_default_context(cafile=str(ca))
+    context.load_cert_chain(str(cert), str(key))
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
+                    context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+                tls.sendall(b"srvr")
+                answer = b"".join(iter(lambda: tls.recv(4096), b""))
+            if b"Mode:" in answer:
+                return answer
+        except OSError:
+            pass
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"no srvr answer on the secure port {port} within {timeout:g}s")
+        time.sleep(0.2)
+
+
 @pytest.fixture(scope="module")
 def tls_zk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     base = tmp_path_factory.mktemp("zk-tls")
@@ -64,6 +88,7 @@ def tls_zk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         pytest.skip(str(e))
     try:
         ensemble.start(timeout=30)
+        _srvr_over_tls(secure_port, ca.ca_file, client.cert, client.key)
         yield {"port": secure_port, "ca": ca.ca_file, "client": client}
     finally:
         ensemble.stop()

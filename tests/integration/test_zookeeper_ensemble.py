@@ -90,7 +90,7 @@ def test_quorum_has_one_leader_two_followers_and_one_epoch(shared_ensemble: ZooK
     # (a fresh follower reports 0x0), so commit one before comparing.
     zxid = _write(zk.connect_string, "/sandbox-test/epoch")
     for n in zk.nodes:
-        _wait_until(lambda n=n: _zxid_reached(zk, n.sid, zxid), 5, f"node {n.sid} to apply {zxid:#x}")
+        _wait_until(lambda n=n: _zxid_reached(zk, n.sid, zxid), 20, f"node {n.sid} to apply {zxid:#x}")
     epochs = {_epoch(zk, n.sid) for n in zk.nodes}
     assert epochs == {split_zxid(zxid)[0]}
     assert epochs.pop() >= 1
@@ -141,7 +141,7 @@ def test_killing_the_leader_elects_a_new_one_with_a_higher_epoch(zk_ensemble: Zo
 
     # A new leader announces itself with zxid (new_epoch << 32); it sets that a
     # moment after it starts answering as leader, hence the short wait.
-    _wait_until(lambda: _epoch(zk, new_leader) > old_epoch, 2, "the new leader's epoch to rise")
+    _wait_until(lambda: _epoch(zk, new_leader) > old_epoch, 20, "the new leader's epoch to rise")
 
     zk.start_node(old_leader)
     assert zk.wait_serving(old_leader, timeout=20)["mode"] == "follower"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import atexit
 import os
 import re
+import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -123,6 +124,9 @@ class HistoryRun:
     poll_times: list[float] = field(default_factory=list)
     events: list[tuple[int, float, str]] = field(default_factory=list)  # the model's event log
     zk_kills: list[tuple[float, int]] = field(default_factory=list)  # (simulated time, killed sid)
+    # per kill, the simulated time by which a new leader served (the ensemble's own answers, watched beside the
+    # polls): how long the election took depends on the machine, not on the collector
+    zk_quorum_back: list[float] = field(default_factory=list)
     opened: list[tuple[str, str, float]] = field(default_factory=list)  # (rule, subject, first_seen)
     resolved: list[tuple[str, str, float, float]] = field(default_factory=list)
     # the collector's incident events: (time, event, id, kind, severity, opened, resolved_at)
@@ -178,6 +182,11 @@ def build_history(root: Path, sim_seconds: float = 330.0, poll_every: float = 10
                                thresholds=cfg.thresholds.model_dump_json())
         kills = list(ZK_KILLS_AT)
         restart: tuple[float, int] | None = None
+        watcher: threading.Thread | None = None
+
+        def watch_quorum() -> None:
+            sb.ensemble.wait_for_quorum(timeout=60)
+            run.zk_quorum_back.append(sb.clock.now())
         try:
             k = 1
             while t0 + k * poll_every <= run.end:
@@ -189,7 +198,11 @@ def build_history(root: Path, sim_seconds: float = 330.0, poll_every: float = 10
                     sid = sb.ensemble.kill_leader()
                     run.zk_kills.append((sb.clock.now(), sid))
                     restart = (sb.clock.now() + ZK_RESTART_AFTER, sid)
+                    watcher = threading.Thread(target=watch_quorum, name="zk-quorum-watch", daemon=True)
+                    watcher.start()
                 if restart is not None and due >= restart[0]:
+                    if watcher is not None:
+                        watcher.join(60)  # the two survivors' quorum first (a slow machine's election may be long)
                     sb.ensemble.start_node(restart[1])
                     restart = None
                 sb.advance_to(due)
@@ -199,6 +212,8 @@ def build_history(root: Path, sim_seconds: float = 330.0, poll_every: float = 10
                 if run.polls % 6 == 0:
                     writer.flush()
             if restart is not None:
+                if watcher is not None:
+                    watcher.join(60)
                 sb.ensemble.start_node(restart[1])
             run.events = sb.call(lambda c: list(c.events))
         finally:

@@ -51,6 +51,7 @@ def _archive_run(archive: Path, outcome: str = "ok", job: str = "small") -> dict
     return json.loads(next(line for line in r.stdout.splitlines() if line.startswith("RESULT "))[7:])
 
 
+@pytest.mark.timeout(900)  # four driver JVMs, each with its own 300 s bound
 def test_the_first_run_writes_the_class_archive_and_the_next_maps_it(tmp_path: Path) -> None:
     """A real driver JVM each run (PySpark starts one per process). The first run trains the archive (written by
     the JVM at its exit, under a temporary name, put in place once the run succeeded); the next one maps it (read

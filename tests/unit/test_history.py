@@ -742,8 +742,10 @@ def test_readers_racing_compactions_see_each_row_once(tmp_path: Path) -> None:
     thread.start()
     reads = 0
     try:
-        deadline = time.monotonic() + 1.5
-        while time.monotonic() < deadline and not errors:
+        # at least 1.5 s of reads, and on a slow machine on until a compaction ran under them (at most 30 s)
+        soon, deadline = time.monotonic() + 1.5, time.monotonic() + 30
+        while not errors and time.monotonic() < deadline and (
+                time.monotonic() < soon or reads <= 5 or not list(tmp_path.rglob("compact-*"))):
             before = flushed[0]
             times = read_table(tmp_path, "cluster", columns=["time"]).time.tolist()
             after = started[0]
