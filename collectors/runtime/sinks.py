@@ -115,9 +115,10 @@ class HistorySink:
         """Clusters of the history that no collector writing it polls now -> their last poll (`_lose_unpolled`)."""
         self._unpolled_retry_at = -math.inf  # poll clock: after a read of theirs failed, not before then
         self.unwritten_losses: set[str] = set()
-        """Clusters whose poll proved a loss of `EPOCH_LOSSES` that the history could not write yet (the flush
-        failed): their checkpoints are held back until it is written (`CheckpointSink.held`). Saved past the loss,
-        a collector killed before the rows are written would never record it; held back, it finds it again."""
+        """Clusters whose poll proved a loss of `EPOCH_LOSSES` while ledger rows wait in the writer's buffer (the
+        forced flush failed): their checkpoints are held back until none waits (`CheckpointSink.held`). Saved past
+        the loss, a collector killed before the rows are written would never record it; held back, it finds it
+        again. The memory bound never drops those rows (`history.writer.NEVER_DROPPED`)."""
         self.removed: set[str] = set()
         """Clusters of the history that no collector writing it polls now (taken out of the configuration), as found
         when the root was taken over: their latest-state files are retired (`LatestStateSink`). Only this root's:
@@ -130,19 +131,16 @@ class HistorySink:
                                     background_maintenance=True)
 
     def __call__(self, results: list[PollResult], now: float) -> None:
+        proved = proved_epoch_loss(results)
+        self.unwritten_losses |= proved  # first: whatever fails below, the checkpoint does not pass the loss
         for r in results:
             self.writer.add(r)
         if self._unpolled:
             self._lose_unpolled(self.writer, now)
-        proved = proved_epoch_loss(results)
-        if proved or self.unwritten_losses:
-            # its ledger rows durable before the checkpoint that moves past them (EPOCH_LOSSES); retried every poll
-            # while it fails, as the checkpoints wait for it
-            if self.writer.flush():
-                self.unwritten_losses.clear()
-            else:
-                self.unwritten_losses |= proved
+        if proved:
+            self.writer.flush()  # its ledger rows durable before the checkpoint that moves past them (EPOCH_LOSSES)
         self.writer.maybe_flush()  # the writer times flushes on the wall clock; `now` may be simulated
+        self._release_written()
         error = self.writer.last_error
         if self.exporter is not None:
             self.exporter.endpoint.collector.history_error = error is not None
@@ -307,9 +305,14 @@ class HistorySink:
                  plural(len(adopted), "open incident"), plural(len(adopted_alerts), "open alert"), writer.root,
                  last.describe(), plural(dropped, "own event row"))
 
-    def close(self) -> None:
-        if self.writer.close():
+    def _release_written(self) -> None:
+        """End the hold once no ledger row waits: a failed forced flush is retried at the writer's own pace."""
+        if self.unwritten_losses and not self.writer.buffered_rows_of("loss_events"):
             self.unwritten_losses.clear()
+
+    def close(self) -> None:
+        self.writer.close()
+        self._release_written()
 
 
 class LatestStateSink:

@@ -1,7 +1,7 @@
 """A real Prometheus scrapes the exporter and evaluates deploy/prometheus/alerts.yml against a sandbox incident.
 
 The exporter runs in-process over a sandbox (speed x10) polled every ~0.5 s of real time; Prometheus
-(Debian's package, started here on a free loopback port with its own TSDB in tmp) scrapes it and
+(Debian's package, started here on a free loopback port with its own TSDB in tmp) scrapes it every 2 s and
 evaluates the real rule file every second. A broker crash takes the RF-1 topic "single" offline, so
 KafkaOfflinePartitions (for: 30s) must go pending, then fire with the right labels, stay firing while the
 topic's Metadata answers an error (the collector keeps its alert over that stale topic, so the twin must too),
@@ -185,7 +185,7 @@ def test_prometheus_fires_and_resolves_an_alert_from_alerts_yml(exporter: Export
     tail = prom.api("query", query=both)
     assert {s["metric"]["__name__"] for s in tail["result"]} == {"kafka_monitor_build_info",
                                                                  "process_cpu_seconds_total"}
-    assert exporter.server.endpoint.renders <= exporter.polls + 1  # scrapes (1 a second) render nothing
+    assert exporter.server.endpoint.renders <= exporter.polls + 1  # scrapes (one in 2 s) render nothing
     up = prom.api("query", query=f'up{{job="{JOB}"}}')["result"]
     assert [s["value"][1] for s in up] == ["1"]
     assert not _alerts(prom), "offline partitions on a healthy sandbox"

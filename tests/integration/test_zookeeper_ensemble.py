@@ -140,7 +140,7 @@ def test_killing_the_leader_elects_a_new_one_with_a_higher_epoch(zk_ensemble: Zo
     assert not _pid_running(old_pid)
 
     # A new leader announces itself with zxid (new_epoch << 32); it sets that a
-    # moment after it starts answering as leader, hence the short wait.
+    # moment after it starts answering as leader, hence the wait (that moment is longer on a loaded machine).
     _wait_until(lambda: _epoch(zk, new_leader) > old_epoch, 20, "the new leader's epoch to rise")
 
     zk.start_node(old_leader)

@@ -124,8 +124,8 @@ class HistoryRun:
     poll_times: list[float] = field(default_factory=list)
     events: list[tuple[int, float, str]] = field(default_factory=list)  # the model's event log
     zk_kills: list[tuple[float, int]] = field(default_factory=list)  # (simulated time, killed sid)
-    # per kill, the simulated time by which a new leader served (the ensemble's own answers, watched beside the
-    # polls): how long the election took depends on the machine, not on the collector
+    # per kill, the simulated time by which a new leader served with its new epoch's zxid (the ensemble's own
+    # answers, watched beside the polls): how long the election took depends on the machine, not on the collector
     zk_quorum_back: list[float] = field(default_factory=list)
     opened: list[tuple[str, str, float]] = field(default_factory=list)  # (rule, subject, first_seen)
     resolved: list[tuple[str, str, float, float]] = field(default_factory=list)
@@ -167,6 +167,7 @@ def build_history(root: Path, sim_seconds: float = 330.0, poll_every: float = 10
     """
     from collectors.outputs.history import HistoryWriter
     from collectors.runtime.poller import ClusterPoller
+    from collectors.sources.zk_fourletter import split_zxid
     from tests.support.monitor import monitor_config
     from tests.support.sandbox import running_sandbox, scenario
 
@@ -183,10 +184,29 @@ def build_history(root: Path, sim_seconds: float = 330.0, poll_every: float = 10
         kills = list(ZK_KILLS_AT)
         restart: tuple[float, int] | None = None
         watcher: threading.Thread | None = None
+        watch_failed: list[BaseException] = []
 
-        def watch_quorum() -> None:
-            sb.ensemble.wait_for_quorum(timeout=60)
-            run.zk_quorum_back.append(sb.clock.now())
+        def watch_quorum(epoch_before: int) -> None:
+            # a new leader answers as leader a moment before it sets its epoch's zxid, and the collector counts the
+            # election by that epoch: back once both hold
+            try:
+                deadline = time.monotonic() + 60
+                while True:
+                    stats = sb.ensemble.wait_for_quorum(timeout=max(1.0, deadline - time.monotonic()))
+                    if any(split_zxid(st["zxid"])[0] > epoch_before for st in stats.values()):
+                        run.zk_quorum_back.append(sb.clock.now())
+                        return
+                    if time.monotonic() >= deadline:
+                        raise TimeoutError(f"no leader of an epoch above {epoch_before} within 60s")
+                    time.sleep(0.02)
+            except BaseException as e:  # raised in the building thread, at the join
+                watch_failed.append(e)
+
+        def join_watcher() -> None:
+            if watcher is not None:
+                watcher.join(60)
+            if watch_failed:
+                raise RuntimeError("the ZooKeeper quorum watch failed") from watch_failed[0]
         try:
             k = 1
             while t0 + k * poll_every <= run.end:
@@ -195,14 +215,15 @@ def build_history(root: Path, sim_seconds: float = 330.0, poll_every: float = 10
                 if kills and due - t0 >= kills[0]:
                     kills.pop(0)
                     sb.advance_to(due - poll_every / 2)
+                    epoch_before = max(split_zxid(st["zxid"])[0] for st in sb.ensemble.wait_for_quorum().values())
                     sid = sb.ensemble.kill_leader()
                     run.zk_kills.append((sb.clock.now(), sid))
                     restart = (sb.clock.now() + ZK_RESTART_AFTER, sid)
-                    watcher = threading.Thread(target=watch_quorum, name="zk-quorum-watch", daemon=True)
+                    watcher = threading.Thread(target=watch_quorum, args=(epoch_before,), name="zk-quorum-watch",
+                                               daemon=True)
                     watcher.start()
                 if restart is not None and due >= restart[0]:
-                    if watcher is not None:
-                        watcher.join(60)  # the two survivors' quorum first (a slow machine's election may be long)
+                    join_watcher()  # the two survivors' quorum first (a slow machine's election may be long)
                     sb.ensemble.start_node(restart[1])
                     restart = None
                 sb.advance_to(due)
@@ -212,8 +233,7 @@ def build_history(root: Path, sim_seconds: float = 330.0, poll_every: float = 10
                 if run.polls % 6 == 0:
                     writer.flush()
             if restart is not None:
-                if watcher is not None:
-                    watcher.join(60)
+                join_watcher()
                 sb.ensemble.start_node(restart[1])
             run.events = sb.call(lambda c: list(c.events))
         finally:

@@ -136,9 +136,11 @@ def test_a_checkpoint_waits_for_the_history_to_write_the_loss_its_poll_proved(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The checkpoint after a proved truncation moves the epoch watch past it, so it must follow the ledger row.
     When the forced flush fails (a full disk), that cluster's checkpoint is held back, by the save after the loss,
-    the timed saves, a rising cluster's own save and the one at close, until a flush writes the row (retried every
-    poll); killed meanwhile, the collector resumes from before the loss and records it again. Other clusters are
-    saved as before. Before, the save ran whatever the flush did."""
+    the timed saves, a rising cluster's own save and the one at close, while the row waits in the buffer (retried
+    at the writer's flush interval; its memory bound drops other rows, never the ledger's); killed meanwhile, the
+    collector resumes from before the loss and records it again. The flush that writes the row releases the hold
+    and the checkpoint is saved in full at once. Other clusters are saved as before. Before, the save ran whatever
+    the flush did, and the bound could drop the row."""
     from collectors.model.poll import PollResult
     from collectors.model.records import ClusterSnapshot, LossRecord
     from collectors.runtime.sinks import CheckpointSink, RiseCheckpointSink
@@ -157,10 +159,13 @@ def test_a_checkpoint_waits_for_the_history_to_write_the_loss_its_poll_proved(
     m.save_checkpoints = lambda d, now=None, clusters=None: saved.append(clusters) or real_save(d, now, clusters)
     history = HistorySink(cfg.history, exporter=None, monitor=m)
     try:
-        history.writer.clock = lambda: LATER  # a minute never passes: only the loss flushes
+        wall = [LATER]
+        history.writer.clock = lambda: wall[0]  # the writer's clock: no flush is due until the test moves it
         checkpoints = CheckpointSink(tmp_path / "state", interval_s=3600, monitor=m,
                                      held=lambda: history.unwritten_losses)
         disk_full_on(monkeypatch, "loss_events", "2023-12-15")
+        disk_full_on(monkeypatch, "cluster", "2023-12-15")
+        history.writer.max_buffer_rows = 1
         for sink in (history, checkpoints):
             sink([poll("prod", "truncation"), poll("stage")], LATER)
         assert files_in(root, "loss_events") == [] and history.unwritten_losses == {"prod"}
@@ -170,10 +175,16 @@ def test_a_checkpoint_waits_for_the_history_to_write_the_loss_its_poll_proved(
         RiseCheckpointSink(checkpoints)([poll("prod")], LATER)  # nothing counted: no save
         checkpoints.save(LATER, {"prod"})  # as a rise on prod would
         assert saved == [{"stage"}, {"stage"}]
-        for sink in (history, checkpoints):  # still full: the next poll's retry fails too
+        wall[0] += cfg.history.flush_interval_s
+        for sink in (history, checkpoints):  # still full: the due flush fails too, and the bound drops rows
             sink([poll("prod"), poll("stage")], LATER)
         assert history.unwritten_losses == {"prod"} and saved == [{"stage"}, {"stage"}]
-        monkeypatch.undo()  # room again: the next poll's retry writes the row, and the checkpoint follows at once
+        assert history.writer.dropped_rows > 0 and history.writer.buffered_rows_of("loss_events") == 1
+        monkeypatch.undo()  # room again: the next due flush writes the row, and the checkpoint follows at once
+        for sink in (history, checkpoints):  # not due yet: still held
+            sink([poll("prod"), poll("stage")], LATER)
+        assert history.unwritten_losses == {"prod"} and saved == [{"stage"}, {"stage"}]
+        wall[0] += cfg.history.flush_interval_s
         for sink in (history, checkpoints):
             sink([poll("prod"), poll("stage")], LATER)
         assert len(files_in(root, "loss_events")) == 1 and history.unwritten_losses == set()

@@ -64,6 +64,11 @@ WRITE, STANDBY, WAIT = "write", "standby", "wait"
 """What a flush may do (`HistoryWriter._lease_state`)."""
 
 
+NEVER_DROPPED = frozenset({"loss_events"})
+"""Tables whose buffered rows the memory bound never drops: the loss ledger's, a few rows per loss and the only
+record of it (the checkpoint waits for them: `collectors.runtime.sinks.HistorySink.unwritten_losses`)."""
+
+
 @dataclass(slots=True)
 class _Chunk:
     table: str
@@ -205,12 +210,22 @@ class HistoryWriter:
                 self._enforce_bound()
 
     def _enforce_bound(self) -> None:
-        while self._buffered > self.max_buffer_rows and self._chunks:
-            oldest = self._chunks.pop(0)
+        """Drop the oldest rows past `max_buffer_rows`, except the loss ledger's (`NEVER_DROPPED`)."""
+        i = 0
+        while self._buffered > self.max_buffer_rows and i < len(self._chunks):
+            if self._chunks[i].table in NEVER_DROPPED:
+                i += 1
+                continue
+            oldest = self._chunks.pop(i)
             self._buffered -= oldest.batch.num_rows
             self.dropped_rows += oldest.batch.num_rows
             log.warning("history: buffer full after failed flushes; dropped %d %s rows of %s",
                         oldest.batch.num_rows, oldest.table, oldest.date)
+
+    def buffered_rows_of(self, table: str) -> int:
+        """Rows of `table` waiting for a flush."""
+        with self._lock:
+            return sum(c.batch.num_rows for c in self._chunks if c.table == table)
 
     def _record_error(self, message: str) -> None:
         self.last_error = message
