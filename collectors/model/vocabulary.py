@@ -124,6 +124,10 @@ TXN_PRODUCER_RETURNED: Final = "txn_producer_returned"
 LOSS_KINDS: Final = (TRUNCATION, UNCLEAN_ELECTION, RETENTION_SKIPPED, BEYOND_LOG_END, ZXID_REGRESSED,
                      TXN_TIMEOUT_ABORT, TXN_PRODUCER_RETURNED)
 """Kinds of `LossRecord` (the ledger, `collectors.model.loss`)."""
+EPOCH_LOSSES: Final = frozenset({TRUNCATION, UNCLEAN_ELECTION})
+"""Loss the poller proves from its checkpointed epoch watches (`collectors.model.loss.settle`): once a checkpoint
+has moved past it, nothing finds it again, so its ledger rows come before that checkpoint
+(`collectors.runtime.sinks`) and the history's memory bound never drops them (`history.writer.NEVER_DROPPED`)."""
 MESSAGES_GONE_KINDS: Final = frozenset({TRUNCATION, RETENTION_SKIPPED})
 """Kinds whose count is messages gone for good; "messages lost" in the dashboard and the report sums these (the
 other kinds' counts explain them: a group's reads past a truncation, a ZooKeeper server's transactions)."""

@@ -22,7 +22,7 @@ from collectors.alerting.rules import Candidate
 from collectors.config import HistoryConfig, MonitorConfig, Thresholds
 from collectors.model.poll import PollResult
 from collectors.model.records import AlertRecord, IncidentRecord, snapshot_to_dict
-from collectors.model.vocabulary import TRUNCATION, UNCLEAN_ELECTION
+from collectors.model.vocabulary import EPOCH_LOSSES
 from collectors.model.wording import count_of, plural
 from collectors.outputs.api import JsonApi
 from collectors.outputs.exceptions import DEFAULT_LIMIT
@@ -68,13 +68,12 @@ class ExporterSink:
         self.server.close()
 
 
-EPOCH_LOSSES = frozenset({TRUNCATION, UNCLEAN_ELECTION})
-"""Loss the poller proves from its checkpointed epoch watches (`collectors.model.loss.settle`). A collector killed
-after writing such a row and before its next checkpoint would resume the watch from before the leader change and
-record the same loss again; one killed before writing it would find it again. So a poll that records one flushes
-its history rows at once and the checkpoint follows it (`proved_epoch_loss`): killed between the two, at worst the
-row is there twice; killed before, the next run records it once. While that flush fails, the cluster's checkpoint
-is held back (`HistorySink.unwritten_losses`), so the next run still finds the loss."""
+# `EPOCH_LOSSES` (`collectors.model.vocabulary`): loss the poller proves from its checkpointed epoch watches. A
+# collector killed after writing such a row and before its next checkpoint would resume the watch from before the
+# leader change and record the same loss again; one killed before writing it would find it again. So a poll that
+# records one flushes its history rows at once and the checkpoint follows it (`proved_epoch_loss`): killed between
+# the two, at worst the row is there twice; killed before, the next run records it once. While that flush fails,
+# the cluster's checkpoint is held back (`HistorySink.unwritten_losses`), so the next run still finds the loss.
 
 
 def proved_epoch_loss(results: Sequence[PollResult]) -> set[str]:
@@ -115,10 +114,11 @@ class HistorySink:
         """Clusters of the history that no collector writing it polls now -> their last poll (`_lose_unpolled`)."""
         self._unpolled_retry_at = -math.inf  # poll clock: after a read of theirs failed, not before then
         self.unwritten_losses: set[str] = set()
-        """Clusters whose poll proved a loss of `EPOCH_LOSSES` while ledger rows wait in the writer's buffer (the
+        """Clusters whose poll proved a loss of `EPOCH_LOSSES` while such rows wait in the writer's buffer (the
         forced flush failed): their checkpoints are held back until none waits (`CheckpointSink.held`). Saved past
         the loss, a collector killed before the rows are written would never record it; held back, it finds it
-        again. The memory bound never drops those rows (`history.writer.NEVER_DROPPED`)."""
+        again. The memory bound never drops those rows (`history.writer.NEVER_DROPPED`). A standby drops its rows
+        at every flush (the lease holder writes the root), and its hold ends with them."""
         self.removed: set[str] = set()
         """Clusters of the history that no collector writing it polls now (taken out of the configuration), as found
         when the root was taken over: their latest-state files are retired (`LatestStateSink`). Only this root's:
@@ -132,7 +132,7 @@ class HistorySink:
 
     def __call__(self, results: list[PollResult], now: float) -> None:
         proved = proved_epoch_loss(results)
-        self.unwritten_losses |= proved  # first: whatever fails below, the checkpoint does not pass the loss
+        self.unwritten_losses |= proved  # first: should the sink fail below, the checkpoint does not pass the loss
         for r in results:
             self.writer.add(r)
         if self._unpolled:
@@ -307,7 +307,7 @@ class HistorySink:
 
     def _release_written(self) -> None:
         """End the hold once no ledger row waits: a failed forced flush is retried at the writer's own pace."""
-        if self.unwritten_losses and not self.writer.buffered_rows_of("loss_events"):
+        if self.unwritten_losses and not self.writer.buffered_never_dropped():
             self.unwritten_losses.clear()
 
     def close(self) -> None:

@@ -193,7 +193,8 @@ def build_history(root: Path, sim_seconds: float = 330.0, poll_every: float = 10
                 deadline = time.monotonic() + 60
                 while True:
                     stats = sb.ensemble.wait_for_quorum(timeout=max(1.0, deadline - time.monotonic()))
-                    if any(split_zxid(st["zxid"])[0] > epoch_before for st in stats.values()):
+                    if any(st["mode"] == "leader" and split_zxid(st["zxid"])[0] > epoch_before
+                           for st in stats.values()):  # the leader's epoch, as the collector counts
                         run.zk_quorum_back.append(sb.clock.now())
                         return
                     if time.monotonic() >= deadline:
@@ -204,7 +205,7 @@ def build_history(root: Path, sim_seconds: float = 330.0, poll_every: float = 10
 
         def join_watcher() -> None:
             if watcher is not None:
-                watcher.join(60)
+                watcher.join()  # it bounds itself (60 s), then records a time or a failure
             if watch_failed:
                 raise RuntimeError("the ZooKeeper quorum watch failed") from watch_failed[0]
         try:

@@ -830,6 +830,31 @@ def test_buffer_is_bounded_while_flushes_fail(tmp_path: Path, monkeypatch: pytes
     assert kept == [T0 + 2, T0 + 3, T0 + 4]  # the oldest were dropped
 
 
+def test_the_bound_never_drops_the_rows_of_a_proved_loss(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A truncation's ledger row is the only record of it once the checkpoint moved past it (the checkpoint waits
+    for it: `HistorySink.unwritten_losses`), so a full disk's bound drops every other row first and never it; a
+    retention skip (one each time a group-partition's loss grows) is dropped oldest first like the rest."""
+    from collectors.model.records import LossRecord
+
+    w = HistoryWriter(tmp_path, clock=lambda: T0, max_buffer_rows=3)
+
+    def full(src: Any, dst: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(history_writer.os, "replace", full)
+    first = small_snapshot(T0)
+    first.losses = [LossRecord("c1", T0, "truncation", "t0", 0, 40, "epoch 3 ends at 960")]
+    second = small_snapshot(T0 + 1)
+    second.losses = [LossRecord("c1", T0 + 1, "retention_skipped", "t0", 0, 7, "log start 1,007")]
+    for snap in (first, second, *(small_snapshot(T0 + i) for i in range(2, 6))):
+        w.add_snapshot(snap)
+    assert w.buffered_never_dropped() and w.dropped_rows > 0 and w.buffered_rows <= 3
+    monkeypatch.undo()
+    assert w.flush() and not w.buffered_never_dropped()
+    assert read_table(tmp_path, "loss_events").kind.tolist() == ["truncation"]
+    assert read_table(tmp_path, "cluster").time.tolist() == [T0 + 5]  # 3 rows: the truncation's and the last poll's
+
+
 def test_buffer_over_the_bound_flushes_early(tmp_path: Path) -> None:
     w = HistoryWriter(tmp_path, clock=lambda: T0, max_buffer_rows=5)
     for i in range(3):

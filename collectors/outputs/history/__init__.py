@@ -14,9 +14,9 @@ mutable and shared with the alert tracker, and Arrow is far smaller than Python 
 `flush` writes, per table and date, one new file: a hidden temp file ``.tmp-<uuid>.parquet`` in the same
 directory, fsync, ``os.replace`` to its final name, fsync of the directory. Rows leave the buffer only once
 their file has been renamed into place, so a failed flush loses nothing (up to ``max_buffer_rows``; beyond
-that the oldest rows are dropped and counted, except the loss ledger's) and a killed process leaves only whole
-files plus hidden temp files, which every reader ignores (pyarrow and Spark skip names starting with ``.`` or
-``_``) and the next writer deletes. At most the unflushed interval is lost.
+that the oldest rows are dropped and counted, except a proved loss's: ``NEVER_DROPPED``) and a killed process
+leaves only whole files plus hidden temp files, which every reader ignores (pyarrow and Spark skip names
+starting with ``.`` or ``_``) and the next writer deletes. At most the unflushed interval is lost.
 
 Compaction (the superseding scheme). ``compact(table, date)`` merges a past day's live files into one
 ``compact-*.parquet`` file whose Parquet footer metadata ``kmon.replaces`` lists the file names it contains

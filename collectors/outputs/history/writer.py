@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 
 from collectors.model.poll import IncidentEvent, PollResult
 from collectors.model.records import AlertRecord, ClusterSnapshot
+from collectors.model.vocabulary import EPOCH_LOSSES
 from collectors.model.wording import plural
 from collectors.outputs.atomic import fsync_dir
 from collectors.outputs.history.compaction import Footer, read_footer, row_groups
@@ -64,11 +65,6 @@ WRITE, STANDBY, WAIT = "write", "standby", "wait"
 """What a flush may do (`HistoryWriter._lease_state`)."""
 
 
-NEVER_DROPPED = frozenset({"loss_events"})
-"""Tables whose buffered rows the memory bound never drops: the loss ledger's, a few rows per loss and the only
-record of it (the checkpoint waits for them: `collectors.runtime.sinks.HistorySink.unwritten_losses`)."""
-
-
 @dataclass(slots=True)
 class _Chunk:
     table: str
@@ -76,6 +72,19 @@ class _Chunk:
     batch: pa.RecordBatch
     polled: float
     """The time of the poll the rows came from (`ClusterSnapshot.time`)."""
+
+
+NEVER_DROPPED = ("loss_events", EPOCH_LOSSES)
+"""Buffered rows the memory bound never drops: the loss ledger's of `EPOCH_LOSSES` kinds (a row or two a leader
+change; the only record of the loss once the checkpoint moved past it, which waits for them:
+`collectors.runtime.sinks.HistorySink.unwritten_losses`). A poll's chunk of that table holding one is kept whole.
+Every other row, retention skips among them (one each time a group-partition's loss grows), is dropped oldest
+first."""
+
+
+def _never_dropped(chunk: _Chunk) -> bool:
+    table, kinds = NEVER_DROPPED
+    return chunk.table == table and any(k in kinds for k in chunk.batch.column("kind").to_pylist())
 
 
 TakeoverHook = Callable[["HistoryWriter", Holder, bool], None]
@@ -210,10 +219,10 @@ class HistoryWriter:
                 self._enforce_bound()
 
     def _enforce_bound(self) -> None:
-        """Drop the oldest rows past `max_buffer_rows`, except the loss ledger's (`NEVER_DROPPED`)."""
+        """Drop the oldest rows past `max_buffer_rows`, except `NEVER_DROPPED`."""
         i = 0
         while self._buffered > self.max_buffer_rows and i < len(self._chunks):
-            if self._chunks[i].table in NEVER_DROPPED:
+            if _never_dropped(self._chunks[i]):
                 i += 1
                 continue
             oldest = self._chunks.pop(i)
@@ -222,10 +231,10 @@ class HistoryWriter:
             log.warning("history: buffer full after failed flushes; dropped %d %s rows of %s",
                         oldest.batch.num_rows, oldest.table, oldest.date)
 
-    def buffered_rows_of(self, table: str) -> int:
-        """Rows of `table` waiting for a flush."""
+    def buffered_never_dropped(self) -> bool:
+        """Whether rows of `NEVER_DROPPED` wait for a flush."""
         with self._lock:
-            return sum(c.batch.num_rows for c in self._chunks if c.table == table)
+            return any(_never_dropped(c) for c in self._chunks)
 
     def _record_error(self, message: str) -> None:
         self.last_error = message
