@@ -306,7 +306,8 @@ class HistorySink:
                  last.describe(), plural(dropped, "own event row"))
 
     def _release_written(self) -> None:
-        """End the hold once no ledger row waits: a failed forced flush is retried at the writer's own pace."""
+        """End the hold once no ledger row of a proved loss waits (`history.writer.NEVER_DROPPED`): a failed forced
+        flush is retried at the writer's own pace."""
         if self.unwritten_losses and not self.writer.buffered_never_dropped():
             self.unwritten_losses.clear()
 

@@ -241,7 +241,7 @@ def test_a_scrape_after_a_poll_shows_that_polls_flush(tmp_path: Path) -> None:
 
     from prometheus_client.parser import text_string_to_metric_families
 
-    from collectors.runtime.sinks import ExporterSink, RiseCheckpointSink, build_sinks
+    from collectors.runtime.sinks import CheckpointSink, ExporterSink, RiseCheckpointSink, build_sinks
     from tests.unit.test_api_resolved_incidents import free_port
 
     blocked = tmp_path / "history"
@@ -252,6 +252,9 @@ def test_a_scrape_after_a_poll_shows_that_polls_flush(tmp_path: Path) -> None:
     sinks = build_sinks(cfg, m)
     assert [type(s) for s in sinks[:2]] == [RiseCheckpointSink, ExporterSink]  # a counted rise saved before shown
     exporter = sinks[1]
+    history, checkpoints = (next(s for s in sinks if isinstance(s, t)) for t in (HistorySink, CheckpointSink))
+    assert sinks.index(history) < sinks.index(checkpoints) and sinks[0].checkpoints is checkpoints
+    assert checkpoints.held() is history.unwritten_losses  # the checkpoint waits for the history's loss rows
 
     def cycle() -> set[str]:
         """One poll and its sinks, as `run_loop` runs them: the rules alerting in the poll."""
