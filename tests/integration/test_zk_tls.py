@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import socket
-import ssl
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +29,7 @@ from collectors.runtime.poller import ClusterPoller
 from collectors.sources.client_settings import kazoo_settings
 from collectors.sources.settings import ZooKeeperConfig
 from collectors.sources.zk_adapter import ZkAdapter
+from collectors.sources.zk_fourletter import FourLetterError, send_four_letter, tls_context
 from sandbox.zookeeper import ZooKeeperEnsemble, ZooKeeperNotInstalled
 from tests.support.zk_tls import TestCA
 
@@ -45,22 +45,18 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _srvr_over_tls(port: int, ca: Path, cert: Path, key: Path, timeout: float = 30.0) -> bytes:
-    """The server's ``srvr`` answer on its secure port, retried until `timeout`: the JVM's first TLS handshakes,
-    on a loaded machine, can outlast the tests' 2 s request timeout (a bound the Kafka side of the poll waits out
-    in full). The harness's own start waits on the plaintext port only."""
-    context = ssl.create_default_context(cafile=str(ca))
-    context.load_cert_chain(str(cert), str(key))
+def _srvr_over_tls(port: int, ca: Path, cert: Path, key: Path, timeout: float = 30.0) -> str:
+    """The server's ``srvr`` answer on its secure port, by the collector's own probe, retried until `timeout`: the
+    JVM's first TLS handshakes, on a loaded machine, can outlast the tests' 2 s request timeout (a bound the Kafka
+    side of the poll waits out in full). The harness's own start waits on the plaintext port only."""
+    tls = tls_context(ca=str(ca), certfile=str(cert), keyfile=str(key))
     deadline = time.monotonic() + timeout
     while True:
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
-                    context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
-                tls.sendall(b"srvr")
-                answer = b"".join(iter(lambda: tls.recv(4096), b""))
-            if b"Mode:" in answer:
+            answer = send_four_letter("127.0.0.1", port, "srvr", timeout=5.0, tls=tls)
+            if "Mode:" in answer:
                 return answer
-        except OSError:
+        except FourLetterError:
             pass
         if time.monotonic() >= deadline:
             raise TimeoutError(f"no srvr answer on the secure port {port} within {timeout:g}s")
