@@ -117,8 +117,9 @@ class HistorySink:
         """Clusters whose poll proved a loss of `EPOCH_LOSSES` while such rows wait in the writer's buffer (the
         forced flush failed): their checkpoints are held back until none waits (`CheckpointSink.held`). Saved past
         the loss, a collector killed before the rows are written would never record it; held back, it finds it
-        again. The memory bound never drops those rows (`history.writer.NEVER_DROPPED`). A standby drops its rows
-        at every flush (the lease holder writes the root), and its hold ends with them."""
+        again. The memory bound never drops those rows (`history.writer.NEVER_DROPPED`). A standby (another
+        collector holds the root's lease) keeps them until the holder has written every row of a later poll, so its
+        hold lasts until then, and until it takes over if the holder stops first."""
         self.removed: set[str] = set()
         """Clusters of the history that no collector writing it polls now (taken out of the configuration), as found
         when the root was taken over: their latest-state files are retired (`LatestStateSink`). Only this root's:
@@ -377,7 +378,7 @@ class CheckpointSink:
             self._last = time.monotonic()
         held = set(self.held())
         if held - self._holding:
-            log.warning("checkpoint of %s held back until the history writes the loss its poll proved (killed "
+            log.warning("checkpoint of %s held back until the history holds the loss its poll proved (killed "
                         "meanwhile, the collector finds it again)", ", ".join(sorted(held - self._holding)))
         self._holding = held
         if held:

@@ -18,12 +18,16 @@ import sys
 import textwrap
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from collectors.config import HistoryConfig
+from collectors.model.records import ClusterSnapshot, LossRecord
+from collectors.model.vocabulary import TRUNCATION
 from collectors.outputs.history import HistoryWriter, read_table
+from collectors.outputs.history.files import utc_date
 from collectors.outputs.history.lease import LEASE_FILE, WriterLease, read_holder
 from collectors.runtime.poller import Monitor
 from collectors.runtime.sinks import HistorySink
@@ -367,6 +371,100 @@ def test_a_takeover_from_a_holder_of_other_clusters_keeps_our_rows(tmp_path: Pat
     cluster = read_table(tmp_path, "cluster")
     assert sorted(zip(cluster.cluster, cluster.time, strict=True)) == [("billing", T0 + 60), ("prod", T0 + 30)]
     ours.close()
+
+
+def test_the_lease_records_only_polls_written_in_every_table(tmp_path: Path) -> None:
+    """A flush that wrote some tables of a poll and not another (a file where its day's directory should be: a
+    real `FileExistsError`) does not record that poll in the lease file: a standby taking over skips its own rows of
+    the polls recorded, and its rows of that table were then written by nobody. Before, the newest poll written in
+    any table was recorded."""
+    holder = HistoryWriter(tmp_path, exclusive=True, clusters=["c1"], clock=lambda: T0)
+    standby = HistoryWriter(tmp_path, exclusive=True, clusters=["c1"], clock=lambda: T0)
+    poll([holder, standby], T0)
+    assert read_holder(tmp_path).flushed_until == T0
+    day = tmp_path / "topic_health" / f"date={utc_date(T0).isoformat()}"
+    day.rename(tmp_path / "aside")
+    day.write_text("not a directory")  # topic_health cannot be written; every other table can
+    standby.add_snapshot(small_snapshot(T0 + 29, topics=2))  # the standby's poll, just before the holder's
+    holder.add_snapshot(small_snapshot(T0 + 30, topics=2))
+    assert not holder.flush() and T0 + 30 in set(read_table(tmp_path, "cluster").time)
+    assert read_holder(tmp_path).flushed_until == T0  # T0 + 30's topic_health rows are not written
+    holder.close()  # stops with them unwritten
+    day.unlink()
+    (tmp_path / "aside").rename(day)
+    assert standby.flush() and standby.standby_of is None  # takes over: its T0 + 29 rows are not skipped
+    assert sorted(set(read_table(tmp_path, "topic_health").time)) == [T0, T0 + 29]
+    standby.close()
+
+
+def truncated(t: float, cluster: str = "c1") -> ClusterSnapshot:
+    """A poll at `t` that proves partition t0-0 truncated: epoch 3's log cut at offset 960, 40 messages gone (the
+    same loss whoever polls, and whenever)."""
+    snap = small_snapshot(t, cluster=cluster, topics=2)
+    snap.losses = [LossRecord(cluster, t, TRUNCATION, "t0", 0, 40, "high watermark 1,000 under epoch 3; epoch 4 "
+                              "ends it at 960", 1, 2, 3, 4, False, offset=960)]
+    return snap
+
+
+def test_a_standby_keeps_its_record_of_a_loss_until_the_holder_has_written_past_it(tmp_path: Path) -> None:
+    """Both collectors of an HA pair see a truncation. The holder cannot write its ledger row (``loss_events`` is
+    a file) and stops: the standby, which kept its own row (and only that row of its polls), writes it when it
+    takes over. Before, a standby dropped every row at its flushes and the loss was recorded by nobody. A row the
+    holder's lease file says it wrote past is dropped as before."""
+    holder = HistoryWriter(tmp_path, exclusive=True, clusters=["c1"], clock=lambda: T0)
+    standby = HistoryWriter(tmp_path, exclusive=True, clusters=["c1"], clock=lambda: T0)
+    poll([holder, standby], T0)
+    blocked = tmp_path / "loss_events"
+    blocked.write_text("not a directory")
+    holder.add_snapshot(truncated(T0 + 30))
+    standby.add_snapshot(truncated(T0 + 31))
+    assert not holder.flush() and holder.buffered_never_dropped()
+    assert standby.flush() and standby.standby_of is not None
+    assert standby.buffered_never_dropped() and standby.buffered_rows == 1  # its loss row, nothing else
+    poll([holder, standby], T0 + 60)  # the holder wrote the rest of T0 + 30 and all of T0 + 60, not the loss
+    assert read_holder(tmp_path).flushed_until == T0 and standby.buffered_rows == 1
+    holder.close()
+    blocked.unlink()
+    assert standby.flush() and standby.standby_of is None
+    [row] = read_table(tmp_path, "loss_events").itertuples()
+    assert (row.kind, row.messages, row.time) == (TRUNCATION, 40, T0 + 31)
+    assert not standby.buffered_never_dropped()
+    standby.close()
+
+    # A pair whose holder writes the loss and polls on: the standby drops its row once the lease file says so.
+    other = tmp_path / "other"
+    holder = HistoryWriter(other, exclusive=True, clusters=["c1"], clock=lambda: T0)
+    standby = HistoryWriter(other, exclusive=True, clusters=["c1"], clock=lambda: T0)
+    holder.add_snapshot(truncated(T0 + 30))
+    standby.add_snapshot(truncated(T0 + 31))
+    poll([holder, standby], T0 + 30)  # the holder has written up to its poll at T0 + 30: the row is kept
+    assert standby.buffered_never_dropped()
+    poll([holder, standby], T0 + 60)
+    assert not standby.buffered_never_dropped() and standby.buffered_rows == 0
+    holder.close()
+    standby.close()
+    assert len(read_table(other, "loss_events")) == 1
+
+
+def test_a_standby_taking_over_does_not_record_again_a_loss_the_holder_wrote(tmp_path: Path) -> None:
+    """The holder wrote the loss it saw at T0 + 30 and stopped before it polled again, so its lease file does not
+    cover the standby's poll at T0 + 31 that saw the same loss: the takeover finds it in the history (same
+    partition, epoch and offset) and does not write it again, or the report counted 80 messages lost for 40. A
+    loss the history does not hold is written (a second partition's, seen by the standby alone)."""
+    holder = HistoryWriter(tmp_path, exclusive=True, clusters=["c1"], clock=lambda: T0)
+    standby = HistoryWriter(tmp_path, exclusive=True, clusters=["c1"], clock=lambda: T0)
+    holder.add_snapshot(truncated(T0 + 30))
+    mine = truncated(T0 + 31)
+    mine.losses.append(replace(mine.losses[0], partition=1, messages=5, offset=995))
+    standby.add_snapshot(mine)
+    assert holder.flush() and standby.flush() and standby.buffered_rows == 2
+    holder.close()
+    assert read_holder(tmp_path).flushed_until == T0 + 30
+    assert standby.flush() and standby.standby_of is None
+    ledger = read_table(tmp_path, "loss_events").sort_values("partition")
+    assert list(zip(ledger.partition, ledger.messages, ledger.time, strict=True)) == [(0, 40, T0 + 30),
+                                                                                     (1, 5, T0 + 31)]
+    standby.close()
 
 
 def test_what_was_left_open_is_carried_only_into_the_same_cluster(tmp_path: Path) -> None:

@@ -8,9 +8,9 @@ writer starting deletes the other's temp files mid-write. The lease makes the se
 The lease is an exclusive ``flock`` on ``<root>/_writer.lock`` held for as long as the writer lives: the kernel
 (or the NFSv4 server, after its lease time) releases it when the process dies, however it dies, so a crashed
 holder never blocks its successor and nothing has to expire by the clock. The file's content says who holds
-it (pid, host, since when, which clusters, the latest poll it has written rows of) for the standby's log, for the
-check that the holder writes the standby's clusters too, and for the successor to skip the polls already
-written; it is informative only, the lock is the truth. The name starts with ``_``, which every
+it (pid, host, since when, which clusters, the latest poll up to which it has written every row) for the
+standby's log, for the check that the holder writes the standby's clusters too, and for the successor to skip the
+polls already written; it is informative only, the lock is the truth. The name starts with ``_``, which every
 reader of the history skips.
 
 Where ``flock`` is not supported (some FUSE and CIFS mounts: ``ENOLCK``, ``EOPNOTSUPP``) the writer goes on
@@ -46,8 +46,9 @@ class Holder:
     since: str | None
     clusters: tuple[str, ...] | None
     flushed_until: float | None = field(default=None, compare=False)  # the same holder, further on
-    """The latest poll time (epoch s) the holder has written rows of: a successor drops its own rows of polls up
-    to it."""
+    """The latest poll time (epoch s) up to which the holder has written every row it buffered: a successor drops its
+    own rows of polls up to it, and a standby keeps its ledger rows of a proved loss of later polls
+    (`writer.HistoryWriter._stand_by`)."""
 
     def describe(self) -> str:
         who = f"pid {self.pid or '?'} on {self.host or '?'}"
@@ -139,7 +140,7 @@ class WriterLease:
         return True
 
     def record_flushed(self, polled: float) -> None:
-        """Note in the lease file that rows of polls up to `polled` are written (kept as the maximum seen)."""
+        """Note in the lease file that every row of polls up to `polled` is written (kept as the maximum seen)."""
         if self._fd is None:
             return
         last = self._record.get("flushed_until")

@@ -87,6 +87,16 @@ def _never_dropped(chunk: _Chunk) -> bool:
     return chunk.table == table and any(k in kinds for k in chunk.batch.column("kind").to_pylist())
 
 
+LOSS_KEY = ("cluster", "kind", "topic", "partition", "epoch_before", "offset")
+"""What makes two ledger rows of `EPOCH_LOSSES` one loss, whoever saw it and when: the old leader epoch a
+partition's log was cut in, and where the new leader ends it (KIP-320's answer for that epoch, the same to every
+asker). Two collectors of an HA pair record the same loss at their own poll times (`HistoryWriter._skip_recorded`)."""
+
+RECORDED_LOSS_WINDOW_S = 86400.0
+"""How far before a standby's own record of a loss the holder's record of it is looked for at a takeover: the two
+see a leader change at their next polls, a day apart only if one of them could not reach the cluster all day."""
+
+
 TakeoverHook = Callable[["HistoryWriter", Holder, bool], None]
 """`on_takeover(writer, last_holder, watched)`: see `HistoryWriter`."""
 
@@ -119,8 +129,11 @@ class HistoryWriter:
 
         `exclusive`: write only while holding the root's lease (`lease.WriterLease`), as the collector does; a
         writer that finds it held stands by (`standby_of`), drops its rows (the holder writes the same polls)
-        and takes over when the holder stops. `clusters` are the clusters this writer's rows are of: when the
-        holder does not write them all, the standby reports it in `last_error` (their rows are written by nobody).
+        and takes over when the holder stops. It keeps its ledger rows of `EPOCH_LOSSES` until the holder's lease
+        file says every row of a later poll is written (`Holder.flushed_until`), and writes them at a takeover
+        unless the history holds the same loss (`LOSS_KEY`). `clusters` are the clusters this writer's rows are
+        of: when the holder does not write them all, the standby reports it in `last_error` (their rows are written
+        by nobody).
         `on_takeover(writer, last_holder, watched)` is called whenever this writer takes a lease another collector
         held before (the lease file names it), before any buffered row is written (so at the start, too: the
         constructor takes a free lease). `watched`: this one stood by while it wrote (an HA pair, a deploy's
@@ -294,6 +307,7 @@ class HistoryWriter:
             self.last_error = None
         if before.writes(self.clusters):  # rows of clusters it did not write are nobody's but ours: keep them
             self._skip_written(before)
+        self._skip_recorded()
         if before.pid is not None and self.on_takeover is not None:
             try:
                 self.on_takeover(self, before, watched)
@@ -319,16 +333,48 @@ class HistoryWriter:
             log.info("history: %d buffered rows of polls up to %s were written by the last holder; not again",
                      dropped, datetime.fromtimestamp(until, UTC).isoformat(timespec="seconds"))
 
+    def _skip_recorded(self) -> None:
+        """Taking over: drop our buffered ledger rows of `EPOCH_LOSSES` whose loss the history holds already.
+
+        A standby keeps them until the holder records every row of a later poll written (`_stand_by`), but the
+        holder may have written the same loss (seen at its own poll, maybe an earlier one) and stopped before
+        that: written again, the weekly report counted its messages twice. A read that fails keeps them: a loss
+        twice rather than none."""
+        table, _ = NEVER_DROPPED
+        mine = [c for c in self._chunks if _never_dropped(c)]
+        if not mine:
+            return
+        from collectors.outputs.history.reader import read_arrow
+
+        try:
+            held = read_arrow(self.root, table, start=min(c.polled for c in mine) - RECORDED_LOSS_WINDOW_S,
+                              clusters=sorted({c.batch.column("cluster")[0].as_py() for c in mine}),
+                              columns=list(LOSS_KEY))
+        except Exception as e:  # a damaged file, say
+            log.warning("history: could not read the losses %s holds to leave out those recorded twice: %s",
+                        self.root, e)
+            return
+        recorded = {tuple(r[k] for k in LOSS_KEY) for r in held.to_pylist() if r["kind"] in NEVER_DROPPED[1]}
+        if recorded:
+            dropped = self._filter(table, lambda r: tuple(r[k] for k in LOSS_KEY) not in recorded)
+            if dropped:
+                log.info("history: %s the last holder recorded already; not again", plural(dropped, "buffered loss"))
+
     def drop_buffered(self, table: str, drop: Callable[[dict[str, Any]], bool]) -> int:
         """Drop the buffered rows of `table` that `drop` says yes to, each given as a dict (time columns as
         datetimes); returns how many. For rows no longer true: at a takeover, our own events of incidents and
         alert episodes given up for the ones the history holds. Meant for the small event tables."""
         with self._lock:
-            for i, c in enumerate(self._chunks):
-                if c.table == table:
-                    keep = pa.array([not drop(r) for r in c.batch.to_pylist()], pa.bool_())
-                    self._chunks[i] = _Chunk(c.table, c.date, c.batch.filter(keep), c.polled)
-            return self._keep(lambda c: c.batch.num_rows > 0)  # counts the rows filtered out above too
+            return self._filter(table, lambda r: not drop(r))
+
+    def _filter(self, table: str, keep: Callable[[dict[str, Any]], bool]) -> int:
+        """Keep the buffered rows of `table` that `keep` says yes to (each as a dict); returns the rows dropped.
+        Call with the lock held."""
+        for i, c in enumerate(self._chunks):
+            if c.table == table:
+                mask = pa.array([keep(r) for r in c.batch.to_pylist()], pa.bool_())
+                self._chunks[i] = _Chunk(c.table, c.date, c.batch.filter(mask), c.polled)
+        return self._keep(lambda c: c.batch.num_rows > 0)  # counts the rows filtered out above too
 
     def _keep(self, keep: Callable[[_Chunk], bool]) -> int:
         """Keep the buffered chunks `keep` says yes to; returns the rows dropped. Call with the lock held."""
@@ -338,13 +384,23 @@ class HistoryWriter:
         return dropped
 
     def _stand_by(self, holder: Holder) -> None:
-        """Another collector writes the root: drop the buffered rows (it polled the same clusters) and say so."""
+        """Another collector writes the root: drop the buffered rows (it polled the same clusters) and say so.
+
+        Except our ledger rows of `EPOCH_LOSSES` of polls after the last one the holder has written every row of
+        (`Holder.flushed_until`; none recorded: all of them): should its write of the same loss fail and the holder
+        stop, the row would be written by nobody, and our checkpoint, which waits for it
+        (`collectors.runtime.sinks.HistorySink.unwritten_losses`), would move past the loss. A row or two a leader
+        change; written at a takeover unless the history holds the loss (`_skip_recorded`)."""
         if holder != self.standby_of:
             log.info("history: %s is written by another collector (%s; clusters %s); this one stands by and takes "
                      "over when it stops", self.root, holder.describe(),
                      ", ".join(holder.clusters) if holder.clusters is not None else "unknown")
         self.standby_of = holder
-        self._keep(lambda c: False)
+        until = holder.flushed_until
+        self._keep(lambda c: _never_dropped(c) and (until is None or c.polled > until))
+        if self._chunks:
+            table, kinds = NEVER_DROPPED
+            self._filter(table, lambda r: r["kind"] in kinds)  # the rest of those polls: the holder's to write
         if holder.writes(self.clusters):
             self.last_error = None
             return
@@ -385,7 +441,7 @@ class HistoryWriter:
                 written.update(id(c) for c in chunks)
             if written:
                 if self._lease is not None:  # what a standby taking over need not write again
-                    self._lease.record_flushed(max(c.polled for c in self._chunks if id(c) in written))
+                    self._record_flushed(written)
                 self._keep(lambda c: id(c) not in written)
             if errors:
                 self.flush_failures += 1
@@ -399,6 +455,16 @@ class HistoryWriter:
             self._failing = False
             self.last_error = None
             return True
+
+    def _record_flushed(self, written: set[int]) -> None:
+        """Record in the lease file the latest poll every buffered row up to which is written now. Not one of a
+        poll some table of which failed: a standby taking over skips its own rows of the polls recorded, and would
+        leave that table's rows of it out (the chunks of `written` are given by id)."""
+        assert self._lease is not None
+        left = min((c.polled for c in self._chunks if id(c) not in written), default=math.inf)
+        done = [c.polled for c in self._chunks if id(c) in written and c.polled < left]
+        if done:
+            self._lease.record_flushed(max(done))
 
     def _write(self, table: str, day: str, batches: list[pa.RecordBatch]) -> None:
         directory = self.root / table / f"{DATE_PREFIX}{day}"
