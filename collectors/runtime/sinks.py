@@ -118,8 +118,8 @@ class HistorySink:
         forced flush failed): their checkpoints are held back until none waits (`CheckpointSink.held`). Saved past
         the loss, a collector killed before the rows are written would never record it; held back, it finds it
         again. The memory bound never drops those rows (`history.writer.NEVER_DROPPED`). A standby (another
-        collector holds the root's lease) keeps them until the holder has written every row of a later poll, so its
-        hold lasts until then, and until it takes over if the holder stops first."""
+        collector holds the root's lease) keeps them until the history holds the same loss, so its hold lasts until
+        then, or until it takes over and writes them."""
         self.removed: set[str] = set()
         """Clusters of the history that no collector writing it polls now (taken out of the configuration), as found
         when the root was taken over: their latest-state files are retired (`LatestStateSink`). Only this root's:
@@ -307,10 +307,11 @@ class HistorySink:
                  last.describe(), plural(dropped, "own event row"))
 
     def _release_written(self) -> None:
-        """End the hold once no ledger row of a proved loss waits (`history.writer.NEVER_DROPPED`): a failed forced
-        flush is retried at the writer's own pace."""
-        if self.unwritten_losses and not self.writer.buffered_never_dropped():
-            self.unwritten_losses.clear()
+        """End a cluster's hold once no ledger row of a loss it proved waits (`history.writer.NEVER_DROPPED`): a
+        failed forced flush is retried at the writer's own pace, and a standby keeps its rows until the history
+        holds the loss. Per cluster: one loss the holder never records holds back only its cluster's saves."""
+        if self.unwritten_losses:
+            self.unwritten_losses &= self.writer.unwritten_loss_clusters()
 
     def close(self) -> None:
         self.writer.close()

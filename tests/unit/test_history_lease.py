@@ -25,7 +25,7 @@ import pytest
 
 from collectors.config import HistoryConfig
 from collectors.model.records import ClusterSnapshot, LossRecord
-from collectors.model.vocabulary import TRUNCATION
+from collectors.model.vocabulary import RETENTION_SKIPPED, TRUNCATION, UNCLEAN_ELECTION
 from collectors.outputs.history import HistoryWriter, read_table
 from collectors.outputs.history.files import utc_date
 from collectors.outputs.history.lease import LEASE_FILE, WriterLease, read_holder
@@ -397,30 +397,33 @@ def test_the_lease_records_only_polls_written_in_every_table(tmp_path: Path) -> 
     standby.close()
 
 
-def truncated(t: float, cluster: str = "c1") -> ClusterSnapshot:
-    """A poll at `t` that proves partition t0-0 truncated: epoch 3's log cut at offset 960, 40 messages gone (the
-    same loss whoever polls, and whenever)."""
+def truncated(t: float, cluster: str = "c1", before: int = 3, end: int = 960) -> ClusterSnapshot:
+    """A poll at `t` that proves partition t0-0 truncated: epoch `before`'s log cut at offset `end` by the leader
+    of epoch 5, 1,000 - `end` messages gone."""
     snap = small_snapshot(t, cluster=cluster, topics=2)
-    snap.losses = [LossRecord(cluster, t, TRUNCATION, "t0", 0, 40, "high watermark 1,000 under epoch 3; epoch 4 "
-                              "ends it at 960", 1, 2, 3, 4, False, offset=960)]
+    snap.losses = [LossRecord(cluster, t, TRUNCATION, "t0", 0, 1000 - end, f"high watermark 1,000 under epoch "
+                              f"{before}; epoch 5 ends it at {end}", 1, 2, before, 5, False, offset=end)]
     return snap
 
 
-def test_a_standby_keeps_its_record_of_a_loss_until_the_holder_has_written_past_it(tmp_path: Path) -> None:
+def test_a_standby_keeps_its_record_of_a_loss_until_the_history_holds_it(tmp_path: Path,
+                                                                          caplog: pytest.LogCaptureFixture) -> None:
     """Both collectors of an HA pair see a truncation. The holder cannot write its ledger row (``loss_events`` is
-    a file) and stops: the standby, which kept its own row (and only that row of its polls), writes it when it
-    takes over. Before, a standby dropped every row at its flushes and the loss was recorded by nobody. A row the
-    holder's lease file says it wrote past is dropped as before."""
+    a file) and stops: the standby, which kept its own row (only that row of its polls: not its retention skip),
+    writes it when it takes over. Before, a standby dropped every row at its flushes and the loss was recorded by
+    nobody."""
     holder = HistoryWriter(tmp_path, exclusive=True, clusters=["c1"], clock=lambda: T0)
     standby = HistoryWriter(tmp_path, exclusive=True, clusters=["c1"], clock=lambda: T0)
     poll([holder, standby], T0)
     blocked = tmp_path / "loss_events"
     blocked.write_text("not a directory")
     holder.add_snapshot(truncated(T0 + 30))
-    standby.add_snapshot(truncated(T0 + 31))
-    assert not holder.flush() and holder.buffered_never_dropped()
+    mine = truncated(T0 + 31)
+    mine.losses.append(LossRecord("c1", T0 + 31, RETENTION_SKIPPED, "t1", 0, 7, "log start 1,007"))
+    standby.add_snapshot(mine)
+    assert not holder.flush() and holder.unwritten_loss_clusters() == {"c1"}
     assert standby.flush() and standby.standby_of is not None
-    assert standby.buffered_never_dropped() and standby.buffered_rows == 1  # its loss row, nothing else
+    assert standby.unwritten_loss_clusters() == {"c1"} and standby.buffered_rows == 1  # the truncation alone
     poll([holder, standby], T0 + 60)  # the holder wrote the rest of T0 + 30 and all of T0 + 60, not the loss
     assert read_holder(tmp_path).flushed_until == T0 and standby.buffered_rows == 1
     holder.close()
@@ -431,40 +434,90 @@ def test_a_standby_keeps_its_record_of_a_loss_until_the_holder_has_written_past_
     assert not standby.buffered_never_dropped()
     standby.close()
 
-    # A pair whose holder writes the loss and polls on: the standby drops its row once the lease file says so.
+    # The holder writes the loss: the standby's next flush finds it in the history and drops its own row.
     other = tmp_path / "other"
     holder = HistoryWriter(other, exclusive=True, clusters=["c1"], clock=lambda: T0)
     standby = HistoryWriter(other, exclusive=True, clusters=["c1"], clock=lambda: T0)
     holder.add_snapshot(truncated(T0 + 30))
     standby.add_snapshot(truncated(T0 + 31))
-    poll([holder, standby], T0 + 30)  # the holder has written up to its poll at T0 + 30: the row is kept
-    assert standby.buffered_never_dropped()
-    poll([holder, standby], T0 + 60)
+    poll([holder, standby], T0 + 30)
     assert not standby.buffered_never_dropped() and standby.buffered_rows == 0
     holder.close()
     standby.close()
     assert len(read_table(other, "loss_events")) == 1
 
+    # The holder never records it (it began watching the partition after the leader change): its written polls
+    # passing ours do not drop the row. It warns once, and the takeover writes it. Before this session's second
+    # change, a row the lease file's `flushed_until` passed was dropped, and the loss recorded by nobody.
+    caplog.set_level(logging.WARNING, logger="collectors.outputs.history")
+    third = tmp_path / "third"
+    holder = HistoryWriter(third, exclusive=True, clusters=["c1"], clock=lambda: T0)
+    standby = HistoryWriter(third, exclusive=True, clusters=["c1"], clock=lambda: T0)
+    standby.add_snapshot(truncated(T0 + 31))
+    for t in range(0, 1300, 60):
+        poll([holder, standby], T0 + 60 + t)
+    assert read_holder(third).flushed_until == T0 + 1320 and standby.unwritten_loss_clusters() == {"c1"}
+    assert caplog.text.count("has not recorded the loss this one saw") == 1
+    holder.close()
+    assert standby.flush() and standby.standby_of is None
+    assert read_table(third, "loss_events").time.tolist() == [T0 + 31]
+    standby.close()
+
 
 def test_a_standby_taking_over_does_not_record_again_a_loss_the_holder_wrote(tmp_path: Path) -> None:
-    """The holder wrote the loss it saw at T0 + 30 and stopped before it polled again, so its lease file does not
-    cover the standby's poll at T0 + 31 that saw the same loss: the takeover finds it in the history (same
-    partition, epoch and offset) and does not write it again, or the report counted 80 messages lost for 40. A
-    loss the history does not hold is written (a second partition's, seen by the standby alone)."""
+    """The holder wrote the loss after the standby's last look and stopped: the takeover finds it in the history
+    and does not write it again, or the report counted its messages twice. The standby's polls straddled two leader
+    changes (epoch 3 -> 5) and the holder's saw the second (4 -> 5): one loss, whose leader changes overlap. The
+    unclean election is one too. A loss the history does not hold (partition 1's, the standby's alone) is written."""
     holder = HistoryWriter(tmp_path, exclusive=True, clusters=["c1"], clock=lambda: T0)
     standby = HistoryWriter(tmp_path, exclusive=True, clusters=["c1"], clock=lambda: T0)
-    holder.add_snapshot(truncated(T0 + 30))
-    mine = truncated(T0 + 31)
-    mine.losses.append(replace(mine.losses[0], partition=1, messages=5, offset=995))
+    theirs = truncated(T0 + 30, before=4, end=960)
+    theirs.losses.append(replace(theirs.losses[0], kind=UNCLEAN_ELECTION, messages=None, offset=None))
+    holder.add_snapshot(theirs)
+    mine = truncated(T0 + 31, before=3, end=950)
+    mine.losses += [replace(mine.losses[0], kind=UNCLEAN_ELECTION, messages=None, offset=None),
+                    replace(mine.losses[0], partition=1, messages=5, offset=995)]
     standby.add_snapshot(mine)
-    assert holder.flush() and standby.flush() and standby.buffered_rows == 2
+    assert standby.flush() and standby.buffered_rows == 3  # the history holds none of them yet
+    assert holder.flush()
     holder.close()
-    assert read_holder(tmp_path).flushed_until == T0 + 30
     assert standby.flush() and standby.standby_of is None
-    ledger = read_table(tmp_path, "loss_events").sort_values("partition")
-    assert list(zip(ledger.partition, ledger.messages, ledger.time, strict=True)) == [(0, 40, T0 + 30),
-                                                                                     (1, 5, T0 + 31)]
+    ledger = read_table(tmp_path, "loss_events").sort_values(["partition", "kind"])
+    assert list(zip(ledger.partition, ledger.kind, ledger.messages.fillna(-1), ledger.time, strict=True)) == [
+        (0, TRUNCATION, 40, T0 + 30), (0, UNCLEAN_ELECTION, -1, T0 + 30), (1, TRUNCATION, 5, T0 + 31)]
     standby.close()
+
+
+def test_a_standby_holds_back_only_the_checkpoint_of_a_loss_nobody_wrote(tmp_path: Path) -> None:
+    """A standby polling `prod` and `billing` beside a holder that writes `prod` alone: both see a truncation. Its
+    hold of `prod` ends when the holder writes prod's; `billing`'s, which nobody writes, is kept (before, dropped
+    once the holder's polls passed it) and holds back only billing's checkpoint, until the takeover writes it."""
+    from collectors.model.poll import PollResult
+
+    root = tmp_path / "h"
+    m = Monitor(monitor_config(tmp_path / "state"))
+    holder = HistoryWriter(root, exclusive=True, clusters=["prod"])
+    try:
+        sink = HistorySink(HistoryConfig(root=str(root)), exporter=None, monitor=m, clusters=["prod", "billing"])
+        sink.writer.flush_interval_s = 0  # every poll flushes
+        sink([PollResult(truncated(T0 + 31, "prod")), PollResult(truncated(T0 + 31, "billing"))], T0 + 31)
+        assert sink.writer.standby_of is not None and sink.unwritten_losses == {"prod", "billing"}
+        poll([holder], T0 + 30, cluster="prod")  # without its loss: not yet
+        sink([PollResult(small_snapshot(T0 + 61, c)) for c in ("prod", "billing")], T0 + 61)
+        assert sink.unwritten_losses == {"prod", "billing"}
+        holder.add_snapshot(truncated(T0 + 60, "prod"))
+        poll([holder], T0 + 90, cluster="prod")
+        sink([PollResult(small_snapshot(T0 + 91, c)) for c in ("prod", "billing")], T0 + 91)
+        assert sink.unwritten_losses == {"billing"}
+        holder.close()
+        sink([PollResult(small_snapshot(T0 + 121, c)) for c in ("prod", "billing")], T0 + 121)
+        assert sink.writer.standby_of is None and sink.unwritten_losses == set()
+        ledger = read_table(root, "loss_events")
+        assert sorted(zip(ledger.cluster, ledger.time, strict=True)) == [("billing", T0 + 31), ("prod", T0 + 60)]
+        sink.close()
+    finally:
+        holder.close()
+        m.close()
 
 
 def test_what_was_left_open_is_carried_only_into_the_same_cluster(tmp_path: Path) -> None:

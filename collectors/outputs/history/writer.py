@@ -45,6 +45,7 @@ from collectors.outputs.history.files import (
     utc_date,
 )
 from collectors.outputs.history.lease import Holder, WriterLease, read_holder
+from collectors.outputs.history.loss_rows import read_recorded
 from collectors.outputs.history.rows import event_columns, snapshot_columns, split_by_date, to_batch
 from collectors.outputs.history.schema import (
     COMPACT_ROW_GROUP,
@@ -87,14 +88,13 @@ def _never_dropped(chunk: _Chunk) -> bool:
     return chunk.table == table and any(k in kinds for k in chunk.batch.column("kind").to_pylist())
 
 
-LOSS_KEY = ("cluster", "kind", "topic", "partition", "epoch_before", "offset")
-"""What makes two ledger rows of `EPOCH_LOSSES` one loss, whoever saw it and when: the old leader epoch a
-partition's log was cut in, and where the new leader ends it (KIP-320's answer for that epoch, the same to every
-asker). Two collectors of an HA pair record the same loss at their own poll times (`HistoryWriter._skip_recorded`)."""
+UNRECORDED_WARN_S = 600.0
+"""A standby warns (once a loss) when the holder has written this long of polls after one it recorded a loss at
+and the history still lacks that loss (`HistoryWriter._stand_by`)."""
 
-RECORDED_LOSS_WINDOW_S = 86400.0
-"""How far before a standby's own record of a loss the holder's record of it is looked for at a takeover: the two
-see a leader change at their next polls, a day apart only if one of them could not reach the cluster all day."""
+
+def _epoch_row(r: dict[str, Any]) -> bool:
+    return r["kind"] in NEVER_DROPPED[1]
 
 
 TakeoverHook = Callable[["HistoryWriter", Holder, bool], None]
@@ -129,11 +129,10 @@ class HistoryWriter:
 
         `exclusive`: write only while holding the root's lease (`lease.WriterLease`), as the collector does; a
         writer that finds it held stands by (`standby_of`), drops its rows (the holder writes the same polls)
-        and takes over when the holder stops. It keeps its ledger rows of `EPOCH_LOSSES` until the holder's lease
-        file says every row of a later poll is written (`Holder.flushed_until`), and writes them at a takeover
-        unless the history holds the same loss (`LOSS_KEY`). `clusters` are the clusters this writer's rows are
-        of: when the holder does not write them all, the standby reports it in `last_error` (their rows are written
-        by nobody).
+        and takes over when the holder stops. It keeps its ledger rows of `EPOCH_LOSSES` until the history holds
+        the same loss (`loss_rows.same_loss`), and writes those it still holds at a takeover. `clusters` are the
+        clusters this writer's rows are of: when the holder does not write them all, the standby reports it in
+        `last_error` (their rows are written by nobody).
         `on_takeover(writer, last_holder, watched)` is called whenever this writer takes a lease another collector
         held before (the lease file names it), before any buffered row is written (so at the start, too: the
         constructor takes a free lease). `watched`: this one stood by while it wrote (an HA pair, a deploy's
@@ -162,6 +161,7 @@ class HistoryWriter:
         self.files_written = 0
         self.bytes_written = 0
         self._chunks: list[_Chunk] = []
+        self._warned: set[tuple[str, float]] = set()  # a standby's kept losses it warned of (`_warn_unrecorded`)
         self._buffered = 0
         self._failing = False
         self._lock = threading.RLock()
@@ -245,9 +245,8 @@ class HistoryWriter:
                         oldest.batch.num_rows, oldest.table, oldest.date)
 
     def buffered_never_dropped(self) -> bool:
-        """Whether rows of `NEVER_DROPPED` wait for a flush."""
-        with self._lock:
-            return any(_never_dropped(c) for c in self._chunks)
+        """Whether rows of `NEVER_DROPPED` wait for a flush (`unwritten_loss_clusters`, of any cluster)."""
+        return bool(self.unwritten_loss_clusters())
 
     def _record_error(self, message: str) -> None:
         self.last_error = message
@@ -307,7 +306,7 @@ class HistoryWriter:
             self.last_error = None
         if before.writes(self.clusters):  # rows of clusters it did not write are nobody's but ours: keep them
             self._skip_written(before)
-        self._skip_recorded()
+        self._forget_recorded()
         if before.pid is not None and self.on_takeover is not None:
             try:
                 self.on_takeover(self, before, watched)
@@ -324,41 +323,41 @@ class HistoryWriter:
 
         The standby kept the polls since its last flush; the holder wrote its own polls of the same clusters up
         to `flushed_until` (its final flush, when it stopped cleanly). Without this the takeover wrote up to one
-        flush interval of polls twice."""
+        flush interval of polls twice. Our ledger rows of `EPOCH_LOSSES` of those polls stay, for
+        `_forget_recorded` to judge: having written a poll is not having recorded the loss (its leader may not
+        have answered yet, or it began watching the partition after the leader change)."""
         until = before.flushed_until
         if until is None:
             return  # an older writer's, or none recorded: keep them all
-        dropped = self._keep(lambda c: c.polled > until)
+        table, _ = NEVER_DROPPED
+        dropped = self._filter(table, _epoch_row, only=lambda c: c.polled <= until)
+        dropped += self._keep(lambda c: c.polled > until or _never_dropped(c))
         if dropped:
             log.info("history: %d buffered rows of polls up to %s were written by the last holder; not again",
                      dropped, datetime.fromtimestamp(until, UTC).isoformat(timespec="seconds"))
 
-    def _skip_recorded(self) -> None:
-        """Taking over: drop our buffered ledger rows of `EPOCH_LOSSES` whose loss the history holds already.
+    def _forget_recorded(self) -> int:
+        """Drop our buffered ledger rows of `EPOCH_LOSSES` whose loss the history holds (`loss_rows.same_loss`);
+        returns how many.
 
-        A standby keeps them until the holder records every row of a later poll written (`_stand_by`), but the
-        holder may have written the same loss (seen at its own poll, maybe an earlier one) and stopped before
-        that: written again, the weekly report counted its messages twice. A read that fails keeps them: a loss
-        twice rather than none."""
+        A standby keeps them until the holder records the same loss (`_stand_by`); taking over, those it still
+        holds were written by nobody, unless the holder wrote its own and stopped before our next look: written
+        again, the weekly report counted the loss twice. A read that fails keeps them: twice rather than none."""
         table, _ = NEVER_DROPPED
         mine = [c for c in self._chunks if _never_dropped(c)]
         if not mine:
-            return
-        from collectors.outputs.history.reader import read_arrow
-
+            return 0
         try:
-            held = read_arrow(self.root, table, start=min(c.polled for c in mine) - RECORDED_LOSS_WINDOW_S,
-                              clusters=sorted({c.batch.column("cluster")[0].as_py() for c in mine}),
-                              columns=list(LOSS_KEY))
+            recorded = read_recorded(self.root, [c.batch.column("cluster")[0].as_py() for c in mine],
+                                     min(c.polled for c in mine))
         except Exception as e:  # a damaged file, say
-            log.warning("history: could not read the losses %s holds to leave out those recorded twice: %s",
+            log.warning("history: could not read the losses %s holds, to leave out those recorded already: %s",
                         self.root, e)
-            return
-        recorded = {tuple(r[k] for k in LOSS_KEY) for r in held.to_pylist() if r["kind"] in NEVER_DROPPED[1]}
-        if recorded:
-            dropped = self._filter(table, lambda r: tuple(r[k] for k in LOSS_KEY) not in recorded)
-            if dropped:
-                log.info("history: %s the last holder recorded already; not again", plural(dropped, "buffered loss"))
+            return 0
+        dropped = self._filter(table, lambda r: not recorded(r))
+        if dropped and self.standby_of is None:
+            log.info("history: %s the last holder recorded already; not again", plural(dropped, "buffered loss"))
+        return dropped
 
     def drop_buffered(self, table: str, drop: Callable[[dict[str, Any]], bool]) -> int:
         """Drop the buffered rows of `table` that `drop` says yes to, each given as a dict (time columns as
@@ -367,11 +366,12 @@ class HistoryWriter:
         with self._lock:
             return self._filter(table, lambda r: not drop(r))
 
-    def _filter(self, table: str, keep: Callable[[dict[str, Any]], bool]) -> int:
-        """Keep the buffered rows of `table` that `keep` says yes to (each as a dict); returns the rows dropped.
-        Call with the lock held."""
+    def _filter(self, table: str, keep: Callable[[dict[str, Any]], bool],
+                only: Callable[[_Chunk], bool] = lambda c: True) -> int:
+        """Keep the buffered rows of `table` (of the chunks `only` says yes to) that `keep` says yes to, each given
+        as a dict; returns the rows dropped. Call with the lock held."""
         for i, c in enumerate(self._chunks):
-            if c.table == table:
+            if c.table == table and only(c):
                 mask = pa.array([keep(r) for r in c.batch.to_pylist()], pa.bool_())
                 self._chunks[i] = _Chunk(c.table, c.date, c.batch.filter(mask), c.polled)
         return self._keep(lambda c: c.batch.num_rows > 0)  # counts the rows filtered out above too
@@ -386,21 +386,23 @@ class HistoryWriter:
     def _stand_by(self, holder: Holder) -> None:
         """Another collector writes the root: drop the buffered rows (it polled the same clusters) and say so.
 
-        Except our ledger rows of `EPOCH_LOSSES` of polls after the last one the holder has written every row of
-        (`Holder.flushed_until`; none recorded: all of them): should its write of the same loss fail and the holder
-        stop, the row would be written by nobody, and our checkpoint, which waits for it
-        (`collectors.runtime.sinks.HistorySink.unwritten_losses`), would move past the loss. A row or two a leader
-        change; written at a takeover unless the history holds the loss (`_skip_recorded`)."""
+        Except our ledger rows of `EPOCH_LOSSES` whose loss the history does not hold yet (`_forget_recorded`):
+        should the holder's write of it fail and the holder stop, or should it not record the loss at all (it
+        began watching the partition after the leader change, or does not poll the cluster), the loss would be
+        recorded by nobody, and our checkpoint, which waits for those rows
+        (`collectors.runtime.sinks.HistorySink.unwritten_losses`), would move past it. A row or two a leader
+        change; written if this one takes over first."""
         if holder != self.standby_of:
             log.info("history: %s is written by another collector (%s; clusters %s); this one stands by and takes "
                      "over when it stops", self.root, holder.describe(),
                      ", ".join(holder.clusters) if holder.clusters is not None else "unknown")
         self.standby_of = holder
-        until = holder.flushed_until
-        self._keep(lambda c: _never_dropped(c) and (until is None or c.polled > until))
+        self._keep(_never_dropped)
         if self._chunks:
-            table, kinds = NEVER_DROPPED
-            self._filter(table, lambda r: r["kind"] in kinds)  # the rest of those polls: the holder's to write
+            table, _ = NEVER_DROPPED
+            self._filter(table, _epoch_row)  # the rest of those polls: the holder's to write
+            self._forget_recorded()
+            self._warn_unrecorded(holder)
         if holder.writes(self.clusters):
             self.last_error = None
             return
@@ -411,10 +413,33 @@ class HistoryWriter:
             f"{', '.join(missing) or 'these'}: their rows are not written. Give each collector a history root "
             "of its own, or poll those clusters from the one that writes it")
 
+    def _warn_unrecorded(self, holder: Holder) -> None:
+        """Say once a loss when the holder has written `UNRECORDED_WARN_S` of polls after ours that recorded it,
+        and the history still lacks it: our checkpoint of its cluster waits until this one takes over."""
+        until = holder.flushed_until
+        if until is None:
+            return
+        for c in self._chunks:
+            cluster = c.batch.column("cluster")[0].as_py()
+            if c.polled >= until - UNRECORDED_WARN_S or (cluster, c.polled) in self._warned:
+                continue
+            self._warned.add((cluster, c.polled))
+            seen = datetime.fromtimestamp(c.polled, UTC).isoformat(timespec="seconds")
+            evidence = "; ".join(str(e) for e in c.batch.column("evidence").to_pylist())
+            log.warning("history: the collector writing %s (%s) has not recorded the loss this one saw in %s at %s "
+                        "(%s). Kept, and written if this one takes the root over; its checkpoint of %s waits "
+                        "meanwhile", self.root, holder.describe(), cluster, seen, evidence, cluster)
+
+    def unwritten_loss_clusters(self) -> set[str]:
+        """The clusters whose buffered rows hold `NEVER_DROPPED` rows (not written yet, or kept by a standby)."""
+        with self._lock:
+            return {c.batch.column("cluster")[0].as_py() for c in self._chunks if _never_dropped(c)}
+
     def flush(self) -> bool:
         """Write every buffered row: one new file per table and date. True when all were written.
 
-        A standby (another collector holds the root's lease) drops the rows instead and returns True."""
+        A standby (another collector holds the root's lease) drops the rows instead, but for its record of losses
+        the history does not hold yet (`_stand_by`), and returns True."""
         with self._lock:
             self._last_flush = self.clock()
             state = self._lease_state()
