@@ -28,7 +28,7 @@ from collectors.model.records import ClusterSnapshot, LossRecord
 from collectors.model.vocabulary import RETENTION_SKIPPED, TRUNCATION, UNCLEAN_ELECTION
 from collectors.outputs.history import HistoryWriter, read_table
 from collectors.outputs.history.files import utc_date
-from collectors.outputs.history.lease import LEASE_FILE, WriterLease, read_holder
+from collectors.outputs.history.lease import LEASE_FILE, Holder, WriterLease, read_holder
 from collectors.runtime.poller import Monitor
 from collectors.runtime.sinks import HistorySink
 from tests.unit.test_history import T0, small_snapshot
@@ -456,6 +456,8 @@ def test_a_standby_keeps_its_record_of_a_loss_until_the_history_holds_it(tmp_pat
     standby.add_snapshot(truncated(T0 + 31))
     for t in range(0, 1300, 60):
         poll([holder, standby], T0 + 60 + t)
+        if t == 540:  # the holder has written 569 s of polls past ours: not yet said
+            assert "has not recorded" not in caplog.text
     assert read_holder(third).flushed_until == T0 + 1320 and standby.unwritten_loss_clusters() == {"c1"}
     assert caplog.text.count("has not recorded the loss this one saw") == 1
     holder.close()
@@ -467,24 +469,73 @@ def test_a_standby_keeps_its_record_of_a_loss_until_the_history_holds_it(tmp_pat
 def test_a_standby_taking_over_does_not_record_again_a_loss_the_holder_wrote(tmp_path: Path) -> None:
     """The holder wrote the loss after the standby's last look and stopped: the takeover finds it in the history
     and does not write it again, or the report counted its messages twice. The standby's polls straddled two leader
-    changes (epoch 3 -> 5) and the holder's saw the second (4 -> 5): one loss, whose leader changes overlap. The
-    unclean election is one too. A loss the history does not hold (partition 1's, the standby's alone) is written."""
+    changes (epoch 3 -> 5) and the holder's saw the second (4 -> 5) within them: one loss (`loss_rows.covers`).
+    The unclean election is one too. Losses the history does not hold are written: partition 1's, the standby's
+    alone, and partition 2's, where the holder straddled the changes (3 -> 5) and the standby counted epoch 4's
+    messages, which the holder's row does not."""
     holder = HistoryWriter(tmp_path, exclusive=True, clusters=["c1"], clock=lambda: T0)
     standby = HistoryWriter(tmp_path, exclusive=True, clusters=["c1"], clock=lambda: T0)
     theirs = truncated(T0 + 30, before=4, end=960)
-    theirs.losses.append(replace(theirs.losses[0], kind=UNCLEAN_ELECTION, messages=None, offset=None))
+    theirs.losses += [replace(theirs.losses[0], kind=UNCLEAN_ELECTION, messages=None, offset=None),
+                      replace(theirs.losses[0], partition=2, messages=9, epoch_before=3, offset=991)]
     holder.add_snapshot(theirs)
     mine = truncated(T0 + 31, before=3, end=950)
     mine.losses += [replace(mine.losses[0], kind=UNCLEAN_ELECTION, messages=None, offset=None),
-                    replace(mine.losses[0], partition=1, messages=5, offset=995)]
+                    replace(mine.losses[0], partition=1, messages=5, offset=995),
+                    replace(mine.losses[0], partition=2, messages=12, epoch_before=4, offset=988)]
     standby.add_snapshot(mine)
-    assert standby.flush() and standby.buffered_rows == 3  # the history holds none of them yet
+    assert standby.flush() and standby.buffered_rows == 4  # the history holds none of them yet
     assert holder.flush()
     holder.close()
     assert standby.flush() and standby.standby_of is None
     ledger = read_table(tmp_path, "loss_events").sort_values(["partition", "kind"])
     assert list(zip(ledger.partition, ledger.kind, ledger.messages.fillna(-1), ledger.time, strict=True)) == [
-        (0, TRUNCATION, 40, T0 + 30), (0, UNCLEAN_ELECTION, -1, T0 + 30), (1, TRUNCATION, 5, T0 + 31)]
+        (0, TRUNCATION, 40, T0 + 30), (0, UNCLEAN_ELECTION, -1, T0 + 30), (1, TRUNCATION, 5, T0 + 31),
+        (2, TRUNCATION, 9, T0 + 30), (2, TRUNCATION, 12, T0 + 31)]
+    standby.close()
+
+
+def test_a_loss_the_holder_recorded_days_ago_is_found_by_a_standby_that_finds_it_again(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A standby restarted on a checkpoint three days old (its loss evidence resumes up to a week) finds again a
+    truncation the holder recorded when it happened: it is in the history, so the standby keeps nothing and its
+    checkpoint does not wait. A standby that stops with a loss the history lacks says so."""
+    holder = HistoryWriter(tmp_path, exclusive=True, clusters=["c1"], clock=lambda: T0)
+    poll([holder], T0)
+    holder.add_snapshot(truncated(T0 + 30))
+    assert holder.flush()
+    standby = HistoryWriter(tmp_path, exclusive=True, clusters=["c1"], clock=lambda: T0)
+    standby.add_snapshot(truncated(T0 + 3 * 86400))
+    assert standby.flush() and standby.standby_of is not None and not standby.buffered_never_dropped()
+    caplog.set_level(logging.WARNING, logger="collectors.outputs.history")
+    standby.add_snapshot(truncated(T0 + 3 * 86400 + 30, before=5, end=990))  # one the holder has not written
+    standby.close()
+    assert "stopping with the record of a loss in c1 not in" in caplog.text
+    holder.close()
+
+
+def test_a_takeover_reads_what_the_holder_recorded_as_it_stopped(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The holder's final flush lands between the standby's read of the lease file and its taking the lease: the
+    takeover goes by what the file says once the lease is ours, so the standby's rows of the polls that flush
+    wrote are not written again. Before, it went by the account it read first."""
+    from collectors.outputs.history import writer as history_writer
+
+    holder = HistoryWriter(tmp_path, exclusive=True, clusters=["c1"], clock=lambda: T0)
+    standby = HistoryWriter(tmp_path, exclusive=True, clusters=["c1"], clock=lambda: T0)
+    poll([holder, standby], T0)
+    holder.add_snapshot(small_snapshot(T0 + 30, topics=2))
+    standby.add_snapshot(small_snapshot(T0 + 29, topics=2))
+    read = history_writer.read_holder
+
+    def holder_stops_meanwhile(root: Path) -> Holder:
+        account = read(root)
+        holder.close()  # writes T0 + 30, records it, lets go
+        return account
+
+    monkeypatch.setattr(history_writer, "read_holder", holder_stops_meanwhile)
+    assert standby.flush() and standby.standby_of is None
+    assert sorted(read_table(tmp_path, "cluster").time) == [T0, T0 + 30]  # not T0 + 29 as well
     standby.close()
 
 

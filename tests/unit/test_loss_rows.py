@@ -1,4 +1,5 @@
-"""`loss_rows`: when two collectors' ledger rows record one loss (the standby of an HA pair and its holder)."""
+"""`loss_rows`: when the history's ledger row records the loss a standby of an HA pair recorded too, and where the
+standby's looks for it start."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ from typing import Any
 import pytest
 
 from collectors.model.vocabulary import RETENTION_SKIPPED, TRUNCATION, UNCLEAN_ELECTION
-from collectors.outputs.history.loss_rows import recorded_in, same_loss
+from collectors.outputs.checkpoint import EVIDENCE_MAX_AGE_S
+from collectors.outputs.history.loss_rows import RECORDED_LOSS_WINDOW_S, Looks, covers, recorded_in
+
+W = RECORDED_LOSS_WINDOW_S
 
 
 def row(before: int | None, after: int | None, kind: str = TRUNCATION, partition: int = 0,
@@ -16,29 +20,64 @@ def row(before: int | None, after: int | None, kind: str = TRUNCATION, partition
             "epoch_after": after}
 
 
-@pytest.mark.parametrize(("a", "b", "same"), [
+@pytest.mark.parametrize(("theirs", "ours", "covered"), [
     (row(3, 4), row(3, 4), True),  # both watched the same epoch
-    (row(3, 5), row(4, 5), True),  # one straddled two leader changes, the other saw the second
-    (row(3, 5), row(3, 4), True),  # ... or the first
-    (row(2, 6), row(3, 4), True),  # nested
-    (row(3, 4), row(4, 5), False),  # one leader change after the other: two losses
-    (row(3, 4), row(5, 6), False),
+    (row(3, 5), row(3, 4), True),  # both asked about epoch 3; ours found the leader of 4, theirs of 5
+    (row(4, 5), row(3, 5), True),  # ours straddled 3 -> 4 -> 5; theirs saw the change 4 -> 5 within it
+    (row(3, 4), row(3, 5), True),  # ... or the change 3 -> 4
+    (row(3, 5), row(4, 5), False),  # theirs straddled; ours counted epoch 4's messages, which it did not
+    (row(2, 6), row(3, 4), False),
+    (row(4, 5), row(3, 4), False),  # one leader change after the other: two losses
+    (row(5, 6), row(3, 4), False),
     (row(3, 4), row(3, 4, partition=1), False),
     (row(3, 4), row(3, 4, topic="t1"), False),
     (row(3, 4), row(3, 4, cluster="c2"), False),
     (row(3, 4), row(3, 4, kind=UNCLEAN_ELECTION), False),  # the election and its truncation are two records
     (row(None, 4), row(None, 4), True),  # no epoch range: equal epochs only
+    (row(3, 4), row(None, 4), False),
     (row(None, 4), row(3, 4), False),
 ])
-def test_two_records_are_one_loss_when_their_leader_changes_overlap(a: dict[str, Any], b: dict[str, Any],
-                                                                     same: bool) -> None:
-    assert same_loss(a, b) is same
-    assert same_loss(b, a) is same  # symmetric
+def test_the_historys_row_covers_ours_when_it_watched_an_epoch_within_our_leader_change(
+        theirs: dict[str, Any], ours: dict[str, Any], covered: bool) -> None:
+    assert covers(theirs, ours) is covered
 
 
 def test_recorded_in_looks_only_at_losses_proved_by_epochs() -> None:
-    history = [row(4, 5), row(None, None, kind=RETENTION_SKIPPED, partition=2)]
-    recorded = recorded_in(history)
-    assert recorded(row(3, 5)) and not recorded(row(2, 3)) and not recorded(row(4, 5, partition=1))
-    # a retention skip is never "recorded" here: a standby does not keep it, and none is matched
-    assert not recorded(row(None, None, kind=RETENTION_SKIPPED, partition=2))
+    recorded = recorded_in([row(4, 5), row(None, None, kind=RETENTION_SKIPPED, partition=2)])
+    assert recorded(row(3, 5)) and recorded(row(4, 6)) and not recorded(row(2, 3))
+    assert not recorded(row(4, 5, partition=1))
+    assert not recorded(row(None, None, kind=RETENTION_SKIPPED, partition=2))  # the history's skip is not looked at
+
+
+def test_the_window_is_as_long_as_a_checkpoints_loss_evidence_lives() -> None:
+    """A standby restarted on a checkpoint up to a week old finds again a loss the holder recorded then."""
+    assert W == EVIDENCE_MAX_AGE_S
+
+
+def test_a_kept_loss_is_looked_for_a_window_back_once_then_among_the_rows_written_since() -> None:
+    looks = Looks()
+    first = ("c1", 1000.0)
+    assert looks.start([first], until=None) == 1000 - W  # never looked for
+    looks.done([first], until=1030.0)
+    assert looks.start([first], until=1090.0) == 1030  # the holder wrote polls up to 1030 before that look
+    second = ("c2", 1100.0)
+    assert looks.start([first, second], until=1090.0) == 1100 - W  # a new one: a window back again
+    looks.done([first, second], until=1090.0)
+    assert looks.start([first, second], until=1150.0) == 1090
+    looks.done([first, second], until=None)  # a holder that records no flushed_until (an older one)
+    assert looks.start([first, second], until=None) == 1000 - W
+    looks.done([second], until=1200.0)  # the first is in the history now
+    looks.forget()  # a takeover: whatever the last holder wrote, read it all
+    assert looks.start([second], until=None) == 1100 - W
+
+
+def test_a_kept_loss_is_warned_of_once_after_the_holder_wrote_past_it() -> None:
+    looks = Looks()
+    kept = [("c1", 1000.0), ("c1", 1500.0)]
+    assert looks.to_warn(kept, until=None, after_s=600) == []  # the holder records nothing: nothing to say
+    assert looks.to_warn(kept, until=1600.0, after_s=600) == []  # 600 s of its polls past: not yet
+    assert looks.to_warn(kept, until=1601.0, after_s=600) == [("c1", 1000.0)]
+    assert looks.to_warn(kept, until=3000.0, after_s=600) == [("c1", 1500.0)]  # each once
+    assert looks.to_warn(kept, until=9000.0, after_s=600) == []
+    looks.done([("c1", 1500.0)], until=9000.0)  # the first one left the buffer: forgotten
+    assert looks.warned == {("c1", 1500.0)}

@@ -46,9 +46,9 @@ class Holder:
     since: str | None
     clusters: tuple[str, ...] | None
     flushed_until: float | None = field(default=None, compare=False)  # the same holder, further on
-    """The latest poll time (epoch s) up to which the holder has written every row it buffered: a successor drops its
-    own rows of polls up to it, and a standby keeps its ledger rows of a proved loss of later polls
-    (`writer.HistoryWriter._stand_by`)."""
+    """The latest poll time (epoch s) up to which the holder has written every row still in its buffer: a successor
+    drops its own rows of polls up to it (but for its ledger rows of a proved loss: `writer.HistoryWriter._stand_by`),
+    and a standby looks among the history's rows after it for a loss it keeps (`loss_rows.Looks`)."""
 
     def describe(self) -> str:
         who = f"pid {self.pid or '?'} on {self.host or '?'}"
@@ -105,6 +105,9 @@ class WriterLease:
         """flock failed with ENOLCK/EOPNOTSUPP: the writer goes on without a lease."""
         self._fd: int | None = None
         self._record: dict[str, Any] = {}
+        self.previous = Holder(None, None, None, None)
+        """The last holder's account, as the lease file gave it once `acquire` had the lock and before it wrote its
+        own: read before the lock, it may miss what the holder recorded as it stopped (its final flush)."""
 
     @property
     def held(self) -> bool:
@@ -134,6 +137,7 @@ class WriterLease:
                         "beside this one", self.path, locked.strerror or locked, self.writer)
             return True
         self._fd = fd
+        self.previous = read_holder(self.root)
         self._record = {"pid": os.getpid(), "host": socket.gethostname(), "clusters": list(self.clusters),
                         "since": datetime.now(UTC).isoformat(timespec="seconds"), "flushed_until": None}
         self._write_record(sync=True)

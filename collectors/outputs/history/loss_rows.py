@@ -3,10 +3,14 @@
 Both collectors of a pair on one history root see a truncation or an unclean election (`EPOCH_LOSSES`) at their
 own polls. Only the lease's holder writes the root; the standby keeps its own ledger rows of such a loss until the
 history holds the same loss, and writes them if it takes the root over first (`writer.HistoryWriter._stand_by`).
-"The same loss" cannot be the same row: the two record it at different times, and a collector whose polls straddle
-two leader changes records one loss over both (from the epoch it watched to the one it found), where the other,
-polling between them, recorded one at the second. So two records are one loss when they are of the same cluster,
-kind and partition and their leader changes overlap: epochs ``(epoch_before, epoch_after]``.
+
+"The same loss" cannot be the same row: the two record it at different times, and from the epoch each watched. A
+collector asks the new leader where the epoch it watched ends (KIP-320's OffsetForLeaderEpoch) and counts that
+epoch's committed messages past it; one whose polls straddled two leader changes (3 -> 4 -> 5) asks about epoch 3,
+one that polled between them about epoch 4 at the second change. So a row of the history covers ours when it is of
+the same cluster, kind and partition and watched an epoch within our leader change: ``ours.epoch_before <=
+theirs.epoch_before < ours.epoch_after`` (`covers`; ours straddled the changes). Not the other way round: if the
+history's row straddled the changes ours saw one at a time, ours counted epoch 4's messages, which it did not.
 """
 
 from __future__ import annotations
@@ -17,49 +21,96 @@ from pathlib import Path
 from typing import Any
 
 from collectors.model.vocabulary import EPOCH_LOSSES
+from collectors.outputs.checkpoint import EVIDENCE_MAX_AGE_S
 
 LOSS_TABLE = "loss_events"
 SUBJECT = ("cluster", "kind", "topic", "partition")
 COLUMNS = (*SUBJECT, "epoch_before", "epoch_after")
 
-RECORDED_LOSS_WINDOW_S = 86400.0
-"""How far before a collector's own record of a loss the other's record of it is looked for: the two see a leader
-change at their next polls, a day apart only if one of them could not reach the cluster all day."""
+RECORDED_LOSS_WINDOW_S = EVIDENCE_MAX_AGE_S
+"""How far before a collector's own record of a loss the history's record of it is looked for. The two see a leader
+change at their next polls, but a standby restarted on a checkpoint up to a week old (its loss evidence resumes that
+far: `checkpoint.EVIDENCE_MAX_AGE_S`) finds again a loss the holder recorded when it happened."""
+
+UNRECORDED_WARN_S = 600.0
+"""A standby warns (once a loss) when the holder has written this long of polls past one it recorded a loss at
+and the history still lacks that loss (`Looks.to_warn`)."""
 
 Row = dict[str, Any]
+Kept = tuple[str, float]
+"""A kept loss chunk of a writer's buffer: its cluster and poll time."""
 
 
-def same_loss(a: Row, b: Row) -> bool:
-    """Two ledger rows of `EPOCH_LOSSES` record one loss (see the module docstring). Rows without both epochs (none
-    the collector writes) are one loss only when their epochs are equal."""
-    if any(a[k] != b[k] for k in SUBJECT):
+def covers(theirs: Row, ours: Row) -> bool:
+    """The history's ledger row `theirs` records the loss our row `ours` records (see the module docstring). Rows
+    without both epochs (none the collector writes) cover only rows of the same epochs."""
+    if any(theirs[k] != ours[k] for k in SUBJECT):
         return False
-    spans = (a["epoch_before"], a["epoch_after"], b["epoch_before"], b["epoch_after"])
-    if None in spans:
-        return spans[:2] == spans[2:]
-    a0, a1, b0, b1 = spans
-    return a0 < b1 and b0 < a1
+    before, after, watched = ours["epoch_before"], ours["epoch_after"], theirs["epoch_before"]
+    if None in (before, after, watched):
+        return (watched, theirs["epoch_after"]) == (before, after)
+    return bool(before <= watched < after)
 
 
 def recorded_in(rows: Sequence[Row]) -> Callable[[Row], bool]:
-    """A test of a ledger row: whether `rows` (the history's) hold its loss. Rows of other kinds: never."""
+    """A test of one of our ledger rows: whether `rows` (the history's) hold its loss. Rows of other kinds, ours or
+    theirs: never."""
     by_subject: dict[tuple[Any, ...], list[Row]] = defaultdict(list)
     for r in rows:
         if r["kind"] in EPOCH_LOSSES:
             by_subject[tuple(r[k] for k in SUBJECT)].append(r)
 
     def recorded(row: Row) -> bool:
-        return row["kind"] in EPOCH_LOSSES and any(
-            same_loss(row, r) for r in by_subject.get(tuple(row[k] for k in SUBJECT), ()))
+        return any(covers(r, row) for r in by_subject.get(tuple(row[k] for k in SUBJECT), ()))
 
     return recorded
 
 
 def read_recorded(root: Path, clusters: Sequence[str], since: float) -> Callable[[Row], bool]:
-    """`recorded_in` the history's ledger rows of `clusters` from `RECORDED_LOSS_WINDOW_S` before `since` on.
-    Raises what the read raises (a damaged file): the caller keeps its rows, a loss twice rather than none."""
+    """`recorded_in` the history's ledger rows of `clusters` from `since` on. Raises what the read raises (a damaged
+    file): the caller keeps its rows, a loss twice rather than none."""
     from collectors.outputs.history.reader import read_arrow
 
-    held = read_arrow(root, LOSS_TABLE, start=since - RECORDED_LOSS_WINDOW_S, clusters=sorted(set(clusters)),
-                      columns=list(COLUMNS))
+    held = read_arrow(root, LOSS_TABLE, start=since, clusters=sorted(set(clusters)), columns=list(COLUMNS))
     return recorded_in(held.to_pylist())
+
+
+class Looks:
+    """What a standby remembers of its looks at the history for the losses it keeps: each is looked for
+    `RECORDED_LOSS_WINDOW_S` back once, then only among the rows written since (`start`), and warned of once
+    (`to_warn`). A week of a big fleet's ledger (retention skips among it) at every flush would cost more as the
+    loss waits longer."""
+
+    def __init__(self) -> None:
+        self.looked: set[Kept] = set()
+        self.until: float | None = None
+        """The holder's `flushed_until` at the last look: it had written every row of polls up to it, so the rows
+        it adds to the history after that are of later polls."""
+        self.warned: set[Kept] = set()
+
+    def start(self, kept: Sequence[Kept], until: float | None) -> float:
+        """Where the next look at the history for `kept` starts."""
+        starts = [t - RECORDED_LOSS_WINDOW_S for c, t in kept if (c, t) not in self.looked]
+        if len(starts) < len(kept):  # some looked for before: the rows written since will do for them
+            starts.append(self.until if self.until is not None
+                          else min(t for _, t in kept) - RECORDED_LOSS_WINDOW_S)
+        return min(starts)
+
+    def done(self, kept: Sequence[Kept], until: float | None) -> None:
+        """A look for `kept` read the history up to now; the holder's `flushed_until` was `until` before it."""
+        self.looked, self.until = set(kept), until
+        self.warned &= self.looked
+
+    def forget(self) -> None:
+        """The next look reads `RECORDED_LOSS_WINDOW_S` back for every row (a takeover: read all the last holder
+        wrote)."""
+        self.looked, self.until = set(), None
+
+    def to_warn(self, kept: Sequence[Kept], until: float | None, after_s: float) -> list[Kept]:
+        """The kept losses the holder has written `after_s` of polls past (`until`: its `flushed_until`) without the
+        history holding them, not warned of before."""
+        if until is None:
+            return []
+        new = [k for k in kept if k[1] < until - after_s and k not in self.warned]
+        self.warned.update(new)
+        return new

@@ -45,7 +45,7 @@ from collectors.outputs.history.files import (
     utc_date,
 )
 from collectors.outputs.history.lease import Holder, WriterLease, read_holder
-from collectors.outputs.history.loss_rows import read_recorded
+from collectors.outputs.history.loss_rows import UNRECORDED_WARN_S, Kept, Looks, read_recorded
 from collectors.outputs.history.rows import event_columns, snapshot_columns, split_by_date, to_batch
 from collectors.outputs.history.schema import (
     COMPACT_ROW_GROUP,
@@ -88,13 +88,12 @@ def _never_dropped(chunk: _Chunk) -> bool:
     return chunk.table == table and any(k in kinds for k in chunk.batch.column("kind").to_pylist())
 
 
-UNRECORDED_WARN_S = 600.0
-"""A standby warns (once a loss) when the holder has written this long of polls after one it recorded a loss at
-and the history still lacks that loss (`HistoryWriter._stand_by`)."""
-
-
 def _epoch_row(r: dict[str, Any]) -> bool:
     return r["kind"] in NEVER_DROPPED[1]
+
+
+def _kept(chunk: _Chunk) -> Kept:
+    return chunk.batch.column("cluster")[0].as_py(), chunk.polled
 
 
 TakeoverHook = Callable[["HistoryWriter", Holder, bool], None]
@@ -130,7 +129,7 @@ class HistoryWriter:
         `exclusive`: write only while holding the root's lease (`lease.WriterLease`), as the collector does; a
         writer that finds it held stands by (`standby_of`), drops its rows (the holder writes the same polls)
         and takes over when the holder stops. It keeps its ledger rows of `EPOCH_LOSSES` until the history holds
-        the same loss (`loss_rows.same_loss`), and writes those it still holds at a takeover. `clusters` are the
+        the same loss (`loss_rows.covers`), and writes those it still keeps at a takeover. `clusters` are the
         clusters this writer's rows are of: when the holder does not write them all, the standby reports it in
         `last_error` (their rows are written by nobody).
         `on_takeover(writer, last_holder, watched)` is called whenever this writer takes a lease another collector
@@ -161,7 +160,7 @@ class HistoryWriter:
         self.files_written = 0
         self.bytes_written = 0
         self._chunks: list[_Chunk] = []
-        self._warned: set[tuple[str, float]] = set()  # a standby's kept losses it warned of (`_warn_unrecorded`)
+        self._looks = Looks()  # a standby's looks at the history for the losses it keeps (`_forget_recorded`)
         self._buffered = 0
         self._failing = False
         self._lock = threading.RLock()
@@ -299,6 +298,7 @@ class HistoryWriter:
         if not taken:
             self._stand_by(before)
             return STANDBY
+        before = lease.previous if lease.locked else before  # what it recorded as it stopped, too
         watched, self.standby_of = self.standby_of is not None, None
         if watched:
             log.info("history: the collector writing %s (%s) stopped; this one writes it from now on", self.root,
@@ -336,26 +336,29 @@ class HistoryWriter:
             log.info("history: %d buffered rows of polls up to %s were written by the last holder; not again",
                      dropped, datetime.fromtimestamp(until, UTC).isoformat(timespec="seconds"))
 
-    def _forget_recorded(self) -> int:
-        """Drop our buffered ledger rows of `EPOCH_LOSSES` whose loss the history holds (`loss_rows.same_loss`);
-        returns how many.
+    def _forget_recorded(self, holder: Holder | None = None) -> int | None:
+        """Drop our buffered ledger rows of `EPOCH_LOSSES` whose loss the history holds (`loss_rows.covers`);
+        returns how many, None when the history could not be read (they are kept: a loss twice rather than none).
 
-        A standby keeps them until the holder records the same loss (`_stand_by`); taking over, those it still
-        holds were written by nobody, unless the holder wrote its own and stopped before our next look: written
-        again, the weekly report counted the loss twice. A read that fails keeps them: twice rather than none."""
+        A standby (`holder`: the one it stands by) keeps them until the holder records the same loss
+        (`_stand_by`); taking over (None), those it still keeps were written by nobody, unless the holder wrote its
+        own and stopped before our last look: written again, the weekly report counted the loss twice."""
         table, _ = NEVER_DROPPED
-        mine = [c for c in self._chunks if _never_dropped(c)]
-        if not mine:
+        if holder is None:
+            self._looks.forget()
+        kept = [_kept(c) for c in self._chunks if _never_dropped(c)]
+        if not kept:
             return 0
+        until = None if holder is None else holder.flushed_until
         try:
-            recorded = read_recorded(self.root, [c.batch.column("cluster")[0].as_py() for c in mine],
-                                     min(c.polled for c in mine))
+            recorded = read_recorded(self.root, [k[0] for k in kept], self._looks.start(kept, until))
         except Exception as e:  # a damaged file, say
             log.warning("history: could not read the losses %s holds, to leave out those recorded already: %s",
                         self.root, e)
-            return 0
+            return None
+        self._looks.done(kept, until)
         dropped = self._filter(table, lambda r: not recorded(r))
-        if dropped and self.standby_of is None:
+        if dropped and holder is None:
             log.info("history: %s the last holder recorded already; not again", plural(dropped, "buffered loss"))
         return dropped
 
@@ -401,8 +404,8 @@ class HistoryWriter:
         if self._chunks:
             table, _ = NEVER_DROPPED
             self._filter(table, _epoch_row)  # the rest of those polls: the holder's to write
-            self._forget_recorded()
-            self._warn_unrecorded(holder)
+            if self._forget_recorded(holder) is not None:
+                self._warn_unrecorded(holder)
         if holder.writes(self.clusters):
             self.last_error = None
             return
@@ -414,26 +417,20 @@ class HistoryWriter:
             "of its own, or poll those clusters from the one that writes it")
 
     def _warn_unrecorded(self, holder: Holder) -> None:
-        """Say once a loss when the holder has written `UNRECORDED_WARN_S` of polls after ours that recorded it,
-        and the history still lacks it: our checkpoint of its cluster waits until this one takes over."""
-        until = holder.flushed_until
-        if until is None:
-            return
-        for c in self._chunks:
-            cluster = c.batch.column("cluster")[0].as_py()
-            if c.polled >= until - UNRECORDED_WARN_S or (cluster, c.polled) in self._warned:
-                continue
-            self._warned.add((cluster, c.polled))
-            seen = datetime.fromtimestamp(c.polled, UTC).isoformat(timespec="seconds")
-            evidence = "; ".join(str(e) for e in c.batch.column("evidence").to_pylist())
+        """Say once a loss when the holder has written `UNRECORDED_WARN_S` of polls past ours that recorded it and
+        the history still lacks it: our checkpoint of its cluster waits until this one takes over."""
+        kept = {_kept(c): c for c in self._chunks if _never_dropped(c)}
+        for cluster, polled in self._looks.to_warn(list(kept), holder.flushed_until, UNRECORDED_WARN_S):
+            evidence = "; ".join(str(e) for e in kept[cluster, polled].batch.column("evidence").to_pylist())
             log.warning("history: the collector writing %s (%s) has not recorded the loss this one saw in %s at %s "
                         "(%s). Kept, and written if this one takes the root over; its checkpoint of %s waits "
-                        "meanwhile", self.root, holder.describe(), cluster, seen, evidence, cluster)
+                        "meanwhile", self.root, holder.describe(), cluster,
+                        datetime.fromtimestamp(polled, UTC).isoformat(timespec="seconds"), evidence, cluster)
 
     def unwritten_loss_clusters(self) -> set[str]:
         """The clusters whose buffered rows hold `NEVER_DROPPED` rows (not written yet, or kept by a standby)."""
         with self._lock:
-            return {c.batch.column("cluster")[0].as_py() for c in self._chunks if _never_dropped(c)}
+            return {_kept(c)[0] for c in self._chunks if _never_dropped(c)}
 
     def flush(self) -> bool:
         """Write every buffered row: one new file per table and date. True when all were written.
@@ -511,6 +508,10 @@ class HistoryWriter:
         ok = self.flush()
         if self._lease is not None:
             self._lease.release()
+        if unwritten := self.unwritten_loss_clusters():
+            log.warning("history: stopping with the record of a loss in %s not in %s; the checkpoint of %s was held "
+                        "back, so the next run finds it again (from a checkpoint up to a week old)",
+                        ", ".join(sorted(unwritten)), self.root, ", ".join(sorted(unwritten)))
         return ok
 
     # ----- recovery, retention, compaction
