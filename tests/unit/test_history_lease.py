@@ -457,11 +457,12 @@ def test_a_standby_keeps_its_record_of_a_loss_until_the_history_holds_it(tmp_pat
     for t in range(0, 1300, 60):
         poll([holder, standby], T0 + 60 + t)
         if t == 540:  # the holder has written 569 s of polls past ours: not yet said
-            assert "has not recorded" not in caplog.text
+            assert "has not recorded" not in caplog.text and standby.last_error is None
     assert read_holder(third).flushed_until == T0 + 1320 and standby.unwritten_loss_clusters() == {"c1"}
     assert caplog.text.count("has not recorded the loss this one saw") == 1
+    assert standby.last_error is not None and "has not recorded 1 loss this one saw in c1" in standby.last_error
     holder.close()
-    assert standby.flush() and standby.standby_of is None
+    assert standby.flush() and standby.standby_of is None and standby.last_error is None
     assert read_table(third, "loss_events").time.tolist() == [T0 + 31]
     standby.close()
 
@@ -469,29 +470,33 @@ def test_a_standby_keeps_its_record_of_a_loss_until_the_history_holds_it(tmp_pat
 def test_a_standby_taking_over_does_not_record_again_a_loss_the_holder_wrote(tmp_path: Path) -> None:
     """The holder wrote the loss after the standby's last look and stopped: the takeover finds it in the history
     and does not write it again, or the report counted its messages twice. The standby's polls straddled two leader
-    changes (epoch 3 -> 5) and the holder's saw the second (4 -> 5) within them: one loss (`loss_rows.covers`).
-    The unclean election is one too. Losses the history does not hold are written: partition 1's, the standby's
-    alone, and partition 2's, where the holder straddled the changes (3 -> 5) and the standby counted epoch 4's
-    messages, which the holder's row does not."""
+    changes (epoch 3 -> 5) and the holder's saw the second (4 -> 5) within them, both finding the log cut at 950:
+    one loss (`loss_rows.covers`). The unclean election is one too. Losses the history does not hold are written:
+    partition 1's, the standby's alone; partition 2's, where the holder straddled the changes (3 -> 5) and the
+    standby counted epoch 4's messages, which the holder's row does not; partition 3's, where the holder (watching
+    from epoch 4) cut epoch 4 at 960, past the cut of epoch 3 at 950 that only the standby saw."""
     holder = HistoryWriter(tmp_path, exclusive=True, clusters=["c1"], clock=lambda: T0)
     standby = HistoryWriter(tmp_path, exclusive=True, clusters=["c1"], clock=lambda: T0)
-    theirs = truncated(T0 + 30, before=4, end=960)
+    theirs = truncated(T0 + 30, before=4, end=950)
     theirs.losses += [replace(theirs.losses[0], kind=UNCLEAN_ELECTION, messages=None, offset=None),
-                      replace(theirs.losses[0], partition=2, messages=9, epoch_before=3, offset=991)]
+                      replace(theirs.losses[0], partition=2, messages=9, epoch_before=3, offset=991),
+                      replace(theirs.losses[0], partition=3, messages=40, offset=960)]
     holder.add_snapshot(theirs)
     mine = truncated(T0 + 31, before=3, end=950)
     mine.losses += [replace(mine.losses[0], kind=UNCLEAN_ELECTION, messages=None, offset=None),
                     replace(mine.losses[0], partition=1, messages=5, offset=995),
-                    replace(mine.losses[0], partition=2, messages=12, epoch_before=4, offset=988)]
+                    replace(mine.losses[0], partition=2, messages=12, epoch_before=4, offset=988),
+                    replace(mine.losses[0], partition=3)]
     standby.add_snapshot(mine)
-    assert standby.flush() and standby.buffered_rows == 4  # the history holds none of them yet
+    assert standby.flush() and standby.buffered_rows == 5  # the history holds none of them yet
     assert holder.flush()
     holder.close()
     assert standby.flush() and standby.standby_of is None
     ledger = read_table(tmp_path, "loss_events").sort_values(["partition", "kind"])
     assert list(zip(ledger.partition, ledger.kind, ledger.messages.fillna(-1), ledger.time, strict=True)) == [
-        (0, TRUNCATION, 40, T0 + 30), (0, UNCLEAN_ELECTION, -1, T0 + 30), (1, TRUNCATION, 5, T0 + 31),
-        (2, TRUNCATION, 9, T0 + 30), (2, TRUNCATION, 12, T0 + 31)]
+        (0, TRUNCATION, 50, T0 + 30), (0, UNCLEAN_ELECTION, -1, T0 + 30), (1, TRUNCATION, 5, T0 + 31),
+        (2, TRUNCATION, 9, T0 + 30), (2, TRUNCATION, 12, T0 + 31), (3, TRUNCATION, 40, T0 + 30),
+        (3, TRUNCATION, 50, T0 + 31)]
     standby.close()
 
 
@@ -508,10 +513,34 @@ def test_a_loss_the_holder_recorded_days_ago_is_found_by_a_standby_that_finds_it
     standby.add_snapshot(truncated(T0 + 3 * 86400))
     assert standby.flush() and standby.standby_of is not None and not standby.buffered_never_dropped()
     caplog.set_level(logging.WARNING, logger="collectors.outputs.history")
-    standby.add_snapshot(truncated(T0 + 3 * 86400 + 30, before=5, end=990))  # one the holder has not written
+    standby.add_snapshot(truncated(T0 + 3 * 86400 + 30, before=4, end=990))  # one the holder has not written
     standby.close()
     assert "stopping with the record of a loss in c1 not in" in caplog.text
     holder.close()
+
+
+def test_a_standby_looks_again_through_the_history_when_another_collector_takes_it_over(tmp_path: Path) -> None:
+    """Three collectors on one root; the holder never records a loss the two standbys saw. The first standby to
+    take over writes its row, at its poll of an hour before; the other one, whose looks since its first one read
+    only rows after the old holder's `flushed_until` (less `LOOK_SLACK_S`), reads the history through again for
+    the new holder, finds the loss there and keeps nothing. Before, it kept its row until it took over itself."""
+    first = HistoryWriter(tmp_path, exclusive=True, clusters=["c1"], clock=lambda: T0)
+    second = HistoryWriter(tmp_path, exclusive=True, clusters=["c1"], clock=lambda: T0)
+    third = HistoryWriter(tmp_path, exclusive=True, clusters=["c1"], clock=lambda: T0)
+    for w in (second, third):
+        w.add_snapshot(truncated(T0 + 31))
+    for t in range(60, 4000, 300):
+        poll([first, second, third], T0 + t)
+    assert third.unwritten_loss_clusters() == {"c1"}
+    time.sleep(1.1)  # one process here: the next holder is told apart by its `since` (seconds), not its pid
+    old = read_holder(tmp_path)
+    first.close()
+    assert second.flush() and second.standby_of is None  # takes over and writes its row of T0 + 31
+    assert third.flush() and third.standby_of is not None and third.standby_of.since != old.since
+    assert not third.unwritten_loss_clusters()
+    assert read_table(tmp_path, "loss_events").time.tolist() == [T0 + 31]
+    second.close()
+    third.close()
 
 
 def test_a_takeover_reads_what_the_holder_recorded_as_it_stopped(tmp_path: Path,

@@ -9,15 +9,16 @@ import pytest
 
 from collectors.model.vocabulary import RETENTION_SKIPPED, TRUNCATION, UNCLEAN_ELECTION
 from collectors.outputs.checkpoint import EVIDENCE_MAX_AGE_S
-from collectors.outputs.history.loss_rows import RECORDED_LOSS_WINDOW_S, Looks, covers, recorded_in
+from collectors.outputs.history.loss_rows import LOOK_SLACK_S, RECORDED_LOSS_WINDOW_S, Looks, covers, recorded_in
 
 W = RECORDED_LOSS_WINDOW_S
+S = LOOK_SLACK_S
 
 
 def row(before: int | None, after: int | None, kind: str = TRUNCATION, partition: int = 0,
-        cluster: str = "c1", topic: str = "t0") -> dict[str, Any]:
+        cluster: str = "c1", topic: str = "t0", offset: int | None = None) -> dict[str, Any]:
     return {"cluster": cluster, "kind": kind, "topic": topic, "partition": partition, "epoch_before": before,
-            "epoch_after": after}
+            "epoch_after": after, "offset": offset}
 
 
 @pytest.mark.parametrize(("theirs", "ours", "covered"), [
@@ -36,6 +37,12 @@ def row(before: int | None, after: int | None, kind: str = TRUNCATION, partition
     (row(None, 4), row(None, 4), True),  # no epoch range: equal epochs only
     (row(3, 4), row(None, 4), False),
     (row(None, 4), row(3, 4), False),
+    # Where the new leader cuts the log: theirs must cut at or before ours.
+    (row(4, 5, offset=950), row(3, 5, offset=950), True),  # no epoch 4 in leader 5's log: one cut, one loss
+    (row(3, 4, offset=960), row(3, 4, offset=960), True),
+    (row(4, 5, offset=960), row(3, 5, offset=950), False),  # epoch 3 cut at 950 (3 -> 4), unseen by theirs
+    (row(4, 5, offset=940), row(3, 5, offset=950), True),
+    (row(4, 5, offset=None, kind=UNCLEAN_ELECTION), row(3, 5, offset=None, kind=UNCLEAN_ELECTION), True),
 ])
 def test_the_historys_row_covers_ours_when_it_watched_an_epoch_within_our_leader_change(
         theirs: dict[str, Any], ours: dict[str, Any], covered: bool) -> None:
@@ -57,27 +64,29 @@ def test_the_window_is_as_long_as_a_checkpoints_loss_evidence_lives() -> None:
 def test_a_kept_loss_is_looked_for_a_window_back_once_then_among_the_rows_written_since() -> None:
     looks = Looks()
     first = ("c1", 1000.0)
-    assert looks.start([first], until=None) == 1000 - W  # never looked for
+    assert looks.start([first]) == 1000 - W  # never looked for
     looks.done([first], until=1030.0)
-    assert looks.start([first], until=1090.0) == 1030  # the holder wrote polls up to 1030 before that look
+    assert looks.start([first]) == 1030 - S  # the holder wrote polls up to 1030 before that look (less a slack)
     second = ("c2", 1100.0)
-    assert looks.start([first, second], until=1090.0) == 1100 - W  # a new one: a window back again
+    assert looks.start([first, second]) == 1100 - W  # a new one: a window back again
     looks.done([first, second], until=1090.0)
-    assert looks.start([first, second], until=1150.0) == 1090
+    assert looks.start([first, second]) == 1090 - S
     looks.done([first, second], until=None)  # a holder that records no flushed_until (an older one)
-    assert looks.start([first, second], until=None) == 1000 - W
+    assert looks.start([first, second]) == 1000 - W
     looks.done([second], until=1200.0)  # the first is in the history now
-    looks.forget()  # a takeover: whatever the last holder wrote, read it all
-    assert looks.start([second], until=None) == 1100 - W
+    assert looks.start([second]) == 1200 - S
+    looks.forget()  # a takeover, or another holder: whatever the history holds, read it all
+    assert looks.start([second]) == 1100 - W
 
 
 def test_a_kept_loss_is_warned_of_once_after_the_holder_wrote_past_it() -> None:
     looks = Looks()
     kept = [("c1", 1000.0), ("c1", 1500.0)]
-    assert looks.to_warn(kept, until=None, after_s=600) == []  # the holder records nothing: nothing to say
-    assert looks.to_warn(kept, until=1600.0, after_s=600) == []  # 600 s of its polls past: not yet
-    assert looks.to_warn(kept, until=1601.0, after_s=600) == [("c1", 1000.0)]
-    assert looks.to_warn(kept, until=3000.0, after_s=600) == [("c1", 1500.0)]  # each once
-    assert looks.to_warn(kept, until=9000.0, after_s=600) == []
+    assert looks.overdue(kept, until=None, after_s=600) == []  # the holder records nothing: nothing to say
+    assert looks.overdue(kept, until=1600.0, after_s=600) == []  # 600 s of its polls past: not yet
+    assert looks.to_warn(looks.overdue(kept, until=1601.0, after_s=600)) == [("c1", 1000.0)]
+    assert looks.overdue(kept, until=3000.0, after_s=600) == kept  # overdue as long as kept ...
+    assert looks.to_warn(looks.overdue(kept, until=3000.0, after_s=600)) == [("c1", 1500.0)]  # ... warned once
+    assert looks.to_warn(looks.overdue(kept, until=9000.0, after_s=600)) == []
     looks.done([("c1", 1500.0)], until=9000.0)  # the first one left the buffer: forgotten
     assert looks.warned == {("c1", 1500.0)}

@@ -8,9 +8,11 @@ history holds the same loss, and writes them if it takes the root over first (`w
 collector asks the new leader where the epoch it watched ends (KIP-320's OffsetForLeaderEpoch) and counts that
 epoch's committed messages past it; one whose polls straddled two leader changes (3 -> 4 -> 5) asks about epoch 3,
 one that polled between them about epoch 4 at the second change. So a row of the history covers ours when it is of
-the same cluster, kind and partition and watched an epoch within our leader change: ``ours.epoch_before <=
-theirs.epoch_before < ours.epoch_after`` (`covers`; ours straddled the changes). Not the other way round: if the
-history's row straddled the changes ours saw one at a time, ours counted epoch 4's messages, which it did not.
+the same cluster, kind, topic and partition and watched an epoch within our leader change: ``ours.epoch_before
+<= theirs.epoch_before < ours.epoch_after`` (`covers`; ours straddled the changes), and, for a truncation, cut the
+log at or before ours (``theirs.offset <= ours.offset``): a holder that began watching at epoch 4 never saw epoch
+3's messages cut at 3 -> 4, which ours counts, and its cut of epoch 4 lies past ours. Not the other way round: if
+the history's row straddled the changes ours saw one at a time, ours counted epoch 4's messages, which it did not.
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from collectors.model.vocabulary import EPOCH_LOSSES
+from collectors.model.wording import plural
 from collectors.outputs.checkpoint import EVIDENCE_MAX_AGE_S
+from collectors.outputs.history.lease import Holder
 
 LOSS_TABLE = "loss_events"
 SUBJECT = ("cluster", "kind", "topic", "partition")
-COLUMNS = (*SUBJECT, "epoch_before", "epoch_after")
+COLUMNS = (*SUBJECT, "epoch_before", "epoch_after", "offset")
 
 RECORDED_LOSS_WINDOW_S = EVIDENCE_MAX_AGE_S
 """How far before a collector's own record of a loss the history's record of it is looked for. The two see a leader
@@ -35,6 +39,11 @@ far: `checkpoint.EVIDENCE_MAX_AGE_S`) finds again a loss the holder recorded whe
 UNRECORDED_WARN_S = 600.0
 """A standby warns (once a loss) when the holder has written this long of polls past one it recorded a loss at
 and the history still lacks that loss (`Looks.to_warn`)."""
+
+LOOK_SLACK_S = 3600.0
+"""How far before the holder's `flushed_until` at the last look the next look starts: a row it writes later is of a
+later poll, but its clock may step back, a flush forced mid-poll by the memory bound records a poll whose other
+clusters' rows come after, and times come back from Parquet to the microsecond."""
 
 Row = dict[str, Any]
 Kept = tuple[str, float]
@@ -49,7 +58,8 @@ def covers(theirs: Row, ours: Row) -> bool:
     before, after, watched = ours["epoch_before"], ours["epoch_after"], theirs["epoch_before"]
     if None in (before, after, watched):
         return (watched, theirs["epoch_after"]) == (before, after)
-    return bool(before <= watched < after)
+    cut, theirs_cut = ours["offset"], theirs["offset"]
+    return bool(before <= watched < after) and (cut is None or theirs_cut is None or theirs_cut <= cut)
 
 
 def recorded_in(rows: Sequence[Row]) -> Callable[[Row], bool]:
@@ -88,11 +98,11 @@ class Looks:
         it adds to the history after that are of later polls."""
         self.warned: set[Kept] = set()
 
-    def start(self, kept: Sequence[Kept], until: float | None) -> float:
+    def start(self, kept: Sequence[Kept]) -> float:
         """Where the next look at the history for `kept` starts."""
         starts = [t - RECORDED_LOSS_WINDOW_S for c, t in kept if (c, t) not in self.looked]
         if len(starts) < len(kept):  # some looked for before: the rows written since will do for them
-            starts.append(self.until if self.until is not None
+            starts.append(self.until - LOOK_SLACK_S if self.until is not None
                           else min(t for _, t in kept) - RECORDED_LOSS_WINDOW_S)
         return min(starts)
 
@@ -102,15 +112,26 @@ class Looks:
         self.warned &= self.looked
 
     def forget(self) -> None:
-        """The next look reads `RECORDED_LOSS_WINDOW_S` back for every row (a takeover: read all the last holder
-        wrote)."""
+        """The next look reads `RECORDED_LOSS_WINDOW_S` back for every row: at a takeover, and when another
+        collector holds the lease (what it wrote at its own takeover is of polls before its `flushed_until`)."""
         self.looked, self.until = set(), None
 
-    def to_warn(self, kept: Sequence[Kept], until: float | None, after_s: float) -> list[Kept]:
+    @staticmethod
+    def overdue(kept: Sequence[Kept], until: float | None, after_s: float) -> list[Kept]:
         """The kept losses the holder has written `after_s` of polls past (`until`: its `flushed_until`) without the
-        history holding them, not warned of before."""
-        if until is None:
-            return []
-        new = [k for k in kept if k[1] < until - after_s and k not in self.warned]
+        history holding them."""
+        return [] if until is None else [k for k in kept if k[1] < until - after_s]
+
+    def to_warn(self, overdue: Sequence[Kept]) -> list[Kept]:
+        """Those of `overdue` not warned of before."""
+        new = [k for k in overdue if k not in self.warned]
         self.warned.update(new)
         return new
+
+
+def unrecorded_error(root: Path, holder: Holder, overdue: Sequence[Kept]) -> str:
+    """What a standby's `history_write_failed` says while the history lacks losses only it recorded."""
+    clusters = ", ".join(sorted({c for c, _ in overdue}))
+    return (f"history root {root}: the collector writing it ({holder.describe()}) has not recorded "
+            f"{plural(len(overdue), 'loss', 'losses')} this one saw in {clusters}; kept here and written if this one "
+            "takes the root over, and this one's checkpoint of those clusters waits meanwhile")

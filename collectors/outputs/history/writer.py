@@ -45,7 +45,7 @@ from collectors.outputs.history.files import (
     utc_date,
 )
 from collectors.outputs.history.lease import Holder, WriterLease, read_holder
-from collectors.outputs.history.loss_rows import UNRECORDED_WARN_S, Kept, Looks, read_recorded
+from collectors.outputs.history.loss_rows import UNRECORDED_WARN_S, Kept, Looks, read_recorded, unrecorded_error
 from collectors.outputs.history.rows import event_columns, snapshot_columns, split_by_date, to_batch
 from collectors.outputs.history.schema import (
     COMPACT_ROW_GROUP,
@@ -351,7 +351,7 @@ class HistoryWriter:
             return 0
         until = None if holder is None else holder.flushed_until
         try:
-            recorded = read_recorded(self.root, [k[0] for k in kept], self._looks.start(kept, until))
+            recorded = read_recorded(self.root, [k[0] for k in kept], self._looks.start(kept))
         except Exception as e:  # a damaged file, say
             log.warning("history: could not read the losses %s holds, to leave out those recorded already: %s",
                         self.root, e)
@@ -399,15 +399,19 @@ class HistoryWriter:
             log.info("history: %s is written by another collector (%s; clusters %s); this one stands by and takes "
                      "over when it stops", self.root, holder.describe(),
                      ", ".join(holder.clusters) if holder.clusters is not None else "unknown")
+            self._looks.forget()
         self.standby_of = holder
         self._keep(_never_dropped)
+        overdue: list[Kept] = []
         if self._chunks:
             table, _ = NEVER_DROPPED
             self._filter(table, _epoch_row)  # the rest of those polls: the holder's to write
             if self._forget_recorded(holder) is not None:
-                self._warn_unrecorded(holder)
+                overdue = self._warn_unrecorded(holder)
         if holder.writes(self.clusters):
             self.last_error = None
+            if overdue:  # the only record of those losses is ours: the monitor says so (`history_write_failed`)
+                self._record_error(unrecorded_error(self.root, holder, overdue))
             return
         missing = [c for c in self.clusters if holder.clusters is None or c not in holder.clusters]
         self._record_error(
@@ -416,16 +420,18 @@ class HistoryWriter:
             f"{', '.join(missing) or 'these'}: their rows are not written. Give each collector a history root "
             "of its own, or poll those clusters from the one that writes it")
 
-    def _warn_unrecorded(self, holder: Holder) -> None:
-        """Say once a loss when the holder has written `UNRECORDED_WARN_S` of polls past ours that recorded it and
-        the history still lacks it: our checkpoint of its cluster waits until this one takes over."""
+    def _warn_unrecorded(self, holder: Holder) -> list[Kept]:
+        """Our kept losses the holder has written `UNRECORDED_WARN_S` of polls past while the history still lacks
+        them, with a warning once each: our checkpoint of their cluster waits until this one takes over."""
         kept = {_kept(c): c for c in self._chunks if _never_dropped(c)}
-        for cluster, polled in self._looks.to_warn(list(kept), holder.flushed_until, UNRECORDED_WARN_S):
+        overdue = self._looks.overdue(list(kept), holder.flushed_until, UNRECORDED_WARN_S)
+        for cluster, polled in self._looks.to_warn(overdue):
             evidence = "; ".join(str(e) for e in kept[cluster, polled].batch.column("evidence").to_pylist())
             log.warning("history: the collector writing %s (%s) has not recorded the loss this one saw in %s at %s "
                         "(%s). Kept, and written if this one takes the root over; its checkpoint of %s waits "
                         "meanwhile", self.root, holder.describe(), cluster,
                         datetime.fromtimestamp(polled, UTC).isoformat(timespec="seconds"), evidence, cluster)
+        return overdue
 
     def unwritten_loss_clusters(self) -> set[str]:
         """The clusters whose buffered rows hold `NEVER_DROPPED` rows (not written yet, or kept by a standby)."""
