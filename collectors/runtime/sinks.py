@@ -141,6 +141,8 @@ class HistorySink:
         if proved:
             self.writer.flush()  # its ledger rows durable before the checkpoint that moves past them (EPOCH_LOSSES)
         self.writer.maybe_flush()  # the writer times flushes on the wall clock; `now` may be simulated
+        if self.unwritten_losses and not proved:  # a failed forced flush: its ledger rows retried every poll
+            self.writer.flush_losses()
         self._release_written()
         error = self.writer.last_error
         if self.exporter is not None:
@@ -307,9 +309,10 @@ class HistorySink:
                  last.describe(), plural(dropped, "own event row"))
 
     def _release_written(self) -> None:
-        """End a cluster's hold once no ledger row of a loss it proved waits (`history.writer.NEVER_DROPPED`): a
-        failed forced flush is retried at the writer's own pace, and a standby keeps its rows until the history
-        holds the loss. Per cluster: one loss the holder never records holds back only its cluster's saves."""
+        """End a cluster's hold once no ledger row of a loss it proved waits (`history.writer.NEVER_DROPPED`): after
+        a failed forced flush those rows alone are retried every poll (`HistoryWriter.flush_losses`), the rest at
+        the writer's own pace, and a standby keeps its rows until the history holds the loss. Per cluster: one loss
+        the holder never records holds back only its cluster's saves."""
         if self.unwritten_losses:
             self.unwritten_losses &= self.writer.unwritten_loss_clusters()
 

@@ -137,10 +137,11 @@ def test_a_checkpoint_waits_for_the_history_to_write_the_loss_its_poll_proved(
     """The checkpoint after a proved truncation moves the epoch watch past it, so it must follow the ledger row.
     When the forced flush fails (a full disk), that cluster's checkpoint is held back, by the save after the loss,
     the timed saves, a rising cluster's own save and the one at close, while the row waits in the buffer (retried
-    at the writer's flush interval; its memory bound drops other rows, never the ledger's); killed meanwhile, the
-    collector resumes from before the loss and records it again. The flush that writes the row releases the hold
-    and the checkpoint is saved in full at once. Other clusters are saved as before. Before, the save ran whatever
-    the flush did, and the bound could drop the row."""
+    alone at every poll; its memory bound drops other rows, never the ledger's); killed meanwhile, the collector
+    resumes from before the loss and records it again. The poll whose retry writes the row releases the hold and
+    the checkpoint is saved in full at once, though other tables still wait for a due flush (before `flush_losses`,
+    the hold lasted until the next due flush). Other clusters are saved as before. Before, the save ran whatever the
+    flush did, and the bound could drop the row."""
     from collectors.model.poll import PollResult
     from collectors.model.records import ClusterSnapshot, LossRecord
     from collectors.runtime.sinks import CheckpointSink, RiseCheckpointSink
@@ -180,15 +181,19 @@ def test_a_checkpoint_waits_for_the_history_to_write_the_loss_its_poll_proved(
             sink([poll("prod"), poll("stage")], LATER)
         assert history.unwritten_losses == {"prod"} and saved == [{"stage"}, {"stage"}]
         assert history.writer.dropped_rows > 0 and history.writer.buffered_never_dropped()
-        monkeypatch.undo()  # room again: the next due flush writes the row, and the checkpoint follows at once
-        for sink in (history, checkpoints):  # not due yet: still held
-            sink([poll("prod"), poll("stage")], LATER)
-        assert history.unwritten_losses == {"prod"} and saved == [{"stage"}, {"stage"}]
-        wall[0] += cfg.history.flush_interval_s
-        for sink in (history, checkpoints):
+        monkeypatch.undo()  # room for the ledger again, not yet for the cluster rows
+        disk_full_on(monkeypatch, "cluster", "2023-12-15")
+        history.writer.max_buffer_rows = 1_000  # they wait now, rather than being dropped
+        for sink in (history, checkpoints):  # no flush due: the ledger's rows alone are retried, and written
             sink([poll("prod"), poll("stage")], LATER)
         assert len(files_in(root, "loss_events")) == 1 and history.unwritten_losses == set()
-        assert saved[-1] is None and len(saved) == 3  # a full save, not waiting for the next timed one
+        assert saved[-1] is None and len(saved) == 3  # a full save at once, not at the next due flush or timed save
+        assert "history_write_failed" in m.conditions and history.writer.buffered_rows > 0  # cluster rows wait
+        monkeypatch.undo()
+        wall[0] += cfg.history.flush_interval_s
+        for sink in (history, checkpoints):  # the due flush writes the rest
+            sink([poll("prod"), poll("stage")], LATER)
+        assert "history_write_failed" not in m.conditions and history.writer.buffered_rows == 0
         # the disk full again at the last poll and at close: the save at close leaves that cluster out too
         disk_full_on(monkeypatch, "loss_events", "2023-12-15")
         for sink in (history, checkpoints):

@@ -17,7 +17,8 @@ it reads moves none of them, nor the order of a row group sorted by key (`schema
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import json
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +26,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
-from collectors.outputs.history.schema import conform
+from collectors.outputs.history.schema import HISTORY_SCHEMA_VERSION, REPLACES_KEY, TABLES, conform
 
 _FORMAT = ds.ParquetFileFormat()
 _LOCAL = pafs.LocalFileSystem()
@@ -135,3 +136,21 @@ def _batches(files: list[Footer], size: int) -> Iterator[pa.RecordBatch]:
                                           "out of order")
             yield tagged.record_batch
         i = j
+
+
+def merged_schema(table: str, footers: Mapping[str, Footer], replaces: set[str]) -> pa.Schema:
+    """The schema of the compact file of `table` merging the files `footers` names and superseding `replaces`:
+    the table's own (`TABLES`; unknown tables: the files' unified) with the columns of a newer writer's files added,
+    so that they survive the merge, and the file's metadata."""
+    schemas: list[pa.Schema] = []  # each once, in the order of the files (a day's 1,440 are one or two)
+    for footer in footers.values():
+        if not any(footer.schema.equals(s, check_metadata=True) for s in schemas):
+            schemas.append(footer.schema)
+    target = TABLES.get(table)
+    if target is None:
+        target = pa.unify_schemas([s.remove_metadata() for s in schemas])
+    for f in (f for s in schemas for f in s):
+        if f.name not in target.names and f.name != "date":
+            target = target.append(f)
+    return target.with_metadata({"kmon.table": table, "kmon.history_schema_version": str(HISTORY_SCHEMA_VERSION),
+                                 REPLACES_KEY.decode(): json.dumps(sorted(replaces))})

@@ -17,8 +17,10 @@ the history's row straddled the changes ours saw one at a time, ours counted epo
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,8 @@ from collectors.model.vocabulary import EPOCH_LOSSES
 from collectors.model.wording import plural
 from collectors.outputs.checkpoint import EVIDENCE_MAX_AGE_S
 from collectors.outputs.history.lease import Holder
+
+log = logging.getLogger(__name__)
 
 LOSS_TABLE = "loss_events"
 SUBJECT = ("cluster", "kind", "topic", "partition")
@@ -135,3 +139,16 @@ def unrecorded_error(root: Path, holder: Holder, overdue: Sequence[Kept]) -> str
     return (f"history root {root}: the collector writing it ({holder.describe()}) has not recorded "
             f"{plural(len(overdue), 'loss', 'losses')} this one saw in {clusters}; kept here and written if this one "
             "takes the root over, and this one's checkpoint of those clusters waits meanwhile")
+
+
+def warn_unrecorded(root: Path, holder: Holder, looks: Looks, kept: dict[Kept, list[str]]) -> list[Kept]:
+    """Those of a standby's `kept` losses (each with its rows' evidence) the holder has written `UNRECORDED_WARN_S`
+    of polls past while the history still lacks them, with a warning once each: the standby's checkpoint of their
+    cluster waits until it takes over."""
+    overdue = looks.overdue(list(kept), holder.flushed_until, UNRECORDED_WARN_S)
+    for cluster, polled in looks.to_warn(overdue):
+        log.warning("history: the collector writing %s (%s) has not recorded the loss this one saw in %s at %s (%s). "
+                    "Kept, and written if this one takes the root over; its checkpoint of %s waits meanwhile", root,
+                    holder.describe(), cluster, datetime.fromtimestamp(polled, UTC).isoformat(timespec="seconds"),
+                    "; ".join(str(e) for e in kept[cluster, polled]), cluster)
+    return overdue

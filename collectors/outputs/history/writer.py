@@ -5,7 +5,6 @@ See the package docstring (`collectors.outputs.history`) for the layout and the 
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -28,7 +27,7 @@ from collectors.model.records import AlertRecord, ClusterSnapshot
 from collectors.model.vocabulary import EPOCH_LOSSES
 from collectors.model.wording import plural
 from collectors.outputs.atomic import fsync_dir
-from collectors.outputs.history.compaction import Footer, read_footer, row_groups
+from collectors.outputs.history.compaction import Footer, merged_schema, read_footer, row_groups
 from collectors.outputs.history.files import (
     DayFiles,
     damage,
@@ -45,7 +44,7 @@ from collectors.outputs.history.files import (
     utc_date,
 )
 from collectors.outputs.history.lease import Holder, WriterLease, read_holder
-from collectors.outputs.history.loss_rows import UNRECORDED_WARN_S, Kept, Looks, read_recorded, unrecorded_error
+from collectors.outputs.history.loss_rows import Kept, Looks, read_recorded, unrecorded_error, warn_unrecorded
 from collectors.outputs.history.rows import event_columns, snapshot_columns, split_by_date, to_batch
 from collectors.outputs.history.schema import (
     COMPACT_ROW_GROUP,
@@ -54,7 +53,6 @@ from collectors.outputs.history.schema import (
     DEFAULT_MAX_BUFFER_ROWS,
     DELETING_PREFIX,
     HISTORY_SCHEMA_VERSION,
-    REPLACES_KEY,
     TABLES,
     TEMP_PREFIX,
     in_row_group_order,
@@ -422,16 +420,9 @@ class HistoryWriter:
 
     def _warn_unrecorded(self, holder: Holder) -> list[Kept]:
         """Our kept losses the holder has written `UNRECORDED_WARN_S` of polls past while the history still lacks
-        them, with a warning once each: our checkpoint of their cluster waits until this one takes over."""
-        kept = {_kept(c): c for c in self._chunks if _never_dropped(c)}
-        overdue = self._looks.overdue(list(kept), holder.flushed_until, UNRECORDED_WARN_S)
-        for cluster, polled in self._looks.to_warn(overdue):
-            evidence = "; ".join(str(e) for e in kept[cluster, polled].batch.column("evidence").to_pylist())
-            log.warning("history: the collector writing %s (%s) has not recorded the loss this one saw in %s at %s "
-                        "(%s). Kept, and written if this one takes the root over; its checkpoint of %s waits "
-                        "meanwhile", self.root, holder.describe(), cluster,
-                        datetime.fromtimestamp(polled, UTC).isoformat(timespec="seconds"), evidence, cluster)
-        return overdue
+        them, with a warning once each (`loss_rows.warn_unrecorded`)."""
+        kept = {_kept(c): c.batch.column("evidence").to_pylist() for c in self._chunks if _never_dropped(c)}
+        return warn_unrecorded(self.root, holder, self._looks, kept)
 
     def unwritten_loss_clusters(self) -> set[str]:
         """The clusters whose buffered rows hold `NEVER_DROPPED` rows (not written yet, or kept by a standby)."""
@@ -453,36 +444,52 @@ class HistoryWriter:
                 self._failing = True
                 self._enforce_bound()
                 return False
-            groups: dict[tuple[str, str], list[_Chunk]] = defaultdict(list)
-            for c in self._chunks:
-                groups[(c.table, c.date)].append(c)
-            errors: list[str] = []
-            written: set[int] = set()
-            for (table, day), chunks in groups.items():
-                try:
-                    self._write(table, day, [c.batch for c in chunks])
-                except Exception as e:  # OSError above all (disk full, read-only); never crash the poll loop
-                    if not isinstance(e, OSError):
-                        log.exception("history: unexpected error writing %s/%s", table, day)
-                    errors.append(f"{table}/{DATE_PREFIX}{day}: {type(e).__name__}: {e}")
-                    continue
-                written.update(id(c) for c in chunks)
-            if written:
-                if self._lease is not None:  # what a standby taking over need not write again
-                    self._record_flushed(written)
-                self._keep(lambda c: id(c) not in written)
-            if errors:
-                self.flush_failures += 1
-                self._failing = True
-                more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-                self._record_error(f"history flush failed: {errors[0]}{more}")
-                log.error("history: flush failed for %d of %d files; %d rows kept: %s", len(errors), len(groups),
-                          self._buffered, "; ".join(errors[:3]))
-                self._enforce_bound()
-                return False
+            return self._write_chunks(self._chunks)
+
+    def flush_losses(self) -> bool:
+        """Write the buffered rows of `NEVER_DROPPED` alone: a few rows, retried every poll while a checkpoint waits
+        for them (`collectors.runtime.sinks.HistorySink.unwritten_losses`) and the full flush for its interval.
+        True when none waits. A standby's wait for the history to hold them (`_stand_by`) is not shortened."""
+        with self._lock:
+            losses = [c for c in self._chunks if _never_dropped(c)]
+            if not losses or (self._lease is not None and not self._lease.held):
+                return not losses
+            return self._write_chunks(losses)
+
+    def _write_chunks(self, chunks: list[_Chunk]) -> bool:
+        """Write `chunks` of the buffer, one new file per table and date; True when all were written. Call with the
+        lock held. The buffer written empty clears `last_error`."""
+        groups: dict[tuple[str, str], list[_Chunk]] = defaultdict(list)
+        for c in chunks:
+            groups[(c.table, c.date)].append(c)
+        errors: list[str] = []
+        written: set[int] = set()
+        for (table, day), group in groups.items():
+            try:
+                self._write(table, day, [c.batch for c in group])
+            except Exception as e:  # OSError above all (disk full, read-only); never crash the poll loop
+                if not isinstance(e, OSError):
+                    log.exception("history: unexpected error writing %s/%s", table, day)
+                errors.append(f"{table}/{DATE_PREFIX}{day}: {type(e).__name__}: {e}")
+                continue
+            written.update(id(c) for c in group)
+        if written:
+            if self._lease is not None:  # what a standby taking over need not write again
+                self._record_flushed(written)
+            self._keep(lambda c: id(c) not in written)
+        if errors:
+            self.flush_failures += 1
+            self._failing = True
+            more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+            self._record_error(f"history flush failed: {errors[0]}{more}")
+            log.error("history: flush failed for %d of %d files; %d rows kept: %s", len(errors), len(groups),
+                      self._buffered, "; ".join(errors[:3]))
+            self._enforce_bound()
+            return False
+        if not self._chunks:
             self._failing = False
             self.last_error = None
-            return True
+        return True
 
     def _record_flushed(self, written: set[int]) -> None:
         """Record in the lease file the latest poll every buffered row up to which is written now. Not one of a
@@ -664,18 +671,7 @@ class HistoryWriter:
         for name in live:
             if name.startswith("compact-"):
                 replaces |= replaced_names(directory / name)
-        schemas: list[pa.Schema] = []  # each once, in the order of the files (a day's 1,440 are one or two)
-        for footer in footers.values():
-            if not any(footer.schema.equals(s, check_metadata=True) for s in schemas):
-                schemas.append(footer.schema)
-        target = TABLES.get(table)
-        if target is None:
-            target = pa.unify_schemas([s.remove_metadata() for s in schemas])
-        for f in (f for s in schemas for f in s):  # columns from a newer writer survive the merge
-            if f.name not in target.names and f.name != "date":
-                target = target.append(f)
-        target = target.with_metadata({"kmon.table": table, "kmon.history_schema_version": str(HISTORY_SCHEMA_VERSION),
-                                       REPLACES_KEY.decode(): json.dumps(sorted(replaces))})
+        target = merged_schema(table, footers, replaces)
         rows = 0
 
         def write(f: Any) -> None:
@@ -691,8 +687,5 @@ class HistoryWriter:
         log.info("history: compacted %d files (%d rows) of %s/%s into %s; deleted %d", len(live), rows, table, day,
                  name, deleted)
         return True
-
-
-# ----- reading
 
 
