@@ -113,6 +113,7 @@ class HistorySink:
         self._unpolled: dict[str, float] = {}
         """Clusters of the history that no collector writing it polls now -> their last poll (`_lose_unpolled`)."""
         self._unpolled_retry_at = -math.inf  # poll clock: after a read of theirs failed, not before then
+        self._standby_error: str | None = None  # the last error a standby logged
         self.unwritten_losses: set[str] = set()
         """Clusters whose poll proved a loss of `EPOCH_LOSSES` while such rows wait in the writer's buffer (the
         forced flush failed): their checkpoints are held back until none waits (`CheckpointSink.held`). Saved past
@@ -140,9 +141,9 @@ class HistorySink:
             self._lose_unpolled(self.writer, now)
         if proved:
             self.writer.flush()  # its ledger rows durable before the checkpoint that moves past them (EPOCH_LOSSES)
-        self.writer.maybe_flush()  # the writer times flushes on the wall clock; `now` may be simulated
-        if self.unwritten_losses and not proved:  # a failed forced flush: its ledger rows retried every poll
-            self.writer.flush_losses()
+        flushed = self.writer.maybe_flush()  # the writer times flushes on the wall clock; `now` may be simulated
+        if self.unwritten_losses and not proved and flushed:  # after a failed forced flush: its ledger rows alone
+            self.writer.flush_losses()  # every poll (not again right after a due flush that failed)
         self._release_written()
         error = self.writer.last_error
         if self.exporter is not None:
@@ -166,8 +167,10 @@ class HistorySink:
                     "history_maintenance_failed", "warning", "history",
                     f"history maintenance failed: {maintenance} (retried hourly; uncompacted days read slower, "
                     "days past the retention stay on disk)")
+        standby_error, self._standby_error = self._standby_error, error if self.writer.standby_of else None
         if error is not None and self.writer.standby_of is not None:
-            log.error("history not written: %s", error)
+            if error != standby_error:  # the same again every poll, possibly for days: said once
+                log.error("history not written: %s", error)
         elif error is not None:
             log.error("history flush failed: %s (rows kept in memory, %d dropped)", error, self.writer.dropped_rows)
 

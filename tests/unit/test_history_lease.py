@@ -27,6 +27,7 @@ from collectors.config import HistoryConfig
 from collectors.model.records import ClusterSnapshot, LossRecord
 from collectors.model.vocabulary import RETENTION_SKIPPED, TRUNCATION, UNCLEAN_ELECTION
 from collectors.outputs.history import HistoryWriter, read_table
+from collectors.outputs.history import writer as history_writer
 from collectors.outputs.history.files import utc_date
 from collectors.outputs.history.lease import LEASE_FILE, Holder, WriterLease, read_holder
 from collectors.runtime.poller import Monitor
@@ -406,8 +407,8 @@ def truncated(t: float, cluster: str = "c1", before: int = 3, end: int = 960) ->
     return snap
 
 
-def test_a_standby_keeps_its_record_of_a_loss_until_the_history_holds_it(tmp_path: Path,
-                                                                          caplog: pytest.LogCaptureFixture) -> None:
+def test_a_standby_keeps_its_record_of_a_loss_until_the_history_holds_it(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     """Both collectors of an HA pair see a truncation. The holder cannot write its ledger row (``loss_events`` is
     a file) and stops: the standby, which kept its own row (only that row of its polls: not its retention skip),
     writes it when it takes over. Before, a standby dropped every row at its flushes and the loss was recorded by
@@ -461,6 +462,10 @@ def test_a_standby_keeps_its_record_of_a_loss_until_the_history_holds_it(tmp_pat
     assert read_holder(third).flushed_until == T0 + 1320 and standby.unwritten_loss_clusters() == {"c1"}
     assert caplog.text.count("has not recorded the loss this one saw") == 1
     assert standby.last_error is not None and "has not recorded 1 loss this one saw in c1" in standby.last_error
+    with monkeypatch.context() as broken:  # a look that fails leaves the verdict standing
+        broken.setattr(history_writer, "read_recorded", lambda *a: (_ for _ in ()).throw(OSError("damaged")))
+        poll([standby], T0 + 1400)
+    assert standby.last_error is not None and "has not recorded 1 loss" in standby.last_error
     holder.close()
     assert standby.flush() and standby.standby_of is None and standby.last_error is None
     assert read_table(third, "loss_events").time.tolist() == [T0 + 31]
@@ -548,8 +553,6 @@ def test_a_takeover_reads_what_the_holder_recorded_as_it_stopped(tmp_path: Path,
     """The holder's final flush lands between the standby's read of the lease file and its taking the lease: the
     takeover goes by what the file says once the lease is ours, so the standby's rows of the polls that flush
     wrote are not written again. Before, it went by the account it read first."""
-    from collectors.outputs.history import writer as history_writer
-
     holder = HistoryWriter(tmp_path, exclusive=True, clusters=["c1"], clock=lambda: T0)
     standby = HistoryWriter(tmp_path, exclusive=True, clusters=["c1"], clock=lambda: T0)
     poll([holder, standby], T0)
@@ -568,12 +571,14 @@ def test_a_takeover_reads_what_the_holder_recorded_as_it_stopped(tmp_path: Path,
     standby.close()
 
 
-def test_a_standby_holds_back_only_the_checkpoint_of_a_loss_nobody_wrote(tmp_path: Path) -> None:
+def test_a_standby_holds_back_only_the_checkpoint_of_a_loss_nobody_wrote(tmp_path: Path,
+                                                                          caplog: pytest.LogCaptureFixture) -> None:
     """A standby polling `prod` and `billing` beside a holder that writes `prod` alone: both see a truncation. Its
     hold of `prod` ends when the holder writes prod's; `billing`'s, which nobody writes, is kept (before, dropped
     once the holder's polls passed it) and holds back only billing's checkpoint, until the takeover writes it."""
     from collectors.model.poll import PollResult
 
+    caplog.set_level(logging.ERROR, logger="collectors.runtime.sinks")
     root = tmp_path / "h"
     m = Monitor(monitor_config(tmp_path / "state"))
     holder = HistoryWriter(root, exclusive=True, clusters=["prod"])
@@ -589,6 +594,7 @@ def test_a_standby_holds_back_only_the_checkpoint_of_a_loss_nobody_wrote(tmp_pat
         poll([holder], T0 + 90, cluster="prod")
         sink([PollResult(small_snapshot(T0 + 91, c)) for c in ("prod", "billing")], T0 + 91)
         assert sink.unwritten_losses == {"billing"}
+        assert caplog.text.count("history not written") == 1  # nobody writes billing: said once, not every poll
         holder.close()
         sink([PollResult(small_snapshot(T0 + 121, c)) for c in ("prod", "billing")], T0 + 121)
         assert sink.writer.standby_of is None and sink.unwritten_losses == set()

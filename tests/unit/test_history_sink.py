@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from collectors.config import MonitorConfig
-from collectors.outputs.history import HistoryWriter
+from collectors.outputs.history import HistoryWriter, read_table
 from collectors.runtime.poller import Monitor
 from collectors.runtime.sinks import HistorySink
 from tests.support.damage import disk_full_on
@@ -177,13 +177,14 @@ def test_a_checkpoint_waits_for_the_history_to_write_the_loss_its_poll_proved(
         checkpoints.save(LATER, {"prod"})  # as a rise on prod would
         assert saved == [{"stage"}, {"stage"}]
         wall[0] += cfg.history.flush_interval_s
+        failures = history.writer.flush_failures
         for sink in (history, checkpoints):  # still full: the due flush fails too, and the bound drops rows
             sink([poll("prod"), poll("stage")], LATER)
+        assert history.writer.flush_failures == failures + 1  # the due flush's: no retry of the ledger right after
         assert history.unwritten_losses == {"prod"} and saved == [{"stage"}, {"stage"}]
         assert history.writer.dropped_rows > 0 and history.writer.buffered_never_dropped()
-        monkeypatch.undo()  # room for the ledger again, not yet for the cluster rows
-        disk_full_on(monkeypatch, "cluster", "2023-12-15")
-        history.writer.max_buffer_rows = 1_000  # they wait now, rather than being dropped
+        monkeypatch.undo()  # room again
+        history.writer.max_buffer_rows = 1_000  # the cluster rows wait now, rather than being dropped
         for sink in (history, checkpoints):  # no flush due: the ledger's rows alone are retried, and written
             sink([poll("prod"), poll("stage")], LATER)
         assert len(files_in(root, "loss_events")) == 1 and history.unwritten_losses == set()
@@ -194,6 +195,7 @@ def test_a_checkpoint_waits_for_the_history_to_write_the_loss_its_poll_proved(
         for sink in (history, checkpoints):  # the due flush writes the rest
             sink([poll("prod"), poll("stage")], LATER)
         assert "history_write_failed" not in m.conditions and history.writer.buffered_rows == 0
+        assert read_table(root, "loss_events").kind.tolist() == ["truncation"]  # once
         # the disk full again at the last poll and at close: the save at close leaves that cluster out too
         disk_full_on(monkeypatch, "loss_events", "2023-12-15")
         for sink in (history, checkpoints):

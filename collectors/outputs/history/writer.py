@@ -401,13 +401,15 @@ class HistoryWriter:
         self.standby_of = holder
         self._keep(_never_dropped)
         overdue: list[Kept] = []
+        looked = True
         if self._chunks:
             table, _ = NEVER_DROPPED
             self._filter(table, _epoch_row)  # the rest of those polls: the holder's to write
-            if self._forget_recorded(holder) is not None:
-                overdue = self._warn_unrecorded(holder)
+            looked = self._forget_recorded(holder) is not None
+            overdue = self._warn_unrecorded(holder) if looked else []
         if holder.writes(self.clusters):
-            self.last_error = None
+            if looked:  # else the history could not be read: the last verdict stands
+                self.last_error = None
             if overdue:  # the only record of those losses is ours: the monitor says so (`history_write_failed`)
                 self._record_error(unrecorded_error(self.root, holder, overdue))
             return
@@ -454,11 +456,11 @@ class HistoryWriter:
             losses = [c for c in self._chunks if _never_dropped(c)]
             if not losses or (self._lease is not None and not self._lease.held):
                 return not losses
-            return self._write_chunks(losses)
+            return self._write_chunks(losses, logging.DEBUG)  # the flushes log, at their interval
 
-    def _write_chunks(self, chunks: list[_Chunk]) -> bool:
+    def _write_chunks(self, chunks: list[_Chunk], level: int = logging.ERROR) -> bool:
         """Write `chunks` of the buffer, one new file per table and date; True when all were written. Call with the
-        lock held. The buffer written empty clears `last_error`."""
+        lock held. The buffer written empty clears `last_error`; a failure is logged at `level`."""
         groups: dict[tuple[str, str], list[_Chunk]] = defaultdict(list)
         for c in chunks:
             groups[(c.table, c.date)].append(c)
@@ -482,8 +484,8 @@ class HistoryWriter:
             self._failing = True
             more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
             self._record_error(f"history flush failed: {errors[0]}{more}")
-            log.error("history: flush failed for %d of %d files; %d rows kept: %s", len(errors), len(groups),
-                      self._buffered, "; ".join(errors[:3]))
+            log.log(level, "history: flush failed for %d of %d files; %d rows kept: %s", len(errors), len(groups),
+                    self._buffered, "; ".join(errors[:3]))
             self._enforce_bound()
             return False
         if not self._chunks:
@@ -687,5 +689,3 @@ class HistoryWriter:
         log.info("history: compacted %d files (%d rows) of %s/%s into %s; deleted %d", len(live), rows, table, day,
                  name, deleted)
         return True
-
-
