@@ -167,7 +167,7 @@ class HistorySink:
                     "history_maintenance_failed", "warning", "history",
                     f"history maintenance failed: {maintenance} (retried hourly; uncompacted days read slower, "
                     "days past the retention stay on disk)")
-        standby_error, self._standby_error = self._standby_error, error if self.writer.standby_of else None
+        standby_error, self._standby_error = self._standby_error, error if self.writer.standby_of is not None else None
         if error is not None and self.writer.standby_of is not None:
             if error != standby_error:  # the same again every poll, possibly for days: said once
                 log.error("history not written: %s", error)

@@ -44,7 +44,14 @@ from collectors.outputs.history.files import (
     utc_date,
 )
 from collectors.outputs.history.lease import Holder, WriterLease, read_holder
-from collectors.outputs.history.loss_rows import Kept, Looks, read_recorded, unrecorded_error, warn_unrecorded
+from collectors.outputs.history.loss_rows import (
+    LOSS_TABLE,
+    Kept,
+    Looks,
+    read_recorded,
+    unrecorded_error,
+    warn_unrecorded,
+)
 from collectors.outputs.history.rows import event_columns, snapshot_columns, split_by_date, to_batch
 from collectors.outputs.history.schema import (
     COMPACT_ROW_GROUP,
@@ -73,7 +80,7 @@ class _Chunk:
     """The time of the poll the rows came from (`ClusterSnapshot.time`)."""
 
 
-NEVER_DROPPED = ("loss_events", EPOCH_LOSSES)
+NEVER_DROPPED = (LOSS_TABLE, EPOCH_LOSSES)
 """Buffered rows the memory bound never drops: the loss ledger's of `EPOCH_LOSSES` kinds (a row or two a leader
 change; the only record of the loss once the checkpoint moved past it, which waits for them:
 `collectors.runtime.sinks.HistorySink.unwritten_losses`). A poll's chunk of that table holding one is kept whole.
@@ -344,7 +351,7 @@ class HistoryWriter:
         table, _ = NEVER_DROPPED
         if holder is None:
             self._looks.forget()
-        kept = [_kept(c) for c in self._chunks if _never_dropped(c)]
+        kept = [_kept(c) for c in self._loss_chunks()]
         if not kept:
             return 0
         until = None if holder is None else holder.flushed_until
@@ -405,8 +412,9 @@ class HistoryWriter:
         if self._chunks:
             table, _ = NEVER_DROPPED
             self._filter(table, _epoch_row)  # the rest of those polls: the holder's to write
-            looked = self._forget_recorded(holder) is not None
-            overdue = self._warn_unrecorded(holder) if looked else []
+            if looked := self._forget_recorded(holder) is not None:  # those the holder is late with, said once
+                kept = {_kept(c): c.batch.column("evidence").to_pylist() for c in self._loss_chunks()}
+                overdue = warn_unrecorded(self.root, holder, self._looks, kept)
         if holder.writes(self.clusters):
             if looked:  # else the history could not be read: the last verdict stands
                 self.last_error = None
@@ -420,16 +428,14 @@ class HistoryWriter:
             f"{', '.join(missing) or 'these'}: their rows are not written. Give each collector a history root "
             "of its own, or poll those clusters from the one that writes it")
 
-    def _warn_unrecorded(self, holder: Holder) -> list[Kept]:
-        """Our kept losses the holder has written `UNRECORDED_WARN_S` of polls past while the history still lacks
-        them, with a warning once each (`loss_rows.warn_unrecorded`)."""
-        kept = {_kept(c): c.batch.column("evidence").to_pylist() for c in self._chunks if _never_dropped(c)}
-        return warn_unrecorded(self.root, holder, self._looks, kept)
-
     def unwritten_loss_clusters(self) -> set[str]:
         """The clusters whose buffered rows hold `NEVER_DROPPED` rows (not written yet, or kept by a standby)."""
         with self._lock:
-            return {_kept(c)[0] for c in self._chunks if _never_dropped(c)}
+            return {_kept(c)[0] for c in self._loss_chunks()}
+
+    def _loss_chunks(self) -> list[_Chunk]:
+        """The buffered chunks of `NEVER_DROPPED`. Call with the lock held."""
+        return [c for c in self._chunks if _never_dropped(c)]
 
     def flush(self) -> bool:
         """Write every buffered row: one new file per table and date. True when all were written.
@@ -453,7 +459,7 @@ class HistoryWriter:
         for them (`collectors.runtime.sinks.HistorySink.unwritten_losses`) and the full flush for its interval.
         True when none waits. A standby's wait for the history to hold them (`_stand_by`) is not shortened."""
         with self._lock:
-            losses = [c for c in self._chunks if _never_dropped(c)]
+            losses = self._loss_chunks()
             if not losses or (self._lease is not None and not self._lease.held):
                 return not losses
             return self._write_chunks(losses, logging.DEBUG)  # the flushes log, at their interval
