@@ -243,3 +243,63 @@ def test_a_truncation_while_the_monitor_was_down_longer_than_checkpoint_max_age_
     lost = next(int(m.group(2).replace(",", "")) for m in truth if m)
     assert lost > 0 and ("truncation", "ledger-0", lost) in seen
     assert alert(r, "data_truncated", "ledger-0").value == lost
+
+
+def test_an_ha_pair_records_a_truncation_once_when_the_holder_could_not_write_it(
+        sb: Sandbox, poller: ClusterPoller, tmp_path: Any) -> None:
+    """Two collectors on one history root (an HA pair) both watch the unclean election that truncates ledger-0;
+    only the lease's holder writes. The holder cannot write its ledger rows (``loss_events`` is a file where the
+    table's directory should be) and stops. The standby kept its own rows of the loss, only those, and writes them
+    when it takes the root over: the history holds the truncation once, with the model's count. Each collector
+    asked at its own polls; their rows are the same loss (`loss_rows.covers`), so the standby would have dropped
+    its own had the holder written its."""
+    from collectors.outputs.history import HistoryWriter, read_table
+    from collectors.outputs.history.loss_rows import covers
+
+    root = tmp_path / "history"
+    holder = HistoryWriter(root, exclusive=True, clusters=[poller.name], clock=sb.clock.now)
+    standby = HistoryWriter(root, exclusive=True, clusters=[poller.name], clock=sb.clock.now)
+    assert holder.standby_of is None and standby.standby_of is not None
+    other = make_poller(sb)
+    pairs = [(poller, holder), (other, standby)]
+    try:
+        poll(other, sb)  # the standby's first sight: it starts watching
+        sb.call(lambda c: c.set_slow_follower(2, True))
+        poll_until(poller, sb, lambda r: any(p.topic == "ledger" and p.isr == [1] for p in r.snapshot.partitions),
+                   timeout=60)
+        blocked = root / "loss_events"
+        blocked.write_text("not a directory")  # the holder's disk refuses the ledger, from before the loss
+        with frozen(sb):
+            for p, w in pairs:
+                w.add(poll(p, sb))
+                w.flush()
+            sb.call(lambda c: c.crash_broker(1))
+            sb.advance_to(sb.clock.now())
+        rows: dict[str, list[Any]] = {"holder": [], "standby": []}
+        for (p, w), who in zip(pairs, rows, strict=True):
+            def recorded(r: Any, w: HistoryWriter = w, who: str = who) -> bool:
+                w.add(r)
+                w.flush()
+                rows[who].extend(x for x in r.snapshot.losses if x.kind == "truncation")
+                return bool(rows[who])
+
+            poll_until(p, sb, recorded, timeout=60)
+        assert holder.unwritten_loss_clusters() == {poller.name} and holder.last_error is not None
+        assert standby.unwritten_loss_clusters() == {poller.name}  # the standby kept its rows: nobody wrote them
+        assert standby.standby_of is not None
+    finally:
+        other.close()
+    truth = [UNCLEAN.search(w) for _, _, w in sb.call(lambda c: list(c.events))]
+    lost = next(int(m.group(2).replace(",", "")) for m in truth if m)
+    [theirs], [ours] = rows["holder"], rows["standby"]
+    assert lost > 0 and theirs.messages == ours.messages == lost  # each collector's figure is the model's
+    fields = ("cluster", "kind", "topic", "partition", "epoch_before", "epoch_after", "offset")
+    assert covers({f: getattr(theirs, f) for f in fields}, {f: getattr(ours, f) for f in fields})
+    assert not holder.close()  # it stops with the loss unwritten
+    blocked.unlink()  # the disk is back; the standby takes over at its next flush
+    assert standby.flush() and standby.standby_of is None and not standby.buffered_never_dropped()
+    standby.close()
+    ledger = read_table(root, "loss_events")
+    assert sorted(ledger.kind) == ["truncation", "unclean_election"]  # once each: the standby's rows
+    [row] = ledger[ledger.kind == "truncation"].itertuples()
+    assert (row.topic, row.partition, row.messages) == ("ledger", 0, lost)
