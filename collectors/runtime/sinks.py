@@ -113,7 +113,7 @@ class HistorySink:
         self._unpolled: dict[str, float] = {}
         """Clusters of the history that no collector writing it polls now -> their last poll (`_lose_unpolled`)."""
         self._unpolled_retry_at = -math.inf  # poll clock: after a read of theirs failed, not before then
-        self._standby_error: str | None = None  # the last error a standby logged
+        self._said_error: str | None = None  # the writer's error as last logged (`__call__`)
         self.unwritten_losses: set[str] = set()
         """Clusters whose poll proved a loss of `EPOCH_LOSSES` while such rows wait in the writer's buffer (the
         forced flush failed): their checkpoints are held back until none waits (`CheckpointSink.held`). Saved past
@@ -167,12 +167,12 @@ class HistorySink:
                     "history_maintenance_failed", "warning", "history",
                     f"history maintenance failed: {maintenance} (retried hourly; uncompacted days read slower, "
                     "days past the retention stay on disk)")
-        standby_error, self._standby_error = self._standby_error, error if self.writer.standby_of is not None else None
-        if error is not None and self.writer.standby_of is not None:
-            if error != standby_error:  # the same again every poll, possibly for days: said once
+        said, self._said_error = self._said_error, error
+        if error is not None and error != said:  # the same again every poll, possibly for days: said once a change
+            if self.writer.standby_of is not None:
                 log.error("history not written: %s", error)
-        elif error is not None:
-            log.error("history flush failed: %s (rows kept in memory, %d dropped)", error, self.writer.dropped_rows)
+            else:  # each failed write is logged by the writer too, with the rows it keeps
+                log.error("history: %s (rows kept in memory, %d dropped)", error, self.writer.dropped_rows)
 
     def _take_over(self, writer: HistoryWriter, last: Holder, watched: bool) -> None:
         """This collector now writes a history another one wrote: carry on the incidents and alerts left open.

@@ -29,14 +29,16 @@ def disk_full_on(monkeypatch: Any, table: str, day: str) -> None:
     """Make the history writer's publishing of files into `table`'s `day` fail as on a full disk (ENOSPC).
 
     The one boundary mocked: a full disk cannot be had on this machine without root mounts. Every other day and
-    table writes for real."""
+    table writes for real. Both of the writer's publishers fail: its flushes' and its compaction's."""
+    from collectors.outputs.history import maintenance as history_maintenance
     from collectors.outputs.history import writer as history_writer
 
-    real = history_writer.publish_file
+    for module in (history_writer, history_maintenance):
+        real = module.publish_file
 
-    def publish(directory: Path, name: str, write: Any) -> int:
-        if directory.name == f"date={day}" and directory.parent.name == table:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real(directory, name, write)
+        def publish(directory: Path, name: str, write: Any, real: Any = real) -> int:
+            if directory.name == f"date={day}" and directory.parent.name == table:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return real(directory, name, write)
 
-    monkeypatch.setattr(history_writer, "publish_file", publish)
+        monkeypatch.setattr(module, "publish_file", publish)

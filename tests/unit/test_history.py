@@ -47,7 +47,7 @@ from collectors.outputs.history import (
     repeated_files,
     snapshot_columns,
 )
-from collectors.outputs.history import writer as history_writer
+from collectors.outputs.history import maintenance as history_maintenance
 from collectors.outputs.history.files import stores_timestamps
 from collectors.outputs.history.schema import TIME_COLUMNS
 from tests.support.damage import cut_short, damage_pages, disk_full_on
@@ -606,7 +606,7 @@ def test_a_day_that_fails_to_merge_holds_back_no_other_day(tmp_path: Path, monke
 def test_compaction_orders_group_lag_row_groups_by_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each compacted row group of ``group_lag`` holds its rows by cluster, group, topic and time (the report's pass
     over them keeps a key's rows together in cache); other tables keep poll order; no row is lost or doubled."""
-    monkeypatch.setattr(history_writer, "COMPACT_ROW_GROUP", 8)  # 6 rows a poll: row groups of 2 polls
+    monkeypatch.setattr(history_maintenance, "COMPACT_ROW_GROUP", 8)  # 6 rows a poll: row groups of 2 polls
     w = HistoryWriter(tmp_path, compact_min_files=2, clock=lambda: LATER)
     times = []
     for i in range(6):
@@ -647,7 +647,7 @@ class Killed(BaseException):
 
 
 def kill_after(monkeypatch: pytest.MonkeyPatch, deletions: int) -> None:
-    real = history_writer.unlink_quietly
+    real = history_maintenance.unlink_quietly
     done = [0]
 
     def unlink(path: Path) -> None:
@@ -656,7 +656,7 @@ def kill_after(monkeypatch: pytest.MonkeyPatch, deletions: int) -> None:
         done[0] += 1
         real(path)
 
-    monkeypatch.setattr(history_writer, "unlink_quietly", unlink)
+    monkeypatch.setattr(history_maintenance, "unlink_quietly", unlink)
 
 
 @pytest.mark.parametrize("deletions", [0, 3])
@@ -784,7 +784,7 @@ def test_disk_full_on_rename_keeps_rows_and_leaves_no_temp(tmp_path: Path, monke
     def full(src: Any, dst: Any) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(history_writer.os, "replace", full)
+    monkeypatch.setattr(history_maintenance.os, "replace", full)
     assert not w.maybe_flush(T0 + 3600)
     assert "No space left" in (w.last_error or "") and w.buffered_rows == 2 and w.flush_failures == 1
     monkeypatch.undo()
@@ -804,7 +804,7 @@ def test_partial_flush_failure_writes_each_row_once(tmp_path: Path, monkeypatch:
             raise OSError(errno.EIO, "I/O error")
         real(src, dst)
 
-    monkeypatch.setattr(history_writer.os, "replace", replace)
+    monkeypatch.setattr(history_maintenance.os, "replace", replace)
     assert not w.flush()
     assert w.buffered_rows == 1  # the cluster row was written, the topic row kept
     monkeypatch.undo()
@@ -820,7 +820,7 @@ def test_buffer_is_bounded_while_flushes_fail(tmp_path: Path, monkeypatch: pytes
     def full(src: Any, dst: Any) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(history_writer.os, "replace", full)
+    monkeypatch.setattr(history_maintenance.os, "replace", full)
     for i in range(5):  # 2 rows each (cluster + topic_health)
         w.add_snapshot(small_snapshot(T0 + i))
     assert w.buffered_rows <= 6 and w.dropped_rows == 10 - w.buffered_rows and w.last_error
@@ -841,7 +841,7 @@ def test_the_bound_never_drops_the_rows_of_a_proved_loss(tmp_path: Path, monkeyp
     def full(src: Any, dst: Any) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(history_writer.os, "replace", full)
+    monkeypatch.setattr(history_maintenance.os, "replace", full)
     first = small_snapshot(T0)
     first.losses = [LossRecord("c1", T0, "truncation", "t0", 0, 40, "epoch 3 ends at 960")]
     second = small_snapshot(T0 + 1)

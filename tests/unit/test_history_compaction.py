@@ -18,7 +18,7 @@ import pytest
 from bench import bench_compaction
 from collectors.model.poll import PollResult
 from collectors.outputs.history import HistoryWriter, list_tables, read_arrow
-from collectors.outputs.history import writer as history_writer
+from collectors.outputs.history import maintenance as history_maintenance
 from collectors.outputs.history.compaction import Footer, cuts, read_footer, row_groups
 from collectors.outputs.history.files import stores_timestamps
 from tests.support.damage import cut_short, damage_pages
@@ -65,7 +65,7 @@ def _compacted(root: Path) -> dict[str, tuple[pa.Table, list[int]]]:
 
 def test_a_mixed_day_compacts_to_every_row_once_as_the_per_batch_merge_did(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(history_writer, "COMPACT_ROW_GROUP", ROW_GROUP)  # row groups cut inside files too
+    monkeypatch.setattr(history_maintenance, "COMPACT_ROW_GROUP", ROW_GROUP)  # row groups cut inside files too
     monkeypatch.setattr(bench_compaction, "COMPACT_ROW_GROUP", ROW_GROUP)
     root, staging = tmp_path / "history", tmp_path / "staging"
     times = [T0 + 60 * i for i in range(12)]

@@ -32,7 +32,7 @@ from collectors.outputs.history.files import utc_date
 from collectors.outputs.history.lease import LEASE_FILE, Holder, WriterLease, read_holder
 from collectors.runtime.poller import Monitor
 from collectors.runtime.sinks import HistorySink
-from tests.unit.test_history import T0, small_snapshot
+from tests.unit.test_history import DAY, T0, small_snapshot
 from tests.unit.test_history_sink import monitor_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -470,6 +470,42 @@ def test_a_standby_keeps_its_record_of_a_loss_until_the_history_holds_it(
     assert standby.flush() and standby.standby_of is None and standby.last_error is None
     assert read_table(third, "loss_events").time.tolist() == [T0 + 31]
     standby.close()
+
+
+def test_a_ledger_written_alone_leaves_the_error_of_what_still_fails(tmp_path: Path) -> None:
+    """`flush_losses` writes the ledger's rows alone, every poll while a checkpoint waits for them. The error it
+    leaves names what still fails, or is gone when nothing does: before, the failed flush's text stood until the
+    next due flush wrote the rest (a flush interval, up to a day), naming the ledger written since."""
+    w = HistoryWriter(tmp_path, clock=lambda: T0)
+    ledger, cluster = tmp_path / "loss_events", tmp_path / "cluster"
+    ledger.write_text("not a directory")
+    cluster.write_text("not a directory")
+    w.add_snapshot(truncated(T0))
+    assert not w.flush() and w.last_error is not None
+    assert w.last_error.startswith("history flush failed: ") and w.last_error.endswith(" (and 1 more)")
+    ledger.unlink()
+    w.add_snapshot(small_snapshot(T0 + 30, topics=2))  # rows of a poll since: waiting, not failing
+    assert w.flush_losses() and not w.buffered_never_dropped()
+    assert w.last_error is not None and w.last_error.startswith("history flush failed: cluster/date=2023-11-15: ")
+    assert "loss_events" not in w.last_error and "more" not in w.last_error
+    cluster.unlink()
+    assert w.flush() and w.last_error is None
+
+    # Both fail, then the cluster rows are written and the ledger fails again: written alone at last, nothing
+    # fails any more, though the day's cluster rows of a poll since wait.
+    days = [tmp_path / table / "date=2023-11-16" for table in ("loss_events", "cluster")]
+    for d in days:
+        d.write_text("not a directory")
+    w.add_snapshot(truncated(T0 + DAY))
+    assert not w.flush() and w.last_error is not None and w.last_error.endswith(" (and 1 more)")
+    days[1].unlink()
+    assert not w.flush() and w.last_error is not None and "loss_events/date=2023-11-16" in w.last_error
+    assert "more" not in w.last_error
+    days[0].unlink()
+    w.add_snapshot(small_snapshot(T0 + DAY + 30, topics=2))
+    assert w.flush_losses() and w.last_error is None and w.buffered_rows > 0
+    assert len(read_table(tmp_path, "loss_events")) == 2
+    w.close()
 
 
 def test_a_standby_taking_over_does_not_record_again_a_loss_the_holder_wrote(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ mocked (as in test_history.py's merge-failure test); the writer, its files and t
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -133,7 +134,7 @@ def test_a_proved_truncation_is_written_at_once_and_the_checkpoint_follows_it(tm
 
 
 def test_a_checkpoint_waits_for_the_history_to_write_the_loss_its_poll_proved(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     """The checkpoint after a proved truncation moves the epoch watch past it, so it must follow the ledger row.
     When the forced flush fails (a full disk), that cluster's checkpoint is held back, by the save after the loss,
     the timed saves, a rising cluster's own save and the one at close, while the row waits in the buffer (retried
@@ -141,7 +142,8 @@ def test_a_checkpoint_waits_for_the_history_to_write_the_loss_its_poll_proved(
     resumes from before the loss and records it again. The poll whose retry writes the row releases the hold and
     the checkpoint is saved in full at once, though other tables still wait for a due flush (before `flush_losses`,
     the hold lasted until the next due flush). Other clusters are saved as before. Before, the save ran whatever the
-    flush did, and the bound could drop the row."""
+    flush did, and the bound could drop the row. The sink logs the writer's error once a change, not every poll;
+    once the ledger is written, the error names only the table that still failed."""
     from collectors.model.poll import PollResult
     from collectors.model.records import ClusterSnapshot, LossRecord
     from collectors.runtime.sinks import CheckpointSink, RiseCheckpointSink
@@ -159,6 +161,7 @@ def test_a_checkpoint_waits_for_the_history_to_write_the_loss_its_poll_proved(
     real_save = m.save_checkpoints
     m.save_checkpoints = lambda d, now=None, clusters=None: saved.append(clusters) or real_save(d, now, clusters)
     history = HistorySink(cfg.history, exporter=None, monitor=m)
+    caplog.set_level(logging.ERROR, logger="collectors.runtime.sinks")
     try:
         wall = [LATER]
         history.writer.clock = lambda: wall[0]  # the writer's clock: no flush is due until the test moves it
@@ -190,6 +193,11 @@ def test_a_checkpoint_waits_for_the_history_to_write_the_loss_its_poll_proved(
         assert len(files_in(root, "loss_events")) == 1 and history.unwritten_losses == set()
         assert saved[-1] is None and len(saved) == 3  # a full save at once, not at the next due flush or timed save
         assert "history_write_failed" in m.conditions and history.writer.buffered_rows > 0  # cluster rows wait
+        error = history.writer.last_error
+        assert error is not None and "cluster/date=2023-12-15" in error and "more" not in error
+        said = [r.getMessage() for r in caplog.records if r.name == "collectors.runtime.sinks"]
+        assert len(said) == 2 and "loss_events/date=2023-12-15" in said[0]  # the failing polls' error, once
+        assert said[1].startswith(f"history: {error} (rows kept")
         monkeypatch.undo()
         wall[0] += cfg.history.flush_interval_s
         for sink in (history, checkpoints):  # the due flush writes the rest

@@ -1,4 +1,5 @@
-"""`HistoryWriter`: buffer a poll's rows, flush them as whole files, compact past days, apply retention.
+"""`HistoryWriter`: buffer a poll's rows, flush them as whole files, one collector at a root (the lease); past days'
+compaction and retention are its `DayMaintenance` (`collectors.outputs.history.maintenance`).
 
 See the package docstring (`collectors.outputs.history`) for the layout and the guarantees.
 """
@@ -7,15 +8,12 @@ from __future__ import annotations
 
 import logging
 import math
-import os
-import shutil
 import threading
 import time
-import uuid
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,23 +24,7 @@ from collectors.model.poll import IncidentEvent, PollResult
 from collectors.model.records import AlertRecord, ClusterSnapshot
 from collectors.model.vocabulary import EPOCH_LOSSES
 from collectors.model.wording import plural
-from collectors.outputs.atomic import fsync_dir
-from collectors.outputs.history.compaction import Footer, merged_schema, read_footer, row_groups
-from collectors.outputs.history.files import (
-    DayFiles,
-    damage,
-    date_dirs,
-    day_files,
-    ensure_dir,
-    mark_damaged,
-    new_name,
-    problem_of,
-    publish_file,
-    replaced_names,
-    scan_date_dir,
-    unlink_quietly,
-    utc_date,
-)
+from collectors.outputs.history.files import ensure_dir, new_name, publish_file
 from collectors.outputs.history.lease import Holder, WriterLease, read_holder
 from collectors.outputs.history.loss_rows import (
     LOSS_TABLE,
@@ -52,20 +34,19 @@ from collectors.outputs.history.loss_rows import (
     unrecorded_error,
     warn_unrecorded,
 )
+from collectors.outputs.history.maintenance import CompactionError, DayMaintenance
 from collectors.outputs.history.rows import event_columns, snapshot_columns, split_by_date, to_batch
 from collectors.outputs.history.schema import (
-    COMPACT_ROW_GROUP,
     COMPRESSION,
     DATE_PREFIX,
     DEFAULT_MAX_BUFFER_ROWS,
-    DELETING_PREFIX,
     HISTORY_SCHEMA_VERSION,
     TABLES,
-    TEMP_PREFIX,
-    in_row_group_order,
 )
 
 log = logging.getLogger(__name__)
+
+__all__ = ["CompactionError", "HistoryWriter"]  # CompactionError: its home before `maintenance`
 
 WRITE, STANDBY, WAIT = "write", "standby", "wait"
 """What a flush may do (`HistoryWriter._lease_state`)."""
@@ -88,6 +69,14 @@ Every other row, retention skips among them (one each time a group-partition's l
 first."""
 
 
+FLUSH_FAILED = "history flush failed: "
+
+
+def _flush_error(errors: list[str]) -> str:
+    """`last_error` of a flush whose writes of `errors` (one a table and day) failed."""
+    return f"{FLUSH_FAILED}{errors[0]}" + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else "")
+
+
 def _never_dropped(chunk: _Chunk) -> bool:
     table, kinds = NEVER_DROPPED
     return chunk.table == table and any(k in kinds for k in chunk.batch.column("kind").to_pylist())
@@ -105,11 +94,7 @@ TakeoverHook = Callable[["HistoryWriter", Holder, bool], None]
 """`on_takeover(writer, last_holder, watched)`: see `HistoryWriter`."""
 
 
-class CompactionError(RuntimeError):
-    """Some days could not be compacted (named); every other day was. `HistoryWriter.maintain` records it."""
-
-
-class HistoryWriter:
+class HistoryWriter(DayMaintenance):
     """Buffers poll results as Arrow batches and writes them as Parquet files atomically (see module doc).
 
     Never raises from `add`, `flush`, `maybe_flush` or `close` on I/O trouble: the error is kept in
@@ -168,6 +153,7 @@ class HistoryWriter:
         self._looks = Looks()  # a standby's looks at the history for the losses it keeps (`_forget_recorded`)
         self._buffered = 0
         self._failing = False
+        self._failed: dict[tuple[str, str], str] = {}  # (table, day) -> why its last write failed (`_write_chunks`)
         self._lock = threading.RLock()
         self._last_flush = clock()
         self._last_maintenance = -math.inf
@@ -479,8 +465,10 @@ class HistoryWriter:
                 if not isinstance(e, OSError):
                     log.exception("history: unexpected error writing %s/%s", table, day)
                 errors.append(f"{table}/{DATE_PREFIX}{day}: {type(e).__name__}: {e}")
+                self._failed[(table, day)] = errors[-1]
                 continue
             written.update(id(c) for c in group)
+            self._failed.pop((table, day), None)
         if written:
             if self._lease is not None:  # what a standby taking over need not write again
                 self._record_flushed(written)
@@ -488,8 +476,7 @@ class HistoryWriter:
         if errors:
             self.flush_failures += 1
             self._failing = True
-            more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-            self._record_error(f"history flush failed: {errors[0]}{more}")
+            self._record_error(_flush_error(errors))
             log.log(level, "history: flush failed for %d of %d files; %d rows kept: %s", len(errors), len(groups),
                     self._buffered, "; ".join(errors[:3]))
             self._enforce_bound()
@@ -497,6 +484,12 @@ class HistoryWriter:
         if not self._chunks:
             self._failing = False
             self.last_error = None
+            self._failed.clear()
+        elif self.last_error is not None and self.last_error.startswith(FLUSH_FAILED):
+            # a part written (`flush_losses`): the error names what failed at its last write, or is gone
+            still = list(self._failed.values())
+            self.last_error = _flush_error(still) if still else None
+            self._failing = bool(still)
         return True
 
     def _record_flushed(self, written: set[int]) -> None:
@@ -535,46 +528,6 @@ class HistoryWriter:
                         ", ".join(sorted(unwritten)), self.root, ", ".join(sorted(unwritten)))
         return ok
 
-    # ----- recovery, retention, compaction
-
-    def recover(self) -> dict[str, int]:
-        """Remove what a killed process can leave behind and finish interrupted compactions."""
-        counts = {"temp_files": 0, "superseded_files": 0, "deleting_dirs": 0}
-        for table_dir in self._table_dirs():
-            for entry in list(os.scandir(table_dir)):
-                if entry.name.startswith(DELETING_PREFIX) and entry.is_dir():
-                    shutil.rmtree(entry.path, ignore_errors=True)
-                    counts["deleting_dirs"] += 1
-            for _, d in date_dirs(table_dir):
-                for name in os.listdir(d):
-                    if name.startswith(TEMP_PREFIX) or name.endswith(".tmp"):
-                        unlink_quietly(d / name)
-                        counts["temp_files"] += 1
-                counts["superseded_files"] += self._delete_superseded(d)
-        if any(counts.values()):
-            log.info("history: removed %s, %s superseded by a compaction and %s left by an earlier run under %s",
-                     plural(counts["temp_files"], "temp file"), plural(counts["superseded_files"], "file"),
-                     plural(counts["deleting_dirs"], "half-deleted day"), self.root)
-        return counts
-
-    def _table_dirs(self) -> list[Path]:
-        try:
-            entries = list(os.scandir(self.root))
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-        return sorted(Path(e.path) for e in entries if e.is_dir() and not e.name.startswith((".", "_")))
-
-    @staticmethod
-    def _delete_superseded(directory: Path) -> int:
-        _, superseded = scan_date_dir(directory)
-        # Plain part files first, compact files last: whatever survives a kill here is still superseded
-        # by a compact file that is itself still present.
-        for name in sorted(superseded, key=lambda n: n.startswith("compact-")):
-            unlink_quietly(directory / name)
-        if superseded:
-            fsync_dir(directory)
-        return len(superseded)
-
     def maintain(self, now: float | None = None) -> None:
         """Retention, then compaction of finished days; errors are logged and kept in last_maintenance_error.
 
@@ -588,110 +541,3 @@ class HistoryWriter:
         except Exception as e:
             log.exception("history: maintenance failed")
             self.last_maintenance_error = f"{type(e).__name__}: {e}"
-
-    def apply_retention(self, now: float | None = None) -> int:
-        """Delete ``date=`` directories older than `retention_days` (today, UTC, counts as day 0)."""
-        if self.retention_days is None:
-            return 0
-        cutoff = utc_date(self.clock() if now is None else now) - timedelta(days=self.retention_days)
-        removed = 0
-        for table_dir in self._table_dirs():
-            for day, d in date_dirs(table_dir):
-                if day >= cutoff:
-                    continue
-                # Rename first so readers see the day vanish at once, then delete at leisure.
-                doomed = table_dir / f"{DELETING_PREFIX}{d.name}-{uuid.uuid4().hex[:8]}"
-                os.replace(d, doomed)
-                shutil.rmtree(doomed, ignore_errors=True)
-                removed += 1
-        if removed:
-            log.info("history: retention removed %s older than %s", plural(removed, "day"), cutoff)
-        return removed
-
-    def maybe_compact(self, now: float | None = None) -> int:
-        """Compact every finished (before today, UTC) day of every table with >= compact_min_files files."""
-        today = utc_date(self.clock() if now is None else now)
-        done = 0
-        failed: list[str] = []
-        for table_dir in self._table_dirs():
-            for day, d in date_dirs(table_dir):
-                if day >= today:
-                    continue
-                files = day_files(d)
-                try:
-                    if len(files.live) >= self.compact_min_files and self.compact(table_dir.name, day.isoformat(),
-                                                                                  files):
-                        done += 1
-                except Exception as e:  # one day that cannot be merged must not hold back every day after it
-                    log.warning("history: cannot compact %s/%s: %s: %s", table_dir.name, d.name, type(e).__name__, e)
-                    failed.append(f"{table_dir.name}/{d.name}")
-        if failed:
-            raise CompactionError(f"{plural(len(failed), 'day')} not compacted ({', '.join(failed[:5])}"
-                                  f"{', …' if len(failed) > 5 else ''}); the others were")
-        return done
-
-    @staticmethod
-    def _left_out(path: Path, problem: str) -> None:
-        """Mark `path` damaged (`day_files` leaves it out from then on) and warn, once per file and process: not at
-        every hourly maintenance."""
-        if mark_damaged(path, problem):
-            log.warning("history: %s is not readable Parquet (%s); left out of its day's compaction and "
-                        "skipped by readers", path, problem)
-
-    def compact(self, table: str, day: str, files: DayFiles | None = None) -> bool:
-        """Merge the live files of one table and day into one (see the module doc for the scheme). `files`: the
-        day's `day_files`, when the caller has just listed it (a listing of 1,440 files is not free).
-
-        A file that does not read stays where it is, outside the merge (deleting it could lose rows; readers skip
-        it too): a footer that does not read is found before merging; pages that do not decode (a file damaged past
-        an intact footer) only when the merge fails, then looked for file by file, and the merge is redone without
-        them. A failure that no single file explains is raised."""
-        directory = self.root / table / f"{DATE_PREFIX}{day}"
-        files = day_files(directory) if files is None else files
-        if files.superseded:  # finish an interrupted compaction first (what is live stays so)
-            self._delete_superseded(directory)
-        footers: dict[str, Footer] = {}
-        for name in files.live:  # those found damaged before are not live any more (`day_files`)
-            try:
-                footers[name] = read_footer(directory / name)
-            except (OSError, pa.ArrowException) as e:  # cut short by hand (we never publish one)
-                self._left_out(directory / name, problem_of(e))
-        try:
-            return self._merge(table, day, directory, footers, files.repeats)
-        except (OSError, pa.ArrowException):
-            damaged = {name: problem for name in footers if (problem := damage(directory / name)) is not None}
-            if not damaged:
-                raise
-            for name, problem in damaged.items():
-                self._left_out(directory / name, problem)
-            return self._merge(table, day, directory, {n: f for n, f in footers.items() if n not in damaged},
-                               files.repeats)
-
-    def _merge(self, table: str, day: str, directory: Path, footers: dict[str, Footer],
-               repeats: dict[str, str]) -> bool:
-        """Publish one compact file holding the rows of the files `footers` names (in that order), superseding
-        them and `repeats`; False (nothing written) for fewer than two files."""
-        live = list(footers)
-        if len(live) < 2:
-            return False
-        # a repeat's rows are in the file it repeats: superseded with the inputs, its rows not read twice
-        replaces: set[str] = set(live) | set(repeats)
-        for name in live:
-            if name.startswith("compact-"):
-                replaces |= replaced_names(directory / name)
-        target = merged_schema(table, footers, replaces)
-        rows = 0
-
-        def write(f: Any) -> None:
-            nonlocal rows
-            with pq.ParquetWriter(f, target, compression=COMPRESSION) as w:
-                for group in row_groups(footers, target, COMPACT_ROW_GROUP):
-                    w.write_table(in_row_group_order(table, group))
-                    rows += group.num_rows
-
-        name = new_name("compact")
-        publish_file(directory, name, write)
-        deleted = self._delete_superseded(directory)
-        log.info("history: compacted %d files (%d rows) of %s/%s into %s; deleted %d", len(live), rows, table, day,
-                 name, deleted)
-        return True
