@@ -367,19 +367,23 @@ class CheckpointSink:
         self.monitor = monitor
         self.held = held
         self._holding: set[str] = set()  # the clusters last held back, to log each hold once
+        self._release_unsaved = False  # the save that ended a hold failed: tried again at the next poll
         self._last = time.monotonic()  # the first save after one interval: a resumed state is already on disk
         self._now: float | None = None  # the poll clock (simulated in the demo), for saved_at
         self.saves = 0
 
     def __call__(self, results: list[PollResult], now: float) -> None:
         self._now = now
-        released = self._holding - set(self.held())  # their loss written since: the save that waited for it
+        # their loss written since: the save that waited for it, at every poll until it succeeds (not at the next
+        # timed save: a collector killed meanwhile resumes from before the loss and records it again)
+        released = bool(self._holding - set(self.held())) or self._release_unsaved
         if time.monotonic() - self._last >= self.interval_s or proved_epoch_loss(results) or released:
-            self.save(now)
+            saved = self.save(now)
+            self._release_unsaved = released and not saved
 
-    def save(self, now: float, clusters: Collection[str] | None = None) -> None:
+    def save(self, now: float, clusters: Collection[str] | None = None) -> bool:
         """Save every cluster's checkpoint, or only those of `clusters` (the next timed save stays when it was),
-        except those `held` back."""
+        except those `held` back. False when the save failed (`state_write_failed` says so)."""
         full = clusters is None
         if full:
             self._last = time.monotonic()
@@ -393,7 +397,7 @@ class CheckpointSink:
             clusters -= held
             full = False  # the held clusters' checkpoints are not written: not a full save
             if not clusters:
-                return
+                return True
         try:
             self.monitor.save_checkpoints(self.state_dir, now, clusters)
         except OSError as e:
@@ -401,11 +405,12 @@ class CheckpointSink:
                 log.error("checkpoint not saved under %s: %s (a restart would start without it)", self.state_dir, e)
             self.monitor.conditions["state_write_failed"] = Candidate(
                 "state_write_failed", "warning", "state", f"checkpoint not saved under {self.state_dir}: {e}")
-            return
+            return False
         self.saves += 1
         # only a full save says the state is written again: a small cluster's may fit where another's did not
         if full and self.monitor.conditions.pop("state_write_failed", None) is not None:
             log.info("checkpoint saved again under %s", self.state_dir)
+        return True
 
     def close(self) -> None:
         if self._now is not None:  # nothing polled, nothing new to keep

@@ -216,6 +216,51 @@ def test_a_checkpoint_waits_for_the_history_to_write_the_loss_its_poll_proved(
         m.close()
 
 
+def test_a_save_that_ends_a_hold_and_fails_is_tried_again_at_the_next_poll(tmp_path: Path) -> None:
+    """The save that ends a cluster's hold (its loss written at last) moves its checkpoint past the loss. When it
+    fails (the state directory unwritable: a file stands where it should be), it is tried again at the next poll,
+    not at the next timed save an interval later: killed meanwhile, the collector would resume from before the loss
+    and record it a second time. Once saved, polls save nothing more until the timed save."""
+    from collectors.model.poll import PollResult
+    from collectors.model.records import ClusterSnapshot, LossRecord
+    from collectors.runtime.sinks import CheckpointSink
+
+    state = tmp_path / "state"
+    m = Monitor(monitor_config(state, checkpoint_interval_s=3600))
+    held = {"prod"}
+    saved: list[object] = []
+    real_save = m.save_checkpoints
+    m.save_checkpoints = lambda d, now=None, clusters=None: saved.append(clusters) or real_save(d, now, clusters)
+    try:
+        sink = CheckpointSink(state, interval_s=3600, monitor=m, held=lambda: held)
+        sink.save(LATER)  # prod held: nothing to save
+        assert saved == [] and not (state / "checkpoints").exists()
+        held.clear()  # the loss is written
+        state.mkdir(exist_ok=True)
+        blocked = state / "checkpoints"
+        blocked.write_text("not a directory")
+        sink([], LATER)  # the save that ends the hold fails
+        assert saved == [None] and "state_write_failed" in m.conditions
+        blocked.unlink()
+        sink([], LATER)  # tried again at once
+        assert saved == [None, None] and "state_write_failed" not in m.conditions
+        assert list((state / "checkpoints").iterdir())
+        sink([], LATER)
+        assert saved == [None, None] and sink.saves == 1
+        # Any other failed save waits for the next timed one, as before: not a save a poll while the disk is full.
+        snap = ClusterSnapshot(cluster="prod", time=LATER)
+        snap.losses = [LossRecord("prod", LATER, "truncation", "orders", 3, 1_200, "epoch 5 ends at 48,800")]
+        for f in (state / "checkpoints").iterdir():
+            f.unlink()
+        (state / "checkpoints").rmdir()
+        blocked.write_text("not a directory")
+        sink([PollResult(snap)], LATER)  # a proved loss's save, failing
+        sink([], LATER)
+        assert saved == [None, None, None] and "state_write_failed" in m.conditions
+    finally:
+        m.close()
+
+
 def test_a_save_of_one_cluster_does_not_say_the_state_is_written_again(tmp_path: Path) -> None:
     """`state_write_failed` is raised by a failed save and cleared by a full one only: a rising cluster's own
     checkpoint may fit where another cluster's did not, and clearing it then would resolve the monitor's alert
