@@ -784,7 +784,7 @@ def test_disk_full_on_rename_keeps_rows_and_leaves_no_temp(tmp_path: Path, monke
     def full(src: Any, dst: Any) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(history_maintenance.os, "replace", full)
+    monkeypatch.setattr(os, "replace", full)
     assert not w.maybe_flush(T0 + 3600)
     assert "No space left" in (w.last_error or "") and w.buffered_rows == 2 and w.flush_failures == 1
     monkeypatch.undo()
@@ -804,7 +804,7 @@ def test_partial_flush_failure_writes_each_row_once(tmp_path: Path, monkeypatch:
             raise OSError(errno.EIO, "I/O error")
         real(src, dst)
 
-    monkeypatch.setattr(history_maintenance.os, "replace", replace)
+    monkeypatch.setattr(os, "replace", replace)
     assert not w.flush()
     assert w.buffered_rows == 1  # the cluster row was written, the topic row kept
     monkeypatch.undo()
@@ -820,7 +820,7 @@ def test_buffer_is_bounded_while_flushes_fail(tmp_path: Path, monkeypatch: pytes
     def full(src: Any, dst: Any) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(history_maintenance.os, "replace", full)
+    monkeypatch.setattr(os, "replace", full)
     for i in range(5):  # 2 rows each (cluster + topic_health)
         w.add_snapshot(small_snapshot(T0 + i))
     assert w.buffered_rows <= 6 and w.dropped_rows == 10 - w.buffered_rows and w.last_error
@@ -841,7 +841,7 @@ def test_the_bound_never_drops_the_rows_of_a_proved_loss(tmp_path: Path, monkeyp
     def full(src: Any, dst: Any) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(history_maintenance.os, "replace", full)
+    monkeypatch.setattr(os, "replace", full)
     first = small_snapshot(T0)
     first.losses = [LossRecord("c1", T0, "truncation", "t0", 0, 40, "epoch 3 ends at 960")]
     second = small_snapshot(T0 + 1)

@@ -483,6 +483,7 @@ def test_a_ledger_written_alone_leaves_the_error_of_what_still_fails(tmp_path: P
     w.add_snapshot(truncated(T0))
     assert not w.flush() and w.last_error is not None
     assert w.last_error.startswith("history flush failed: ") and w.last_error.endswith(" (and 1 more)")
+    assert not w.flush_losses() and w.last_error.endswith(" (and 1 more)")  # the ledger's retry: both still fail
     ledger.unlink()
     w.add_snapshot(small_snapshot(T0 + 30, topics=2))  # rows of a poll since: waiting, not failing
     assert w.flush_losses() and not w.buffered_never_dropped()
@@ -505,6 +506,48 @@ def test_a_ledger_written_alone_leaves_the_error_of_what_still_fails(tmp_path: P
     w.add_snapshot(small_snapshot(T0 + DAY + 30, topics=2))
     assert w.flush_losses() and w.last_error is None and w.buffered_rows > 0
     assert len(read_table(tmp_path, "loss_events")) == 2
+
+    # The ledger's rows of a loss written without the day's other loss rows (a retention skip of an earlier poll,
+    # not held for): that table and day still wait after a failed write, and the error stays on it until the due
+    # flush writes them.
+    day = tmp_path / "loss_events" / "date=2023-11-17"
+    day.write_text("not a directory")
+    skipped = small_snapshot(T0 + 2 * DAY, topics=2)
+    skipped.losses = [LossRecord("c1", T0 + 2 * DAY, RETENTION_SKIPPED, "t1", 0, 7, "log start 1,007")]
+    w.add_snapshot(skipped)
+    w.add_snapshot(truncated(T0 + 2 * DAY + 30))
+    assert not w.flush() and w.last_error is not None and "loss_events/date=2023-11-17" in w.last_error
+    day.unlink()
+    assert w.flush_losses() and not w.buffered_never_dropped()
+    assert w.last_error is not None and "loss_events/date=2023-11-17" in w.last_error
+    assert w.flush() and w.last_error is None and len(read_table(tmp_path, "loss_events")) == 4
+    w.close()
+
+
+def test_a_flush_error_reads_the_same_at_every_retry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    """A write that fails opening its temp file (a filesystem remounted read-only, say) names that file, new at
+    every attempt. The error the alert shows and the collector logs once a change leaves it out, so it reads the
+    same at every retry; the writer's own log of each failed flush keeps it. Before, a retry a poll logged it every
+    poll. (The one mock: a read-only remount needs root mounts this machine cannot make.)"""
+    import uuid
+
+    def read_only(directory: Path, name: str, write: Callable[..., object]) -> int:
+        temp = directory / f".tmp-{uuid.uuid4().hex}.parquet"
+        raise OSError(errno.EROFS, "Read-only file system", str(temp))
+
+    monkeypatch.setattr(history_writer, "publish_file", read_only)
+    caplog.set_level(logging.ERROR, logger="collectors.outputs.history")
+    w = HistoryWriter(tmp_path, clock=lambda: T0)
+    w.add_snapshot(truncated(T0))
+    assert not w.flush()
+    first = w.last_error
+    assert not w.flush_losses() and not w.flush()
+    assert first is not None and w.last_error == first and ".tmp-" not in first
+    assert "OSError: Read-only file system" in first
+    assert caplog.text.count(".tmp-") >= 3  # the writer's log names the file each time
+    monkeypatch.undo()
+    assert w.flush() and w.last_error is None
     w.close()
 
 

@@ -9,6 +9,7 @@ mocked (as in test_history.py's merge-failure test); the writer, its files and t
 from __future__ import annotations
 
 import logging
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -218,45 +219,48 @@ def test_a_checkpoint_waits_for_the_history_to_write_the_loss_its_poll_proved(
 
 def test_a_save_that_ends_a_hold_and_fails_is_tried_again_at_the_next_poll(tmp_path: Path) -> None:
     """The save that ends a cluster's hold (its loss written at last) moves its checkpoint past the loss. When it
-    fails (the state directory unwritable: a file stands where it should be), it is tried again at the next poll,
-    not at the next timed save an interval later: killed meanwhile, the collector would resume from before the loss
-    and record it a second time. Once saved, polls save nothing more until the timed save."""
+    fails (the state directory unwritable: a file stands where it should be), that cluster's save is tried again at
+    the next poll, not at the next timed save an interval later: killed meanwhile, the collector would resume from
+    before the loss and record it a second time. Only that cluster's, until saved: not every cluster's a poll while
+    the disk is full. Any other failed save waits for the next timed one, as before."""
     from collectors.model.poll import PollResult
     from collectors.model.records import ClusterSnapshot, LossRecord
     from collectors.runtime.sinks import CheckpointSink
 
     state = tmp_path / "state"
-    m = Monitor(monitor_config(state, checkpoint_interval_s=3600))
+    m = Monitor(monitor_config(state, checkpoint_interval_s=3600, clusters=[
+        {"name": n, "bootstrap_servers": "127.0.0.1:1"} for n in ("prod", "stage")]))
     held = {"prod"}
     saved: list[object] = []
     real_save = m.save_checkpoints
     m.save_checkpoints = lambda d, now=None, clusters=None: saved.append(clusters) or real_save(d, now, clusters)
+    checkpoints = state / "checkpoints"
     try:
         sink = CheckpointSink(state, interval_s=3600, monitor=m, held=lambda: held)
-        sink.save(LATER)  # prod held: nothing to save
-        assert saved == [] and not (state / "checkpoints").exists()
+        sink.save(LATER)  # prod held: stage alone
+        assert saved == [{"stage"}] and len(list(checkpoints.iterdir())) == 1
         held.clear()  # the loss is written
-        state.mkdir(exist_ok=True)
-        blocked = state / "checkpoints"
-        blocked.write_text("not a directory")
+        shutil.move(checkpoints, tmp_path / "aside")
+        checkpoints.write_text("not a directory")
         sink([], LATER)  # the save that ends the hold fails
-        assert saved == [None] and "state_write_failed" in m.conditions
-        blocked.unlink()
-        sink([], LATER)  # tried again at once
-        assert saved == [None, None] and "state_write_failed" not in m.conditions
-        assert list((state / "checkpoints").iterdir())
+        assert saved == [{"stage"}, None] and "state_write_failed" in m.conditions
+        sink([], LATER)  # still failing: prod's alone is tried
+        assert saved == [{"stage"}, None, {"prod"}]
+        checkpoints.unlink()
+        shutil.move(tmp_path / "aside", checkpoints)
+        sink([], LATER)  # and saved
+        assert saved[-1] == {"prod"} and len(list(checkpoints.iterdir())) == 2
+        assert "state_write_failed" in m.conditions  # a save of one cluster does not say the state is written
         sink([], LATER)
-        assert saved == [None, None] and sink.saves == 1
-        # Any other failed save waits for the next timed one, as before: not a save a poll while the disk is full.
+        assert len(saved) == 4 and sink.saves == 2
+        # Any other failed save waits for the next timed one, as before.
         snap = ClusterSnapshot(cluster="prod", time=LATER)
         snap.losses = [LossRecord("prod", LATER, "truncation", "orders", 3, 1_200, "epoch 5 ends at 48,800")]
-        for f in (state / "checkpoints").iterdir():
-            f.unlink()
-        (state / "checkpoints").rmdir()
-        blocked.write_text("not a directory")
+        shutil.move(checkpoints, tmp_path / "aside")
+        checkpoints.write_text("not a directory")
         sink([PollResult(snap)], LATER)  # a proved loss's save, failing
         sink([], LATER)
-        assert saved == [None, None, None] and "state_write_failed" in m.conditions
+        assert saved[4:] == [None] and "state_write_failed" in m.conditions
     finally:
         m.close()
 

@@ -452,11 +452,14 @@ class HistoryWriter(DayMaintenance):
 
     def _write_chunks(self, chunks: list[_Chunk], level: int = logging.ERROR) -> bool:
         """Write `chunks` of the buffer, one new file per table and date; True when all were written. Call with the
-        lock held. The buffer written empty clears `last_error`; a failure is logged at `level`."""
+        lock held. A failure is logged at `level`. `last_error` names the tables and days whose rows still wait
+        after a failed write (`_failed`), and is gone when none do: the buffer written empty, or a part of it
+        written (`flush_losses`) leaving only rows whose write has not failed."""
         groups: dict[tuple[str, str], list[_Chunk]] = defaultdict(list)
         for c in chunks:
             groups[(c.table, c.date)].append(c)
-        errors: list[str] = []
+        errors: list[str] = []  # as logged, with the files named
+        failed: dict[tuple[str, str], str] = {}
         written: set[int] = set()
         for (table, day), group in groups.items():
             try:
@@ -465,10 +468,11 @@ class HistoryWriter(DayMaintenance):
                 if not isinstance(e, OSError):
                     log.exception("history: unexpected error writing %s/%s", table, day)
                 errors.append(f"{table}/{DATE_PREFIX}{day}: {type(e).__name__}: {e}")
-                self._failed[(table, day)] = errors[-1]
+                # the same text at every retry (a temp file's name is new each time): logged once a change
+                why = e.strerror if isinstance(e, OSError) and e.strerror else e
+                failed[(table, day)] = f"{table}/{DATE_PREFIX}{day}: {type(e).__name__}: {why}"
                 continue
             written.update(id(c) for c in group)
-            self._failed.pop((table, day), None)
         if written:
             if self._lease is not None:  # what a standby taking over need not write again
                 self._record_flushed(written)
@@ -476,21 +480,27 @@ class HistoryWriter(DayMaintenance):
         if errors:
             self.flush_failures += 1
             self._failing = True
-            self._record_error(_flush_error(errors))
             log.log(level, "history: flush failed for %d of %d files; %d rows kept: %s", len(errors), len(groups),
                     self._buffered, "; ".join(errors[:3]))
             self._enforce_bound()
-            return False
-        if not self._chunks:
+        # this write's failures first, then earlier ones but of a table and day written whole since: one written in
+        # part (the ledger's rows of a loss without an earlier poll's loss rows) stays failed, and so does one whose
+        # rows the memory bound dropped, until a write of it succeeds or the buffer is written empty
+        waiting = {(c.table, c.date) for c in self._chunks}
+        whole = {k for k in groups if k not in failed and k not in waiting}
+        for k, e in self._failed.items():
+            if k not in whole:
+                failed.setdefault(k, e)
+        self._failed = failed if self._chunks else {}
+        if errors:
+            self._record_error(_flush_error(list(self._failed.values())))
+        elif not self._chunks:
             self._failing = False
             self.last_error = None
-            self._failed.clear()
         elif self.last_error is not None and self.last_error.startswith(FLUSH_FAILED):
-            # a part written (`flush_losses`): the error names what failed at its last write, or is gone
-            still = list(self._failed.values())
-            self.last_error = _flush_error(still) if still else None
-            self._failing = bool(still)
-        return True
+            self.last_error = _flush_error(list(self._failed.values())) if self._failed else None
+            self._failing = bool(self._failed)
+        return not errors
 
     def _record_flushed(self, written: set[int]) -> None:
         """Record in the lease file the latest poll every buffered row up to which is written now. Not one of a
