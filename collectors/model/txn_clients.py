@@ -74,3 +74,23 @@ def counted_rise_time(seen: dict[str, EpochSeen], transactional_id: str,
         return rises[-1][0]
     s = seen.get(transactional_id)
     return 0.0 if s is not None and s.keeps_v1 else None
+
+
+def counted_increase(prev_producer_id: int | None, prev_epoch: int | None, producer_id: int | None,
+                     epoch: int | None, prev_keeps_v1: bool | None, prev_v2: bool | None, v2: bool | None) -> int:
+    """The rise from one observation of a transactional producer to the next that restarts, fences and timeout
+    aborts made, as the weekly report counts it from the history (`spark_analytics.aggregations.transactions.
+    _increase`, the same rule over columns) and the dashboard lists it: all of it between two polls before
+    Transaction V2 (each InitProducerId or fence adds one); into or out of a poll at V2 (`v2`), one if it rose out
+    of an epoch proved to keep V1's rules (`prev_keeps_v1`: counted once, as `rise_counts` counts it live), else
+    none (a V2 transaction end looks the same). A new producer id, an epoch that went back, or anything unknown
+    (None: a flag a day rolled up before it was kept reads as false) counts nothing. The arguments are in the
+    column rule's order."""
+    if None in (prev_producer_id, prev_epoch, producer_id, epoch) or prev_producer_id != producer_id:
+        return 0
+    assert prev_epoch is not None and epoch is not None
+    rise = epoch - prev_epoch
+    if not prev_v2 and not v2:
+        return max(rise, 0)
+    return max(min(rise, 1), 0) if prev_keeps_v1 else 0
+

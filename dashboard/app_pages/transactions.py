@@ -65,14 +65,21 @@ if doc:
         ui.chart(tv.lso_gap_figure(gap_hist, ctx.tz, topics or None), key="txn_gap_chart")
 
     st.subheader("Producer epochs")
-    th = ctx.history("transactions", ["time", "transactional_id", "producer_id", "producer_epoch", "state"])
+    th = ctx.history("transactions", ["time", "cluster", "transactional_id", "producer_id", "producer_epoch",
+                                      "keeps_v1", "state"])
     if th.empty:
         st.info(ctx.empty_history_note("open transaction (so no producer epoch)"), icon=":material/inbox:")
     else:
-        ui.chart(tv.producer_epoch_figure(th, ctx.tz, [txn_q] if txn_q else None), key="txn_epochs")
-        bumps = tv.epoch_changes_display(th if not txn_q else th[th["transactional_id"] == txn_q], ctx.tz)
+        levels = ctx.history("cluster", ["time", "cluster", "transaction_version"])
+        ui.chart(tv.producer_epoch_figure(th, ctx.tz, [txn_q] if txn_q else None, clusters=levels), key="txn_epochs")
+        bumps, other = tv.epoch_changes_display(th if not txn_q else th[th["transactional_id"] == txn_q], ctx.tz,
+                                                levels)
+        # at Transaction V2 every transaction end moves the epoch: those changes are no restart, fence or abort
+        left = (f" {plural(other, 'other epoch change')} (transaction ends at Transaction V2, new producer ids) "
+                f"{count_of(other, 'is', 'are')} not listed.") if other else ""
         if bumps.empty:
-            st.caption("No epoch bump in the time range (a bump means a restart, a fence or a timeout abort).")
+            st.caption("No epoch bump in the time range (a bump means a restart, a fence or a timeout abort)."
+                       + left)
         else:
-            st.caption("Epoch bumps (a restart, a fence by a newer instance, or an abort on timeout):")
+            st.caption("Epoch bumps (a restart, a fence by a newer instance, or an abort on timeout):" + left)
             ui.table(ctx, bumps, key="txn_bumps")

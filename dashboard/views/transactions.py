@@ -7,7 +7,8 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from collectors.model.vocabulary import OPEN_TXN_STATES, topic_of
+from collectors.model.txn_clients import counted_increase
+from collectors.model.vocabulary import OPEN_TXN_STATES, epochs_bump_at_every_end, topic_of
 from dashboard.views.common import SERIES_COLORS, epoch_to_local, fmt_duration, is_missing
 from dashboard.views.plotting import base_layout, empty_figure, time_trace
 
@@ -107,34 +108,56 @@ def lso_gap_figure(hist: pd.DataFrame, tz: str | None, topics: list[str] | None 
     return base_layout(fig, height=300)
 
 
-def epoch_changes(hist: pd.DataFrame) -> pd.DataFrame:
-    """Producer epoch bumps per transactional id (time, id, from, to) from history ``transactions``."""
-    cols = ["time", "transactional_id", "from", "to"]
+def epoch_changes(hist: pd.DataFrame, clusters: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Each change of a transactional id's producer epoch between two polls (time, id, from, to) from history
+    ``transactions``, and the restarts, fences and timeout aborts it counts (``bumps``: `txn_clients.
+    counted_increase`, the weekly report's rule). `clusters`: the ``cluster`` rows of the range (cluster, time,
+    transaction_version). At a poll at Transaction V2 every transaction end moves the epoch, so a change into or
+    out of one counts only out of an epoch the producer proved keeps V1's rules (``keeps_v1``); a new producer id
+    counts nothing either. A history without the columns reads as before them: one producer, V1."""
+    cols = ["time", "transactional_id", "from", "to", "bumps"]
     if hist is None or hist.empty:
         return pd.DataFrame(columns=cols)
+    by_cluster = "cluster" in hist and (clusters is None or "cluster" in clusters)
+    h = hist.dropna(subset=["producer_epoch"])
+    h = h.assign(**{c: h.get(c, v) for c, v in (("producer_id", 0), ("keeps_v1", False))},
+                 cluster=h["cluster"] if by_cluster else "")
+    v2: set[tuple[str, float]] = set()
+    if clusters is not None and "transaction_version" in clusters:
+        at_v2 = clusters[clusters["transaction_version"].map(
+            lambda v: epochs_bump_at_every_end(None if is_missing(v) else int(v))).astype(bool)]
+        v2 = set(zip(at_v2["cluster"] if by_cluster else [""] * len(at_v2), at_v2["time"].astype(float),
+                     strict=True))
+    # per poll, the highest epoch seen, with its producer id and V1 proof, as the report takes them
+    polls = h.sort_values(["time", "producer_epoch"]).drop_duplicates(["cluster", "transactional_id", "time"],
+                                                                       keep="last")
     rows = []
-    for tid, d in hist.sort_values("time").groupby("transactional_id"):
-        prev = None
-        for t, e in zip(d["time"], d["producer_epoch"], strict=False):
-            if is_missing(e):
-                continue
-            if prev is not None and int(e) != prev:
-                rows.append({"time": float(t), "transactional_id": tid, "from": prev, "to": int(e)})
-            prev = int(e)
+    for (cluster, tid), d in polls.groupby(["cluster", "transactional_id"]):
+        prev: tuple[Any, int, bool, bool] | None = None
+        for t, pid, e, keeps in zip(d["time"], d["producer_id"], d["producer_epoch"], d["keeps_v1"], strict=True):
+            now = (None if is_missing(pid) else int(pid), int(e), not is_missing(keeps) and bool(keeps),
+                   (cluster, float(t)) in v2)
+            if prev is not None and now[1] != prev[1]:
+                rows.append({"time": float(t), "transactional_id": tid, "from": prev[1], "to": now[1],
+                             "bumps": counted_increase(prev[0], prev[1], now[0], now[1], prev[2], prev[3], now[3])})
+            prev = now
     return pd.DataFrame(rows, columns=cols)
 
 
 def producer_epoch_figure(hist: pd.DataFrame, tz: str | None, txns: list[str] | None = None,
-                          top_n: int = 8) -> go.Figure:
-    """Producer epoch per transactional id over time (steps up on fencing, restarts and timeouts)."""
+                          top_n: int = 8, clusters: pd.DataFrame | None = None) -> go.Figure:
+    """Producer epoch per transactional id over time (steps up on fencing, restarts and timeouts, and at Transaction
+    V2 at every transaction end), the ids with the most restarts, fences and timeout aborts first (`epoch_changes`
+    of `clusters`)."""
     if hist is None or hist.empty:
         return empty_figure("No transactions seen in this time range.")
     h = hist if not txns else hist[hist["transactional_id"].isin(txns)]
     h = h.dropna(subset=["producer_epoch"])
     if h.empty:
         return empty_figure("No transactions seen for this selection in this time range.")
-    bumps = epoch_changes(h)
-    order = list(bumps.groupby("transactional_id").size().sort_values(ascending=False).index)
+    bumps = epoch_changes(h, clusters)
+    bumps = bumps[bumps["bumps"] > 0]
+    order = list(bumps.groupby("transactional_id")["bumps"].sum().sort_values(ascending=False).index)
     order += [t for t in sorted(h["transactional_id"].unique()) if t not in order]
     fig = go.Figure()
     for i, tid in enumerate(order[:top_n]):
@@ -147,10 +170,13 @@ def producer_epoch_figure(hist: pd.DataFrame, tz: str | None, txns: list[str] | 
     return base_layout(fig, height=280)
 
 
-def epoch_changes_display(hist: pd.DataFrame, tz: str | None) -> pd.DataFrame:
-    ch = epoch_changes(hist)
-    if ch.empty:
-        return pd.DataFrame(columns=["time", "transactional id", "epoch"])
-    ch = ch.sort_values("time", ascending=False)
-    return pd.DataFrame({"time": epoch_to_local(ch["time"], tz), "transactional id": ch["transactional_id"],
-                         "epoch": [f"{a} → {b}" for a, b in zip(ch["from"], ch["to"], strict=False)]})
+def epoch_changes_display(hist: pd.DataFrame, tz: str | None,
+                          clusters: pd.DataFrame | None = None) -> tuple[pd.DataFrame, int]:
+    """The epoch changes that count restarts, fences or timeout aborts (`epoch_changes`), newest first, and how many
+    other changes were left out (transaction ends at Transaction V2, new producer ids)."""
+    ch = epoch_changes(hist, clusters)
+    counted = ch[ch["bumps"] > 0].sort_values("time", ascending=False)
+    shown = pd.DataFrame({"time": epoch_to_local(counted["time"], tz), "transactional id": counted["transactional_id"],
+                          "epoch": [f"{a} → {b}" for a, b in zip(counted["from"], counted["to"], strict=True)],
+                          "bumps": counted["bumps"]}, columns=["time", "transactional id", "epoch", "bumps"])
+    return shown, len(ch) - len(counted)

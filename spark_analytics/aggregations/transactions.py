@@ -127,7 +127,8 @@ def _increase(prev_pid: Column, prev_epoch: Column, pid: Column, epoch: Column, 
     into or out of a V2 poll, one if it rose out of an epoch proved to keep V1's rules (an older client's restart or
     fence, counted once as the collector counts it: the rise may hold V2 ends too, a client upgraded since), else
     none. A null flag (a roll-up day written before these were kept, whose observations at V2 carry no producer id
-    instead) reads as false."""
+    instead) reads as false. `collectors.model.txn_clients.counted_increase` is the same rule for one pair (the
+    dashboard's), held equal to this one on every case by a test."""
     def known(c: Column) -> Column:
         return F.coalesce(c, F.lit(False))
     rise = epoch - prev_epoch

@@ -476,10 +476,46 @@ def test_no_transactions_empty_states() -> None:
 def test_producer_epoch_changes() -> None:
     h = pd.DataFrame({"time": [NOW, NOW + 5, NOW + 10, NOW + 15], "transactional_id": ["tx"] * 4,
                       "producer_epoch": [0, 0, 1, 3]})
-    ch = tv.epoch_changes(h)
-    assert ch[["from", "to"]].values.tolist() == [[0, 1], [1, 3]]
+    ch = tv.epoch_changes(h)  # a history without producer ids or V2 columns: as before them
+    assert ch[["from", "to", "bumps"]].values.tolist() == [[0, 1, 1], [1, 3, 2]]
     fig = tv.producer_epoch_figure(h, "UTC")
     assert fig.data[0].name == "tx" and fig.data[0].line.shape == "hv"
+
+
+def test_epoch_changes_at_transaction_v2_list_restarts_not_transaction_ends() -> None:
+    """On a cluster at Transaction V2 every transaction end moves the epoch. The table of bumps lists only the
+    changes the weekly report counts as restarts, fences or timeout aborts (`txn_clients.counted_increase`): a rise
+    out of an epoch the producer proved keeps V1's rules, once; the others are counted as left out. Before, every
+    end was listed under a caption calling each a restart, a fence or an abort."""
+    rows = []
+    for i, (v2_epoch, old_epoch, old_keeps) in enumerate([(0, 5, True), (1, 5, True), (2, 7, False), (3, 7, False)]):
+        t = NOW + 30 * i
+        rows.append({"time": t, "cluster": "prod", "transactional_id": "v2-client", "producer_id": 11,
+                     "producer_epoch": v2_epoch, "keeps_v1": False})
+        rows.append({"time": t, "cluster": "prod", "transactional_id": "old-client", "producer_id": 12,
+                     "producer_epoch": old_epoch, "keeps_v1": old_keeps})
+    # an older cluster beside it, the same ids: a new producer id counts nothing, a rise of 2 counts 2
+    for t, pid, epoch in ((NOW, 20, 4), (NOW + 30, 21, 0), (NOW + 60, 21, 2)):
+        rows.append({"time": t, "cluster": "old", "transactional_id": "v2-client", "producer_id": pid,
+                     "producer_epoch": epoch, "keeps_v1": None})
+    hist = pd.DataFrame(rows)
+    levels = pd.DataFrame({"time": [NOW + 30 * i for i in range(4)] * 2, "cluster": ["prod"] * 4 + ["old"] * 4,
+                           "transaction_version": [2] * 4 + [None] * 4})
+    ch = tv.epoch_changes(hist, levels)
+    got = sorted(zip(ch["transactional_id"], ch["from"], ch["to"], ch["bumps"], strict=True))
+    assert got == [("old-client", 5, 7, 1), ("v2-client", 0, 1, 0), ("v2-client", 0, 2, 2), ("v2-client", 1, 2, 0),
+                   ("v2-client", 2, 3, 0), ("v2-client", 4, 0, 0)]
+    shown, other = tv.epoch_changes_display(hist, "UTC", levels)
+    assert shown[["transactional id", "epoch", "bumps"]].values.tolist() == [
+        ["v2-client", "0 → 2", 2], ["old-client", "5 → 7", 1]]
+    assert other == 4
+    fig = tv.producer_epoch_figure(hist[hist["cluster"] == "prod"], "UTC", clusters=levels)
+    assert [d.name for d in fig.data] == ["old-client", "v2-client"]  # the one with a restart first
+    # without the cluster rows (none in the range, or none read): every change counts as on an older cluster
+    prod = hist[hist["cluster"] == "prod"]
+    none = pd.DataFrame({"time": [], "cluster": [], "transaction_version": []})
+    for levels in (None, none, none.drop(columns="transaction_version")):
+        assert tv.epoch_changes(prod, levels)["bumps"].tolist() == [2, 1, 1, 1]  # old-client, then v2-client
 
 
 # ----- consensus

@@ -1339,3 +1339,24 @@ def test_each_cluster_is_written_where_the_dashboard_looks(tmp_path: Path) -> No
         [found] = find_reports(tmp_path, name)
         assert (found.directory, found.week, found.summary["cluster"]) == (directory, W.label, name)
         assert found.html is not None and directory.relative_to(tmp_path).parts == (safe_name(name), W.label)
+
+
+def test_the_reports_epoch_rule_is_the_dashboards_in_every_case(spark: Any) -> None:
+    """`transactions._increase` (over columns, the report's) and `txn_clients.counted_increase` (the dashboard's
+    table) are one rule written twice: they agree on every combination of producer id, epochs, V1 proof and
+    Transaction V2 at either poll, nulls included but for the epochs: the report reads only observations with one
+    (`_epoch_polls`), and over columns a null rise counts 1 out of an epoch proved V1 (`least` skips nulls)."""
+    import itertools
+
+    from pyspark.sql import functions as F
+
+    from collectors.model.txn_clients import counted_increase
+    from spark_analytics.aggregations.transactions import _increase
+
+    flags = (None, False, True)
+    cases = list(itertools.product((7, 8, None), (5,), (7, None), (3, 5, 6, 9), flags, flags, flags))
+    schema = "prev_pid long, prev_epoch int, pid long, epoch int, prev_keeps boolean, prev_v2 boolean, v2 boolean"
+    df = spark.createDataFrame(cases, schema)
+    got = df.select(_increase(*[F.col(c) for c in df.columns]).alias("n")).collect()
+    assert [r.n for r in got] == [counted_increase(*c) for c in cases]
+    assert {counted_increase(*c) for c in cases} == {0, 1, 4}  # the rule's outcomes all occur (9 - 5: 4)

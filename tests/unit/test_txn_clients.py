@@ -9,12 +9,14 @@ import itertools
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from collectors.alerting.evaluation import judge
 from collectors.config import Thresholds
 from collectors.model.observations import KafkaObservation, PartitionMeta
 from collectors.model.snapshot import build_snapshot
 from collectors.model.state import ClusterState
-from collectors.model.txn_clients import EpochSeen, proved_v1, rise_counts
+from collectors.model.txn_clients import EpochSeen, counted_increase, proved_v1, rise_counts
 from collectors.outputs.checkpoint import Checkpoint, checkpoint_path, load_checkpoint, save_checkpoint
 from tests.unit.test_checkpoint import edit_meta
 
@@ -250,3 +252,26 @@ def test_the_proof_survives_a_restart_and_an_older_checkpoint_loads_without_it(t
     cp = load_checkpoint(tmp_path, "c", lag_points=st.lag_points, window_size=st.window_size, now=T + 90,
                          max_age_s=3600)
     assert cp is not None and cp.state.txn_epochs == {}
+
+
+@pytest.mark.parametrize(("prev", "now", "want"), [
+    ((7, 5, False, False), (7, 9, False), 4),  # V1 both: every restart and fence between the polls
+    ((7, 5, True, False), (7, 9, False), 4),
+    ((7, 5, False, True), (7, 9, True), 0),  # V2: a transaction end looks the same
+    ((7, 5, False, False), (7, 9, True), 0),  # into a V2 poll
+    ((7, 5, False, True), (7, 9, False), 0),  # out of one
+    ((7, 5, True, True), (7, 9, True), 1),  # out of an epoch proved V1: once, as counted live
+    ((7, 5, True, True), (7, 6, True), 1),
+    ((7, 5, True, True), (7, 5, True), 0),
+    ((7, 5, True, True), (7, 3, True), 0),  # went back
+    ((7, 5, False, False), (7, 3, False), 0),
+    ((8, 5, False, False), (7, 9, False), 0),  # a new producer id
+    ((None, 5, False, False), (7, 9, False), 0),  # unknown counts nothing
+    ((7, None, False, False), (7, 9, False), 0),
+    ((7, 5, None, True), (7, 9, True), 0),  # a flag not kept reads as false
+    ((7, 5, False, None), (7, 9, None), 4),
+])
+def test_the_rise_the_report_and_the_dashboard_count(prev: tuple[Any, ...], now: tuple[Any, ...],
+                                                     want: int) -> None:
+    (prev_pid, prev_epoch, prev_keeps, prev_v2), (pid, epoch, v2) = prev, now
+    assert counted_increase(prev_pid, prev_epoch, pid, epoch, prev_keeps, prev_v2, v2) == want
