@@ -528,8 +528,10 @@ def test_a_flush_error_reads_the_same_at_every_retry(tmp_path: Path, monkeypatch
                                                      caplog: pytest.LogCaptureFixture) -> None:
     """A write that fails opening its temp file (a filesystem remounted read-only, say) names that file, new at
     every attempt. The error the alert shows and the collector logs once a change leaves it out, so it reads the
-    same at every retry; the writer's own log of each failed flush keeps it. Before, a retry a poll logged it every
-    poll. (The one mock: a read-only remount needs root mounts this machine cannot make.)"""
+    same at every retry, whichever of the full flush and the ledger's retry failed last; the writer's own log of
+    each failed flush keeps the names. Before, a retry a poll logged it every poll. And a poll whose rows the memory
+    bound drops whole after a failed write still says so. (The one mock: a read-only remount needs root mounts this
+    machine cannot make.)"""
     import uuid
 
     def read_only(directory: Path, name: str, write: Callable[..., object]) -> int:
@@ -542,12 +544,22 @@ def test_a_flush_error_reads_the_same_at_every_retry(tmp_path: Path, monkeypatch
     w.add_snapshot(truncated(T0))
     assert not w.flush()
     first = w.last_error
-    assert not w.flush_losses() and not w.flush()
-    assert first is not None and w.last_error == first and ".tmp-" not in first
+    assert first is not None and ".tmp-" not in first and first.endswith(" (and 2 more)")
     assert "OSError: Read-only file system" in first
-    assert caplog.text.count(".tmp-") >= 3  # the writer's log names the file each time
+    for retry in (w.flush_losses, w.flush_losses, w.flush, w.flush_losses):  # the ledger's first, then all
+        assert not retry() and w.last_error == first
+    assert caplog.text.count(".tmp-") >= 5  # the writer's log names the file each time
     monkeypatch.undo()
     assert w.flush() and w.last_error is None
+
+    # A single poll's rows of a table past the memory bound, and the write fails: dropped, and the error said (not
+    # raised from `add`, which the collector's poll loop calls).
+    monkeypatch.setattr(history_writer, "publish_file", read_only)
+    w.max_buffer_rows = 1
+    w.add_snapshot(small_snapshot(T0 + 30, topics=2))
+    assert w.last_error is not None and w.last_error.startswith("history flush failed: ") and w.dropped_rows > 0
+    monkeypatch.undo()
+    w.add_snapshot(small_snapshot(T0 + 60, topics=1))
     w.close()
 
 

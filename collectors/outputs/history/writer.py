@@ -483,15 +483,17 @@ class HistoryWriter(DayMaintenance):
             log.log(level, "history: flush failed for %d of %d files; %d rows kept: %s", len(errors), len(groups),
                     self._buffered, "; ".join(errors[:3]))
             self._enforce_bound()
-        # this write's failures first, then earlier ones but of a table and day written whole since: one written in
-        # part (the ledger's rows of a loss without an earlier poll's loss rows) stays failed, and so does one whose
-        # rows the memory bound dropped, until a write of it succeeds or the buffer is written empty
+        # every table and day whose last write failed, in the order they first failed (the text stays the same
+        # whichever of `flush` and `flush_losses` failed last), but those written whole since: one written in part
+        # (the ledger's rows of a loss without an earlier poll's loss rows) stays failed, and so does one whose rows
+        # the memory bound dropped, until a write of it succeeds or the buffer is written empty
         waiting = {(c.table, c.date) for c in self._chunks}
-        whole = {k for k in groups if k not in failed and k not in waiting}
-        for k, e in self._failed.items():
-            if k not in whole:
-                failed.setdefault(k, e)
-        self._failed = failed if self._chunks else {}
+        for k in groups:
+            if k not in failed and k not in waiting:
+                self._failed.pop(k, None)
+        self._failed.update(failed)
+        if not self._chunks and not errors:
+            self._failed.clear()
         if errors:
             self._record_error(_flush_error(list(self._failed.values())))
         elif not self._chunks:
