@@ -304,3 +304,114 @@ def test_an_ha_pair_records_a_truncation_once_when_the_holder_could_not_write_it
     assert sorted(ledger.kind) == ["truncation", "unclean_election"]  # once each: the standby's rows
     [row] = ledger[ledger.kind == "truncation"].itertuples()
     assert (row.topic, row.partition, row.messages) == ("ledger", 0, lost)
+
+
+class _Collector:
+    """A `python -m collectors --json` process; its stdout drained on a thread (a full pipe would stall it) into
+    the loss records and the truncation alerts it printed."""
+
+    def __init__(self, cfg: Any, name: str) -> None:
+        import subprocess
+        import sys
+        import threading
+        from pathlib import Path
+
+        self.name = name
+        self.proc = subprocess.Popen([sys.executable, "-m", "collectors", "--config", str(cfg), "--json"],
+                                     cwd=Path(__file__).resolve().parents[2], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        self.polls = 0
+        self.truncations: list[dict[str, Any]] = []  # the loss records of kind truncation it printed
+        self.isr: list[int] | None = None  # ledger-0's, at its last poll
+        self.err = ""
+        self._threads = [threading.Thread(target=self._read, daemon=True),
+                         threading.Thread(target=self._read_err, daemon=True)]
+        for t in self._threads:
+            t.start()
+
+    def _read(self) -> None:
+        import json
+
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            doc = json.loads(line)["clusters"][0]
+            self.polls += 1
+            self.truncations += [x for x in doc["losses"] if x["kind"] == "truncation"]
+            self.isr = next((p["isr"] for p in doc["partitions"] if (p["topic"], p["partition"]) == ("ledger", 0)),
+                            self.isr)
+
+    def _read_err(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.err += line
+
+    def stop(self) -> int:
+        import signal
+
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout=30)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+        for t in self._threads:
+            t.join(timeout=5)
+        return code
+
+
+def _until(what: str, done: Any, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def test_two_collector_processes_on_one_history_record_a_truncation_once(sb: Sandbox, tmp_path: Any) -> None:
+    """The HA pair as deployed: two `python -m collectors` processes, state directories of their own, one history
+    root. The first holds the root's lease; the second stands by. Both watch the unclean election that truncates
+    ledger-0; the holder cannot write its ledger rows (``loss_events`` is a file where the directory should be)
+    and is stopped (SIGTERM) with them unwritten. The disk mended, the standby takes the root over and writes its
+    own: the history holds the truncation once, with the standby's count, no more than the model lost (a process
+    polls on its own clock, not at the crash's instant: its count can fall short of the model's by the messages
+    written after its last poll before the crash, never exceed it)."""
+    from collectors.outputs.history import read_table
+
+    root = tmp_path / "history"
+    procs: list[_Collector] = []
+    try:
+        for name in ("holder", "standby"):
+            cfg = tmp_path / f"{name}.yaml"
+            cfg.write_text(
+                f"clusters:\n  - name: sandbox\n    bootstrap_servers: '{sb.bootstrap_servers}'\n"
+                f"poll_interval_s: 1\nrequest_timeout_s: 3\nstate_dir: {tmp_path / name}\ncheckpoint_interval_s: 1\n"
+                f"exporter: {{enabled: false}}\nhistory: {{root: {root}, flush_interval_s: 1}}\n")
+            procs.append(_Collector(cfg, name))
+            _until(f"the {name}'s first poll", lambda p=procs[-1]: p.polls >= 1)  # the first holds the lease
+        holder, standby = procs
+        _until("the standby standing by", lambda: "this one stands by" in standby.err, timeout=10)
+        sb.call(lambda c: c.set_slow_follower(2, True))
+        _until("broker 2 out of ledger-0's ISR", lambda: holder.isr == [1] and standby.isr == [1])
+        blocked = root / "loss_events"
+        blocked.write_text("not a directory")  # the holder's disk refuses the ledger
+        sb.call(lambda c: c.crash_broker(1))
+        _until("both collectors' record of the truncation", lambda: holder.truncations and standby.truncations)
+        assert holder.stop() == 0
+        assert "stopping with the record of a loss in sandbox" in holder.err  # it says it leaves it unwritten
+        blocked.unlink()
+        _until("the standby's takeover", lambda: "this one writes it from now on" in standby.err)
+        _until("the ledger written", lambda: (root / "loss_events").is_dir() and
+               (read_table(root, "loss_events").kind == "truncation").any())
+        time.sleep(1.5)  # a flush more: nothing written twice
+        assert standby.stop() == 0
+    finally:
+        for p in procs:
+            p.stop()
+    truth = [UNCLEAN.search(w) for _, _, w in sb.call(lambda c: list(c.events))]
+    lost = next(int(m.group(2).replace(",", "")) for m in truth if m)
+    ledger = read_table(root, "loss_events")
+    assert sorted(ledger.kind) == ["truncation", "unclean_election"], ledger  # once each
+    [row] = ledger[ledger.kind == "truncation"].itertuples()
+    [ours] = standby.truncations
+    assert (row.topic, row.partition, row.messages) == ("ledger", 0, ours["messages"])  # the standby's row
+    assert 0 < row.messages <= lost and all(0 < x["messages"] <= lost for x in holder.truncations)
