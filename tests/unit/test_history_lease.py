@@ -161,6 +161,54 @@ def test_a_lease_file_that_cannot_be_opened_keeps_the_rows(tmp_path: Path) -> No
     w.close()
 
 
+def test_a_writer_that_could_not_open_the_lease_and_then_stands_by_drops_as_a_standby(tmp_path: Path,
+                                                                                      caplog: pytest.LogCaptureFixture,
+                                                                                      ) -> None:
+    """A writer that could not open the lease file counts as failing (past the memory bound, its rows are dropped
+    as after failed flushes). Standing by once the file opens, another collector holding it, it is no longer: past
+    the bound it flushes, which drops all but its ledger rows of losses as a standby does, not "after failed
+    flushes" with every row counted as dropped."""
+    blocked = tmp_path / "history"
+    blocked.write_text("a file where the history directory should be")
+    w = HistoryWriter(blocked, exclusive=True, clusters=["c1"], clock=lambda: T0)
+    poll([w], T0)
+    assert w.last_error is not None and "cannot take the writer lease" in w.last_error
+    blocked.unlink()
+    holder = HistoryWriter(blocked, exclusive=True, clusters=["c1"], clock=lambda: T0)
+    poll([holder, w], T0 + 30)
+    assert w.standby_of is not None and w.buffered_rows == 0
+    caplog.set_level(logging.WARNING, logger="collectors.outputs.history")
+    w.max_buffer_rows = 1
+    w.add_snapshot(small_snapshot(T0 + 60, topics=2))
+    assert w.buffered_rows == 0 and w.dropped_rows == 0 and "after failed flushes" not in caplog.text
+    holder.close()
+    w.close()
+
+
+def test_a_ledger_written_alone_after_another_error_ends_the_failing(tmp_path: Path) -> None:
+    """A record the history's schema cannot hold (a bug; said as `cannot convert`) after a failed flush: once the
+    ledger's rows are written alone and nothing whose write failed waits, the writer is no longer failing (past
+    the memory bound it flushes rather than drops), though that error stands until a flush writes the buffer."""
+    w = HistoryWriter(tmp_path, clock=lambda: T0)
+    day = tmp_path / "loss_events" / "date=2023-11-15"
+    day.parent.mkdir()
+    day.write_text("not a directory")
+    w.add_snapshot(truncated(T0))
+    assert not w.flush()
+    bad = small_snapshot(T0 + 30)
+    bad.losses = [LossRecord("c1", T0 + 30, RETENTION_SKIPPED, "t1", 0, "many", "log start 1,007")]  # type: ignore[arg-type]
+    w.add_snapshot(bad)
+    assert w.last_error is not None and w.last_error.startswith("cannot convert")
+    day.unlink()
+    w.add_snapshot(small_snapshot(T0 + 60, topics=2))  # rows that wait, not failed
+    assert w.flush_losses() and w.last_error.startswith("cannot convert")
+    w.max_buffer_rows = 1
+    w.add_snapshot(small_snapshot(T0 + 90, topics=2))
+    assert w.dropped_rows == 0 and w.buffered_rows == 0  # flushed, not dropped
+    assert w.last_error is None
+    w.close()
+
+
 def test_a_takeover_carries_on_the_open_incidents_of_the_history(tmp_path: Path) -> None:
     """`open_incidents` reads the incidents a history leaves open; `IncidentTracker.adopt` gives our incident of the
     same cause the recorded id and opening, carries the others, and the next poll resolves those whose cause is

@@ -265,6 +265,30 @@ def test_a_save_that_ends_a_hold_and_fails_is_tried_again_at_the_next_poll(tmp_p
         m.close()
 
 
+def test_a_save_of_one_cluster_keeps_the_timed_save_when_it_was(tmp_path: Path) -> None:
+    """A save of one cluster (a rise on a V2 cluster, a release), saved or failed, does not move the timed save of
+    every cluster: the others' checkpoints would wait one interval more at each such save, and a crash loop saving
+    one cluster a poll would keep them from being saved at all. (The interval is the sink's wall clock: 1 s here;
+    the save of one cluster comes 0.7 s in, the poll that must save every cluster 1.2 s in.)"""
+    import time
+
+    from collectors.runtime.sinks import CheckpointSink
+
+    m = Monitor(monitor_config(tmp_path / "state", checkpoint_interval_s=3600))
+    saved: list[object] = []
+    real_save = m.save_checkpoints
+    m.save_checkpoints = lambda d, now=None, clusters=None: saved.append(clusters) or real_save(d, now, clusters)
+    try:
+        sink = CheckpointSink(tmp_path / "state", interval_s=1.0, monitor=m)
+        time.sleep(0.7)
+        sink.save(LATER, {"prod"})
+        time.sleep(0.5)
+        sink([], LATER)
+        assert saved == [{"prod"}, None]  # due, though a save of one cluster came within the interval
+    finally:
+        m.close()
+
+
 def test_a_save_of_one_cluster_does_not_say_the_state_is_written_again(tmp_path: Path) -> None:
     """`state_write_failed` is raised by a failed save and cleared by a full one only: a rising cluster's own
     checkpoint may fit where another cluster's did not, and clearing it then would resolve the monitor's alert

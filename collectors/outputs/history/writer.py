@@ -392,6 +392,7 @@ class HistoryWriter(DayMaintenance):
                      ", ".join(holder.clusters) if holder.clusters is not None else "unknown")
             self._looks.forget()
         self.standby_of = holder
+        self._failing = False  # nothing of ours fails to be written: past the bound, `_buffer` drops as a standby
         self._keep(_never_dropped)
         overdue: list[Kept] = []
         looked = True
@@ -499,9 +500,10 @@ class HistoryWriter(DayMaintenance):
         elif not self._chunks:
             self._failing = False
             self.last_error = None
-        elif self.last_error is not None and self.last_error.startswith(FLUSH_FAILED):
-            self.last_error = _flush_error(list(self._failed.values())) if self._failed else None
+        else:  # a part written (`flush_losses`): failing while a table and day whose write failed still waits
             self._failing = bool(self._failed)
+            if self.last_error is not None and self.last_error.startswith(FLUSH_FAILED):
+                self.last_error = _flush_error(list(self._failed.values())) if self._failed else None
         return not errors
 
     def _record_flushed(self, written: set[int]) -> None:
