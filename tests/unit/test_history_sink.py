@@ -268,10 +268,8 @@ def test_a_save_that_ends_a_hold_and_fails_is_tried_again_at_the_next_poll(tmp_p
 def test_a_save_of_one_cluster_keeps_the_timed_save_when_it_was(tmp_path: Path) -> None:
     """A save of one cluster (a rise on a V2 cluster, a release), saved or failed, does not move the timed save of
     every cluster: the others' checkpoints would wait one interval more at each such save, and a crash loop saving
-    one cluster a poll would keep them from being saved at all. (The interval is the sink's wall clock: 1 s here;
-    the save of one cluster comes 0.7 s in, the poll that must save every cluster 1.2 s in.)"""
-    import time
-
+    one cluster a poll would keep them from being saved at all. (The sink times its saves on its own monotonic
+    clock, `_last`; the interval's passing is made by moving it back, not by sleeping.)"""
     from collectors.runtime.sinks import CheckpointSink
 
     m = Monitor(monitor_config(tmp_path / "state", checkpoint_interval_s=3600))
@@ -279,12 +277,20 @@ def test_a_save_of_one_cluster_keeps_the_timed_save_when_it_was(tmp_path: Path) 
     real_save = m.save_checkpoints
     m.save_checkpoints = lambda d, now=None, clusters=None: saved.append(clusters) or real_save(d, now, clusters)
     try:
-        sink = CheckpointSink(tmp_path / "state", interval_s=1.0, monitor=m)
-        time.sleep(0.7)
+        sink = CheckpointSink(tmp_path / "state", interval_s=3600, monitor=m)
+        started = sink._last
         sink.save(LATER, {"prod"})
-        time.sleep(0.5)
+        (tmp_path / "state" / "checkpoints").rename(tmp_path / "aside")
+        (tmp_path / "state" / "checkpoints").write_text("not a directory")
+        sink.save(LATER, {"prod"})  # failed
+        assert sink._last == started and "state_write_failed" in m.conditions
+        (tmp_path / "state" / "checkpoints").unlink()
+        (tmp_path / "aside").rename(tmp_path / "state" / "checkpoints")
         sink([], LATER)
-        assert saved == [{"prod"}, None]  # due, though a save of one cluster came within the interval
+        assert saved == [{"prod"}, {"prod"}]  # not due yet
+        sink._last -= 3600  # the interval since the sink started has passed
+        sink([], LATER)
+        assert saved == [{"prod"}, {"prod"}, None] and "state_write_failed" not in m.conditions
     finally:
         m.close()
 
