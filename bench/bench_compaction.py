@@ -15,7 +15,6 @@ aside, which holds the time it was written).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import resource
 import shutil
@@ -36,6 +35,7 @@ from collectors.model.poll import PollResult
 from collectors.model.snapshot import build_snapshot
 from collectors.model.state import ClusterState
 from collectors.outputs.history import HistoryWriter
+from collectors.outputs.history.compaction import merged_schema
 from collectors.outputs.history.files import (
     DayFiles,
     damage,
@@ -43,15 +43,12 @@ from collectors.outputs.history.files import (
     new_name,
     problem_of,
     publish_file,
-    replaced_names,
+    superseded_by,
 )
 from collectors.outputs.history.schema import (
     COMPACT_ROW_GROUP,
     COMPRESSION,
     DATE_PREFIX,
-    HISTORY_SCHEMA_VERSION,
-    REPLACES_KEY,
-    TABLES,
     conform,
     in_row_group_order,
 )
@@ -90,18 +87,9 @@ class PerBatchWriter(HistoryWriter):
         live = list(schemas)
         if len(live) < 2:
             return False
-        replaces: set[str] = set(live) | set(repeats)
-        for name in live:
-            if name.startswith("compact-"):
-                replaces |= replaced_names(directory / name)
-        target = TABLES.get(table)
-        if target is None:
-            target = pa.unify_schemas([s.remove_metadata() for s in schemas.values()])
-        for f in (f for s in schemas.values() for f in s):
-            if f.name not in target.names and f.name != "date":
-                target = target.append(f)
-        target = target.with_metadata({"kmon.table": table, "kmon.history_schema_version": str(HISTORY_SCHEMA_VERSION),
-                                       REPLACES_KEY.decode(): json.dumps(sorted(replaces))})
+        # the superseded names and the target schema as the writer has them: what the two modes differ in is the
+        # reading and merging of the rows
+        target = merged_schema(table, schemas.values(), set(live) | set(repeats) | superseded_by(directory, live))
 
         def write(f: Any) -> None:
             with pq.ParquetWriter(f, target, compression=COMPRESSION) as w:

@@ -18,7 +18,7 @@ it reads moves none of them, nor the order of a row group sorted by key (`schema
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -138,14 +138,14 @@ def _batches(files: list[Footer], size: int) -> Iterator[pa.RecordBatch]:
         i = j
 
 
-def merged_schema(table: str, footers: Mapping[str, Footer], replaces: set[str]) -> pa.Schema:
-    """The schema of the compact file of `table` merging the files `footers` names and superseding `replaces`:
-    the table's own (`TABLES`; unknown tables: the files' unified) with the columns of a newer writer's files added,
-    so that they survive the merge, and the file's metadata."""
+def merged_schema(table: str, files: Iterable[pa.Schema], replaces: set[str]) -> pa.Schema:
+    """The schema of the compact file of `table` merging files of the schemas `files` (one per file, in order) and
+    superseding `replaces`: the table's own (`TABLES`; unknown tables: the files' unified) with the columns of a
+    newer writer's files added, so that they survive the merge, and the file's metadata."""
     schemas: list[pa.Schema] = []  # each once, in the order of the files (a day's 1,440 are one or two)
-    for footer in footers.values():
-        if not any(footer.schema.equals(s, check_metadata=True) for s in schemas):
-            schemas.append(footer.schema)
+    for schema in files:
+        if not any(schema.equals(s, check_metadata=True) for s in schemas):
+            schemas.append(schema)
     target = TABLES.get(table)
     if target is None:
         target = pa.unify_schemas([s.remove_metadata() for s in schemas])

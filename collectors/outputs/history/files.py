@@ -313,6 +313,16 @@ class DayFiles:
     damaged: dict[str, str] = field(default_factory=dict)  # present and live, but found not to read: why
 
 
+def superseded_by(directory: Path, names: Iterable[str]) -> set[str]:
+    """The names the compact files among `names` (of `directory`) supersede: what a day's listing leaves out, and
+    what a new compaction merging them supersedes too."""
+    out: set[str] = set()
+    for n in names:
+        if n.startswith("compact-"):
+            out |= replaced_names(directory / n)
+    return out
+
+
 def day_files(directory: Path) -> DayFiles:
     """The live, superseded, repeated, empty and damaged files of one ``date=`` directory (see the package doc).
 
@@ -325,10 +335,7 @@ def day_files(directory: Path) -> DayFiles:
         names = [n for n in os.listdir(directory) if n.endswith(".parquet") and not n.startswith((".", "_"))]
     except FileNotFoundError:
         return DayFiles([], set(), {})
-    superseded: set[str] = set()
-    for n in names:
-        if n.startswith("compact-"):
-            superseded |= replaced_names(directory / n)
+    superseded = superseded_by(directory, names)
     live = sorted(n for n in names if n not in superseded)
     sizes = list(_sizes(directory, live))
     empty = [n for n, size in sizes if size == 0]

@@ -33,8 +33,8 @@ from collectors.outputs.history.files import (
     new_name,
     problem_of,
     publish_file,
-    replaced_names,
     scan_date_dir,
+    superseded_by,
     unlink_quietly,
     utc_date,
 )
@@ -186,11 +186,8 @@ class DayMaintenance:
         if len(live) < 2:
             return False
         # a repeat's rows are in the file it repeats: superseded with the inputs, its rows not read twice
-        replaces: set[str] = set(live) | set(repeats)
-        for name in live:
-            if name.startswith("compact-"):
-                replaces |= replaced_names(directory / name)
-        target = merged_schema(table, footers, replaces)
+        replaces = set(live) | set(repeats) | superseded_by(directory, live)
+        target = merged_schema(table, (f.schema for f in footers.values()), replaces)
         rows = 0
 
         def write(f: Any) -> None:

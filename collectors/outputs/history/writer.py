@@ -320,8 +320,7 @@ class HistoryWriter(DayMaintenance):
         until = before.flushed_until
         if until is None:
             return  # an older writer's, or none recorded: keep them all
-        table, _ = NEVER_DROPPED
-        dropped = self._filter(table, _epoch_row, only=lambda c: c.polled <= until)
+        dropped = self._filter(LOSS_TABLE, _epoch_row, only=lambda c: c.polled <= until)
         dropped += self._keep(lambda c: c.polled > until or _never_dropped(c))
         if dropped:
             log.info("history: %d buffered rows of polls up to %s were written by the last holder; not again",
@@ -334,7 +333,6 @@ class HistoryWriter(DayMaintenance):
         A standby (`holder`: the one it stands by) keeps them until the holder records the same loss
         (`_stand_by`); taking over (None), those it still keeps were written by nobody, unless the holder wrote its
         own and stopped before our last look: written again, the weekly report counted the loss twice."""
-        table, _ = NEVER_DROPPED
         if holder is None:
             self._looks.forget()
         kept = [_kept(c) for c in self._loss_chunks()]
@@ -348,7 +346,7 @@ class HistoryWriter(DayMaintenance):
                         self.root, e)
             return None
         self._looks.done(kept, until)
-        dropped = self._filter(table, lambda r: not recorded(r))
+        dropped = self._filter(LOSS_TABLE, lambda r: not recorded(r))
         if dropped and holder is None:
             log.info("history: %s the last holder recorded already; not again", plural(dropped, "buffered loss"))
         return dropped
@@ -397,8 +395,7 @@ class HistoryWriter(DayMaintenance):
         overdue: list[Kept] = []
         looked = True
         if self._chunks:
-            table, _ = NEVER_DROPPED
-            self._filter(table, _epoch_row)  # the rest of those polls: the holder's to write
+            self._filter(LOSS_TABLE, _epoch_row)  # the rest of those polls: the holder's to write
             if looked := self._forget_recorded(holder) is not None:  # those the holder is late with, said once
                 kept = {_kept(c): c.batch.column("evidence").to_pylist() for c in self._loss_chunks()}
                 overdue = warn_unrecorded(self.root, holder, self._looks, kept)
@@ -493,11 +490,10 @@ class HistoryWriter(DayMaintenance):
             if k not in failed and k not in waiting:
                 self._failed.pop(k, None)
         self._failed.update(failed)
-        if not self._chunks and not errors:
-            self._failed.clear()
         if errors:
             self._record_error(_flush_error(list(self._failed.values())))
-        elif not self._chunks:
+        elif not self._chunks:  # all written: nothing fails any more, dropped rows' tables included
+            self._failed.clear()
             self._failing = False
             self.last_error = None
         else:  # a part written (`flush_losses`): failing while a table and day whose write failed still waits
