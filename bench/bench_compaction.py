@@ -38,7 +38,6 @@ from collectors.outputs.history import HistoryWriter
 from collectors.outputs.history.compaction import merged_schema
 from collectors.outputs.history.files import (
     DayFiles,
-    damage,
     day_files,
     new_name,
     problem_of,
@@ -71,16 +70,8 @@ class PerBatchWriter(HistoryWriter):
                 schemas[name] = pq.read_schema(directory / name)
             except (OSError, pa.ArrowException) as e:
                 self._left_out(directory / name, problem_of(e))
-        try:
-            return self._merge_per_batch(table, directory, schemas, files.repeats)
-        except (OSError, pa.ArrowException):
-            damaged = {name: problem for name in schemas if (problem := damage(directory / name)) is not None}
-            if not damaged:
-                raise
-            for name, problem in damaged.items():
-                self._left_out(directory / name, problem)
-            return self._merge_per_batch(table, directory, {n: s for n, s in schemas.items() if n not in damaged},
-                                         files.repeats)
+        return self._merge_without_damaged(
+            directory, schemas, lambda inputs: self._merge_per_batch(table, directory, inputs, files.repeats))
 
     def _merge_per_batch(self, table: str, directory: Path, schemas: dict[str, pa.Schema],
                          repeats: dict[str, str]) -> bool:

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -48,6 +48,8 @@ from collectors.outputs.history.schema import (
 )
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class CompactionError(RuntimeError):
@@ -167,16 +169,22 @@ class DayMaintenance:
                 footers[name] = read_footer(directory / name)
             except (OSError, pa.ArrowException) as e:  # cut short by hand (we never publish one)
                 self._left_out(directory / name, problem_of(e))
+        return self._merge_without_damaged(directory, footers,
+                                           lambda inputs: self._merge(table, day, directory, inputs, files.repeats))
+
+    def _merge_without_damaged(self, directory: Path, inputs: dict[str, T], merge: Callable[[dict[str, T]], bool],
+                               ) -> bool:
+        """`merge(inputs)` (the files of `directory` by name, with what was read of each); when it fails, once more
+        without the files found damaged (left out from then on, `_left_out`). A failure no file explains is raised."""
         try:
-            return self._merge(table, day, directory, footers, files.repeats)
+            return merge(inputs)
         except (OSError, pa.ArrowException):
-            damaged = {name: problem for name in footers if (problem := damage(directory / name)) is not None}
+            damaged = {name: problem for name in inputs if (problem := damage(directory / name)) is not None}
             if not damaged:
                 raise
             for name, problem in damaged.items():
                 self._left_out(directory / name, problem)
-            return self._merge(table, day, directory, {n: f for n, f in footers.items() if n not in damaged},
-                               files.repeats)
+            return merge({n: v for n, v in inputs.items() if n not in damaged})
 
     def _merge(self, table: str, day: str, directory: Path, footers: dict[str, Footer],
                repeats: dict[str, str]) -> bool:
