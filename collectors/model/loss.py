@@ -200,7 +200,9 @@ class GroupMark:
 def truncated_readers(truncations: Iterable[LossRecord], marks: dict[GroupKey, GroupMark]) -> list[LossRecord]:
     """Groups that had consumed past a truncation point: they read messages that are now gone, and unless they
     reset they skip as many new messages written at those offsets. Proven from the commit seen before the
-    leader change (however short the window in which the offset was beyond the log end)."""
+    leader change (however short the window in which the offset was beyond the log end). Each record carries its
+    truncation's epochs and cut (`offset`): which leader change's loss the group read past, told apart from
+    another collector's record of the same (`collectors.outputs.history.loss_rows.covers`)."""
     out: list[LossRecord] = []
     cuts = [t for t in truncations if t.kind == TRUNCATION]
     if not cuts:
@@ -219,7 +221,8 @@ def truncated_readers(truncations: Iterable[LossRecord], marks: dict[GroupKey, G
                     t.cluster, t.time, BEYOND_LOG_END, t.topic, t.partition, n,
                     f"group {gid} had committed {mark.committed:,}; the truncation ended the log at {t.offset:,}: "
                     f"it read {plural(n, 'message')} that {count_of(n, 'is', 'are')} gone and, unless it resets, "
-                    f"skips the {n:,} written in {count_of(n, 'its', 'their')} place", group_id=gid, offset=t.offset))
+                    f"skips the {n:,} written in {count_of(n, 'its', 'their')} place", group_id=gid,
+                    epoch_before=t.epoch_before, epoch_after=t.epoch_after, offset=t.offset))
     return out
 
 

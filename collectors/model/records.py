@@ -335,7 +335,8 @@ class LossRecord:
     the high watermark we saw minus where the new leader ends the old epoch, a lower bound),
     ``unclean_election`` (a leader from outside the last ISR we saw; ``messages`` None: the truncation, if
     any, is its own record), ``retention_skipped`` and ``offset_beyond_log_end`` (a group's messages) and
-    ``zk_zxid_regressed`` (a ZooKeeper server's data went back; ``messages``: its transactions gone). See
+    ``zk_zxid_regressed`` (a ZooKeeper server's data went back; ``messages``: its transactions gone). An
+    ``offset_beyond_log_end`` record carries the epochs and ``offset`` of the truncation its group read past. See
     `collectors.model.loss`."""
 
     cluster: str

@@ -68,7 +68,8 @@ class ExporterSink:
         self.server.close()
 
 
-# `EPOCH_LOSSES` (`collectors.model.vocabulary`): loss the poller proves from its checkpointed epoch watches. A
+# `EPOCH_LOSSES` (`collectors.model.vocabulary`): loss the poller proves from its checkpointed epoch watches, with
+# the rows of the groups that had read past a truncation, recorded at the same poll. A
 # collector killed after writing such a row and before its next checkpoint would resume the watch from before the
 # leader change and record the same loss again; one killed before writing it would find it again. So a poll that
 # records one flushes its history rows at once and the checkpoint follows it (`proved_epoch_loss`): killed between

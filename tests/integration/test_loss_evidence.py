@@ -251,7 +251,8 @@ def test_an_ha_pair_records_a_truncation_once_when_the_holder_could_not_write_it
     """Two collectors on one history root (an HA pair) both watch the unclean election that truncates ledger-0;
     only the lease's holder writes. The holder cannot write its ledger rows (``loss_events`` is a file where the
     table's directory should be) and stops. The standby kept its own rows of the loss, only those, and writes them
-    when it takes the root over: the history holds the truncation once, with the model's count. Each collector
+    when it takes the root over: the history holds the truncation once, with the model's count, and group
+    billing's reading past the cut once, from its commit before the crash. Each collector
     asked at its own polls; their rows are the same loss (`loss_rows.covers`), so the standby would have dropped
     its own had the holder written its."""
     from collectors.outputs.history import HistoryWriter, read_table
@@ -270,18 +271,24 @@ def test_an_ha_pair_records_a_truncation_once_when_the_holder_could_not_write_it
                    timeout=60)
         blocked = root / "loss_events"
         blocked.write_text("not a directory")  # the holder's disk refuses the ledger, from before the loss
+        committed: dict[str, int | None] = {}
         with frozen(sb):
-            for p, w in pairs:
-                w.add(poll(p, sb))
+            for (p, w), who in zip(pairs, ("holder", "standby"), strict=True):
+                last = poll(p, sb)
+                w.add(last)
                 w.flush()
+                committed[who] = next(g.committed_offset for g in last.snapshot.group_partitions
+                                      if (g.group_id, g.topic, g.partition) == ("billing", "ledger", 0))
             sb.call(lambda c: c.crash_broker(1))
             sb.advance_to(sb.clock.now())
         rows: dict[str, list[Any]] = {"holder": [], "standby": []}
+        read_past: dict[str, list[Any]] = {"holder": [], "standby": []}
         for (p, w), who in zip(pairs, rows, strict=True):
             def recorded(r: Any, w: HistoryWriter = w, who: str = who) -> bool:
                 w.add(r)
                 w.flush()
                 rows[who].extend(x for x in r.snapshot.losses if x.kind == "truncation")
+                read_past[who].extend(x for x in r.snapshot.losses if x.kind == "offset_beyond_log_end")
                 return bool(rows[who])
 
             poll_until(p, sb, recorded, timeout=60)
@@ -292,8 +299,16 @@ def test_an_ha_pair_records_a_truncation_once_when_the_holder_could_not_write_it
         lost = next(int(m.group(2).replace(",", "")) for m in truth if m)
         [theirs], [ours] = rows["holder"], rows["standby"]
         assert lost > 0 and theirs.messages == ours.messages == lost  # each collector's figure is the model's
-        fields = ("cluster", "kind", "topic", "partition", "epoch_before", "epoch_after", "offset")
+        fields = ("cluster", "kind", "topic", "partition", "group_id", "epoch_before", "epoch_after", "offset")
         assert covers({f: getattr(theirs, f) for f in fields}, {f: getattr(ours, f) for f in fields})
+        # billing had read past the cut (its commit, seen by both at the frozen last poll): each recorded it, from
+        # that commit, as the same loss; the standby kept its row with the truncation's
+        [their_read], [our_read] = read_past["holder"], read_past["standby"]
+        cut = ours.offset
+        assert committed["holder"] == committed["standby"] and committed["standby"] is not None
+        assert (our_read.group_id, our_read.offset, our_read.messages) == ("billing", cut, committed["standby"] - cut)
+        assert (our_read.epoch_before, our_read.epoch_after) == (ours.epoch_before, ours.epoch_after)
+        assert covers({f: getattr(their_read, f) for f in fields}, {f: getattr(our_read, f) for f in fields})
         assert not holder.close()  # it stops with the loss unwritten
         blocked.unlink()  # the disk is back; the standby takes over at its next flush
         assert standby.flush() and standby.standby_of is None and not standby.buffered_never_dropped()
@@ -302,9 +317,11 @@ def test_an_ha_pair_records_a_truncation_once_when_the_holder_could_not_write_it
         for w in (holder, standby):  # again after a pass: harmless (nothing buffered, the lease let go again)
             w.close()
     ledger = read_table(root, "loss_events")
-    assert sorted(ledger.kind) == ["truncation", "unclean_election"]  # once each: the standby's rows
+    assert sorted(ledger.kind) == ["offset_beyond_log_end", "truncation", "unclean_election"]  # once each: ours
     [row] = ledger[ledger.kind == "truncation"].itertuples()
     assert (row.topic, row.partition, row.messages) == ("ledger", 0, lost)
+    [row] = ledger[ledger.kind == "offset_beyond_log_end"].itertuples()
+    assert (row.group_id, row.offset, row.messages) == ("billing", cut, our_read.messages)
 
 
 class _Collector:
@@ -324,6 +341,7 @@ class _Collector:
                                      stderr=subprocess.PIPE, text=True)
         self.polls = 0
         self.truncations: list[dict[str, Any]] = []  # the loss records of kind truncation it printed
+        self.read_past: list[dict[str, Any]] = []  # ... and of kind offset_beyond_log_end
         self.isr: list[int] | None = None  # ledger-0's, at its last poll
         self.err = ""
         self.unread: Exception | None = None  # a line of stdout that did not read as a document
@@ -340,6 +358,7 @@ class _Collector:
             try:
                 doc = json.loads(line)["clusters"][0]
                 self.truncations += [x for x in doc["losses"] if x["kind"] == "truncation"]
+                self.read_past += [x for x in doc["losses"] if x["kind"] == "offset_beyond_log_end"]
                 self.isr = next((p["isr"] for p in doc["partitions"]
                                  if (p["topic"], p["partition"]) == ("ledger", 0)), self.isr)
                 self.polls += 1
@@ -379,7 +398,7 @@ def test_two_collector_processes_on_one_history_record_a_truncation_once(sb: San
     ledger-0; the holder cannot write its ledger rows (``loss_events`` is a file where the directory should be)
     and is stopped (SIGTERM) with them unwritten. The standby takes the root over and, the disk mended (before its
     takeover or after: either order may come), writes its own: the history holds the truncation once, with the
-    standby's count and time, no more than the model lost (a process
+    standby's count and time, no more than the model lost, and group billing's reading past the cut once (a process
     polls on its own clock, not at the crash's instant: its count can fall short of the model's by the messages
     written after its last poll before the crash, never exceed it)."""
     from collectors.outputs.history import read_table
@@ -419,9 +438,12 @@ def test_two_collector_processes_on_one_history_record_a_truncation_once(sb: San
     truth = [UNCLEAN.search(w) for _, _, w in sb.call(lambda c: list(c.events))]
     lost = next(int(m.group(2).replace(",", "")) for m in truth if m)
     ledger = read_table(root, "loss_events")
-    assert sorted(ledger.kind) == ["truncation", "unclean_election"], ledger  # once each
+    assert sorted(ledger.kind) == ["offset_beyond_log_end", "truncation", "unclean_election"], ledger  # once each
     [row] = ledger[ledger.kind == "truncation"].itertuples()
     [ours] = standby.truncations
     assert (row.topic, row.partition, row.messages) == ("ledger", 0, ours["messages"])  # the standby's row
     assert abs(row.time - ours["time"]) < 1e-3
+    [read] = ledger[ledger.kind == "offset_beyond_log_end"].itertuples()  # billing, caught up, read past the cut
+    [our_read] = standby.read_past
+    assert (read.group_id, read.offset, read.messages) == ("billing", ours["offset"], our_read["messages"])
     assert 0 < row.messages <= lost and all(0 < x["messages"] <= lost for x in holder.truncations)

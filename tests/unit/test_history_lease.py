@@ -25,7 +25,7 @@ import pytest
 
 from collectors.config import HistoryConfig
 from collectors.model.records import ClusterSnapshot, LossRecord
-from collectors.model.vocabulary import RETENTION_SKIPPED, TRUNCATION, UNCLEAN_ELECTION
+from collectors.model.vocabulary import BEYOND_LOG_END, RETENTION_SKIPPED, TRUNCATION, UNCLEAN_ELECTION
 from collectors.outputs.history import HistoryWriter, read_table
 from collectors.outputs.history import writer as history_writer
 from collectors.outputs.history.files import utc_date
@@ -641,6 +641,45 @@ def test_a_standby_taking_over_does_not_record_again_a_loss_the_holder_wrote(tmp
         (0, TRUNCATION, 50, T0 + 30), (0, UNCLEAN_ELECTION, -1, T0 + 30), (1, TRUNCATION, 5, T0 + 31),
         (2, TRUNCATION, 9, T0 + 30), (2, TRUNCATION, 12, T0 + 31), (3, TRUNCATION, 40, T0 + 30),
         (3, TRUNCATION, 50, T0 + 31)]
+    standby.close()
+
+
+def read_past(snap: ClusterSnapshot, group: str, committed: int) -> LossRecord:
+    """`group`'s reading past the truncation `snap` proves, from its commit at `committed` before the change (as
+    `collectors.model.loss.truncated_readers` records it: the truncation's time, epochs and cut)."""
+    cut = snap.losses[0]
+    assert cut.offset is not None
+    return LossRecord(cut.cluster, cut.time, BEYOND_LOG_END, cut.topic, cut.partition, committed - cut.offset,
+                      f"group {group} had committed {committed}", group_id=group, epoch_before=cut.epoch_before,
+                      epoch_after=cut.epoch_after, offset=cut.offset)
+
+
+def test_a_standby_keeps_a_groups_reading_past_the_truncation_until_the_history_holds_it(tmp_path: Path) -> None:
+    """A group that had read past the truncation is recorded at the poll that proves the truncation, from the
+    commit seen before the leader change, and never again: the standby keeps its row of it like the truncation's.
+    Here the holder records the truncation and group billing, but not group audit (its poll came before audit
+    committed past the cut): the standby drops its truncation and billing rows, keeps audit's (a row of its own
+    poll's chunk, kept though the chunk holds no truncation any more), and writes it when it takes over. Before,
+    a standby dropped every group's row: when the holder's rows were not written, nobody's were."""
+    holder = HistoryWriter(tmp_path, exclusive=True, clusters=["c1"], clock=lambda: T0)
+    standby = HistoryWriter(tmp_path, exclusive=True, clusters=["c1"], clock=lambda: T0)
+    theirs = truncated(T0 + 30, before=4, end=950)
+    theirs.losses += [read_past(theirs, "billing", 990)]
+    mine = truncated(T0 + 31, before=3, end=950)
+    mine.losses += [read_past(mine, "billing", 990), read_past(mine, "audit", 960)]
+    standby.add_snapshot(mine)
+    assert standby.flush() and standby.buffered_rows == 3  # the history holds none of them yet
+    holder.add_snapshot(theirs)
+    assert holder.flush()
+    assert standby.flush() and standby.buffered_rows == 1 and standby.unwritten_loss_clusters() == {"c1"}
+    poll([holder, standby], T0 + 60)  # a flush more: audit's row is not dropped as the poll's other rows are
+    assert standby.buffered_rows == 1
+    holder.close()
+    assert standby.flush() and standby.standby_of is None and not standby.buffered_never_dropped()
+    ledger = read_table(tmp_path, "loss_events").sort_values(["kind", "group_id"])
+    assert list(zip(ledger.kind, ledger.group_id.fillna("-"), ledger.messages, ledger.time, strict=True)) == [
+        (BEYOND_LOG_END, "audit", 10, T0 + 31), (BEYOND_LOG_END, "billing", 40, T0 + 30),
+        (TRUNCATION, "-", 50, T0 + 30)]
     standby.close()
 
 

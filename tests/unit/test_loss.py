@@ -156,6 +156,7 @@ def test_groups_that_read_past_a_truncation_point_are_recorded_from_their_last_c
     out = truncated_readers([cut], marks)
     assert [(x.kind, x.group_id, x.messages, x.offset) for x in out] == [
         ("offset_beyond_log_end", "billing", 1_190, 48_800)]  # "late" had not read that far; orders-1 not cut
+    assert (out[0].epoch_before, out[0].epoch_after) == (5, 7)  # the truncation's: an HA pair matches on them
     # the same poll sees billing's offset beyond the log end: already in the ledger, not twice
     assert group_evidence("c", [gp(49_990, 0, 48_900)], marks, T) == []
     assert group_evidence("c", [gp(49_990, 0, 50_000)], marks, T + 10) == []  # the log grew past it: over

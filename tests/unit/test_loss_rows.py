@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from collectors.model.vocabulary import RETENTION_SKIPPED, TRUNCATION, UNCLEAN_ELECTION
+from collectors.model.vocabulary import BEYOND_LOG_END, RETENTION_SKIPPED, TRUNCATION, UNCLEAN_ELECTION
 from collectors.outputs.checkpoint import EVIDENCE_MAX_AGE_S
 from collectors.outputs.history.loss_rows import LOOK_SLACK_S, RECORDED_LOSS_WINDOW_S, Looks, covers, recorded_in
 
@@ -16,9 +16,16 @@ S = LOOK_SLACK_S
 
 
 def row(before: int | None, after: int | None, kind: str = TRUNCATION, partition: int = 0,
-        cluster: str = "c1", topic: str = "t0", offset: int | None = None) -> dict[str, Any]:
-    return {"cluster": cluster, "kind": kind, "topic": topic, "partition": partition, "epoch_before": before,
-            "epoch_after": after, "offset": offset}
+        cluster: str = "c1", topic: str = "t0", offset: int | None = None, group: str | None = None
+        ) -> dict[str, Any]:
+    return {"cluster": cluster, "kind": kind, "topic": topic, "partition": partition, "group_id": group,
+            "epoch_before": before, "epoch_after": after, "offset": offset}
+
+
+def read(before: int | None, after: int | None, offset: int | None, group: str = "billing",
+         partition: int = 0) -> dict[str, Any]:
+    """A group's reading past the truncation of `before` -> `after` cut at `offset`."""
+    return row(before, after, BEYOND_LOG_END, partition, offset=offset, group=group)
 
 
 @pytest.mark.parametrize(("theirs", "ours", "covered"), [
@@ -43,6 +50,23 @@ def row(before: int | None, after: int | None, kind: str = TRUNCATION, partition
     (row(4, 5, offset=960), row(3, 5, offset=950), False),  # epoch 3 cut at 950 (3 -> 4), unseen by theirs
     (row(4, 5, offset=940), row(3, 5, offset=950), True),
     (row(4, 5, offset=None, kind=UNCLEAN_ELECTION), row(3, 5, offset=None, kind=UNCLEAN_ELECTION), True),
+    # A group's reading past a truncation: the truncation's rule, for the same group.
+    (read(3, 4, 950), read(3, 4, 950), True),
+    (read(4, 5, 940), read(3, 5, 950), True),  # theirs read past a cut within ours
+    (read(4, 5, 960), read(3, 5, 950), False),  # ours read past epoch 3's cut, which theirs never saw
+    (read(3, 5, 950), read(4, 5, 950), False),
+    (read(5, 6, 990), read(3, 4, 950), False),  # a later truncation: the group read past two
+    (read(3, 4, 950, group="audit"), read(3, 4, 950), False),  # another group's loss
+    (read(3, 4, 950, partition=1), read(3, 4, 950), False),
+    (row(3, 4, offset=950), read(3, 4, 950), False),  # the truncation is not the group's reading past it
+    (read(3, 4, 950), row(3, 4, offset=950), False),
+    # An older holder's row of a group's reading past a truncation has no epochs: its cut tells.
+    (read(None, None, 950), read(3, 4, 950), True),
+    (read(None, None, 940), read(3, 4, 950), False),
+    (read(None, None, 950, group="audit"), read(3, 4, 950), False),
+    (read(None, None, None), read(3, 4, 950), False),
+    (read(None, None, 950), read(3, 4, None), False),
+    (row(None, None, offset=950), row(3, 4, offset=950), False),  # a truncation always has epochs
 ])
 def test_the_historys_row_covers_ours_when_it_watched_an_epoch_within_our_leader_change(
         theirs: dict[str, Any], ours: dict[str, Any], covered: bool) -> None:
@@ -54,6 +78,9 @@ def test_recorded_in_looks_only_at_losses_proved_by_epochs() -> None:
     assert recorded(row(3, 5)) and recorded(row(4, 6)) and not recorded(row(2, 3))
     assert not recorded(row(4, 5, partition=1))
     assert not recorded(row(None, None, kind=RETENTION_SKIPPED, partition=2))  # the history's skip is not looked at
+    recorded = recorded_in([row(4, 5, offset=940), read(4, 5, 940)])
+    assert recorded(read(3, 5, 950)) and not recorded(read(3, 5, 950, group="audit"))
+    assert not recorded(read(3, 5, 930))  # ours read past a cut before theirs: the history lacks part of it
 
 
 def test_the_window_is_as_long_as_a_checkpoints_loss_evidence_lives() -> None:

@@ -1,8 +1,10 @@
 """Whether the history holds a loss a collector recorded too: the standby of an HA pair and its holder.
 
 Both collectors of a pair on one history root see a truncation or an unclean election (`EPOCH_LOSSES`) at their
-own polls. Only the lease's holder writes the root; the standby keeps its own ledger rows of such a loss until the
-history holds the same loss, and writes them if it takes the root over first (`writer.HistoryWriter._stand_by`).
+own polls, and the groups that had read past the truncation (``offset_beyond_log_end``, from the commits seen
+before the leader change): `KEPT_KINDS`, each recorded once, at the poll that proved it. Only the lease's holder
+writes the root; the standby keeps its own ledger rows of such a loss until the history holds the same loss, and
+writes them if it takes the root over first (`writer.HistoryWriter._stand_by`).
 
 "The same loss" cannot be the same row: the two record it at different times, and from the epoch each watched. A
 collector asks the new leader where the epoch it watched ends (KIP-320's OffsetForLeaderEpoch) and counts that
@@ -13,6 +15,9 @@ the same cluster, kind, topic and partition and watched an epoch within our lead
 log at or before ours (``theirs.offset <= ours.offset``): a holder that began watching at epoch 4 never saw epoch
 3's messages cut at 3 -> 4, which ours counts, and its cut of epoch 4 lies past ours. Not the other way round: if
 the history's row straddled the changes ours saw one at a time, ours counted epoch 4's messages, which it did not.
+A group's reading past a truncation carries that truncation's epochs and cut, and is the same loss by the same rule
+for the same group (`SUBJECT`). Its existence depends on the group's commit each collector saw before the change:
+a holder that polled before the group committed past the cut did not record it, and the standby keeps its own.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from collectors.model.vocabulary import EPOCH_LOSSES
+from collectors.model.vocabulary import BEYOND_LOG_END, EPOCH_LOSSES
 from collectors.model.wording import plural
 from collectors.outputs.checkpoint import EVIDENCE_MAX_AGE_S
 from collectors.outputs.history.lease import Holder
@@ -32,7 +37,10 @@ from collectors.outputs.history.lease import Holder
 log = logging.getLogger(__name__)
 
 LOSS_TABLE = "loss_events"
-SUBJECT = ("cluster", "kind", "topic", "partition")
+KEPT_KINDS = EPOCH_LOSSES | {BEYOND_LOG_END}
+"""The ledger rows a standby keeps until the history holds the same loss, and the memory bound never drops
+(`writer.NEVER_DROPPED`): a leader change's loss, proved from epochs, is recorded at one poll only."""
+SUBJECT = ("cluster", "kind", "topic", "partition", "group_id")
 COLUMNS = (*SUBJECT, "epoch_before", "epoch_after", "offset")
 
 RECORDED_LOSS_WINDOW_S = EVIDENCE_MAX_AGE_S
@@ -56,22 +64,26 @@ Kept = tuple[str, float]
 
 def covers(theirs: Row, ours: Row) -> bool:
     """The history's ledger row `theirs` records the loss our row `ours` records (see the module docstring). Rows
-    without both epochs (none the collector writes) cover only rows of the same epochs."""
+    without both epochs (none this collector writes) cover only rows of the same epochs, except an older
+    collector's of a group reading past a truncation (written without the truncation's epochs): it covers ours of
+    the same group cut at the same offset, so a pair of mixed versions records the group's loss once."""
     if any(theirs[k] != ours[k] for k in SUBJECT):
         return False
     before, after, watched = ours["epoch_before"], ours["epoch_after"], theirs["epoch_before"]
+    cut, theirs_cut = ours["offset"], theirs["offset"]
+    if watched is None and theirs["epoch_after"] is None and ours["kind"] == BEYOND_LOG_END:
+        return cut is not None and theirs_cut == cut  # an older holder's: no epochs, but the truncation's cut
     if None in (before, after, watched):
         return (watched, theirs["epoch_after"]) == (before, after)
-    cut, theirs_cut = ours["offset"], theirs["offset"]
     return bool(before <= watched < after) and (cut is None or theirs_cut is None or theirs_cut <= cut)
 
 
 def recorded_in(rows: Sequence[Row]) -> Callable[[Row], bool]:
-    """A test of one of our ledger rows: whether `rows` (the history's) hold its loss. Rows of other kinds, ours or
-    theirs: never."""
+    """A test of one of our ledger rows: whether `rows` (the history's) hold its loss. Rows of kinds other than
+    `KEPT_KINDS`, ours or theirs: never."""
     by_subject: dict[tuple[Any, ...], list[Row]] = defaultdict(list)
     for r in rows:
-        if r["kind"] in EPOCH_LOSSES:
+        if r["kind"] in KEPT_KINDS:
             by_subject[tuple(r[k] for k in SUBJECT)].append(r)
 
     def recorded(row: Row) -> bool:

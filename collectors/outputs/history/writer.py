@@ -22,11 +22,11 @@ import pyarrow.parquet as pq
 
 from collectors.model.poll import IncidentEvent, PollResult
 from collectors.model.records import AlertRecord, ClusterSnapshot
-from collectors.model.vocabulary import EPOCH_LOSSES
 from collectors.model.wording import plural
 from collectors.outputs.history.files import ensure_dir, new_name, publish_file
 from collectors.outputs.history.lease import Holder, WriterLease, read_holder
 from collectors.outputs.history.loss_rows import (
+    KEPT_KINDS,
     LOSS_TABLE,
     Kept,
     Looks,
@@ -61,12 +61,12 @@ class _Chunk:
     """The time of the poll the rows came from (`ClusterSnapshot.time`)."""
 
 
-NEVER_DROPPED = (LOSS_TABLE, EPOCH_LOSSES)
-"""Buffered rows the memory bound never drops: the loss ledger's of `EPOCH_LOSSES` kinds (a row or two a leader
-change; the only record of the loss once the checkpoint moved past it, which waits for them:
-`collectors.runtime.sinks.HistorySink.unwritten_losses`). A poll's chunk of that table holding one is kept whole.
-Every other row, retention skips among them (one each time a group-partition's loss grows), is dropped oldest
-first."""
+NEVER_DROPPED = (LOSS_TABLE, KEPT_KINDS)
+"""Buffered rows the memory bound never drops: the loss ledger's of `KEPT_KINDS` (a row or two a leader
+change, and one for each group that had read past its truncation; the only record of the loss once the
+checkpoint moved past it, which waits for them: `collectors.runtime.sinks.HistorySink.unwritten_losses`). A
+poll's chunk of that table holding one is kept whole. Every other row, retention skips among them (one each time a
+group-partition's loss grows), is dropped oldest first."""
 
 
 FLUSH_FAILED = "history flush failed: "
@@ -82,7 +82,7 @@ def _never_dropped(chunk: _Chunk) -> bool:
     return chunk.table == table and any(k in kinds for k in chunk.batch.column("kind").to_pylist())
 
 
-def _epoch_row(r: dict[str, Any]) -> bool:
+def _kept_row(r: dict[str, Any]) -> bool:
     return r["kind"] in NEVER_DROPPED[1]
 
 
@@ -118,7 +118,7 @@ class HistoryWriter(DayMaintenance):
 
         `exclusive`: write only while holding the root's lease (`lease.WriterLease`), as the collector does; a
         writer that finds it held stands by (`standby_of`), drops its rows (the holder writes the same polls)
-        and takes over when the holder stops. It keeps its ledger rows of `EPOCH_LOSSES` until the history holds
+        and takes over when the holder stops. It keeps its ledger rows of `KEPT_KINDS` until the history holds
         the same loss (`loss_rows.covers`), and writes those it still keeps at a takeover. `clusters` are the
         clusters this writer's rows are of: when the holder does not write them all, the standby reports it in
         `last_error` (their rows are written by nobody).
@@ -314,20 +314,20 @@ class HistoryWriter(DayMaintenance):
 
         The standby kept the polls since its last flush; the holder wrote its own polls of the same clusters up
         to `flushed_until` (its final flush, when it stopped cleanly). Without this the takeover wrote up to one
-        flush interval of polls twice. Our ledger rows of `EPOCH_LOSSES` of those polls stay, for
+        flush interval of polls twice. Our ledger rows of `KEPT_KINDS` of those polls stay, for
         `_forget_recorded` to judge: having written a poll is not having recorded the loss (its leader may not
         have answered yet, or it began watching the partition after the leader change)."""
         until = before.flushed_until
         if until is None:
             return  # an older writer's, or none recorded: keep them all
-        dropped = self._filter(LOSS_TABLE, _epoch_row, only=lambda c: c.polled <= until)
+        dropped = self._filter(LOSS_TABLE, _kept_row, only=lambda c: c.polled <= until)
         dropped += self._keep(lambda c: c.polled > until or _never_dropped(c))
         if dropped:
             log.info("history: %d buffered rows of polls up to %s were written by the last holder; not again",
                      dropped, datetime.fromtimestamp(until, UTC).isoformat(timespec="seconds"))
 
     def _forget_recorded(self, holder: Holder | None = None) -> int | None:
-        """Drop our buffered ledger rows of `EPOCH_LOSSES` whose loss the history holds (`loss_rows.covers`);
+        """Drop our buffered ledger rows of `KEPT_KINDS` whose loss the history holds (`loss_rows.covers`);
         returns how many, None when the history could not be read (they are kept: a loss twice rather than none).
 
         A standby (`holder`: the one it stands by) keeps them until the holder records the same loss
@@ -378,9 +378,10 @@ class HistoryWriter(DayMaintenance):
     def _stand_by(self, holder: Holder) -> None:
         """Another collector writes the root: drop the buffered rows (it polled the same clusters) and say so.
 
-        Except our ledger rows of `EPOCH_LOSSES` whose loss the history does not hold yet (`_forget_recorded`):
+        Except our ledger rows of `KEPT_KINDS` whose loss the history does not hold yet (`_forget_recorded`):
         should the holder's write of it fail and the holder stop, or should it not record the loss at all (it
-        began watching the partition after the leader change, or does not poll the cluster), the loss would be
+        began watching the partition after the leader change, had not seen a group's commit past the cut, or does
+        not poll the cluster), the loss would be
         recorded by nobody, and our checkpoint, which waits for those rows
         (`collectors.runtime.sinks.HistorySink.unwritten_losses`), would move past it. A row or two a leader
         change; written if this one takes over first."""
@@ -395,7 +396,7 @@ class HistoryWriter(DayMaintenance):
         overdue: list[Kept] = []
         looked = True
         if self._chunks:
-            self._filter(LOSS_TABLE, _epoch_row)  # the rest of those polls: the holder's to write
+            self._filter(LOSS_TABLE, _kept_row)  # the rest of those polls: the holder's to write
             if looked := self._forget_recorded(holder) is not None:  # those the holder is late with, said once
                 kept = {_kept(c): c.batch.column("evidence").to_pylist() for c in self._loss_chunks()}
                 overdue = warn_unrecorded(self.root, holder, self._looks, kept)
