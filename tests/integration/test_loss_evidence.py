@@ -392,15 +392,21 @@ def _until(what: str, done: Any, timeout: float = 60) -> None:
         time.sleep(0.2)
 
 
-def test_two_collector_processes_on_one_history_record_a_truncation_once(sb: Sandbox, tmp_path: Any) -> None:
+@pytest.mark.parametrize("holder_writes", [False, True], ids=["holder-cannot-write", "holder-writes"])
+def test_two_collector_processes_on_one_history_record_a_truncation_once(sb: Sandbox, tmp_path: Any,
+                                                                         holder_writes: bool) -> None:
     """The HA pair as deployed: two `python -m collectors` processes, state directories of their own, one history
     root. The first holds the root's lease; the second stands by. Both watch the unclean election that truncates
-    ledger-0; the holder cannot write its ledger rows (``loss_events`` is a file where the directory should be)
-    and is stopped (SIGTERM) with them unwritten. The standby takes the root over and, the disk mended (before its
-    takeover or after: either order may come), writes its own: the history holds the truncation once, with the
-    standby's count and time, no more than the model lost, and group billing's reading past the cut once (a process
-    polls on its own clock, not at the crash's instant: its count can fall short of the model's by the messages
-    written after its last poll before the crash, never exceed it)."""
+    ledger-0, and group billing's reading past the cut; each keeps its own record, and the history must hold each
+    loss once (a process polls on its own clock, not at the crash's instant: its count can fall short of the
+    model's by the messages written after its last poll before the crash, never exceed it).
+
+    ``holder-cannot-write``: ``loss_events`` is a file where the directory should be, and the holder is stopped
+    (SIGTERM) with its rows unwritten. The standby takes the root over and, the disk mended (before its takeover or
+    after: either order may come), writes its own: the history holds the standby's rows.
+    ``holder-writes``: the usual pair. The holder writes the loss, and is then stopped (a deploy): the standby,
+    which kept its rows until it found the holder's (at a flush as standby, or at its takeover: either may come),
+    takes over without writing the loss again: the history holds the holder's rows."""
     from collectors.outputs.history import read_table
 
     root = tmp_path / "history"
@@ -419,14 +425,19 @@ def test_two_collector_processes_on_one_history_record_a_truncation_once(sb: San
         sb.call(lambda c: c.set_slow_follower(2, True))
         _until("broker 2 out of ledger-0's ISR", lambda: holder.isr == [1] and standby.isr == [1])
         blocked = root / "loss_events"
-        blocked.write_text("not a directory")  # the holder's disk refuses the ledger
+        if not holder_writes:
+            blocked.write_text("not a directory")  # the holder's disk refuses the ledger
         sb.call(lambda c: c.crash_broker(1))
         _until("both collectors' record of the truncation", lambda: holder.truncations and standby.truncations)
+        if holder_writes:
+            _until("the holder's ledger written", lambda: blocked.is_dir() and
+                   (read_table(root, "loss_events").kind == "truncation").any())
         assert holder.stop() == 0
-        assert "stopping with the record of a loss in sandbox" in holder.err  # it says it leaves it unwritten
-        blocked.unlink()
+        assert ("stopping with the record of a loss in sandbox" in holder.err) is not holder_writes
+        if not holder_writes:
+            blocked.unlink()
         _until("the standby's takeover", lambda: "this one writes it from now on" in standby.err)
-        _until("the ledger written", lambda: (root / "loss_events").is_dir() and
+        _until("the ledger written", lambda: blocked.is_dir() and
                (read_table(root, "loss_events").kind == "truncation").any())
         time.sleep(1.5)  # a flush more: nothing written twice
         assert standby.stop() == 0
@@ -435,15 +446,17 @@ def test_two_collector_processes_on_one_history_record_a_truncation_once(sb: San
             with contextlib.suppress(Exception):  # every one stopped, whatever another's stop raised
                 p.stop()
     assert holder.unread is None and standby.unread is None
+    assert "has not recorded" not in standby.err  # no loss was ever the standby's alone for 10 minutes
     truth = [UNCLEAN.search(w) for _, _, w in sb.call(lambda c: list(c.events))]
     lost = next(int(m.group(2).replace(",", "")) for m in truth if m)
     ledger = read_table(root, "loss_events")
     assert sorted(ledger.kind) == ["offset_beyond_log_end", "truncation", "unclean_election"], ledger  # once each
+    writer = holder if holder_writes else standby
     [row] = ledger[ledger.kind == "truncation"].itertuples()
-    [ours] = standby.truncations
-    assert (row.topic, row.partition, row.messages) == ("ledger", 0, ours["messages"])  # the standby's row
-    assert abs(row.time - ours["time"]) < 1e-3
+    [theirs] = writer.truncations
+    assert (row.topic, row.partition, row.messages) == ("ledger", 0, theirs["messages"])  # the writer's row
+    assert abs(row.time - theirs["time"]) < 1e-3
     [read] = ledger[ledger.kind == "offset_beyond_log_end"].itertuples()  # billing, caught up, read past the cut
-    [our_read] = standby.read_past
-    assert (read.group_id, read.offset, read.messages) == ("billing", ours["offset"], our_read["messages"])
-    assert 0 < row.messages <= lost and all(0 < x["messages"] <= lost for x in holder.truncations)
+    [their_read] = writer.read_past
+    assert (read.group_id, read.offset, read.messages) == ("billing", theirs["offset"], their_read["messages"])
+    assert 0 < row.messages <= lost and all(0 < x["messages"] <= lost for x in holder.truncations + standby.truncations)
