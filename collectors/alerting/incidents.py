@@ -150,10 +150,15 @@ class IncidentTracker:
         An open incident of ours for the same cause takes the recorded id and opening, so the history keeps one
         incident for the cause (the events already buffered under our id are to be dropped); a recorded one we
         have no cause for is carried as open, and the next poll resolves it if its cause is gone. `alerts`, the
-        alerts carried on with them, are placed in them as `restore` places a checkpoint's (`_recorded_homes`)."""
+        alerts carried on with them, are placed in them as `restore` places a checkpoint's (`_recorded_homes`).
+        A recorded incident resolved (``resolved_at`` set: within the hold-down, `_adopt_resolved`) is remembered
+        as resolved, and replaces ours of the same occurrence of its cause."""
         adopted: dict[str, str | None] = {}
         for rec in incidents:
             key = (rec.cluster, rec.kind, _key_of(rec))
+            if rec.resolved_at is not None:
+                adopted[rec.id] = self._adopt_resolved(key, rec)
+                continue
             ours = self.open.get(key)
             if ours is not None:  # the same incident (a resumed checkpoint's) keeps its own, unrounded times
                 adopted[rec.id] = ours.id if ours.id != rec.id else None
@@ -165,6 +170,25 @@ class IncidentTracker:
                 adopted[rec.id] = None
         self._recorded_homes(list(alerts))
         return adopted
+
+    def _adopt_resolved(self, key: Key, rec: IncidentRecord) -> str | None:
+        """A recorded incident its collector resolved (within the hold-down) before this one took its history
+        over: the id of ours it replaces, if any. A standby tracked the same cause under an id of its own, the
+        events of which it did not write; resolved at its own later poll, or still open at its last one, it wrote
+        the resolution of an incident the history never opened: one cause, two incidents in the weekly report.
+
+        Ours of the cause, open or resolved, is the same occurrence when it opened before the recorded one resolved
+        or within the hold-down after (its collector would have reopened it): it goes on as the recorded incident,
+        resolved (the next poll that finds the cause reopens it, as after any resolution). Without one of ours, the
+        recorded one is remembered the same way; a later occurrence of ours keeps its own incident."""
+        assert rec.resolved_at is not None
+        ours = self.open.get(key) or self.recent.get(key)
+        if ours is not None and (ours.id == rec.id or ours.opened > rec.resolved_at + self.hold_down_s):
+            return None  # the same record (a resumed checkpoint's), or a later occurrence of the cause
+        self.open.pop(key, None)
+        self._told.pop(key, None)
+        self.recent[key] = rec
+        return None if ours is None else ours.id
 
     def _recorded_homes(self, alerts: list[AlertRecord]) -> None:
         """Where each alert a history left open was: the history records no alert's incident (only an incident's

@@ -213,14 +213,17 @@ class HistorySink:
             self._unpolled.update(gone)
             self.removed.update(gone)
         if why:  # one read of the event tables for the clusters carried on and those lost
-            incidents = open_incidents(writer.root, list(why), until)
-            alerts = open_alerts(writer.root, list(why), until)
+            # and what the last holder resolved within the hold-down, for a standby that tracked it too
+            since = until - max((p.thresholds.incident_hold_down_s for p in self.monitor.pollers), default=0.0)
+            incidents = open_incidents(writer.root, list(why), until, resolved_since=since)
+            alerts = open_alerts(writer.root, list(why), until, resolved_since=since)
 
-            def of(clusters: list[str]) -> tuple[list[IncidentRecord], list[AlertRecord]]:
-                return [i for i in incidents if i.cluster in clusters], [a for a in alerts if a.cluster in clusters]
+            def of(clusters: list[str], resolved: bool = False) -> tuple[list[IncidentRecord], list[AlertRecord]]:
+                return ([i for i in incidents if i.cluster in clusters and (resolved or i.resolved_at is None)],
+                        [a for a in alerts if a.cluster in clusters and (resolved or a.resolved_at is None)])
 
             if carried:
-                self._carry_on(writer, last, *of(carried))
+                self._carry_on(writer, last, *of(carried, resolved=True))
                 self._recall_losses(writer, carried, until)
             if lost:
                 n = self.monitor.lose(*of(lost), {c: p.time for c, p in polls.items()})
@@ -293,25 +296,37 @@ class HistorySink:
 
     def _carry_on(self, writer: HistoryWriter, last: Holder, incidents: list[IncidentRecord],
                   alerts: list[AlertRecord]) -> None:
-        """Adopt what the history left open of the clusters carried on; drop our buffered events it replaces."""
+        """Adopt what the history left open of the clusters carried on, and what it resolved within the hold-down
+        (``resolved_at`` set: a standby tracked those under ids and first-seen times of its own, and its events of
+        them after the holder's last write, a resolution say, were one cause's second incident and one alert's
+        second episode in the weekly report); drop our buffered events they replace."""
         from collectors.alerting.lifecycle import SAME_TIME_S
 
         assert self.monitor is not None
-        adopted = self.monitor.adopt_incidents(incidents, alerts)  # each alert in the incident it was in
+        adopted = self.monitor.adopt_incidents(incidents, [a for a in alerts if a.resolved_at is None])
         given_up = {ours for ours in adopted.values() if ours}
         dropped = writer.drop_buffered("incident_events", lambda r: r["id"] in given_up) if given_up else 0
         adopted_alerts = self.monitor.adopt_alerts(alerts)
         replaced = {k: ours for k, ours in adopted_alerts.items() if ours is not None}
-        if replaced:
-            def ours_opened(r: dict[str, Any]) -> bool:
-                ours = replaced.get((r["cluster"], r["rule"], r["subject"]))
-                return (r["event"] == "open" and ours is not None and r["first_seen"] is not None
-                        and abs(r["first_seen"].timestamp() - ours) < SAME_TIME_S)
+        ended = {a.key: a.resolved_at for a in alerts if a.resolved_at is not None}
+        if replaced or ended:
+            def ours_dropped(r: dict[str, Any]) -> bool:
+                key = (r["cluster"], r["rule"], r["subject"])
+                if r["first_seen"] is None:
+                    return False
+                first = r["first_seen"].timestamp()
+                end = ended.get(key)
+                if end is not None:  # every event of ours of an episode the history holds ended
+                    return first <= end + SAME_TIME_S
+                ours = replaced.get(key)
+                return r["event"] == "open" and ours is not None and abs(first - ours) < SAME_TIME_S
 
-            dropped += writer.drop_buffered("alert_events", ours_opened)
-        log.info("history: carrying on %s and %s of the collector that wrote %s before (%s; %s dropped)",
-                 plural(len(adopted), "open incident"), plural(len(adopted_alerts), "open alert"), writer.root,
-                 last.describe(), plural(dropped, "own event row"))
+            dropped += writer.drop_buffered("alert_events", ours_dropped)
+        still = sum(i.resolved_at is None for i in incidents)
+        log.info("history: carrying on %s and %s of the collector that wrote %s before (%s; %s resolved within "
+                 "the hold-down; %s dropped)", plural(still, "open incident"),
+                 plural(sum(a.resolved_at is None for a in alerts), "open alert"), writer.root, last.describe(),
+                 plural(len(incidents) - still, "incident"), plural(dropped, "own event row"))
 
     def _release_written(self) -> None:
         """End a cluster's hold once no ledger row of a loss it proved waits (`history.writer.NEVER_DROPPED`): after

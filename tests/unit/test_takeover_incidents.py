@@ -16,6 +16,7 @@ real; A's polls of the broken cluster are snapshots put through a poller's own s
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -177,3 +178,84 @@ def test_a_loss_alert_stays_open_across_a_takeover(tmp_path: Path, checkpoint: b
     assert kept.subject == "t1-2" and kept.value == 120 and not r.resolved
     events = read_table(tmp_path / "history", "alert_events")
     assert list(events[events.rule == "data_truncated"].event) == ["open"]  # one episode, not resolved
+
+
+def _standby_pair(tmp_path: Path, a_polls: list[tuple[float, Poll]], b_polls: list[tuple[float, Poll]]
+                  ) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
+    """An HA pair on one root: A holds the lease, B stands by. Each poll goes through its collector's history sink
+    (flushed at once) in time order; A stops after its last poll, and B takes over at its first flush after that.
+    The rows of the incident and alert events (times relative to the first poll)."""
+    root = tmp_path / "history"
+    cfgs = {n: _config(tmp_path, n) for n in ("a", "b")}
+    monitors = {n: Monitor(c) for n, c in cfgs.items()}
+    try:
+        sinks = {n: HistorySink(cfgs[n].history, exporter=None, monitor=monitors[n], clusters=["c"]) for n in cfgs}
+        assert sinks["a"].writer.standby_of is None and sinks["b"].writer.standby_of is not None
+        last_a = max(t for t, _ in a_polls)
+        for t, name, poll in sorted([(t, "a", p) for t, p in a_polls] + [(t, "b", p) for t, p in b_polls],
+                                    key=lambda x: x[0]):
+            sinks[name]([r := poll(monitors[name], t)], t)
+            sinks[name].writer.flush()
+            if name == "a" and t == last_a:
+                sinks["a"].close()  # A stops (a deploy): B takes over at its next flush
+            assert r.snapshot.cluster == "c"
+        assert sinks["b"].writer.standby_of is None  # B took over
+        sinks["b"].close()
+    finally:
+        for m in monitors.values():
+            m.close()
+    t0 = min(t for t, _ in a_polls + b_polls)
+    incidents = read_table(root, "incident_events").sort_values(["time", "event", "id"])
+    alerts = read_table(root, "alert_events").sort_values(["time", "event", "rule", "subject"])
+    return ([(round(t - t0), e, i) for t, e, i in zip(incidents.time, incidents.event, incidents.id, strict=True)],
+            [(round(t - t0), e, r, s, round(f - t0)) for t, e, r, s, f in zip(
+                alerts.time, alerts.event, alerts.rule, alerts.subject, alerts.first_seen, strict=True)])
+
+
+def _broker_3_down(m: Monitor, t: float) -> PollResult:
+    return _poll(m.pollers[0], cluster(down=(3,)), t)
+
+
+def _healthy(m: Monitor, t: float) -> PollResult:
+    return _poll(m.pollers[0], cluster(), t)
+
+
+@pytest.mark.parametrize("b_at_takeover", ["resolved", "still open"])
+def test_an_ha_standby_taking_over_just_after_the_holder_resolved_keeps_one_incident(
+        tmp_path: Path, b_at_takeover: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A and B both see broker 3 down and each track it as an incident of its own id; A writes, B stands by. A
+    sees the broker back, resolves its incident and its alerts, and stops (a deploy); B takes over at its next
+    flush. Before, B then wrote its own incident's resolution (its poll came after A's last write), an incident the
+    history never opened: the weekly report counted two incidents and twice the alert episodes for one outage.
+
+    ``resolved``: B had seen the broker back too. Its events are dropped: the history holds A's incident and
+    episodes once each. ``still open``: B's last poll before the takeover still saw the broker down; its incident
+    goes on as A's, resolved, and B's next poll, which sees it down again, reopens A's incident (one cause, one
+    incident, reopened); B's alerts go on as A's episodes (first seen when A saw them), resolved again when B sees
+    the broker back."""
+    now = time.time() - 3600
+    b_polls: list[tuple[float, Poll]] = [(now + 5, _broker_3_down)]
+    if b_at_takeover == "resolved":
+        b_polls += [(now + 65, _healthy), (now + 95, _healthy)]
+    else:
+        b_polls += [(now + 65, _broker_3_down), (now + 95, _broker_3_down), (now + 125, _healthy)]
+    caplog.set_level(logging.INFO, logger="collectors")
+    incidents, alerts = _standby_pair(tmp_path, [(now, _broker_3_down), (now + 60, _healthy)], b_polls)
+    assert "carrying on 0 open incidents and 0 open alerts" in caplog.text
+    assert "1 incident resolved within the hold-down" in caplog.text and "hand-over failed" not in caplog.text
+    ids = {i for _, _, i in incidents}
+    assert len(ids) == 1, incidents  # one cause, one incident: A's
+    if b_at_takeover == "resolved":
+        assert [(t, e) for t, e, _ in incidents] == [(0, "opened"), (60, "resolved")]
+        assert {f for *_, f in alerts} == {0} and all(t in (0, 60) for t, *_ in alerts), alerts  # A's alone
+    else:
+        assert [(t, e) for t, e, _ in incidents] == [(0, "opened"), (60, "resolved"), (95, "reopened"),
+                                                     (125, "resolved")]
+        a_episodes = {(r, s) for t, e, r, s, _ in alerts if t == 0}
+        assert {f for _, _, r, s, f in alerts if (r, s) in a_episodes} == {0}  # B's alerts go on as A's episodes
+        # B's timed rules that fired only at its 65 s poll (their `for:` run since its first poll at 5 s): new
+        # episodes, which A never opened, not a second one of A's
+        assert {(r, f) for _, _, r, s, f in alerts if (r, s) not in a_episodes} == {
+            ("under_replicated", 65), ("preferred_leader_imbalance", 65)}
+    episodes = {(r, s) for _, e, r, s, _ in alerts if e == "open"}
+    assert episodes and len([1 for _, e, *_ in alerts if e == "open"]) == len(episodes)  # each opened once

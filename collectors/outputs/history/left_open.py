@@ -46,10 +46,11 @@ def _rows_since(root: Path, table: str, clusters: Sequence[str], now: float | Ma
     return [r for r in rows.to_pylist() if r["time"] >= starts[r["cluster"]]]
 
 
-def open_incidents(root: Path, clusters: Sequence[str], now: float | Mapping[str, float], window_s: float = WINDOW_S
-                   ) -> list[IncidentRecord]:
+def open_incidents(root: Path, clusters: Sequence[str], now: float | Mapping[str, float], window_s: float = WINDOW_S,
+                   resolved_since: float | None = None) -> list[IncidentRecord]:
     """The incidents of `clusters` whose last event since `window_s` before `now` (per cluster, given a mapping:
-    `_rows_since`) is not ``resolved`` or ``lost``.
+    `_rows_since`) is not ``resolved`` or ``lost``; with `resolved_since`, also those resolved since then (their
+    ``resolved_at`` set): a standby taking over must know the holder resolved the incident it tracks too.
 
     Reads Arrow, not pandas: the collector's image has no pandas."""
     events = _rows_since(root, "incident_events", clusters, now, window_s)
@@ -58,7 +59,12 @@ def open_incidents(root: Path, clusters: Sequence[str], now: float | Mapping[str
         last[(row["cluster"], row["id"])] = row
     out = []
     for r in last.values():
-        if r["event"] in ("resolved", LOST) or r.get("opened") is None:
+        resolved = None
+        if r["event"] == "resolved":
+            resolved = float(r.get("resolved_at") or r["time"])
+            if resolved_since is None or resolved < resolved_since:
+                continue
+        if r["event"] == LOST or r.get("opened") is None:
             continue
         out.append(IncidentRecord(
             cluster=r["cluster"], id=r["id"], kind=r["kind"], subject=r["subject"], severity=r["severity"],
@@ -66,26 +72,32 @@ def open_incidents(root: Path, clusters: Sequence[str], now: float | Mapping[str
             alerts=r.get("alerts") or 0, members=json.loads(r["members"]) if r.get("members") else {},
             brokers=list(r.get("brokers") or []), partitions=r.get("partitions"), topics=r.get("topics"),
             offline=r.get("offline"), under_min_isr=r.get("under_min_isr"), at_min_isr=r.get("at_min_isr"),
-            unclean_topics=r.get("unclean_topics"), consequences=list(r.get("consequences") or [])))
+            unclean_topics=r.get("unclean_topics"), consequences=list(r.get("consequences") or []),
+            resolved_at=resolved))
     return sorted(out, key=lambda i: (i.cluster, i.opened, i.id))
 
 
-def open_alerts(root: Path, clusters: Sequence[str], now: float | Mapping[str, float], window_s: float = WINDOW_S
-                ) -> list[AlertRecord]:
+def open_alerts(root: Path, clusters: Sequence[str], now: float | Mapping[str, float], window_s: float = WINDOW_S,
+                resolved_since: float | None = None) -> list[AlertRecord]:
     """The alerts of `clusters` whose last event since `window_s` before `now` (per cluster, given a mapping:
     `_rows_since`) is not ``resolve`` or ``lost``: per (cluster, rule, subject) the episode first seen last (an
-    older one never resolved was lost by its collector)."""
+    older one never resolved was lost by its collector). With `resolved_since`, also the episodes resolved since
+    then (``resolved_at`` set)."""
     events = _rows_since(root, "alert_events", clusters, now, window_s,
                          columns=["cluster", "time", "event", "rule", "severity", "subject", "summary", "first_seen",
-                                  "last_seen", "value"])
+                                  "last_seen", "value", "resolved_at"])
     last: dict[tuple[str, str, str], dict[str, Any]] = {}
     for r in sorted((r for r in events if r["first_seen"] is not None),
                     key=lambda r: (r["first_seen"], r["time"], ALERT_EVENT_ORDER.get(r["event"], 1))):
         last[(r["cluster"], r["rule"], r["subject"])] = r
+    def resolved(r: dict[str, Any]) -> float | None:
+        return float(r["resolved_at"] or r["time"]) if r["event"] == "resolve" else None
+
     out = [AlertRecord(rule=r["rule"], severity=r["severity"], cluster=r["cluster"], subject=r["subject"],
                        summary=r["summary"] or "", first_seen=r["first_seen"], last_seen=r["last_seen"] or r["time"],
-                       value=r["value"])
-           for r in last.values() if r["event"] not in ("resolve", LOST)]
+                       value=r["value"], resolved_at=resolved(r))
+           for r in last.values() if r["event"] != LOST and (
+               r["event"] != "resolve" or (resolved_since is not None and resolved(r) >= resolved_since))]
     return sorted(out, key=lambda a: (a.cluster, a.first_seen, a.rule, a.subject))
 
 
