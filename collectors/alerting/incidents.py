@@ -113,6 +113,7 @@ class IncidentTracker:
         self.recent: dict[Key, IncidentRecord] = {}  # resolved within the hold-down window
         self._told: dict[Key, _Told] = {}  # open incidents: what their events recorded
         self._home: dict[AlertKey, Key] = {}  # the incident each alert was in at its cluster's last poll
+        self._reopening: set[Key] = set()  # open incidents carried on from a history that holds them resolved
 
     def open_for(self, cluster: str) -> list[IncidentRecord]:
         return [i for k, i in self.open.items() if k[0] == cluster]
@@ -126,6 +127,7 @@ class IncidentTracker:
         self.recent = {k: i for k, i in self.recent.items() if k[0] != cluster}
         self._told = {k: t for k, t in self._told.items() if k[0] != cluster}
         self._home = {k: h for k, h in self._home.items() if k[0] != cluster}
+        self._reopening = {k for k in self._reopening if k[0] != cluster}
 
     def restore(self, incidents: Iterable[IncidentRecord], alerts: Iterable[AlertRecord] = ()) -> None:
         """Take over incidents from a checkpoint (open ones, and resolved ones still within the hold-down), and where
@@ -178,15 +180,22 @@ class IncidentTracker:
         the resolution of an incident the history never opened: one cause, two incidents in the weekly report.
 
         Ours of the cause, open or resolved, is the same occurrence when it opened before the recorded one resolved
-        or within the hold-down after (its collector would have reopened it): it goes on as the recorded incident,
-        resolved (the next poll that finds the cause reopens it, as after any resolution). Without one of ours, the
-        recorded one is remembered the same way; a later occurrence of ours keeps its own incident."""
+        or within the hold-down after (its collector would have reopened it): it goes on as the recorded incident.
+        Resolved, as the recorded one; open (we saw the cause at our last poll), open under the recorded id and
+        opening, ``reopened`` by the next poll that still finds the cause (`_apply`) or resolved by one that does
+        not: the history holds it resolved, and a reopening it does not record would leave the report ending it
+        there. Without one of ours, the recorded one is remembered resolved (a return within the hold-down reopens
+        it, as its collector would have); a later occurrence of ours keeps its own incident."""
         assert rec.resolved_at is not None
         ours = self.open.get(key) or self.recent.get(key)
         if ours is not None and (ours.id == rec.id or ours.opened > rec.resolved_at + self.hold_down_s):
             return None  # the same record (a resumed checkpoint's), or a later occurrence of the cause
-        self.open.pop(key, None)
-        self._told.pop(key, None)
+        if ours is not None and key in self.open:
+            given_up = ours.id
+            ours.id, ours.opened = rec.id, rec.opened
+            self._told.pop(key, None)
+            self._reopening.add(key)
+            return given_up
         self.recent[key] = rec
         return None if ours is None else ours.id
 
@@ -239,6 +248,7 @@ class IncidentTracker:
         for key in [k for k in self.open if k[0] == cluster and k not in seen]:
             inc = self.open.pop(key)
             self._told.pop(key, None)
+            self._reopening.discard(key)
             inc.resolved_at = now
             self.recent[key] = inc
             events.append(IncidentEvent(now, RESOLVED, _copy(inc)))
@@ -277,14 +287,9 @@ class IncidentTracker:
         if inc is None:
             inc = self.recent.pop(key, None)
             if inc is not None and now - (inc.resolved_at or now) <= self.hold_down_s:
-                if not c.measured:
-                    c.measure_from(inc)
                 inc.resolved_at = None
                 self.open[key] = inc
-                _fill(inc, c, now)
-                events.append(IncidentEvent(now, REOPENED, _copy(inc)))
-                self._told[key] = _Told.of(inc, now)
-                return inc
+                return self._reopen(key, inc, c, now, events)
             inc = _copy(c.incident)
             inc.id = incident_id(cluster, c.kind, c.key, now)
             inc.cluster, inc.opened, inc.last_seen = cluster, now, now
@@ -292,6 +297,9 @@ class IncidentTracker:
             events.append(IncidentEvent(now, OPENED, _copy(inc)))
             self._told[key] = _Told.of(inc, now)
             return inc
+        if key in self._reopening:  # carried on open from a history that holds it resolved: say it goes on
+            self._reopening.discard(key)
+            return self._reopen(key, inc, c, now, events)
         before = inc.severity
         # restored from a checkpoint or carried on from a history: what its events said is not known, but its record
         # is what the last poll before the restart saw; a change since then is recorded, the restart itself is not
@@ -303,6 +311,16 @@ class IncidentTracker:
             events.append(IncidentEvent(now, UPDATED, _copy(inc)))
             told = _Told.of(inc, now, told)
         self._told[key] = told
+        return inc
+
+    def _reopen(self, key: Key, inc: IncidentRecord, c: Cause, now: float, events: list[IncidentEvent]
+                ) -> IncidentRecord:
+        """`inc`, open again (the caller put it in `open`), with this poll's cause: a ``reopened`` event."""
+        if not c.measured:
+            c.measure_from(inc)
+        _fill(inc, c, now)
+        events.append(IncidentEvent(now, REOPENED, _copy(inc)))
+        self._told[key] = _Told.of(inc, now)
         return inc
 
 

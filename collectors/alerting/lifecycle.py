@@ -78,18 +78,21 @@ class AlertTracker:
         first_seen of ours the recorded one replaces (None: carried as open; the next poll resolves it if its
         condition is gone). Ours for the same (cluster, rule, subject) takes the recorded first_seen, so the
         history keeps one episode, not a superseded one and a new one. A recorded episode resolved (``resolved_at``
-        set) replaces ours only when ours, still open, was first seen before that resolution: the same episode."""
+        set) ends ours when ours, still open, was first seen before that resolution (the same episode, or one a
+        standby's slower clock stamped early): the next poll whose condition holds opens a new one."""
         adopted: dict[Key, float | None] = {}
         for rec in alerts:
             key = rec.key
             ours = self.open.get(key)
             if rec.resolved_at is not None:  # resolved by its collector before the takeover
                 if ours is not None and ours.first_seen <= rec.resolved_at + SAME_TIME_S:
-                    # the same episode, open at our last poll (a standby's, whose own events were not written):
-                    # it goes on as the recorded one, else its resolution or restatement was a second episode
-                    same = abs(ours.first_seen - rec.first_seen) < SAME_TIME_S
-                    adopted[key] = None if same else ours.first_seen
-                    ours.first_seen = ours.first_seen if same else rec.first_seen
+                    # the episode the history holds resolved, open at our last poll (a standby's, whose events of
+                    # it were not written): given up, its events not written (its resolution would have been a
+                    # second episode), and opened anew by the next poll whose condition holds; carried on under
+                    # the recorded first_seen it ended in the report at that resolution, though it went on
+                    del self.open[key]
+                    self._told.pop(key, None)
+                    adopted[key] = ours.first_seen
                 continue
             if ours is not None:  # the same episode (a resumed checkpoint's) keeps its own, unrounded time
                 same = abs(ours.first_seen - rec.first_seen) < SAME_TIME_S

@@ -338,7 +338,8 @@ class Monitor:
         adopted: dict[tuple[str, str, str], float | None] = {}
         for p in self.pollers:
             ours = p.alerts.adopt(a for a in alerts if a.cluster == p.name)
-            seed_timers(p.state.condition_since, (p.alerts.open[k] for k in ours), p.thresholds)
+            seed_timers(p.state.condition_since, (p.alerts.open[k] for k in ours if k in p.alerts.open),
+                        p.thresholds)  # not those given up for an episode the history holds ended
             adopted.update(ours)
         return adopted
 
