@@ -68,7 +68,10 @@ from bench.synthetic_history import Shape, generate
 from collectors.model.vocabulary import (
     CLUSTER_WIDE_INCIDENT_KINDS,
     CRITICAL,
+    LEADER_CHANGE_LOSSES,
+    MESSAGES_GONE_KINDS,
     MONITOR_INCIDENT,
+    SAME_LOSS,
     SEVERITY_RANK,
     TRANSACTION_V2,
 )
@@ -278,6 +281,8 @@ def duckdb_headline(con: Any, root: Path, period: A.Period, slice_rows: int = LA
                count_if(first_seen >= {s} AND sev = '{CRITICAL}') AS critical_incidents,
                avg(res - first_seen) FILTER (WHERE res >= {s}) / 60 AS mttr_minutes FROM a""")
     out["alert_episodes_opened"] = episodes["incidents_opened"]
+    out["losses_by_kind"] = duckdb_losses(con, src("loss_events", s - 7 * 86400), s)
+    out["messages_lost"] = sum(m or 0 for k, (_, m) in out["losses_by_kind"].items() if k in MESSAGES_GONE_KINDS)
     incidents, kinds = duckdb_incidents(con, src('incident_events', s - 7 * 86400), src('cluster'), s, e)
     if rec.get("incident_polls") or incidents["events"]:
         out.update({k: v for k, v in incidents.items() if k != "events"})
@@ -323,6 +328,29 @@ def duckdb_incidents(con: Any, events: str, cluster: str, s: float, e: float) ->
     figures = dict(zip(names, head.fetchone(), strict=True))
     kinds = dict(con.execute(sql + f" SELECT kind, count_if(start >= {s}) FROM y GROUP BY kind").fetchall())
     return figures, kinds
+
+
+def duckdb_losses(con: Any, events: str, s: float) -> dict[str, tuple[int, int | None]]:
+    """The loss ledger of the period per kind: (entries, messages; None where no entry has a count), a leader
+    change's loss counted once, at its first record (the week before as context). The report's `data_lost`."""
+    once = ", ".join(f"'{k}'" for k in sorted(LEADER_CHANGE_LOSSES))
+    same = ", ".join(f'"{c}"' for c in SAME_LOSS)
+    rows = con.execute(f"""
+        WITH l AS (SELECT *, CASE WHEN kind IN ({once}) THEN
+                                  row_number() OVER (PARTITION BY {same} ORDER BY time, evidence) ELSE 1 END AS nth
+                   FROM {events})
+        SELECT kind, count(*), sum(messages) FROM l WHERE nth = 1 AND time >= {s} GROUP BY kind""").fetchall()
+    return {k: (int(n), None if m is None else int(m)) for k, n, m in rows}
+
+
+def ledger_by_kind(lost: Sequence[dict[str, Any]]) -> dict[str, tuple[int, int | None]]:
+    """A report's ``data_lost`` rows (per cluster, kind and subject) per kind: (entries, messages; None where no
+    entry has a count), as `duckdb_losses` gives them."""
+    out: dict[str, tuple[int, int | None]] = {}
+    for r in lost:
+        n, m = out.get(r["kind"], (0, None))
+        out[r["kind"]] = (n + r["events"], m if r["messages"] is None else (m or 0) + r["messages"])
+    return out
 
 
 def duckdb_files(table: str, files: list[str]) -> str:
@@ -600,7 +628,7 @@ def main() -> int:
     print()
     print("cross-check of headline figures (Spark report vs DuckDB SQL):")
     differing = cross_check(spark_head, c.tables["thresholds"].to_pylist(), c.tables["incident_kinds"].to_pylist(),
-                            duck_head)
+                            duck_head, c.tables["data_lost"].to_pylist())
     if a.json:
         topics, group_topics = fleet(rows)
         summary = {"week": a.week, "rows": total, "tables": rows, "topics": topics, "group_topics": group_topics,
@@ -614,9 +642,11 @@ def main() -> int:
 
 
 def cross_check(headline: dict[str, Any], thresholds: list[dict[str, Any]], kinds: list[dict[str, Any]],
-                duck_head: dict[str, Any]) -> int:
+                duck_head: dict[str, Any], lost: Sequence[dict[str, Any]] = (),
+                messages_lost: int | None = None) -> int:
     """Print the report's figures beside DuckDB's, each "ok" or "DIFFERS", from the report's `headline` row and its
-    ``thresholds`` and ``incident_kinds`` tables' rows; returns how many differ."""
+    ``thresholds``, ``incident_kinds`` and ``data_lost`` tables' rows (`lost`) and its summary's `messages_lost`
+    (None: not compared); returns how many differ."""
     limits = (thresholds or [{}])[0]
     by_kind = {r["kind"]: r["opened"] for r in kinds}
     spark_all = {**headline, "lag_slo_s": limits.get("lag_slo_s"), "txn_grace_s": limits.get("txn_grace_s")}
@@ -634,6 +664,18 @@ def cross_check(headline: dict[str, Any], thresholds: list[dict[str, Any]], kind
         differing += not same(sv, dv)
         print(f"  {'incidents opened: ' + kind:28s} spark {_fmt(sv):>16s}  duckdb {_fmt(dv):>16s}  "
               f"{'ok' if same(sv, dv) else 'DIFFERS'}")
+    mine, theirs = ledger_by_kind(lost), duck_head["losses_by_kind"]
+    for kind in sorted(set(mine) | set(theirs)):
+        for i, what in enumerate(("entries", "messages")):
+            sv, dv = (mine.get(kind, (0, None))[i], theirs.get(kind, (0, None))[i])
+            differing += sv != dv
+            print(f"  {'ledger ' + what + ': ' + kind:28s} spark {_fmt(sv):>16s}  duckdb {_fmt(dv):>16s}  "
+                  f"{'ok' if sv == dv else 'DIFFERS'}")
+    if messages_lost is not None:
+        dv = duck_head["messages_lost"]
+        differing += messages_lost != dv
+        print(f"  {'messages_lost':28s} spark {_fmt(messages_lost):>16s}  duckdb {_fmt(dv):>16s}  "
+              f"{'ok' if messages_lost == dv else 'DIFFERS'}")
     return differing
 
 

@@ -6,16 +6,18 @@
 then the headline's inputs alone), then every day's roll-up and the report from them. At the fleet issue 17 names
 (100,000 partitions polled every 30 s: ~486 M rows) that is more than an hour of a 2-core machine. This checks a
 report the CLI wrote instead (``python -m spark_analytics.weekly_report --history DIR [--rollups R] --out OUT``,
-the week as a weekly job computes it): it reads the report's ``headline``, ``thresholds`` and ``incident_kinds``
-tables and runs only DuckDB's reference over the same history (`bench_spark.duckdb_headline`, its exact lag
-percentiles a slice of the group-topics at a time above `bench_spark.LAG_SLICE_ROWS` rows). It prints each figure
-beside DuckDB's, "ok" or "DIFFERS" (`bench_spark.cross_check`), DuckDB's time and peak memory; it exits 1 if a
-figure differs, 2 if the report is not there.
+the week as a weekly job computes it): it reads the report's ``headline``, ``thresholds``, ``incident_kinds`` and
+``data_lost`` tables and its summary's ``messages_lost``, and runs only DuckDB's reference over the same history
+(`bench_spark.duckdb_headline`, its exact lag percentiles a slice of the group-topics at a time above
+`bench_spark.LAG_SLICE_ROWS` rows). It prints each figure beside DuckDB's, "ok" or "DIFFERS"
+(`bench_spark.cross_check`), DuckDB's time and peak memory; it exits 1 if a figure differs, 2 if the report is not
+there.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import resource
 import sys
 import time
@@ -47,8 +49,10 @@ def main(argv: list[str] | None = None) -> int:
               f"({', '.join(str(p) for p in found) or 'none'}); one cluster's report is checked", file=sys.stderr)
         return 2
     tables = found[0]
-    read = {name: pq.read_table(tables / f"{name}.parquet").to_pylist()
-            for name in ("headline", "thresholds", "incident_kinds")}
+    read = {name: pq.read_table(tables / f"{name}.parquet").to_pylist() if (tables / f"{name}.parquet").exists()
+            else [] for name in ("headline", "thresholds", "incident_kinds", "data_lost")}
+    summary = tables.parent / "summary.json"
+    lost = json.loads(summary.read_text()).get("messages_lost") if summary.exists() else None
     slices = lag_slices(table_rows(a.history, period, "group_lag"))
     print(f"report {tables.parent}; DuckDB over {a.history}, {a.cores} threads, the lag percentiles in "
           f"{plural(slices, 'slice')} of the group-topics", flush=True)
@@ -61,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"DuckDB headline in {took:.1f}s, peak RSS {peak / 1024:.0f} MB (+{(peak - before) / 1024:.0f} MB)")
     print("cross-check of headline figures (the report vs DuckDB SQL):")
     differing = cross_check(read["headline"][0] if read["headline"] else {}, read["thresholds"],
-                            read["incident_kinds"], duck)
+                            read["incident_kinds"], duck, read["data_lost"], lost)
     print("every figure equal" if not differing
           else f"{plural(differing, 'figure')} {count_of(differing, 'DIFFERS', 'DIFFER')}")
     return 1 if differing else 0

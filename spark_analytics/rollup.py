@@ -471,7 +471,8 @@ def coverage(week: str, days: Sequence[str], stored: Iterable[str], with_rows: I
     running = [d for d in counted if d not in stored and d >= today]
     if missing:
         line += (f"; from the history: {', '.join(missing)} (not rolled up, or stale since a late file: "
-                 "`kafka-monitor-rollup` rolls them up; same figures, read slower)")
+                 "`kafka-monitor-rollup` rolls them up; same figures, read slower; one it keeps because some of its "
+                 "tables' files are gone stays so until its roll-up is deleted)")
     if running:
         line += f"; not over yet, from the history: {', '.join(running)}"
     return line, bool(missing)
@@ -491,6 +492,13 @@ def made_from(recorded: dict[str, list[list[Any]]], now: dict[str, list[list[Any
     files are there and differ."""
     return all(now.get(table, []) in (files, []) for table, files in recorded.items()) and \
         all(table in recorded for table, files in now.items() if files)
+
+
+def tables_gone(recorded: dict[str, list[list[Any]]], now: dict[str, list[list[Any]]]) -> list[str]:
+    """The tables a roll-up was made from files of (`recorded`, its manifest's `history_files`) that have none in
+    the history `now`: their day's only record is the roll-up (`made_from`), and rolling the day up again would
+    write it without them."""
+    return sorted(table for table, files in recorded.items() if files and not now.get(table))
 
 
 def read(spark: Any, store: Store, days: Sequence[str], clusters: Sequence[str] | None = None,

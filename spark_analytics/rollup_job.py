@@ -41,11 +41,11 @@ job rolls up a day or two, a few minutes for a big fleet."""
 
 @dataclass
 class Plan:
-    """Which of the days asked about to roll up now (`todo`), and which to keep as they are although stale (`kept`:
-    their history files are gone, the roll-up is the only record of the day)."""
+    """Which of the days asked about to roll up now (`todo`), and which to keep as they are although stale or asked
+    for (`kept`, each with the tables whose history files are gone: the roll-up is their only record of the day)."""
 
     todo: list[str]
-    kept: list[str]
+    kept: dict[str, list[str]]
 
 
 @dataclass
@@ -66,10 +66,17 @@ def plan(store: Store, history: str, days: Sequence[str], force: bool = False) -
     """The days of `days` to roll up: all of them with `force`, else those not fresh in `store` (missing, or made
     from other history files than the day has now: `rollup.fresh_days`). Run under the store's lease: another run
     may have just written some. A day whose history files are all gone keeps its roll-up: rolling up no rows over
-    the only record of the day would lose it (`rollup.made_from`)."""
+    the only record of the day would lose it (`rollup.made_from`). So does one where some table's files are gone
+    and others remain, whatever `force` says: rolled up again, the day lost that table's figures for good (before,
+    a day was kept only when every table's files were gone). Such a day, stale since another table changed, is
+    computed from the history by the reports meanwhile; removing its roll-up lets a run write it again."""
     rollup.recall_left_out(store, history, days)  # files a roll-up was made without: not a reason to redo the day
     todo = list(days) if force else [d for d in days if d not in set(rollup.fresh_days(store, history, days))]
-    kept = [d for d in todo if store.manifest(d) is not None and not any(rollup.history_files(history, d).values())]
+    kept: dict[str, list[str]] = {}
+    for d in todo:
+        m = store.manifest(d)
+        if m is not None and (gone := rollup.tables_gone(m["history_files"], rollup.history_files(history, d))):
+            kept[d] = gone
     return Plan([d for d in todo if d not in kept], kept)
 
 
@@ -296,8 +303,10 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, now: float | None
             return 2
         days = sorted(set(a.day)) if a.day else [d for d in rollup.history_days(a.history) if d < today]
         chosen = plan(store, a.history, days, force=a.force or bool(a.day))
-        for d in chosen.kept:
-            print(f"rollup: {d}: no history files left (removed by retention?); its roll-up is kept", file=sys.stderr)
+        for d, gone in chosen.kept.items():
+            left = f" of {', '.join(gone)}" if any(rollup.history_files(a.history, d).values()) else ""
+            print(f"rollup: {d}: no history files left{left} (removed by retention?); its roll-up is kept",
+                  file=sys.stderr)
         if not chosen.todo:
             print(f"rollup: nothing to do ({plural(len(days) - len(chosen.kept), 'day')} up to date"
                   + (f", {len(chosen.kept)} kept from their roll-ups alone" if chosen.kept else "")

@@ -128,6 +128,20 @@ EPOCH_LOSSES: Final = frozenset({TRUNCATION, UNCLEAN_ELECTION})
 """Loss the poller proves from its checkpointed epoch watches (`collectors.model.loss.settle`): once a checkpoint
 has moved past it, nothing finds it again, so its ledger rows come before that checkpoint
 (`collectors.runtime.sinks`) and the history's memory bound never drops them (`history.writer.NEVER_DROPPED`)."""
+LEADER_CHANGE_LOSSES: Final = EPOCH_LOSSES | {BEYOND_LOG_END}
+"""A leader change's loss: its truncation, its unclean election, and each group that had read past the truncation
+(`collectors.model.loss.truncated_readers`, recorded at the same poll from the commits seen before the change).
+Each is recorded at the one poll that proves it; a record of it again has the same `SAME_LOSS` columns."""
+SAME_LOSS: Final = ("cluster", "kind", "topic", "partition", "group_id", "epoch_before", "offset")
+"""The ledger columns that tell one loss of `LEADER_CHANGE_LOSSES` from another; the report and the dashboard
+count the first record of each. A collector watches an epoch until a leader change proves where the new leader
+cut it, once: a second record of the cut comes from the same watch seen again, by a collector killed between
+writing the ledger and saving its checkpoint (`collectors.runtime.sinks`), with the same count, or by the standby
+of an HA pair that could not read the history at its takeover and had watched the same epoch as the holder (one
+that watched another epoch across the same leader changes records a cut of its own: `history.loss_rows.covers`
+tells those apart, not these columns). The new epoch is not among them: the one seen again may be a later
+leader's. `offset` (the cut) tells apart an older
+collector's records of a group, written without the truncation's epochs."""
 MESSAGES_GONE_KINDS: Final = frozenset({TRUNCATION, RETENTION_SKIPPED})
 """Kinds whose count is messages gone for good; "messages lost" in the dashboard and the report sums these (the
 other kinds' counts explain them: a group's reads past a truncation, a ZooKeeper server's transactions)."""

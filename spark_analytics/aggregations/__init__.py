@@ -242,8 +242,9 @@ def compute_tables(tables: dict[str, DataFrame], period: Period, opts: Options =
     ``topic_health_days`` + ``topic_health_polls``, ``transaction_epochs``, ``producers_hanging``,
     ``lso_gap_values`` + ``lso_gap_partitions``) replace ``group_lag``, ``topic_health``, ``producers``, ``lso_gap``
     and (for the epoch bumps) ``transactions`` for the tables they make: the consumer lag then has histogram
-    percentiles, every other figure is the same. `shared`, when
-    given, receives the intermediate frames that more than one of the returned tables is made from (the
+    percentiles (and a day rolled up against another recorded lag SLO than the week's has its polls within the
+    SLO estimated from its histogram: `consumers.consumer_lag_from_days`), every other figure is the same.
+    `shared`, when given, receives the intermediate frames that more than one of the returned tables is made from (the
     transactions' detail, the epoch bumps, the poll index of the episode tables): cache them while collecting,
     and each is computed once. Without `summaries`, the tables that only summarise others (`SUMMARIES`) are left
     out where the tables they summarise are built: a caller that summarises the collected tables instead would

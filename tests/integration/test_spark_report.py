@@ -263,6 +263,10 @@ def test_headline_equals_the_duckdb_reference_on_the_real_history(run: HistoryRu
     assert 0 < h["lag_slo_share"] < 1 and h["under_min_isr_minutes"] > 0 and h["stuck_transactions"] >= 1
     assert {r["kind"]: r["opened"] for r in table(report, "incident_kinds")} == duck["incidents_by_kind"]
     assert (doc["lag_slo_s"], doc["thresholds"]["txn_grace_s"]["value"]) == (duck["lag_slo_s"], duck["txn_grace_s"])
+    from bench.bench_spark import ledger_by_kind
+
+    assert ledger_by_kind(table(report, "data_lost")) == duck["losses_by_kind"]  # the ledger, each loss once
+    assert doc["messages_lost"] == duck["messages_lost"]
 
 
 def test_outputs_summary_json_and_tables(report: Path, doc: dict[str, Any], week: Period) -> None:

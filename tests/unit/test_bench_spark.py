@@ -8,6 +8,7 @@ and says "DIFFERS" (exit 1) when one of its figures is not DuckDB's."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +97,8 @@ def test_the_lag_figures_are_the_same_in_slices_and_equal_to_python(tmp_path: Pa
     assert {k: one[k] for k in want} == pytest.approx(want)
 
 
-def _report(out: Path, headline: dict[str, Any], kinds: dict[str, int]) -> None:
+def _report(out: Path, headline: dict[str, Any], kinds: dict[str, int],
+            lost: list[dict[str, Any]] | None = None, messages_lost: int | None = None) -> None:
     tables = out / "c1" / "2026-W47" / "tables"
     tables.mkdir(parents=True)
     pq.write_table(pa.Table.from_pylist([{"cluster": "c1", **headline}]), tables / "headline.parquet")
@@ -104,6 +106,12 @@ def _report(out: Path, headline: dict[str, Any], kinds: dict[str, int]) -> None:
                    tables / "thresholds.parquet")
     pq.write_table(pa.table({"kind": pa.array(list(kinds), pa.string()),
                              "opened": pa.array(list(kinds.values()), pa.int64())}), tables / "incident_kinds.parquet")
+    if lost is not None:
+        pq.write_table(pa.Table.from_pylist(lost, pa.schema([("kind", pa.string()), ("subject", pa.string()),
+                                                             ("events", pa.int64()), ("messages", pa.int64())])),
+                       tables / "data_lost.parquet")
+    if messages_lost is not None:
+        (tables.parent / "summary.json").write_text(json.dumps({"messages_lost": messages_lost}))
 
 
 def test_check_report_says_ok_only_when_every_figure_is_duckdbs(tmp_path: Path,
@@ -134,6 +142,43 @@ def test_check_report_says_ok_only_when_every_figure_is_duckdbs(tmp_path: Path,
     (tmp_path / "off" / "c2").symlink_to(tmp_path / "off" / "c1")
     assert check_report.main([*args, "--report", str(tmp_path / "off")]) == 2
     assert "holds 2 reports of 2026-W47" in capsys.readouterr().err
+
+
+def test_check_report_compares_the_loss_ledger_each_loss_once(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """The report's ledger per kind (entries and messages, from its ``data_lost`` table) and its summary's messages
+    lost against DuckDB's, which counts a leader change's loss recorded again (a collector killed between its ledger
+    write and its checkpoint) once. A report that counted the record again DIFFERS."""
+    hist = tmp_path / "history"
+    _history(hist)
+    _put(hist, "loss_events", [
+        *[{"time": W.start + t, "kind": kind, "topic": "t0", "partition": 0, "group_id": group, "epoch_before": 5,
+           "epoch_after": 7, "offset": 900, "messages": n, "evidence": "x"}
+          for t in (300, 360) for kind, group, n in (("truncation", None, 40), ("unclean_election", None, None),
+                                                     ("offset_beyond_log_end", "g0", 25))],
+        {"time": W.start + 400, "kind": "retention_skipped", "topic": "t1", "partition": 0, "group_id": "g1",
+         "messages": 7, "evidence": "y"}])
+    duck = bench_spark.duckdb_headline(duckdb.connect(), hist, W)
+    assert duck["losses_by_kind"] == {"truncation": (1, 40), "unclean_election": (1, None),
+                                      "offset_beyond_log_end": (1, 25), "retention_skipped": (1, 7)}
+    figures = {k: duck[k] for k in bench_spark.CROSS_CHECKED if k in duck}
+    args = ["--history", str(hist), "--week", "2026-W47"]
+    once = [{"kind": "truncation", "subject": "t0-0", "events": 1, "messages": 40},
+            {"kind": "unclean_election", "subject": "t0-0", "events": 1, "messages": None},
+            {"kind": "offset_beyond_log_end", "subject": "g0", "events": 1, "messages": 25},
+            {"kind": "retention_skipped", "subject": "g1", "events": 1, "messages": 7}]
+    _report(tmp_path / "same", figures, {}, once, 47)
+    assert check_report.main([*args, "--report", str(tmp_path / "same")]) == 0
+    said = capsys.readouterr().out
+    assert "ledger messages: truncation" in said and "messages_lost" in said and "DIFFERS" not in said
+
+    twice = [dict(r, events=2, messages=80) if r["kind"] == "truncation" else r for r in once]
+    _report(tmp_path / "twice", figures, {}, twice, 87)
+    assert check_report.main([*args, "--report", str(tmp_path / "twice")]) == 1
+    said = capsys.readouterr().out
+    assert [ln.split(" spark ")[0].strip() for ln in said.splitlines() if ln.endswith("DIFFERS")] == [
+        "ledger entries: truncation", "ledger messages: truncation", "messages_lost"]
+    assert "3 figures DIFFER" in said
 
 
 def _epochs(root: Path, levels: list[int | None] | None, keeps: list[bool | None] | None = None) -> None:

@@ -35,3 +35,31 @@ def test_headline_counts_messages_by_kind_and_names_who() -> None:
     assert list(rows["subject"]) == ["clicks-1", "clicks-0", "orders-3", "orders-3"]  # newest first
     assert rows["messages"].tolist()[:2] == [20, 300] and rows["group"].iloc[0] == "analytics"
     assert lv.headline(pd.DataFrame()) == "" and list(lv.ledger_frame(pd.DataFrame()).columns) == lv.LEDGER_COLUMNS
+
+
+def test_a_leader_changes_loss_recorded_again_is_counted_once() -> None:
+    """A collector killed between its ledger write and its checkpoint recorded the same truncation, and the group
+    that read past it, again after its restart: the panel counts each once, from its first record, as the weekly
+    report does. A retention skip recorded twice is two (each is the messages deleted since the last)."""
+    def loss(t: float, kind: str, cut: int | None, n: int | None, group: str | None = None, before: int = 5,
+             after: int = 7) -> dict[str, object]:
+        return {"time": T + t, "cluster": "c", "kind": kind, "topic": "orders", "partition": 3, "group_id": group,
+                "epoch_before": before if kind != "retention_skipped" else None,
+                "epoch_after": after if kind != "retention_skipped" else None, "offset": cut, "messages": n,
+                "evidence": f"at {t}"}
+
+    events = pd.DataFrame([
+        loss(0, "truncation", 48_800, 1_200), loss(0, "unclean_election", None, None),
+        loss(0, "offset_beyond_log_end", 48_800, 90, "billing"),
+        loss(60, "truncation", 48_800, 1_200, after=8), loss(60, "unclean_election", None, None),  # again
+        loss(60, "offset_beyond_log_end", 48_800, 90, "billing"),
+        loss(70, "offset_beyond_log_end", 48_800, 40, "audit"),  # another group
+        loss(900, "truncation", 49_500, 300, before=7, after=9),  # the next epoch's cut: another loss
+        loss(100, "retention_skipped", None, 30, "analytics"), loss(160, "retention_skipped", None, 30, "analytics")])
+    once = lv.first_records(events)
+    assert sorted(once["evidence"]) == sorted(["at 0", "at 0", "at 0", "at 70", "at 900", "at 100", "at 160"])
+    assert lv.headline(once) == ("1,500 messages truncated after a leader change (orders); 60 messages deleted "
+                                 "unread by retention (analytics); 1 unclean election; 2 reads past a truncation")
+    older = events.drop(columns=["epoch_before", "epoch_after", "offset"])  # a frame without them: as it is
+    assert len(lv.first_records(older)) == len(older)
+    assert lv.first_records(pd.DataFrame()).empty

@@ -11,6 +11,7 @@ import itertools
 import json
 import logging
 import random
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -712,6 +713,24 @@ def test_four_week_trend_reads_the_rollups_of_older_weeks(spark: Any, tmp_path: 
     assert f"rollup: {gone[0]}: no history files left (removed by retention?); its roll-up is kept" in out.err
     assert "rollup: nothing to do (0 days up to date, 1 kept from their roll-ups alone under" in out.out
     assert rollup.Store(store).file("group_lag_days", gone[0]).read_bytes() == kept
+    # A day one of whose tables' files are gone, the others there (retention mid-pass, a hand): `--day` or
+    # `--force` keeps its roll-up, the only record of that table's day; so does the daily job once another table
+    # changed. Before, only a day with no file left at all was kept: rolled up again, its consumer figures were
+    # gone for good.
+    part = W.days()[1]
+    shutil.rmtree(hist / "group_lag" / f"date={part}")
+    lag = rollup.Store(store).file("group_lag_days", part).read_bytes()
+    assert rollup_job.main(["--history", str(hist), "--rollups", str(store), "--day", part], spark=spark) == 0
+    out = capsys.readouterr()
+    assert f"rollup: {part}: no history files left of group_lag (removed by retention?); its roll-up is kept" in out.err
+    assert rollup.Store(store).file("group_lag_days", part).read_bytes() == lag
+    assert rollup_job.plan(rollup.Store(store), str(hist), [part], force=True) == rollup_job.Plan([], {
+        part: ["group_lag"]})
+    late = hist / "topic_health" / f"date={part}" / "part-late.parquet"
+    pq.write_table(pq.read_table(hist / "topic_health" / f"date={part}" / "part-0.parquet").slice(0, 1), late)
+    assert part not in rollup.fresh_days(rollup.Store(store), str(hist), [part])
+    assert rollup_job.plan(rollup.Store(store), str(hist), [part]) == rollup_job.Plan([], {part: ["group_lag"]})
+    late.unlink()
     c = compute(spark, str(hist), W, A.Options(rollups=str(store)))
     rows = {r["week"]: r for r in c.tables["trend"].to_pylist()}
     assert set(rows) == {"2026-W45", "2026-W47"}

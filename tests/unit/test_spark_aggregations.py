@@ -110,6 +110,39 @@ def test_data_lost_sums_the_ledger_per_kind_and_subject_and_gaps_are_listed(spar
     assert rows(A.poll_gaps(full, A.poll_intervals(full, W), W)) == []
 
 
+def test_data_lost_counts_a_leader_changes_loss_once_however_often_it_was_recorded(spark: Any) -> None:
+    """A collector killed between its ledger write and its checkpoint records the same truncation (same partition,
+    old epoch and cut, a later new epoch perhaps) and the groups that read past it again after its restart: the
+    report counts each loss once, from its first record, the one before the period too. Different cuts, epochs or
+    groups are different losses; a retention skip recorded twice is two (each is the messages deleted since)."""
+    def loss(t: float, kind: str, before: int | None, after: int | None, cut: int | None, n: int | None,
+             group: str | None = None, partition: int = 3, evidence: str = "x") -> dict[str, Any]:
+        return {"time": T0 + t, "kind": kind, "topic": "orders", "partition": partition, "group_id": group,
+                "epoch_before": before, "epoch_after": after, "offset": cut, "messages": n, "evidence": evidence}
+
+    ev = frame(spark, "loss_events", [
+        loss(100, "truncation", 5, 7, 48_800, 1_200, evidence="first"),
+        loss(100, "unclean_election", 5, 7, None, None),
+        loss(100, "offset_beyond_log_end", 5, 7, 48_800, 90, group="billing"),
+        loss(160, "truncation", 5, 7, 48_800, 1_200, evidence="again"),  # the restart's record of it
+        loss(160, "unclean_election", 5, 7, None, None),
+        loss(160, "offset_beyond_log_end", 5, 7, 48_800, 90, group="billing"),
+        loss(170, "truncation", 5, 8, 48_800, 1_200),  # ... having found a later leader
+        loss(170, "offset_beyond_log_end", 5, 7, 48_800, 40, group="audit"),  # another group's: its own
+        loss(900, "truncation", 7, 9, 49_500, 300, evidence="later"),  # a later cut of the next epoch: a loss
+        loss(900, "truncation", 7, 9, 49_600, 200, partition=4),
+        loss(-50, "truncation", 2, 3, 10_000, 70, partition=5),  # last week's, recorded again this week
+        loss(200, "truncation", 2, 3, 10_000, 70, partition=5),
+        loss(300, "retention_skipped", None, None, None, 30, group="analytics"),
+        loss(360, "retention_skipped", None, None, None, 30, group="analytics")])
+    got = {(r["kind"], r["subject"]): (r["events"], r["messages"]) for r in rows(A.data_lost(ev, W))}
+    assert got == {("truncation", "orders-3"): (2, 1_500), ("unclean_election", "orders-3"): (1, None),
+                   ("offset_beyond_log_end", "billing"): (1, 90), ("offset_beyond_log_end", "audit"): (1, 40),
+                   ("truncation", "orders-4"): (1, 200), ("retention_skipped", "analytics"): (2, 60)}
+    [cut] = [r for r in rows(A.data_lost(ev, W)) if r["subject"] == "orders-3" and r["kind"] == "truncation"]
+    assert (cut["first"], cut["last"], cut["evidence"]) == (T0 + 100, T0 + 900, "later")
+
+
 def test_single_poll_has_no_interval_and_minutes_are_null(spark: Any) -> None:
     cl = polls_df(spark, [100.0])
     th = frame(spark, "topic_health", [{"time": T0 + 100, "topic": "t", "under_min_isr": 1}])
@@ -423,10 +456,21 @@ def test_headline_equals_the_duckdb_reference_with_incidents_and_recorded_thresh
                          *[{"time": T0 + t, "transactional_id": "y", "start_time": T0 + t - 5, "age_seconds": 5.0,
                             "timeout_ms": 60_000, "producer_id": 7 if i < 4 else 8, "producer_epoch": ep}
                            for i, (t, ep) in enumerate(zip(times[:5], (0, 1, 3, 3, 5), strict=True))]])
+    put("loss_events", [  # a truncation and the group that read past it, both recorded again after a restart
+        *[{"time": T0 + t, "kind": kind, "topic": "t", "partition": 0, "group_id": group, "epoch_before": 5,
+           "epoch_after": 7, "offset": 900, "messages": n, "evidence": f"at {t}"}
+          for t in (9100, 9160) for kind, group, n in (("truncation", None, 40), ("offset_beyond_log_end", "g", 25))],
+        *[{"time": T0 + t, "kind": "retention_skipped", "topic": "t", "partition": 1, "group_id": "g",
+           "messages": 7, "evidence": f"at {t}"} for t in (9200, 9260)]])
     frames = {k: v.df for k, v in io.read_history(spark, str(tmp_path), PREV.start, W.end).items()}
     tables = weekly_report.collect_week(spark, frames, W, A.Options())
     [h] = weekly_report.headline_table(tables).to_pylist()
     duck = duckdb_headline(duckdb.connect(), tmp_path, W)
+    from bench.bench_spark import ledger_by_kind
+
+    ledger = {"truncation": (1, 40), "offset_beyond_log_end": (1, 25), "retention_skipped": (2, 14)}
+    assert ledger_by_kind(tables["data_lost"].to_pylist()) == duck["losses_by_kind"] == ledger
+    assert duck["messages_lost"] == 54
     figures = dict(INCIDENT_FIGURES, longest_incident_minutes=(9270 - 100) / 60)  # G open up to the last poll
     for name, want in figures.items():
         assert h[name] == pytest.approx(want) and duck[name] == pytest.approx(want), name

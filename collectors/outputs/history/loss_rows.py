@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from collectors.model.vocabulary import BEYOND_LOG_END, EPOCH_LOSSES
+from collectors.model.vocabulary import BEYOND_LOG_END, LEADER_CHANGE_LOSSES
 from collectors.model.wording import plural
 from collectors.outputs.checkpoint import EVIDENCE_MAX_AGE_S
 from collectors.outputs.history.lease import Holder
@@ -37,7 +37,7 @@ from collectors.outputs.history.lease import Holder
 log = logging.getLogger(__name__)
 
 LOSS_TABLE = "loss_events"
-KEPT_KINDS = EPOCH_LOSSES | {BEYOND_LOG_END}
+KEPT_KINDS = LEADER_CHANGE_LOSSES
 """The ledger rows a standby keeps until the history holds the same loss, and the memory bound never drops
 (`writer.NEVER_DROPPED`): a leader change's loss, proved from epochs, is recorded at one poll only."""
 SUBJECT = ("cluster", "kind", "topic", "partition", "group_id")
