@@ -153,8 +153,8 @@ class IncidentTracker:
         incident for the cause (the events already buffered under our id are to be dropped); a recorded one we
         have no cause for is carried as open, and the next poll resolves it if its cause is gone. `alerts`, the
         alerts carried on with them, are placed in them as `restore` places a checkpoint's (`_recorded_homes`).
-        A recorded incident resolved (``resolved_at`` set: within the hold-down, `_adopt_resolved`) is remembered
-        as resolved, and replaces ours of the same occurrence of its cause."""
+        A recorded incident resolved (``resolved_at`` set: within the hold-down) replaces ours of the same
+        occurrence of its cause, which goes on under its id, resolved or reopened (`_adopt_resolved`)."""
         adopted: dict[str, str | None] = {}
         for rec in incidents:
             key = (rec.cluster, rec.kind, _key_of(rec))
