@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 from spark_analytics import aggregations as A
 from spark_analytics import io, layout
 from spark_analytics.aggregations.headline import HEADLINE_SCHEMA
+from spark_analytics.input_files import compacted_since, footers
 
 FIGURES_VERSION = 2
 """Bumped when a headline figure is defined anew: last week's reports, made before, are then not reused. 2 (the
@@ -39,6 +40,33 @@ def inputs_of(history: str, period: A.Period, opts: A.Options) -> dict[str, Any]
             "history_files": files}
 
 
+def still_holds(stored: dict[str, Any], now: dict[str, Any], history: str) -> bool:
+    """Whether a report made from `stored` (its `layout.INPUTS_FILE`) still stands for the inputs `now` gives: the
+    same, or the same but for files the collectors compacted since, on a local history (`input_files`). Before,
+    a report made before its week's last day was compacted (the collectors' maintenance compacts a finished day
+    within the hour after midnight) was never reused, and the next week's run computed two weeks."""
+    if stored == now:
+        return True
+    if io.is_remote(history) or {k: v for k, v in stored.items() if k != "history_files"} != {
+            k: v for k, v in now.items() if k != "history_files"}:
+        return False
+    before, after = by_day(stored.get("history_files") or {}), by_day(now.get("history_files") or {})
+    if any(files and not after.get(group) for group, files in before.items()):
+        return False  # a day's files removed since: computed again from what is left, as before
+    return compacted_since(before, after, footers(history, lambda group: group))
+
+
+def by_day(files: dict[str, list[list[Any]]]) -> dict[str, list[list[Any]]]:
+    """`inputs_of`'s files (per table, ``table/date=D/name`` and size) per day directory (``table/date=D``), as
+    `input_files.compacted_since` takes them."""
+    out: dict[str, list[list[Any]]] = {}
+    for listed in files.values():
+        for path, size in listed:
+            group, _, name = str(path).rpartition("/")
+            out.setdefault(group, []).append([name, size])
+    return {group: sorted(listed) for group, listed in out.items()}
+
+
 def stored_previous(reports: Path, history: str, previous: A.Period, opts: A.Options, clusters: Sequence[str]
                     ) -> tuple[pa.Table, dict[str, pa.Table]] | None:
     """Last week's headline (and incident source) as last week's own reports under `reports` have them, when every
@@ -54,7 +82,7 @@ def stored_previous(reports: Path, history: str, previous: A.Period, opts: A.Opt
     for cluster in clusters:
         d = layout.report_dir(reports, cluster, previous.label)
         try:
-            if json.loads((d / layout.INPUTS_FILE).read_text()) != want:
+            if not still_holds(json.loads((d / layout.INPUTS_FILE).read_text()), want, history):
                 return None
             head = pq.read_table(d / layout.TABLES_DIR / "headline.parquet")
             source = pq.read_table(d / layout.TABLES_DIR / "incident_source.parquet")

@@ -72,6 +72,7 @@ from spark_analytics.aggregations import replication as R
 from spark_analytics.aggregations import transactions as T
 from spark_analytics.aggregations.common import day_of
 from spark_analytics.aggregations.thresholds import thresholds
+from spark_analytics.input_files import compacted_since, footers
 from spark_analytics.period import DAY_S, Period, day_start, epoch_day
 from spark_analytics.session import describe_failure
 
@@ -448,12 +449,21 @@ def reads_little(history: str, days: Sequence[str], store: Store | None = None) 
 def fresh_days(store: Store, history: str, days: Sequence[str],
                listed: dict[str, dict[str, list[list[Any]]]] | None = None) -> list[str]:
     """The `days` whose roll-up exists and was made from the history files there now (`listed`: their
-    `history_files`, when the caller has them already), or from files since removed (`made_from`). A day rolled up
+    `history_files`, when the caller has them already), or from files since removed (`made_from`) or compacted
+    (`compacted_since`: a local history's). A day rolled up
     before a column of `ADDED_COLUMNS` was added stays fresh: made from a history without what the column records,
     it gives the figures it gave (``kafka-monitor-rollup --day`` redoes a day whose history has it: a collector
     upgraded before the roll-up job)."""
-    return [d for d in days if (m := store.manifest(d)) is not None
-            and made_from(m["history_files"], listed[d] if listed is not None else history_files(history, d))]
+    out = []
+    for d in days:
+        m = store.manifest(d)
+        if m is None:
+            continue
+        now = listed[d] if listed is not None else history_files(history, d)
+        if made_from(m["history_files"], now) or (not io.is_remote(history) and compacted_since(
+                m["history_files"], now, footers(history, lambda table, d=d: f"{table}/date={d}"))):
+            out.append(d)
+    return out
 
 
 def coverage(week: str, days: Sequence[str], stored: Iterable[str], with_rows: Iterable[str], store: Path,
@@ -488,8 +498,8 @@ def made_from(recorded: dict[str, list[list[Any]]], now: dict[str, list[list[Any
     because it is big is exactly where roll-ups are meant to outlive it. Judged per table, since retention removes
     a day table by table (`HistoryWriter.apply_retention`): a run listing the day between two tables would
     otherwise roll up what is left over the only full record (a table removed by hand keeps its rows in the
-    roll-up the same way). A late file, a compaction, a collector that caught up still make a day stale: the
-    files are there and differ."""
+    roll-up the same way). A late file, a collector that caught up still make a day stale: the files are there
+    and differ. A compaction of the recorded files does not (`compacted_since`, where the footers can be read)."""
     return all(now.get(table, []) in (files, []) for table, files in recorded.items()) and \
         all(table in recorded for table, files in now.items() if files)
 

@@ -228,7 +228,17 @@ def test_rollup_job_is_idempotent_notices_late_files_and_the_report_reads_it(spa
     assert rollup_job.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=now) == 0
     assert f"rolled up 1 day ({W.days()[1]}..{W.days()[1]})" in capsys.readouterr().out
     assert pq.read_table(store / "group_lag_days" / f"date={W.days()[1]}" / "rollup.parquet").num_rows == 3
-    # the report from the roll-ups equals the report from the history
+    # the collector's maintenance compacts day 1 since: the same rows, so its roll-up stays fresh (before, the
+    # next report computed the day from the history and the next run rolled it up again)
+    from collectors.outputs.history import HistoryWriter
+
+    assert HistoryWriter(hist).compact("group_lag", W.days()[1])
+    assert [n.name.split("-")[0] for n in (hist / "group_lag" / f"date={W.days()[1]}").glob("*.parquet")] == [
+        "compact"]
+    assert rollup.fresh_days(rollup.Store(store), str(hist), W.days()) == [W.days()[i] for i in (0, 1, 3)]
+    assert rollup_job.main(["--history", str(hist), "--rollups", str(store)], spark=spark, now=now) == 0
+    assert "nothing to do (3 days up to date" in capsys.readouterr().out
+    # the report from the roll-ups equals the report from the (compacted) history
     c_raw = compute(spark, str(hist), W, A.Options())
     c_up = compute(spark, str(hist), W, A.Options(rollups=str(store)))
     assert c_up.rollup_days == [W.days()[i] for i in (0, 1, 3)] and len(c_raw.rollup_days) == 0
@@ -665,6 +675,35 @@ def test_a_rollup_stands_for_the_files_it_was_made_from_or_for_none(now: dict[st
     assert rollup.made_from(recorded, now) is stands
 
 
+@pytest.mark.parametrize(("now", "replaces", "same"), [
+    ({"group_lag": [["compact-1", 9]], "cluster": [["c", 3]]}, {"compact-1": {"a", "b"}}, True),  # compacted
+    ({"group_lag": [["compact-1", 9]], "cluster": []}, {"compact-1": {"a", "b"}}, True),  # ... one table retained
+    ({"group_lag": [["b", 2], ["compact-1", 9]], "cluster": [["c", 3]]}, {"compact-1": {"a"}}, True),  # in part
+    ({"group_lag": [["a", 1], ["b", 2]], "cluster": [["c", 3]]}, {}, True),  # as made (`made_from` says so too)
+    ({"group_lag": [["compact-1", 9]], "cluster": [["c", 3]]}, {"compact-1": {"a", "b", "late"}}, False),  # a
+    # late file merged in: rows it never saw
+    ({"group_lag": [["compact-1", 9]], "cluster": [["c", 3]]}, {"compact-1": {"a"}}, False),  # b gone unreplaced
+    ({"group_lag": [["compact-1", 9]], "cluster": [["c", 3]]}, {}, False),  # a footer that does not read
+    ({"group_lag": [["late", 4]], "cluster": [["c", 3]]}, {}, False),  # a late file
+    ({"group_lag": [["b", 2], ["compact-1", 9]], "cluster": [["c", 4]]}, {"compact-1": {"a"}}, False),  # resized
+    ({"group_lag": [["compact-1", 9]], "cluster": [["c", 3]], "lso_gap": [["n", 1]]}, {"compact-1": {"a", "b"}},
+     False),  # a table it never saw
+])
+def test_a_rollup_stands_for_its_files_compacted_since(now: dict[str, Any], replaces: dict[str, set[str]],
+                                                       same: bool) -> None:
+    """`rollup.compacted_since`: the files a compaction published in place of the recorded ones hold their rows
+    exactly when the compact files supersede the recorded files gone and nothing else."""
+    recorded = {"group_lag": [["a", 1], ["b", 2]], "cluster": [["c", 3]]}
+    asked: list[tuple[str, str]] = []
+
+    def footer(table: str, name: str) -> frozenset[str]:
+        asked.append((table, name))
+        return frozenset(replaces.get(name, ()))
+
+    assert rollup.compacted_since(recorded, now, footer) is same
+    assert all(name.startswith("compact-") for _, name in asked)  # only new compact files' footers are read
+
+
 def test_the_reports_line_says_which_days_the_rollups_gave_and_warns_of_complete_days_they_did_not() -> None:
     """`rollup.coverage`: a complete day with rows and no fresh roll-up is a warning (the daily job is not
     keeping up; the figures are the same, only slower); today's is not; a day without rows is not counted; a day
@@ -791,6 +830,24 @@ def test_next_weeks_report_takes_last_weeks_headline_from_its_report_while_that_
     _write(hist, "group_lag", W.days()[1], [dict(r, group_id="late") for r in _lag_rows()[:1]], name="late.parquet")
     assert weekly_report.stored_previous(out, str(hist), W, A.Options(), ["c1"]) is None  # a late file
     (hist / "group_lag" / f"date={W.days()[1]}" / "late.parquet").unlink()
+    assert weekly_report.stored_previous(out, str(hist), W, A.Options(), ["c1"]) is not None
+    # the collectors compacted day 1 since (a compact file superseding its files, as their maintenance publishes
+    # one; here of its one file): the same rows, so last week's report still holds (before, it was computed again)
+    from collectors.outputs.history.schema import REPLACES_KEY
+
+    day1 = hist / "group_lag" / f"date={W.days()[1]}"
+    rows = pq.read_table(day1 / "part-0.parquet")
+
+    def compacted(replaces: list[str]) -> None:
+        meta = {**(rows.schema.metadata or {}), REPLACES_KEY: json.dumps(replaces).encode()}
+        pq.write_table(rows.replace_schema_metadata(meta), day1 / "compact-1.parquet")
+
+    compacted(["part-0.parquet"])
+    (day1 / "part-0.parquet").unlink()
+    assert weekly_report.stored_previous(out, str(hist), W, A.Options(), ["c1"]) is not None
+    compacted(["part-0.parquet", "late.parquet"])  # a compaction that merged a file the report never read
+    assert weekly_report.stored_previous(out, str(hist), W, A.Options(), ["c1"]) is None
+    compacted(["part-0.parquet"])
     assert weekly_report.stored_previous(out, str(hist), W, A.Options(), ["c1"]) is not None
     (last / layout.INPUTS_FILE).unlink()  # what a run killed while writing last week's report leaves
     assert weekly_report.stored_previous(out, str(hist), W, A.Options(), ["c1"]) is None
