@@ -28,8 +28,8 @@ def compacted_since(recorded: dict[str, list[list[Any]]], now: dict[str, list[li
     the recorded files now gone, and the others are unchanged. A group not recorded must have no file.
 
     Exactly: a compact file that also supersedes names not recorded (a late file merged in, a repeat, an older
-    compaction's inputs) may hold rows the derived file never saw, and it is judged stale. Only the footers of
-    files not recorded are read; a footer that does not read supersedes nothing."""
+    compaction's inputs) may hold rows the derived file never saw, and it is judged stale; so is one whose footer
+    does not read or names nothing. Only the footers of files not recorded are read."""
     for group in set(recorded) | set(now):
         files, cur = recorded.get(group), now.get(group, [])
         if files is None:
@@ -46,12 +46,15 @@ def compacted_since(recorded: dict[str, list[list[Any]]], now: dict[str, list[li
             return False
         covered: set[str] = set()
         for n in new:
-            covered |= replaces(group, n)
+            if not (superseded := replaces(group, n)):
+                return False  # a footer without them (a foreign or damaged file): not known to hold those rows
+            covered |= superseded
         if covered != set(before) - set(after):
             return False
     return True
 
 
-def footers(history: str, directory: Callable[[str], str]) -> Replaces:
-    """`Replaces` of a local history: the footer of ``history/directory(group)/name``."""
-    return lambda group, name: replaced_names(Path(history) / directory(group) / name)
+def footers(history: Path, directory: Callable[[str], str]) -> Replaces:
+    """`Replaces` of a local history (its path, without ``file://``: `io.local_path`): the footer of
+    ``history/directory(group)/name``."""
+    return lambda group, name: replaced_names(history / directory(group) / name)

@@ -113,14 +113,15 @@ def is_remote(path: str) -> bool:
     return bool(sep) and head.lower() != "file" and "/" not in head
 
 
-def _local(path: str) -> Path:
+def local_path(path: str) -> Path:
+    """A local history's path: `path` without its ``file://``, if any."""
     s = str(path)
     return Path(s[len("file://"):]) if s.startswith("file://") else Path(s)
 
 
 def history_exists(spark: SparkSession | None, root: str) -> bool:
     if not is_remote(root):
-        return _local(root).is_dir()
+        return local_path(root).is_dir()
     assert spark is not None
     jvm = spark._jvm  # type: ignore[attr-defined]
     p = jvm.org.apache.hadoop.fs.Path(root)
@@ -135,7 +136,7 @@ def table_days(root: str, table: str, spark: SparkSession | None = None) -> list
     """The UTC days (YYYY-MM-DD) with a ``date=`` directory of `table` in a history, sorted; a remote history is
     listed through `spark` (else the active session)."""
     days = lister_for(_session(spark)).days(root, table) if is_remote(root) else \
-        [d for d, _ in date_dirs(_local(root) / table)]
+        [d for d, _ in date_dirs(local_path(root) / table)]
     return [d.isoformat() for d in days]
 
 
@@ -171,7 +172,7 @@ def _listed(spark: SparkSession | None, root: str, table: str, start: float, end
     if use_hadoop is None:
         use_hadoop = is_remote(root)
     if not use_hadoop:
-        listed = list_files(_local(root), table, start, last)  # one agreed walk for all of them
+        listed = list_files(local_path(root), table, start, last)  # one agreed walk for all of them
         return Listed([str(p) for p in listed.live], {str(r): str(k) for r, k in listed.repeats.items()},
                       [str(p) for p in listed.empty], {str(p): why for p, why in listed.damaged.items()})
     lister = lister_for(_session(spark))
@@ -216,7 +217,7 @@ def damaged_files(e: BaseException, root: str) -> dict[Path | str, str]:
     remote `root`'s files are checked by Spark itself (`remote_damage`), keyed by their URI (str)."""
     if is_remote(root):
         return _remote_damaged_files(e, root)
-    base = _local(root).resolve()
+    base = local_path(root).resolve()
     out: dict[Path | str, str] = {}
     for uri in dict.fromkeys(_READ_FAILED.findall(str(e))):
         path = Path(unquote(urlparse(uri).path)) if uri.startswith("file:") else Path(uri)
@@ -328,7 +329,7 @@ def recheck_damaged(root: str, rel: str, size: int, why: str, spark: SparkSessio
     size, or it reads). A remote file is checked by Spark reading it (`remote_damage`), through `spark` (else the
     active session)."""
     if not is_remote(root):
-        path = _local(root) / rel
+        path = local_path(root) / rel
         if known_damaged(path) is not None:
             return False
         try:

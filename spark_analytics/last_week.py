@@ -53,7 +53,7 @@ def still_holds(stored: dict[str, Any], now: dict[str, Any], history: str) -> bo
     before, after = by_day(stored.get("history_files") or {}), by_day(now.get("history_files") or {})
     if any(files and not after.get(group) for group, files in before.items()):
         return False  # a day's files removed since: computed again from what is left, as before
-    return compacted_since(before, after, footers(history, lambda group: group))
+    return compacted_since(before, after, footers(io.local_path(history), lambda group: group))
 
 
 def by_day(files: dict[str, list[list[Any]]]) -> dict[str, list[list[Any]]]:

@@ -461,7 +461,7 @@ def fresh_days(store: Store, history: str, days: Sequence[str],
             continue
         now = listed[d] if listed is not None else history_files(history, d)
         if made_from(m["history_files"], now) or (not io.is_remote(history) and compacted_since(
-                m["history_files"], now, footers(history, lambda table, d=d: f"{table}/date={d}"))):
+                m["history_files"], now, footers(io.local_path(history), lambda table, d=d: f"{table}/date={d}"))):
             out.append(d)
     return out
 

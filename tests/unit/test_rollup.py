@@ -684,6 +684,7 @@ def test_a_rollup_stands_for_the_files_it_was_made_from_or_for_none(now: dict[st
     # late file merged in: rows it never saw
     ({"group_lag": [["compact-1", 9]], "cluster": [["c", 3]]}, {"compact-1": {"a"}}, False),  # b gone unreplaced
     ({"group_lag": [["compact-1", 9]], "cluster": [["c", 3]]}, {}, False),  # a footer that does not read
+    ({"group_lag": [["a", 1], ["b", 2], ["compact-1", 9]], "cluster": [["c", 3]]}, {}, False),  # ... beside them
     ({"group_lag": [["late", 4]], "cluster": [["c", 3]]}, {}, False),  # a late file
     ({"group_lag": [["b", 2], ["compact-1", 9]], "cluster": [["c", 4]]}, {"compact-1": {"a"}}, False),  # resized
     ({"group_lag": [["compact-1", 9]], "cluster": [["c", 3]], "lso_gap": [["n", 1]]}, {"compact-1": {"a", "b"}},
@@ -845,6 +846,7 @@ def test_next_weeks_report_takes_last_weeks_headline_from_its_report_while_that_
     compacted(["part-0.parquet"])
     (day1 / "part-0.parquet").unlink()
     assert weekly_report.stored_previous(out, str(hist), W, A.Options(), ["c1"]) is not None
+    assert weekly_report.stored_previous(out, f"file://{hist}", W, A.Options(), ["c1"]) is not None  # its footer
     compacted(["part-0.parquet", "late.parquet"])  # a compaction that merged a file the report never read
     assert weekly_report.stored_previous(out, str(hist), W, A.Options(), ["c1"]) is None
     compacted(["part-0.parquet"])
