@@ -91,7 +91,8 @@ if ctx.docs:
 
     # ----- the loss ledger: evidence, not risk
     week_start = ctx.ref - lv.WEEK_S
-    losses = lv.first_records(ctx.history("loss_events", all_clusters=True, start=week_start))
+    losses = lv.first_records(ctx.history("loss_events", all_clusters=True, start=week_start - lv.WEEK_S),
+                              since=week_start)  # the week before: context for a loss recorded again
     coverages = {}
     for name in ctx.docs:
         polls = data.read_history(ctx.settings.history_dir, "cluster", week_start, None, [name], ["time"])

@@ -50,15 +50,18 @@ def coverage(poll_times: list[float], start: float, end: float, interval: float)
     return Coverage(len(times), expected, gaps)
 
 
-def first_records(events: pd.DataFrame) -> pd.DataFrame:
-    """The ledger's rows but the records of a leader change's loss again (`V.LEADER_CHANGE_LOSSES`): the first row
-    of each `V.SAME_LOSS` is kept, as the weekly report counts them (`spark_analytics.aggregations.losses`). A
-    collector killed between its ledger write and its checkpoint records the same truncation after its restart."""
-    if events.empty or any(c not in events.columns for c in V.SAME_LOSS):  # a frame without them: rows as they are
-        return events
-    ordered = events.sort_values(["time", "evidence"] if "evidence" in events.columns else ["time"], kind="stable")
-    again = ordered["kind"].isin(V.LEADER_CHANGE_LOSSES) & ordered.duplicated(subset=list(V.SAME_LOSS))
-    return ordered[~again]
+def first_records(events: pd.DataFrame, since: float | None = None) -> pd.DataFrame:
+    """The ledger's rows from `since` on but the records of a leader change's loss again
+    (`V.LEADER_CHANGE_LOSSES`): the first row of each `V.SAME_LOSS` is kept, as the weekly report counts them
+    (`spark_analytics.aggregations.losses`). A collector killed between its ledger write and its checkpoint records
+    the same truncation after its restart. `events` may start earlier, as context: a loss first recorded before
+    `since` is not counted again from its later record (the report reads the week before for the same reason)."""
+    if not events.empty and all(c in events.columns for c in V.SAME_LOSS):  # else: rows as they are
+        ordered = events.sort_values(["time", "evidence"] if "evidence" in events.columns else ["time"],
+                                     kind="stable")
+        again = ordered["kind"].isin(V.LEADER_CHANGE_LOSSES) & ordered.duplicated(subset=list(V.SAME_LOSS))
+        events = ordered[~again]
+    return events if since is None or events.empty else events[events["time"] >= since]
 
 
 def ledger_frame(events: pd.DataFrame) -> pd.DataFrame:

@@ -63,3 +63,7 @@ def test_a_leader_changes_loss_recorded_again_is_counted_once() -> None:
     older = events.drop(columns=["epoch_before", "epoch_after", "offset"])  # a frame without them: as it is
     assert len(lv.first_records(older)) == len(older)
     assert lv.first_records(pd.DataFrame()).empty
+    # the panel reads the week before as context: a loss first recorded before its window is not counted again
+    assert list(lv.first_records(events, since=T + 30)["evidence"]) == ["at 70", "at 100", "at 160", "at 900"]
+    assert list(lv.first_records(events[events["time"] >= T + 30])["evidence"]) == [
+        "at 60", "at 60", "at 60", "at 70", "at 100", "at 160", "at 900"]  # without it, counted from the repeats
