@@ -15,8 +15,11 @@ __all__ = ["REDACTED", "SECRET_KEY_MARKERS", "is_secret_key"]
 REDACTED: Final = "***"
 """What a secret value is replaced with wherever it would be shown."""
 
-SECRET_KEY_MARKERS: Final = ("password", "secret", "sasl.jaas.config", "sasl.oauthbearer", "ssl.key.pem")
-"""Substrings of setting names whose values are secret (librdkafka's own names, and our ``password`` fields)."""
+SECRET_KEY_MARKERS: Final = ("password", "secret", "sasl.jaas.config", "sasl.oauthbearer", "ssl.key.pem", "token",
+                               "credential", "api_key", "apikey")
+"""Substrings of setting names whose values are secret (librdkafka's own names, our ``password`` fields, and the
+names a plugin's or a custom property's secret goes by: ``token``, ``credential``, ``api_key``; before the
+fifty-first session those were shown)."""
 
 
 def is_secret_key(key: str) -> bool:

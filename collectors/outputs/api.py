@@ -4,8 +4,11 @@ In the spirit of Burrow's ``/v3/kafka/<cluster>/consumer/<group>/lag``: a script
 dashboard asks the monitor what it already knows instead of polling Kafka a second time. Like ``/metrics``
 it answers from the snapshots of the last poll and never reaches the cluster, so a busy caller costs the
 cluster nothing; it is served by the same server (same bind address, same access rules) and only answers
-GET and HEAD. The records are the snapshot's own (``docs/snapshot-schema.md``): none carries a setting, and
-the errors they hold were scrubbed of secrets where they were made (`collectors.model.secrets`).
+GET and HEAD. The records are the snapshot's own (``docs/snapshot-schema.md``): none carries a setting (a
+broker config the cluster marks sensitive has no value). The errors they hold are the clients' own messages,
+which name settings, not their values (librdkafka's for a bad PEM, keystore, key password or JAAS setting were
+checked); the OIDC token endpoint's, which could echo the client secret, is scrubbed where it is made
+(`collectors.sources.oauth`). Nothing here scrubs them again.
 
 `answer` is a pure function from an `ApiView` (the last poll's snapshots, indexed once) and a request path to
 an `ApiAnswer`; the HTTP handler in `collectors.outputs.exporter` only writes it out. Paths and answers are

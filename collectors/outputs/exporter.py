@@ -639,8 +639,24 @@ class MetricsServer:
         self.httpd.server_close()
 
 
+REQUEST_TIMEOUT_S = 15.0
+"""How long a connection may wait on its client (to send its request, to take the answer) before it is closed:
+a thread each, and one that sends nothing held its thread for good (a few thousand such exhausted the process).
+Above Prometheus's default scrape timeout (10 s)."""
+
+
 def _make_handler(endpoint: MetricsEndpoint, api: JsonApi | None) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        timeout = REQUEST_TIMEOUT_S
+
+        def version_string(self) -> str:  # the ``Server`` header: not the Python version in every answer
+            return "kafka-monitor"
+
+        def __getattr__(self, name: str) -> Any:
+            if name.startswith("do_"):  # any other method (OPTIONS, TRACE, ...): `_serve`'s 405, not a 501 page
+                return self.do_GET
+            raise AttributeError(name)
+
         def _reply(self, status: int, content_type: str, body: bytes | tuple[bytes, ...],
                    headers: Iterable[tuple[str, str]] = (), head: bool = False) -> None:
             parts = (body,) if isinstance(body, bytes) else body

@@ -218,6 +218,44 @@ def test_served_over_http_beside_metrics() -> None:
         srv.close()
 
 
+@pytest.mark.parametrize("method", ["OPTIONS", "TRACE", "FOO"])
+def test_any_other_method_is_405_and_the_server_names_no_python(method: str) -> None:
+    """docs/api.md: GET and HEAD, any other method 405. OPTIONS, TRACE or a made-up method fell through to Python's
+    own 501 HTML page, whose ``Server`` header, like every answer's, named the Python version."""
+    import http.client
+
+    srv = MetricsServer(MetricsEndpoint(), port=0, api=JsonApi(RISK_RULES)).start()
+    try:
+        for path in (f"{API_PREFIX}/clusters", "/metrics"):
+            conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=5)
+            conn.request(method, path)
+            r = conn.getresponse()
+            assert r.status == 405 and r.getheader("Allow") == "GET, HEAD", (path, r.status)
+            r.read()
+            conn.close()
+            assert "Python" not in (r.getheader("Server") or "") and r.getheader("Server") == "kafka-monitor"
+    finally:
+        srv.close()
+
+
+def test_a_connection_that_sends_nothing_is_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every connection has a thread; one that sent nothing held its thread for good, and a few thousand such
+    exhausted the process (helper-69). Now the server closes it after `REQUEST_TIMEOUT_S` (here made short)."""
+    import socket
+
+    from collectors.outputs import exporter
+
+    monkeypatch.setattr(exporter, "REQUEST_TIMEOUT_S", 0.2)
+    srv = MetricsServer(MetricsEndpoint(), port=0).start()
+    try:
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=30) as idle:
+            assert idle.recv(1) == b""  # closed by the server, not by our own 30 s timeout (that raises)
+        with urllib.request.urlopen(f"http://127.0.0.1:{srv.port}/healthz", timeout=5) as r:  # still serving
+            assert r.read() == b"ok\n"
+    finally:
+        srv.close()
+
+
 def test_docs_list_every_endpoint() -> None:
     from pathlib import Path
 

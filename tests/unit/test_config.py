@@ -643,7 +643,8 @@ def test_redacted_keeps_absent_secrets_absent(tmp_path: Path) -> None:
 
 def test_secret_key_detection() -> None:
     for key in ("sasl.password", "SSL.KEY.PASSWORD", "sasl.jaas.config", "sasl.oauthbearer.config",
-                "sasl.oauthbearer.client.secret", "ssl.key.pem", "password"):
+                "sasl.oauthbearer.client.secret", "ssl.key.pem", "password", "plugin.api.token", "access_token",
+                "cloud.credentials", "schema.registry.api_key", "apiKey"):
         assert is_secret_key(key)
     for key in ("sasl.username", "ssl.ca.location", "ssl.certificate.pem", "security.protocol"):
         assert not is_secret_key(key)
