@@ -243,9 +243,9 @@ def test_a_connection_that_sends_nothing_is_closed(monkeypatch: pytest.MonkeyPat
     exhausted the process (helper-69). Now the server closes it after `REQUEST_TIMEOUT_S` (here made short)."""
     import socket
 
-    from collectors.outputs import exporter
+    from collectors.outputs import http_server
 
-    monkeypatch.setattr(exporter, "REQUEST_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(http_server, "REQUEST_TIMEOUT_S", 0.2)
     srv = MetricsServer(MetricsEndpoint(), port=0).start()
     try:
         with socket.create_connection(("127.0.0.1", srv.port), timeout=30) as idle:
