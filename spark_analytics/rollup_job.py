@@ -71,11 +71,13 @@ def plan(store: Store, history: str, days: Sequence[str], force: bool = False) -
     a day was kept only when every table's files were gone). Such a day, stale since another table changed, is
     computed from the history by the reports meanwhile; removing its roll-up lets a run write it again."""
     rollup.recall_left_out(store, history, days)  # files a roll-up was made without: not a reason to redo the day
-    todo = list(days) if force else [d for d in days if d not in set(rollup.fresh_days(store, history, days))]
+    listed = {d: rollup.history_files(history, d) for d in days}  # once a day: freshness and what is gone
+    fresh = set() if force else set(rollup.fresh_days(store, history, days, listed))
+    todo = [d for d in days if d not in fresh]
     kept: dict[str, list[str]] = {}
     for d in todo:
         m = store.manifest(d)
-        if m is not None and (gone := rollup.tables_gone(m["history_files"], rollup.history_files(history, d))):
+        if m is not None and (gone := rollup.tables_gone(m["history_files"], listed[d])):
             kept[d] = gone
     return Plan([d for d in todo if d not in kept], kept)
 
