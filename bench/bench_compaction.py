@@ -80,7 +80,8 @@ class PerBatchWriter(HistoryWriter):
             return False
         # the superseded names and the target schema as the writer has them: what the two modes differ in is the
         # reading and merging of the rows
-        target = merged_schema(table, schemas.values(), set(live) | set(repeats) | superseded_by(directory, live))
+        target = merged_schema(table, schemas.values(), set(live) | set(repeats) | superseded_by(directory, live),
+                               live)
 
         def write(f: Any) -> None:
             with pq.ParquetWriter(f, target, compression=COMPRESSION) as w:

@@ -705,6 +705,54 @@ def test_a_rollup_stands_for_its_files_compacted_since(now: dict[str, Any], repl
     assert all(name.startswith("compact-") for _, name in asked)  # only new compact files' footers are read
 
 
+def test_a_day_compacted_again_after_a_late_file_still_holds_what_was_rolled_up_since(tmp_path: Path) -> None:
+    """A late file after a day's first compaction is merged with that compact file by the next maintenance. The
+    second compact file's ``kmon.replaces`` also names the first one's inputs and the repeats deleted with them, so
+    judged by it the day was stale again though it held no new row. Its ``kmon.inputs`` names the files the merge
+    read: exactly what a roll-up made after the late file recorded. One made before the late file stays stale."""
+    from collectors.outputs.history import HistoryWriter
+    from collectors.outputs.history.compaction import merged_schema
+    from collectors.outputs.history.files import merged_names, replaced_names
+    from spark_analytics.input_files import compacted_since, footers
+
+    hist, d1 = tmp_path / "history", W.days()[1]
+    day_dir = hist / "group_lag" / f"date={d1}"
+    rows = [r for r in _lag_rows() if T0 + DAY <= r["time"] < T0 + 2 * DAY]
+    _write(hist, "group_lag", d1, rows[:50], name="part-a.parquet")
+    _write(hist, "group_lag", d1, rows[50:], name="part-b.parquet")
+    (day_dir / "part-z-copy.parquet").write_bytes((day_dir / "part-a.parquet").read_bytes())  # a repeat
+    listed = rollup.history_files(str(hist), d1)
+    assert [n for n, _ in listed["group_lag"]] == ["part-a.parquet", "part-b.parquet"]  # the repeat read once
+    first_day = footers(hist, lambda table: f"{table}/date={d1}")
+    assert HistoryWriter(hist).compact("group_lag", d1)
+    (first,) = day_dir.glob("compact-*.parquet")
+    assert merged_names(first) == {"part-a.parquet", "part-b.parquet"}
+    assert replaced_names(first) == {"part-a.parquet", "part-z-copy.parquet", "part-b.parquet"}
+    assert compacted_since(listed, rollup.history_files(str(hist), d1), first_day)  # once: fresh (as before)
+
+    _write(hist, "group_lag", d1, [dict(rows[0], group_id="late")], name="part-late.parquet")
+    before_late, after_late = listed, rollup.history_files(str(hist), d1)  # a roll-up re-run for the late file
+    _write(hist, "group_lag", d1, [dict(rows[1], group_id="late")], name="part-later.parquet")
+    after_later = rollup.history_files(str(hist), d1)
+    assert HistoryWriter(hist).compact("group_lag", d1)
+    (second,) = day_dir.glob("compact-*.parquet")
+    assert second != first and {"part-a.parquet", first.name} <= replaced_names(second)
+    assert merged_names(second) == {first.name, "part-late.parquet", "part-later.parquet"}
+    now = rollup.history_files(str(hist), d1)
+    assert compacted_since(after_later, now, first_day)  # compacted twice, no new row: fresh
+    assert not compacted_since(after_late, now, first_day)  # the later file's rows: stale
+    assert not compacted_since(before_late, now, first_day)
+
+    # a file compacted before ``kmon.inputs`` was written is judged by what it supersedes, as before
+    legacy = day_dir / "compact-legacy.parquet"
+    table = pq.read_table(second)
+    pq.write_table(table.replace_schema_metadata(merged_schema(
+        "group_lag", [table.schema], set(replaced_names(second))).metadata), legacy)
+    second.unlink()
+    assert merged_names(legacy) == replaced_names(legacy) and not compacted_since(
+        after_later, rollup.history_files(str(hist), d1), first_day)
+
+
 def test_the_reports_line_says_which_days_the_rollups_gave_and_warns_of_complete_days_they_did_not() -> None:
     """`rollup.coverage`: a complete day with rows and no fresh roll-up is a warning (the daily job is not
     keeping up; the figures are the same, only slower); today's is not; a day without rows is not counted; a day

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
-from collectors.outputs.history.schema import HISTORY_SCHEMA_VERSION, REPLACES_KEY, TABLES, conform
+from collectors.outputs.history.schema import HISTORY_SCHEMA_VERSION, INPUTS_KEY, REPLACES_KEY, TABLES, conform
 
 _FORMAT = ds.ParquetFileFormat()
 _LOCAL = pafs.LocalFileSystem()
@@ -138,10 +138,12 @@ def _batches(files: list[Footer], size: int) -> Iterator[pa.RecordBatch]:
         i = j
 
 
-def merged_schema(table: str, files: Iterable[pa.Schema], replaces: set[str]) -> pa.Schema:
-    """The schema of the compact file of `table` merging files of the schemas `files` (one per file, in order) and
-    superseding `replaces`: the table's own (`TABLES`; unknown tables: the files' unified) with the columns of a
-    newer writer's files added, so that they survive the merge, and the file's metadata."""
+def merged_schema(table: str, files: Iterable[pa.Schema], replaces: set[str],
+                  inputs: Iterable[str] | None = None) -> pa.Schema:
+    """The schema of the compact file of `table` merging the files `inputs` (by name) of the schemas `files` (one per
+    file, in order) and superseding `replaces`: the table's own (`TABLES`; unknown tables: the files' unified) with
+    the columns of a newer writer's files added, so that they survive the merge, and the file's metadata (`inputs`
+    under `INPUTS_KEY` when given)."""
     schemas: list[pa.Schema] = []  # each once, in the order of the files (a day's 1,440 are one or two)
     for schema in files:
         if not any(schema.equals(s, check_metadata=True) for s in schemas):
@@ -152,5 +154,8 @@ def merged_schema(table: str, files: Iterable[pa.Schema], replaces: set[str]) ->
     for f in (f for s in schemas for f in s):
         if f.name not in target.names and f.name != "date":
             target = target.append(f)
-    return target.with_metadata({"kmon.table": table, "kmon.history_schema_version": str(HISTORY_SCHEMA_VERSION),
-                                 REPLACES_KEY.decode(): json.dumps(sorted(replaces))})
+    meta = {"kmon.table": table, "kmon.history_schema_version": str(HISTORY_SCHEMA_VERSION),
+            REPLACES_KEY.decode(): json.dumps(sorted(replaces))}
+    if inputs is not None:
+        meta[INPUTS_KEY.decode()] = json.dumps(sorted(inputs))
+    return target.with_metadata(meta)

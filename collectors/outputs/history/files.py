@@ -29,6 +29,7 @@ from collectors.outputs.atomic import fsync_dir, publish
 from collectors.outputs.history.schema import (
     DATE_PREFIX,
     HISTORY_SCHEMA_VERSION,
+    INPUTS_KEY,
     REPLACES_KEY,
     TEMP_PREFIX,
     TIMESTAMPS_SINCE,
@@ -121,27 +122,44 @@ class _Recent(OrderedDict[tuple[Any, ...], Any]):
             self.held = 0
 
 
-_REPLACES_CACHE = _Recent(16_384)
+_FOOTER_NAMES_CACHE = _Recent(16_384)
 _MISSING = object()
 
 
-def replaced_names(path: Path) -> frozenset[str]:
-    """Names a compact file supersedes (cached by inode/size/mtime: the file never changes once published)."""
+def _footer_names(path: Path) -> tuple[frozenset[str], frozenset[str] | None]:
+    """A compact file's `REPLACES_KEY` and `INPUTS_KEY` names (None: a file compacted before the latter was
+    written), cached by inode/size/mtime: the file never changes once published. Nothing for a file gone or whose
+    footer does not read."""
     try:
         st = path.stat()
         key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
-        cached = _REPLACES_CACHE.get(key)
+        cached = _FOOTER_NAMES_CACHE.get(key)
         if cached is not None:
             return cached
         meta = pq.read_schema(path).metadata or {}
-        names = frozenset(json.loads(meta.get(REPLACES_KEY, b"[]")))
+        names = (frozenset(json.loads(meta.get(REPLACES_KEY, b"[]"))),
+                 frozenset(json.loads(meta[INPUTS_KEY])) if INPUTS_KEY in meta else None)
     except FileNotFoundError:
-        return frozenset()
+        return frozenset(), frozenset()
     except (OSError, ValueError, pa.ArrowException) as e:
         log.warning("history: cannot read the footer of %s: %s", path, e)
-        return frozenset()
-    _REPLACES_CACHE.put(key, names)
+        return frozenset(), frozenset()
+    _FOOTER_NAMES_CACHE.put(key, names)
     return names
+
+
+def replaced_names(path: Path) -> frozenset[str]:
+    """Names a compact file supersedes: readers skip them (`REPLACES_KEY`)."""
+    return _footer_names(path)[0]
+
+
+def merged_names(path: Path) -> frozenset[str]:
+    """Names of the files a compact file's merge read, whose rows it holds and nothing else (`INPUTS_KEY`); for a
+    file compacted before that key was written, the names it supersedes (`replaced_names`), which also name what
+    its inputs had replaced and the repeats deleted with them. What a derived file made from the history before a
+    compaction compares with the files gone since (`spark_analytics.input_files.compacted_since`)."""
+    replaces, inputs = _footer_names(path)
+    return replaces if inputs is None else inputs
 
 
 K = TypeVar("K")

@@ -195,7 +195,8 @@ class DayMaintenance:
             return False
         # a repeat's rows are in the file it repeats: superseded with the inputs, its rows not read twice
         replaces = set(live) | set(repeats) | superseded_by(directory, live)
-        target = merged_schema(table, (f.schema for f in footers.values()), replaces)
+        # and the files read (`kmon.inputs`): what a roll-up made before this merge recorded of the day, if no more
+        target = merged_schema(table, (f.schema for f in footers.values()), replaces, live)
         rows = 0
 
         def write(f: Any) -> None:

@@ -21,6 +21,9 @@ DEFAULT_MAX_BUFFER_ROWS = 1_000_000
 COMPRESSION = "zstd"
 COMPACT_ROW_GROUP = 128 * 1024
 REPLACES_KEY = b"kmon.replaces"
+INPUTS_KEY = b"kmon.inputs"
+"""A compact file's footer key (since the fifty-second session): the files its merge read, exactly (`REPLACES_KEY`
+also names what those had replaced, and the repeats deleted with them)."""
 TEMP_PREFIX = ".tmp-"
 DELETING_PREFIX = ".deleting-"
 DATE_PREFIX = "date="
