@@ -554,14 +554,29 @@ def history_days(history: str) -> list[str]:
     return io.table_days(history, "cluster")
 
 
+def day_data(spark: Any, history: str, day: str, tables: Sequence[str],
+             clusters: Sequence[str] | None = None) -> dict[str, io.TableData]:
+    """The history tables of one day, with the files each is read from: only that day's files are listed and read.
+    (Filtering a longer range's frames by day instead is not pushed into the Parquet scan: every day rolled up read
+    the whole range's files; the bench week's seven days took 64 s that way, 56 s this way, the same roll-ups.)"""
+    start = day_start(day)
+    return io.read_history(spark, history, start, start + DAY_S, clusters, tables=tables, check_schema=False)
+
+
 def day_frames(spark: Any, history: str, day: str, tables: Sequence[str],
                clusters: Sequence[str] | None = None) -> dict[str, Any]:
-    """The history frames of one day: only that day's files are listed and read. (Filtering a longer range's
-    frames by day instead is not pushed into the Parquet scan: every day rolled up read the whole range's files;
-    the bench week's seven days took 64 s that way, 56 s this way, the same roll-ups.)"""
-    start = day_start(day)
-    return {t: td.df for t, td in io.read_history(spark, history, start, start + DAY_S, clusters, tables=tables,
-                                                  check_schema=False).items()}
+    """`day_data`'s frames."""
+    return {t: td.df for t, td in day_data(spark, history, day, tables, clusters).items()}
+
+
+def read_of(listed: dict[str, list[list[Any]]], data: dict[str, io.TableData]) -> dict[str, list[list[Any]]]:
+    """The files of `listed` (`history_files`, listed before the day was read) that the read of `data` was made
+    from: what the day's manifest records. A file listed and gone by the read (a retention run renaming the day's
+    directory, a compaction deleting its inputs) is not among them: recorded, it would stand for rows the roll-up
+    never had, and with the day's files gone the roll-up would be taken for the record of them
+    (`made_from`)."""
+    read = {t: {Path(f).name for f in td.files} for t, td in data.items()}
+    return {t: [f for f in files if f[0] in read.get(t, ())] for t, files in listed.items()}
 
 
 def rollup(spark: Any, history: str, store: Store, days: Sequence[str]) -> dict[str, int]:
@@ -570,13 +585,15 @@ def rollup(spark: Any, history: str, store: Store, days: Sequence[str]) -> dict[
     for d in days:  # a day at a time: what the driver collects stays one day's, whatever the fleet
         # The manifest's files are listed before the day is read, as the report lists its inputs: a file
         # published meanwhile is then read but not in the manifest, and makes the day stale (rolled up again);
-        # listed after, it would be in the manifest unread, and the day fresh without its rows for good.
-        sources, left_out = history_files(history, d), left_out_files(history, d)
-        frames = day_frames(spark, history, d, SOURCES)
+        # listed after, it would be in the manifest unread, and the day fresh without its rows for good. Of
+        # those listed, only the files read are recorded (`read_of`).
+        listed, left_out = history_files(history, d), left_out_files(history, d)
+        data = day_data(spark, history, d, SOURCES)
+        frames = {t: td.df for t, td in data.items()}
         limits = recorded_slo(frames["cluster"], [d])[d]
         slo = dict(zip(limits["cluster"].to_pylist(), limits["lag_slo_s"].to_pylist(), strict=True))
-        got = write_partials(frames, store, d, slo_frame(spark, {d: limits}), sources=sources, lag_slo_s=slo,
-                             left_out=left_out)
+        got = write_partials(frames, store, d, slo_frame(spark, {d: limits}), sources=read_of(listed, data),
+                             lag_slo_s=slo, left_out=left_out)
         for name in TABLES:
             written[name] += got[name]
     return written

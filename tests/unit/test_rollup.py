@@ -635,7 +635,7 @@ def test_a_day_compacted_while_it_is_rolled_up_is_listed_again(spark: Any, tmp_p
     pq.write_table(rows.slice(0, half), day_dir / "part-0.parquet")  # two flushes, as the collector writes them
     pq.write_table(rows.slice(half), day_dir / "part-1.parquet")
     assert rollup_job.main(["--history", str(hist), "--rollups", str(clean), "--day", d1], spark=spark) == 0
-    listed = rollup.day_frames
+    listed = rollup.day_data
     compacted: list[str] = []
 
     def compacted_after_listing(spark: Any, history: str, day: str, *a: Any, **k: Any) -> dict[str, Any]:
@@ -645,7 +645,7 @@ def test_a_day_compacted_while_it_is_rolled_up_is_listed_again(spark: Any, tmp_p
             assert HistoryWriter(hist).compact("group_lag", d1)
         return frames
 
-    monkeypatch.setattr(rollup, "day_frames", compacted_after_listing)
+    monkeypatch.setattr(rollup, "day_data", compacted_after_listing)
     with caplog.at_level(logging.WARNING, logger="spark_analytics.rollup"):
         assert rollup_job.main(["--history", str(hist), "--rollups", str(store), "--day", d1], spark=spark) == 0
     assert compacted == [d1] and not (day_dir / "part-0.parquet").exists()
@@ -703,6 +703,34 @@ def test_a_rollup_stands_for_its_files_compacted_since(now: dict[str, Any], repl
 
     assert rollup.compacted_since(recorded, now, footer) is same
     assert all(name.startswith("compact-") for _, name in asked)  # only new compact files' footers are read
+
+
+def test_a_rollups_manifest_names_only_the_files_it_read(spark: Any, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The manifest's files are listed before the day is read. A table's day removed by the collectors' retention
+    between that listing and the read left the manifest naming files the roll-up never read; with them gone, the
+    roll-up stood as the only record of rows it did not hold (`made_from`), and no run made it again. A file
+    published between the two is read and not recorded (the day is rolled up again), as before."""
+    hist, store = tmp_path / "history", tmp_path / "rollups"
+    _history(hist)
+    d1 = W.days()[1]
+    read = rollup.day_data
+
+    def retention_after_listing(spark: Any, history: str, day: str, *a: Any, **k: Any) -> dict[str, Any]:
+        health = hist / "topic_health" / f"date={day}"
+        health.rename(hist / "topic_health" / f".deleting-date={day}")  # what retention does first
+        _write(hist, "group_lag", day, [dict(_lag_rows()[0], time=T0 + DAY + 60.0, group_id="late")],
+               name="part-late.parquet")
+        return read(spark, history, day, *a, **k)
+
+    monkeypatch.setattr(rollup, "day_data", retention_after_listing)
+    assert rollup_job.main(["--history", str(hist), "--rollups", str(store), "--day", d1], spark=spark) == 0
+    recorded = rollup.Store(store).manifest(d1)["history_files"]
+    assert recorded["topic_health"] == []  # listed, never read
+    assert [n for n, _ in recorded["group_lag"]] == ["part-0.parquet"] and recorded["cluster"]  # late: not listed
+    assert rollup.Store(store).manifest(d1)["rows"]["group_lag_days"] == 3  # ... yet read
+    # the day is stale (the late file is not recorded) and is rolled up again by the next run
+    assert rollup.fresh_days(rollup.Store(store), str(hist), [d1]) == []
 
 
 def test_a_day_compacted_again_after_a_late_file_still_holds_what_was_rolled_up_since(tmp_path: Path) -> None:
