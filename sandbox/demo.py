@@ -162,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
             say(f"sandbox: simulated clock t+0 = {sb.cluster.start:.3f} (epoch seconds); the lines "
                 f"[sandbox t+...] below are what really happened, on that clock")
         from collectors.config import ConfigError
+        from collectors.runtime.cli import hide_secrets_in_logs
         from collectors.runtime.loop import run_loop
         from collectors.runtime.poller import Monitor
         from collectors.runtime.sinks import build_sinks
@@ -171,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         except ConfigError as e:
             say(f"error: {e}")
             return 2
+        hide_secrets_in_logs(cfg)  # a demo given a real cluster's --config logs as the monitor does
         monitor = Monitor(cfg, clock)
         sinks = build_sinks(cfg, monitor, clock)
         say(f"collector: polling every {cfg.poll_interval_s:g}s; metrics on "

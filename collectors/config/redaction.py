@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, SecretStr
 
-from collectors.model.secrets import REDACTED, is_secret_key
+from collectors.model.secrets import NOT_HUNTED_KEYS, REDACTED, is_secret_key
 from collectors.model.settings import describe_value
 
-__all__ = ["describe_hidden", "describe_safely", "is_secret_path", "may_hold_secret", "redacted"]
+__all__ = ["describe_hidden", "describe_safely", "is_secret_path", "may_hold_secret", "redacted", "secret_values"]
 
 
 def redacted(config: BaseModel) -> dict[str, Any]:
@@ -33,6 +33,29 @@ def _redact(value: Any) -> Any:
     if isinstance(value, list):
         return [_redact(v) for v in value]
     return value
+
+
+def secret_values(config: BaseModel) -> list[str]:
+    """Every secret text in a config (or a part of one, such as a cluster): SecretStr fields and text under
+    secret-named keys, less the descriptive ones (`NOT_HUNTED_KEYS`). What a `Scrubber` hunts in error messages
+    and logs, where no key name says what is secret."""
+    found: list[str] = []
+
+    def walk(value: Any, secret: bool) -> None:
+        if isinstance(value, SecretStr):
+            found.append(value.get_secret_value())
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                key = str(k)
+                walk(v, secret or (is_secret_key(key) and key.lower() not in NOT_HUNTED_KEYS))
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                walk(v, secret)
+        elif secret and isinstance(value, str) and value:
+            found.append(value)
+
+    walk(config.model_dump(mode="python"), False)
+    return found
 
 
 def is_secret_path(path: Iterable[object]) -> bool:

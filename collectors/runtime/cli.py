@@ -61,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("kafka").setLevel(logging.CRITICAL)  # its connection errors become our alerts
     logging.getLogger("kazoo").setLevel(logging.CRITICAL)
+    hide_secrets_in_logs(config)
     from collectors.runtime.poller import Monitor
 
     monitor = Monitor(config, clock=time.time)
@@ -82,6 +83,19 @@ def main(argv: list[str] | None = None) -> int:
         return _run_forever(monitor, config, args.json)
     finally:
         monitor.close()
+
+
+def hide_secrets_in_logs(config: MonitorConfig) -> None:
+    """Every root log handler hides the config's secret values (`ScrubLogs`): behind the redaction by name, for
+    a library's message or a traceback that quotes one."""
+    from collectors.config.redaction import secret_values
+    from collectors.model.secrets import Scrubber, ScrubLogs
+
+    scrub = Scrubber.of(secret_values(config))
+    if scrub:
+        for handler in logging.getLogger().handlers:
+            if not any(isinstance(f, ScrubLogs) for f in handler.filters):
+                handler.addFilter(ScrubLogs(scrub))
 
 
 def _print_summary(r: PollResult) -> None:

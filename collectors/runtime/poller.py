@@ -24,10 +24,12 @@ from collectors.alerting.incidents import IncidentTracker
 from collectors.alerting.lifecycle import SAME_TIME_S, AlertTracker
 from collectors.alerting.rules import Candidate, cluster_health
 from collectors.config import ClusterConfig, MonitorConfig
-from collectors.model.observations import KafkaObservation
+from collectors.config.redaction import secret_values
+from collectors.model.observations import KafkaObservation, ZkObservation
 from collectors.model.policy import Policies
 from collectors.model.poll import IncidentEvent, PollResult
 from collectors.model.records import AlertRecord, ClusterSnapshot, IncidentRecord, LossRecord
+from collectors.model.secrets import Scrubber
 from collectors.model.snapshot import LOSS_MEMORY_MAX, build_snapshot
 from collectors.model.state import ClusterState
 from collectors.sources.client_settings import confluent_settings, kafka_python_settings, kazoo_settings
@@ -50,6 +52,7 @@ class ClusterPoller:
         poll given its `now` knows only that."""
         self.name: str = cluster.name
         self.kraft = cluster.kraft  # as configured: True makes the cluster KRaft from the first poll (`build_snapshot`)
+        self.scrub = Scrubber.of(secret_values(cluster))  # its secrets, hidden in the errors its clients give
         self.clock = clock
         self.config = config
         self.thresholds = config.thresholds
@@ -100,12 +103,28 @@ class ClusterPoller:
         if obs.cluster_id:
             self._check_identity(obs.cluster_id)
             self.cluster_id = obs.cluster_id
+        self._scrub_errors(obs, zk_obs)
         snap = build_snapshot(self.name, obs, zk_obs, self.state, self.thresholds, now, self.policies, kraft=self.kraft)
         result = self._judge(snap, now, extra, started)
         if self._failing is not None:
             log.info("cluster %s: polled again (the polls before failed: %s)", self.name, self._failing)
             self._failing = None
         return result
+
+    def _scrub_errors(self, obs: KafkaObservation, zk_obs: ZkObservation | None) -> None:
+        """The clients' error texts with this cluster's secrets hidden, before the snapshot, the alerts' summaries,
+        the history and the metrics quote them: a library may echo what it was given (a JAAS line, a URL with
+        its password), and no key name is left in its message to redact by (`Scrubber`)."""
+        if not self.scrub:
+            return
+        obs.errors = [self.scrub(e) for e in obs.errors]
+        if obs.quorum_no_leader is not None:
+            obs.quorum_no_leader = self.scrub(obs.quorum_no_leader)
+        if zk_obs is not None:
+            zk_obs.errors = [self.scrub(e) for e in zk_obs.errors]
+            for server in zk_obs.servers:
+                if server.error is not None:
+                    server.error = self.scrub(server.error)
 
     def failed(self, now: float | None, extra: list[Candidate] | None, error: BaseException,
                started: float) -> PollResult:
@@ -115,7 +134,7 @@ class ClusterPoller:
         stale poll (`kept_over_stale`). Logged with the traceback once while the same error repeats, in one line
         after. Does not raise: a monitor polling other clusters carries on with theirs (`Monitor.poll_once`)."""
         now = (self.clock or time.time)() if now is None else now
-        why = f"poll failed: {type(error).__name__}: {error}"
+        why = self.scrub(f"poll failed: {type(error).__name__}: {error}")
         if why != self._failing:
             log.error("cluster %s: %s; shown unreachable until a poll succeeds", self.name, why, exc_info=error)
         else:
