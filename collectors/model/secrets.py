@@ -100,9 +100,12 @@ class ScrubLogs(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if not self.scrub:
             return True
-        message = record.getMessage()
+        try:
+            message = record.getMessage()
+        except Exception:  # arguments that do not fit the format: logging's own report would print them raw
+            message = f"(log message and arguments that do not fit) {record.msg!r} % {record.args!r}"
         clean = self.scrub(message)
-        if clean != message:
+        if clean != message or record.args:
             record.msg, record.args = clean, None
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)

@@ -136,3 +136,10 @@ def test_a_log_filter_hides_secrets_in_arguments_tracebacks_and_stacks() -> None
     assert f.filter(record)
     text = logging.Formatter("%(message)s").format(record)
     assert PASSWORD not in text and text.startswith(f"login {REDACTED}") and "RuntimeError" in text
+
+
+def test_a_record_whose_arguments_do_not_fit_is_passed_on_not_raised() -> None:
+    record = logging.LogRecord("kafka", logging.INFO, __file__, 1, "two %s %s", (PASSWORD,), None)
+    assert ScrubLogs(Scrubber.of([PASSWORD])).filter(record)
+    text = logging.Formatter("%(message)s").format(record)  # logged, not raised: the caller is not the one to fail
+    assert "two %s %s" in text and REDACTED in text and PASSWORD not in text
